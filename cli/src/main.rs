@@ -1,0 +1,32 @@
+//! The `cptsim` binary: argument parsing, progress and printing. All work happens in the library
+//! crates; each subcommand lives in its own module under `cmd/`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Simulate dynamic-precision training: import models, synthesise or record precision traces,
+/// train with simulated low precision and cost runs on accelerator models.
+#[derive(Parser)]
+#[command(name = "cptsim", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result: anyhow::Result<()> = match cli.command {};
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

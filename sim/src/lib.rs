@@ -1,0 +1,1 @@
+//! The cptsim trainer: tensors, layers with backward passes, quantizers, policies, datasets.
