@@ -1,1 +1,6 @@
-//! Precision schedules, the precision-trace data model and its CSV and binary formats.
+//! Precision traces: analytic schedule synthesis, the run-length-encoded trace data model and its
+//! CSV and binary formats.
+
+pub mod row;
+
+pub use row::{Bits, TraceRow};
