@@ -17,11 +17,20 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Placeholder until the first subcommand lands.
+    #[command(hide = true)]
+    Version,
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Version => {
+            println!("cptsim {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,1 +1,49 @@
-//! End-to-end tests live in `tests/tests/`; this crate has no library code.
+//! Helpers for the end-to-end tests in `tests/tests/`: locate the `cptsim` binary that cargo built
+//! beside the test executable and run it as a user would.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Path of the `cptsim` binary of the same build profile as the running test.
+///
+/// Cargo builds it because the `cptsim` package has integration tests of its own; test executables
+/// live in `target/<profile>/deps/`, the binary in `target/<profile>/`.
+pub fn cptsim_path() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    profile_dir.join(format!("cptsim{}", std::env::consts::EXE_SUFFIX))
+}
+
+/// A `Command` for the `cptsim` binary, run from the workspace root.
+pub fn cptsim() -> Command {
+    let mut cmd = Command::new(cptsim_path());
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// The workspace root (parent of this crate's directory).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs `cptsim` with `args` and returns its output.
+pub fn run(args: &[&str]) -> Output {
+    match cptsim().args(args).output() {
+        Ok(out) => out,
+        Err(e) => panic!("cannot run {}: {e}", cptsim_path().display()),
+    }
+}
+
+/// Stdout as UTF-8 text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stderr as UTF-8 text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
