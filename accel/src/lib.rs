@@ -1,1 +1,25 @@
 //! BitOPs accounting and cycle-level accelerator models (ZC706, Bit Fusion, Stripes).
+//!
+//! Every model shares one analytic core: each training GEMM of a layer ([`gemm`]) is tiled against
+//! the on-chip buffers with a loop-order search ([`tiling`]), overlapped with DRAM traffic by a
+//! double-buffered roofline ([`dram`]) and priced by per-cycle and per-bit energy constants
+//! ([`energy`]). The accelerators differ only in their precision→throughput law ([`bitfusion`],
+//! [`stripes`], [`zc706`] on top of [`systolic`]) and their TOML configuration ([`config`]).
+//! [`trace_cost`] costs whole precision traces through a memo ([`cache`]); [`report`] writes CSVs.
+
+pub mod accelerator;
+pub mod bitfusion;
+pub mod cache;
+pub mod config;
+pub mod dram;
+pub mod energy;
+pub mod gemm;
+pub mod report;
+pub mod stripes;
+pub mod systolic;
+pub mod tiling;
+pub mod trace_cost;
+pub mod zc706;
+
+pub use accelerator::{Accelerator, CostError, GemmCost};
+pub use trace_cost::{cost_trace, CostTotals, TraceCost, TraceCostError};

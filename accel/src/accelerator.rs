@@ -1,0 +1,262 @@
+//! An accelerator: a validated configuration and its array law, costing one GEMM problem at given
+//! operand bits (tiling search + roofline + energy) and the training GEMMs of a layer.
+
+use cptsim_models::summary::{LayerInfo, LayerRole};
+use cptsim_traces::row::Bits;
+use serde::Serialize;
+
+use crate::bitfusion::BitFusionLaw;
+use crate::config::{self, AccelConfig, ConfigError, Engine};
+use crate::dram::{transfer_cycles, Timing};
+use crate::energy::{energy_of, EnergySplit};
+use crate::gemm::{training_gemm, ConvProblem, GemmKind, OperandBits};
+use crate::stripes::StripesLaw;
+use crate::tiling::{search, ArrayLaw, BufferBits, Mapping, SearchSpace, TilingError};
+use crate::zc706::{pass_bits, SystolicLaw};
+
+/// Widest operand any model accepts, even with the multi-pass extension.
+pub const MAX_BITS: u32 = 32;
+
+/// Why a GEMM cannot be costed.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CostError {
+    /// Operand bits outside what the configuration runs.
+    #[error("{bits}-bit operands: {reason}")]
+    Bits { bits: u32, reason: String },
+    /// No tiling fits the buffers.
+    #[error(transparent)]
+    Tiling(#[from] TilingError),
+}
+
+/// Cost of one GEMM problem (all groups).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GemmCost {
+    pub timing: Timing,
+    /// DRAM bits moved.
+    pub dram_bits: u64,
+    /// On-chip buffer bits accessed.
+    pub sram_bits: u64,
+    pub energy: EnergySplit,
+    /// The chosen tiling of one group.
+    pub mapping: Mapping,
+    /// Groups run back to back.
+    pub groups: u64,
+}
+
+/// The array law of a configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Law {
+    BitFusion(BitFusionLaw),
+    Stripes(StripesLaw),
+    Systolic(SystolicLaw),
+}
+
+/// A ready-to-use accelerator model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Accelerator {
+    pub config: AccelConfig,
+    law: Law,
+}
+
+impl Accelerator {
+    /// Builds the model of a validated configuration.
+    pub fn new(config: AccelConfig) -> Self {
+        let (rows, cols) = (config.array.rows, config.array.cols);
+        let law = match (config.engine, &config.zc706) {
+            (Engine::BitFusion, _) => Law::BitFusion(BitFusionLaw { n: rows, m: cols }),
+            (Engine::Stripes | Engine::DaDianNao, _) => Law::Stripes(StripesLaw {
+                input_lanes: rows,
+                filter_lanes: cols,
+                serial: config.engine == Engine::Stripes,
+            }),
+            (engine, Some(z)) => Law::Systolic(SystolicLaw::new(rows, cols, engine, z)),
+            // Validation requires the [zc706] section for these engines; without it (a config
+            // built in code) the engine runs at full utilisation with no extra passes.
+            (engine, None) => Law::Systolic(SystolicLaw {
+                rows,
+                cols,
+                engine,
+                dataflow: config::Dataflow::Os,
+                utilisation: 1.0,
+                dsp_port_bits: 25,
+                guard_bits: 2,
+            }),
+        };
+        Self { config, law }
+    }
+
+    /// Loads a built-in name or a TOML path.
+    pub fn load(name_or_path: &str) -> Result<Self, ConfigError> {
+        config::load(name_or_path).map(Self::new)
+    }
+
+    /// The configuration's name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn law(&self) -> &dyn ArrayLaw {
+        match &self.law {
+            Law::BitFusion(l) => l,
+            Law::Stripes(l) => l,
+            Law::Systolic(l) => l,
+        }
+    }
+
+    /// Seconds for `cycles` cycles.
+    pub fn seconds(&self, cycles: u64) -> f64 {
+        cycles as f64 * self.config.cycle_s()
+    }
+
+    /// Checks that the configuration runs these operand bits.
+    pub fn check_bits(&self, bits: OperandBits) -> Result<(), CostError> {
+        let native = self.config.engine.native_max_bits();
+        for p in [bits.stream, bits.stationary] {
+            if p > MAX_BITS {
+                return Err(CostError::Bits {
+                    bits: p,
+                    reason: format!("no model runs more than {MAX_BITS} bits"),
+                });
+            }
+            if p > native && !self.config.multipass {
+                return Err(CostError::Bits {
+                    bits: p,
+                    reason: format!(
+                        "accelerator `{}` runs at most {native} bits natively; set `multipass = true` \
+                         to run wider operands as several passes (cptsim extension)",
+                        self.config.name
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Costs one problem at `bits`. `first_layer` marks the network's first conv, which Bit
+    /// Fusion receives im2col'ed from the host.
+    pub fn cost_problem(
+        &self,
+        problem: &ConvProblem,
+        bits: OperandBits,
+        first_layer: bool,
+    ) -> Result<GemmCost, CostError> {
+        self.check_bits(bits)?;
+        let problem = match self.law {
+            Law::BitFusion(_) if first_layer => problem.im2col(),
+            _ => *problem,
+        };
+        let kib = 8 * 1024;
+        let b = &self.config.buffers;
+        let constants = &self.config.energy;
+        let energy = |t: &Timing, d: &_, s: &_| energy_of(constants, t, d, s).total_j();
+        let space = SearchSpace {
+            law: self.law(),
+            buffers: BufferBits {
+                input: b.input_kib * kib,
+                weight: b.weight_kib * kib,
+                output: b.output_kib * kib,
+            },
+            dram_bits_per_cycle: self.config.dram_bits_per_cycle(),
+            energy: &energy,
+        };
+        let mapping = search(&problem, bits, &space)?;
+        let g = problem.groups.max(1);
+        let one = energy_of(constants, &mapping.timing, &mapping.dram, &mapping.sram);
+        let mut total = EnergySplit::default();
+        total.add_scaled(&one, g as f64);
+        Ok(GemmCost {
+            timing: mapping.timing.times(g),
+            dram_bits: mapping.dram.total() * g,
+            sram_bits: mapping.sram.total() * g,
+            energy: total,
+            mapping,
+            groups: g,
+        })
+    }
+
+    /// The problem, operand bits and first-layer flag of `gemm` of `layer` for one iteration of
+    /// `samples` samples at `bits` (`None` when the layer has no such GEMM).
+    pub fn training_problem(
+        layer: &LayerInfo,
+        gemm: GemmKind,
+        samples: u64,
+        bits: Bits,
+    ) -> Option<(ConvProblem, OperandBits, bool)> {
+        let problem = training_gemm(layer, gemm, samples)?;
+        let first = layer.role == LayerRole::First && gemm == GemmKind::Forward;
+        Some((problem, OperandBits::of(gemm, bits), first))
+    }
+
+    /// Adds the engine's memory-only passes of `gemm` of `layer` (ZC706 only) to a problem cost.
+    pub fn with_passes(
+        &self,
+        mut cost: GemmCost,
+        layer: &LayerInfo,
+        gemm: GemmKind,
+        samples: u64,
+        bits: OperandBits,
+    ) -> GemmCost {
+        if let Some(z) = &self.config.zc706 {
+            let extra = pass_bits(z, layer, gemm, samples, bits);
+            let cycles = transfer_cycles(extra, self.config.dram_bits_per_cycle());
+            cost.timing = cost.timing.with_exposed_memory(cycles);
+            cost.dram_bits += extra;
+            cost.energy.dram_j += extra as f64 * self.config.energy.dram_pj_per_bit * 1e-12;
+        }
+        cost
+    }
+
+    /// Costs `gemm` of `layer` for one iteration of `samples` samples at the layer's `bits`
+    /// (`None` when the layer has no such GEMM), including the engine's memory-only passes.
+    pub fn cost_training_gemm(
+        &self,
+        layer: &LayerInfo,
+        gemm: GemmKind,
+        samples: u64,
+        bits: Bits,
+    ) -> Result<Option<GemmCost>, CostError> {
+        let Some((problem, ob, first)) = Self::training_problem(layer, gemm, samples, bits) else {
+            return Ok(None);
+        };
+        let cost = self.cost_problem(&problem, ob, first)?;
+        Ok(Some(self.with_passes(cost, layer, gemm, samples, ob)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits(a: u32, w: u32) -> OperandBits {
+        OperandBits {
+            stream: a,
+            stationary: w,
+        }
+    }
+
+    #[test]
+    fn bitfusion_16_bit_needs_the_extension() {
+        let mut acc = Accelerator::load("bitfusion").unwrap();
+        assert!(acc.check_bits(bits(16, 16)).is_ok());
+        acc.config.multipass = false;
+        let e = acc.check_bits(bits(16, 8)).unwrap_err().to_string();
+        assert!(e.contains("multipass") && e.contains("16-bit"), "{e}");
+        assert!(acc.check_bits(bits(8, 8)).is_ok());
+        assert!(Accelerator::load("zc706")
+            .unwrap()
+            .check_bits(bits(33, 8))
+            .is_err());
+    }
+
+    #[test]
+    fn groups_scale_the_cost() {
+        let acc = Accelerator::load("bitfusion").unwrap();
+        let one = ConvProblem::conv(2, 1, 1, 16, 3, 1, 1);
+        let dw = ConvProblem { groups: 8, ..one };
+        let a = acc.cost_problem(&one, bits(4, 4), false).unwrap();
+        let b = acc.cost_problem(&dw, bits(4, 4), false).unwrap();
+        assert_eq!(b.timing.total_cycles, 8 * a.timing.total_cycles);
+        assert_eq!(b.dram_bits, 8 * a.dram_bits);
+        assert!((b.energy.total_j() - 8.0 * a.energy.total_j()).abs() < 1e-15);
+    }
+}

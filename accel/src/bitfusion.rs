@@ -1,0 +1,134 @@
+//! Bit Fusion's precision→throughput law (accelerators.md §1): an N×M array of Fusion Units, each
+//! fusing 16 BitBricks into `pf(p_a, p_w)` products per cycle along the reduction axis.
+
+use crate::gemm::{ConvProblem, OperandBits};
+use crate::tiling::{ArrayLaw, Tile};
+
+/// Widest operand one Fusion Unit multiplies in one pass.
+pub const NATIVE_BITS: u32 = 8;
+
+/// Products per Fusion Unit per pass for one operand: `floor(8 / max(p, 2))`, 1-bit as 2-bit.
+fn lanes(p: u32) -> u64 {
+    u64::from(NATIVE_BITS / p.clamp(2, NATIVE_BITS))
+}
+
+/// Passes of the multi-pass extension for one operand: `ceil(p / 8)`.
+fn passes(p: u32) -> u64 {
+    u64::from(p.max(1)).div_ceil(u64::from(NATIVE_BITS))
+}
+
+/// Throughput factor `pf(p_a, p_w) = floor(8/max(p_a,2)) · floor(8/max(p_w,2))`, divided by the
+/// passes of the multi-pass extension for operands wider than 8 bits (16×16 → 0.25).
+pub fn throughput_factor(bits: OperandBits) -> f64 {
+    let (num, den) = pf_ratio(bits);
+    num as f64 / den as f64
+}
+
+/// `pf` as products per pass over passes.
+fn pf_ratio(bits: OperandBits) -> (u64, u64) {
+    (
+        lanes(bits.stream) * lanes(bits.stationary),
+        passes(bits.stream) * passes(bits.stationary),
+    )
+}
+
+/// The Bit Fusion array law.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BitFusionLaw {
+    /// Fusion Units along the reduction axis.
+    pub n: u64,
+    /// Fusion Units along the output channels.
+    pub m: u64,
+}
+
+impl BitFusionLaw {
+    /// Reduction steps for `ic` channels: `ceil(IC / (N · pf))`.
+    pub fn reduction_steps(&self, ic: u64, bits: OperandBits) -> u64 {
+        let (products, passes) = pf_ratio(bits);
+        (ic * passes).div_ceil(self.n * products)
+    }
+}
+
+impl ArrayLaw for BitFusionLaw {
+    /// `B_t · ceil(OC_t/M) · OH_t · OW_t · K · K · ceil(IC_t/(N·pf))`; an im2col'ed first layer
+    /// arrives with `K = 1` and `IC = K·K·C_in`, which gives the im2col form of the spec.
+    fn tile_cycles(&self, problem: &ConvProblem, t: &Tile, bits: OperandBits) -> u64 {
+        t.b * t.oc.div_ceil(self.m)
+            * t.oh
+            * t.ow
+            * problem.taps()
+            * self.reduction_steps(t.ic, bits)
+    }
+
+    fn oc_granule(&self) -> u64 {
+        self.m
+    }
+
+    /// Weights are laid out in multiples of `N · pf` along the reduction (N per pass when the
+    /// multi-pass extension runs).
+    fn padded_reduction(&self, ic: u64, bits: OperandBits) -> u64 {
+        let (products, passes) = pf_ratio(bits);
+        if passes > 1 {
+            ic.next_multiple_of(self.n)
+        } else {
+            ic.next_multiple_of(self.n * products)
+        }
+    }
+
+    fn pixel_reuse(&self) -> u64 {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(a: u32, w: u32) -> OperandBits {
+        OperandBits {
+            stream: a,
+            stationary: w,
+        }
+    }
+
+    #[test]
+    fn throughput_factor_table() {
+        assert_eq!(throughput_factor(b(8, 8)), 1.0);
+        assert_eq!(throughput_factor(b(8, 4)), 2.0);
+        assert_eq!(throughput_factor(b(4, 4)), 4.0);
+        assert_eq!(throughput_factor(b(4, 2)), 8.0);
+        assert_eq!(throughput_factor(b(2, 2)), 16.0);
+        assert_eq!(throughput_factor(b(1, 1)), 16.0);
+        assert_eq!(throughput_factor(b(3, 3)), 4.0);
+        assert_eq!(throughput_factor(b(5, 6)), 1.0);
+        assert_eq!(throughput_factor(b(16, 16)), 0.25);
+        assert_eq!(throughput_factor(b(16, 8)), 0.5);
+    }
+
+    #[test]
+    fn tile_cycles_formula_by_hand() {
+        let law = BitFusionLaw { n: 16, m: 32 };
+        let p = ConvProblem::conv(4, 64, 64, 8, 3, 1, 1);
+        let t = Tile {
+            b: 2,
+            oc: 64,
+            oh: 4,
+            ow: 4,
+            ic: 64,
+        };
+        // 2 · ceil(64/32) · 4 · 4 · 9 · ceil(64/(16·4)) = 2·2·16·9·1 = 576 at 4×4 bits
+        assert_eq!(law.tile_cycles(&p, &t, b(4, 4)), 576);
+        // 8×8: pf 1 → ceil(64/16) = 4 → 2304
+        assert_eq!(law.tile_cycles(&p, &t, b(8, 8)), 2304);
+        // 16×16 extension: ceil(64·4/16) = 16 → 9216
+        assert_eq!(law.tile_cycles(&p, &t, b(16, 16)), 9216);
+    }
+
+    #[test]
+    fn weight_padding_follows_lanes() {
+        let law = BitFusionLaw { n: 16, m: 32 };
+        assert_eq!(law.padded_reduction(3, b(8, 8)), 16);
+        assert_eq!(law.padded_reduction(17, b(2, 2)), 256);
+        assert_eq!(law.padded_reduction(17, b(16, 16)), 32);
+    }
+}

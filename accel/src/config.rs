@@ -1,0 +1,448 @@
+//! Accelerator configurations: TOML files parsed with serde, validated, and the built-in set
+//! embedded in the binary (`accel/configs/*.toml`).
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// Which array model (precision→throughput law) a configuration uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum Engine {
+    /// Bit Fusion Fusion-Unit array (accelerators.md §1).
+    #[serde(rename = "bitfusion")]
+    BitFusion,
+    /// Stripes: bit-serial in the streamed operand (§2).
+    #[serde(rename = "stripes")]
+    Stripes,
+    /// DaDianNao: 16-bit bit-parallel baseline of Stripes (§2).
+    #[serde(rename = "dadiannao")]
+    DaDianNao,
+    /// ZC706 systolic array of bit-serial lanes: a p₁×p₂ MAC takes (p₁+p₂)/2 cycles (§3).
+    #[serde(rename = "zc706-bit-linear")]
+    BitLinear,
+    /// ZC706 systolic array of DSP48E1 slices packing several low-bit products per slice (§3).
+    #[serde(rename = "zc706-dsp-packing")]
+    DspPacking,
+}
+
+impl Engine {
+    /// Widest operand the engine runs in one pass; wider ones need `multipass = true`.
+    pub fn native_max_bits(self) -> u32 {
+        match self {
+            Engine::BitFusion => 8,
+            Engine::Stripes | Engine::DaDianNao | Engine::BitLinear | Engine::DspPacking => 16,
+        }
+    }
+}
+
+/// Systolic dataflow of the ZC706 engines (accelerators.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dataflow {
+    /// Output stationary.
+    Os,
+    /// Weight stationary.
+    Ws,
+}
+
+/// The compute array.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayShape {
+    /// Lanes along the reduction axis (Bit Fusion N; systolic R).
+    pub rows: u64,
+    /// Lanes along the filter axis (Bit Fusion M; systolic C; Stripes 16 tiles × 16 filters).
+    pub cols: u64,
+}
+
+/// On-chip buffer capacities.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Buffers {
+    /// Streamed-operand (activation) buffer, KiB.
+    pub input_kib: u64,
+    /// Stationary-operand (weight) buffer, KiB.
+    pub weight_kib: u64,
+    /// Output / partial-sum buffer, KiB.
+    pub output_kib: u64,
+}
+
+/// Off-chip memory interface: either bits per cycle, or a peak rate in GB/s with an efficiency.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dram {
+    /// Interface width in bits per accelerator cycle.
+    pub bits_per_cycle: Option<f64>,
+    /// Peak bandwidth in GB/s (10⁹ bytes per second).
+    pub peak_gb_per_s: Option<f64>,
+    /// Fraction of the peak bandwidth achieved (0, 1]; default 1.
+    pub efficiency: Option<f64>,
+}
+
+/// Energy constants.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnergyConstants {
+    /// Core energy per computing cycle for the whole array, pJ (precision independent).
+    pub core_pj_per_cycle: f64,
+    pub input_read_pj_per_bit: f64,
+    pub input_write_pj_per_bit: f64,
+    pub weight_read_pj_per_bit: f64,
+    pub weight_write_pj_per_bit: f64,
+    pub output_read_pj_per_bit: f64,
+    pub output_write_pj_per_bit: f64,
+    /// Off-chip access energy, pJ per bit.
+    pub dram_pj_per_bit: f64,
+}
+
+/// Parameters of the ZC706 engines.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Zc706Params {
+    /// Systolic dataflow.
+    pub dataflow: Dataflow,
+    /// Fraction of cycles the array issues work (0, 1] (control, synchronisation).
+    pub utilisation: f64,
+    /// DSP-packing: width of the DSP48E1 port the packed operand shares (25).
+    pub dsp_port_bits: u32,
+    /// DSP-packing: guard bits between packed products.
+    pub guard_bits: u32,
+    /// Bits moved per output element by the BN / ReLU / quantisation passes, besides the operand
+    /// bits: forward over the layer's outputs, backward over its errors.
+    pub elementwise_bits_per_element: u64,
+    /// Bits moved per parameter and step for the FP32 master weights (read + write weight,
+    /// momentum, gradient).
+    pub master_bits_per_param: u64,
+}
+
+/// One accelerator configuration.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccelConfig {
+    /// Name shown in reports.
+    pub name: String,
+    /// One line on what this configuration is.
+    pub description: String,
+    pub engine: Engine,
+    /// Accelerator clock, MHz.
+    pub clock_mhz: f64,
+    /// Run operands wider than the engine's native width as several passes (cptsim extension).
+    #[serde(default)]
+    pub multipass: bool,
+    /// Area overhead over the baseline design, as a fraction (reported, not used for cost).
+    #[serde(default)]
+    pub area_overhead: Option<f64>,
+    pub array: ArrayShape,
+    pub buffers: Buffers,
+    pub dram: Dram,
+    pub energy: EnergyConstants,
+    /// Required for the ZC706 engines, rejected for the others.
+    #[serde(default)]
+    pub zc706: Option<Zc706Params>,
+}
+
+/// A configuration that cannot be read or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not a built-in name, and no readable file.
+    #[error("accelerator `{name}` is not a built-in ({builtins}) and cannot be read as a config file: {source}")]
+    NotFound {
+        name: String,
+        builtins: String,
+        source: std::io::Error,
+    },
+    /// The TOML does not parse into a configuration (syntax, unknown key, wrong type).
+    #[error("accelerator config {origin}: {message}")]
+    Parse { origin: String, message: String },
+    /// A key has a value the model cannot use.
+    #[error("accelerator config {origin}: key `{key}`: {reason}")]
+    Invalid {
+        origin: String,
+        key: String,
+        reason: String,
+    },
+}
+
+/// Built-in configurations: (name, TOML text). `bitfusion` is an alias, see [`builtin_text`].
+pub const BUILTINS: &[(&str, &str)] = &[
+    ("zc706", include_str!("../configs/zc706.toml")),
+    (
+        "bitfusion-eyeriss-iso",
+        include_str!("../configs/bitfusion-eyeriss-iso.toml"),
+    ),
+    (
+        "bitfusion-stripes-iso",
+        include_str!("../configs/bitfusion-stripes-iso.toml"),
+    ),
+    ("stripes", include_str!("../configs/stripes.toml")),
+    ("dadiannao", include_str!("../configs/dadiannao.toml")),
+];
+
+/// The TOML text of a built-in name (`bitfusion` = `bitfusion-eyeriss-iso`).
+pub fn builtin_text(name: &str) -> Option<&'static str> {
+    let name = if name == "bitfusion" {
+        "bitfusion-eyeriss-iso"
+    } else {
+        name
+    };
+    BUILTINS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// Names accepted by [`load`] besides file paths.
+pub fn builtin_names() -> Vec<&'static str> {
+    let mut v: Vec<&str> = BUILTINS.iter().map(|(n, _)| *n).collect();
+    v.insert(1, "bitfusion");
+    v
+}
+
+/// Loads a built-in by name, or else reads `name_or_path` as a TOML file.
+pub fn load(name_or_path: &str) -> Result<AccelConfig, ConfigError> {
+    if let Some(text) = builtin_text(name_or_path) {
+        return parse(text, &format!("built-in `{name_or_path}`"));
+    }
+    let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|source| {
+        ConfigError::NotFound {
+            name: name_or_path.to_string(),
+            builtins: builtin_names().join(", "),
+            source,
+        }
+    })?;
+    parse(&text, name_or_path)
+}
+
+/// Parses and validates a configuration; `origin` names it in errors.
+pub fn parse(text: &str, origin: &str) -> Result<AccelConfig, ConfigError> {
+    let cfg: AccelConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        origin: origin.to_string(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    cfg.validate()
+        .map_err(|(key, reason)| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            reason,
+        })?;
+    Ok(cfg)
+}
+
+/// ZC706 (XC7Z045) physical limits (accelerators.md §3).
+pub mod zc706_limits {
+    /// DSP48E1 slices.
+    pub const DSP_SLICES: u64 = 900;
+    /// On-chip block RAM, bits (545 RAMB36 × 36 Kib).
+    pub const BRAM_BITS: u64 = 545 * 36 * 1024;
+    /// PL DDR3 peak: 64 bit × 1600 MT/s.
+    pub const DDR_PEAK_GB_PER_S: f64 = 12.8;
+}
+
+type Check = Result<(), (&'static str, String)>;
+
+fn positive(key: &'static str, v: f64) -> Check {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err((key, format!("must be a positive number, got {v}")))
+    }
+}
+
+fn fraction(key: &'static str, v: f64) -> Check {
+    if v.is_finite() && v > 0.0 && v <= 1.0 {
+        Ok(())
+    } else {
+        Err((key, format!("must be in (0, 1], got {v}")))
+    }
+}
+
+fn nonzero(key: &'static str, v: u64) -> Check {
+    if v > 0 {
+        Ok(())
+    } else {
+        Err((key, "must be greater than zero".to_string()))
+    }
+}
+
+fn non_negative(key: &'static str, v: f64) -> Check {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err((key, format!("must be zero or positive, got {v}")))
+    }
+}
+
+impl AccelConfig {
+    /// Checks every value; the error names the key and the reason.
+    fn validate(&self) -> Check {
+        positive("clock_mhz", self.clock_mhz)?;
+        nonzero("array.rows", self.array.rows)?;
+        nonzero("array.cols", self.array.cols)?;
+        nonzero("buffers.input_kib", self.buffers.input_kib)?;
+        nonzero("buffers.weight_kib", self.buffers.weight_kib)?;
+        nonzero("buffers.output_kib", self.buffers.output_kib)?;
+        match (self.dram.bits_per_cycle, self.dram.peak_gb_per_s) {
+            (Some(b), None) => positive("dram.bits_per_cycle", b)?,
+            (None, Some(g)) => positive("dram.peak_gb_per_s", g)?,
+            _ => {
+                return Err((
+                    "dram",
+                    "give exactly one of `bits_per_cycle` and `peak_gb_per_s`".to_string(),
+                ))
+            }
+        }
+        if let Some(e) = self.dram.efficiency {
+            fraction("dram.efficiency", e)?;
+        }
+        let e = &self.energy;
+        for (k, v) in [
+            ("energy.core_pj_per_cycle", e.core_pj_per_cycle),
+            ("energy.input_read_pj_per_bit", e.input_read_pj_per_bit),
+            ("energy.input_write_pj_per_bit", e.input_write_pj_per_bit),
+            ("energy.weight_read_pj_per_bit", e.weight_read_pj_per_bit),
+            ("energy.weight_write_pj_per_bit", e.weight_write_pj_per_bit),
+            ("energy.output_read_pj_per_bit", e.output_read_pj_per_bit),
+            ("energy.output_write_pj_per_bit", e.output_write_pj_per_bit),
+            ("energy.dram_pj_per_bit", e.dram_pj_per_bit),
+        ] {
+            non_negative(k, v)?;
+        }
+        if let Some(a) = self.area_overhead {
+            non_negative("area_overhead", a)?;
+        }
+        let zc = matches!(self.engine, Engine::BitLinear | Engine::DspPacking);
+        match (&self.zc706, zc) {
+            (Some(z), true) => self.validate_zc706(z),
+            (None, true) => Err((
+                "zc706",
+                "the ZC706 engines need a [zc706] section".to_string(),
+            )),
+            (Some(_), false) => Err((
+                "zc706",
+                "only the zc706-* engines take a [zc706] section".to_string(),
+            )),
+            (None, false) => Ok(()),
+        }
+    }
+
+    fn validate_zc706(&self, z: &Zc706Params) -> Check {
+        fraction("zc706.utilisation", z.utilisation)?;
+        nonzero("zc706.dsp_port_bits", u64::from(z.dsp_port_bits))?;
+        let kib_bits = 8 * 1024;
+        let on_chip =
+            (self.buffers.input_kib + self.buffers.weight_kib + self.buffers.output_kib) * kib_bits;
+        if on_chip > zc706_limits::BRAM_BITS {
+            return Err((
+                "buffers",
+                format!(
+                    "{on_chip} bits exceed the XC7Z045's {} bits of block RAM",
+                    zc706_limits::BRAM_BITS
+                ),
+            ));
+        }
+        if self.engine == Engine::DspPacking
+            && self.array.rows * self.array.cols > zc706_limits::DSP_SLICES
+        {
+            return Err((
+                "array",
+                format!(
+                    "{} DSP-packing PEs exceed the XC7Z045's {} DSP48E1 slices",
+                    self.array.rows * self.array.cols,
+                    zc706_limits::DSP_SLICES
+                ),
+            ));
+        }
+        match self.dram.peak_gb_per_s {
+            Some(g) if g <= zc706_limits::DDR_PEAK_GB_PER_S => Ok(()),
+            Some(g) => Err((
+                "dram.peak_gb_per_s",
+                format!("{g} GB/s exceeds the board's PL DDR3 peak of 12.8 GB/s"),
+            )),
+            None => Err((
+                "dram.peak_gb_per_s",
+                "ZC706 configs give the DDR peak in GB/s".to_string(),
+            )),
+        }
+    }
+
+    /// Effective DRAM bits per accelerator cycle.
+    pub fn dram_bits_per_cycle(&self) -> f64 {
+        let eff = self.dram.efficiency.unwrap_or(1.0);
+        match (self.dram.bits_per_cycle, self.dram.peak_gb_per_s) {
+            (Some(b), _) => b * eff,
+            (None, Some(g)) => g * 8e9 * eff / (self.clock_mhz * 1e6),
+            (None, None) => 0.0,
+        }
+    }
+
+    /// Seconds per cycle.
+    pub fn cycle_s(&self) -> f64 {
+        1.0 / (self.clock_mhz * 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses() {
+        for name in builtin_names() {
+            let c = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(c.dram_bits_per_cycle() > 0.0, "{name}");
+        }
+        assert_eq!(load("bitfusion").unwrap().name, "bitfusion-eyeriss-iso");
+    }
+
+    fn edited(from: &str, to: &str) -> String {
+        let t = builtin_text("bitfusion").unwrap();
+        assert!(t.contains(from), "{from}");
+        t.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = parse(
+            &edited("clock_mhz = 500", "clock_mhz = 500\nturbo = true"),
+            "x.toml",
+        )
+        .unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("x.toml") && s.contains("turbo"), "{s}");
+    }
+
+    #[test]
+    fn zero_buffer_is_named() {
+        let e = parse(&edited("input_kib = 32", "input_kib = 0"), "x.toml").unwrap_err();
+        assert!(e.to_string().contains("buffers.input_kib"), "{e}");
+    }
+
+    #[test]
+    fn negative_bandwidth_is_named() {
+        let e = parse(
+            &edited("bits_per_cycle = 192", "bits_per_cycle = -192"),
+            "x.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("dram.bits_per_cycle"), "{e}");
+    }
+
+    #[test]
+    fn zc706_limits_are_enforced() {
+        let t = builtin_text("zc706").unwrap();
+        let over = t.replacen("peak_gb_per_s = 12.8", "peak_gb_per_s = 25.6", 1);
+        let e = parse(&over, "z").unwrap_err();
+        assert!(e.to_string().contains("dram.peak_gb_per_s"), "{e}");
+        let no_section = parse(
+            &edited("engine = \"bitfusion\"", "engine = \"zc706-bit-linear\""),
+            "z",
+        );
+        assert!(no_section.unwrap_err().to_string().contains("zc706"));
+    }
+
+    #[test]
+    fn missing_file_lists_builtins() {
+        let e = load("/no/such/accel.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("/no/such/accel.toml") && e.contains("bitfusion-stripes-iso"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! The three training GEMMs of a conv / linear layer, each expressed as a (grouped) convolution
+//! problem that every array model maps (accelerators.md, table at the top).
+//!
+//! Operands take one of two roles: the *streamed* operand is indexed by (batch, pixel, reduction)
+//! like activations, the *stationary* operand by (filter, reduction) like weights.
+//!
+//! | GEMM | streamed (bits) | stationary (bits) | reduction | "pixels" |
+//! |---|---|---|---|---|
+//! | forward | X (b_a) | W (b_w) | C_in/g·K·K | H_out·W_out per sample |
+//! | error backprop | dY (b_g) | W (b_w) | C_out/g·K·K | H_out·W_out per sample |
+//! | weight gradient | X (b_a) | dY (b_g) | batch·H_out·W_out | C_in/g·K·K |
+//!
+//! Error backprop is costed as a direct convolution over the error map with the roles of C_in and
+//! C_out swapped (the col2im form), so it has exactly the forward MAC count for any stride. The
+//! weight gradient is a batch-1 "convolution" with 1×1 kernel whose reduction runs over every output
+//! pixel of the mini-batch. The first layer has no error-backprop GEMM: nothing consumes the
+//! gradient of the input image.
+
+use cptsim_models::summary::{LayerInfo, LayerKind, LayerRole};
+use cptsim_traces::row::Bits;
+use serde::Serialize;
+
+/// Which training GEMM of a layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GemmKind {
+    /// `Y = X ⊛ W`: activations × weights.
+    Forward,
+    /// `dX = dY ⊛ᵀ W`: errors × weights.
+    ErrorBackprop,
+    /// `dW = X ⋆ dY`: activations × errors.
+    WeightGrad,
+}
+
+impl GemmKind {
+    /// All three, in execution order within an iteration.
+    pub const ALL: [GemmKind; 3] = [Self::Forward, Self::ErrorBackprop, Self::WeightGrad];
+
+    /// Short label used in reports (`fw`, `eb`, `wg`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Forward => "fw",
+            Self::ErrorBackprop => "eb",
+            Self::WeightGrad => "wg",
+        }
+    }
+}
+
+/// Bit-widths of the two operands of one GEMM, by role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct OperandBits {
+    /// The streamed (activation-like) operand.
+    pub stream: u32,
+    /// The stationary (weight-like) operand.
+    pub stationary: u32,
+}
+
+impl OperandBits {
+    /// The operand bits of `gemm` for a layer that ran at `bits`; 0 bits (fp32 layer) count as 32.
+    pub fn of(gemm: GemmKind, bits: Bits) -> Self {
+        let fp = |b: u8| if b == 0 { 32 } else { u32::from(b) };
+        let (stream, stationary) = match gemm {
+            GemmKind::Forward => (bits.a, bits.w),
+            GemmKind::ErrorBackprop => (bits.g, bits.w),
+            GemmKind::WeightGrad => (bits.a, bits.g),
+        };
+        Self {
+            stream: fp(stream),
+            stationary: fp(stationary),
+        }
+    }
+}
+
+/// A GEMM as a grouped convolution: per group, `out_ch` filters over `in_ch` channels and a
+/// `kernel_h × kernel_w` window produce an `out_h × out_w` map for each of `batch` samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct ConvProblem {
+    /// Samples processed together.
+    pub batch: u64,
+    /// Reduction channels per group.
+    pub in_ch: u64,
+    /// Filters (output channels) per group.
+    pub out_ch: u64,
+    /// Output height.
+    pub out_h: u64,
+    /// Output width.
+    pub out_w: u64,
+    /// Kernel height.
+    pub kernel_h: u64,
+    /// Kernel width.
+    pub kernel_w: u64,
+    /// Stride (both axes; used only for the input footprint of a tile).
+    pub stride: u64,
+    /// Independent groups (depthwise convs have one channel per group).
+    pub groups: u64,
+}
+
+impl ConvProblem {
+    /// A single inference conv layer: square `hw × hw` input, square kernel.
+    pub fn conv(batch: u64, ic: u64, oc: u64, hw: u64, k: u64, stride: u64, pad: u64) -> Self {
+        let out = (hw + 2 * pad).saturating_sub(k) / stride.max(1) + 1;
+        Self {
+            batch,
+            in_ch: ic,
+            out_ch: oc,
+            out_h: out,
+            out_w: out,
+            kernel_h: k,
+            kernel_w: k,
+            stride: stride.max(1),
+            groups: 1,
+        }
+    }
+
+    /// A fully connected layer with `inputs` inputs and `outputs` outputs.
+    pub fn fc(batch: u64, inputs: u64, outputs: u64) -> Self {
+        Self::conv(batch, inputs, outputs, 1, 1, 1, 0)
+    }
+
+    /// The problem the host prepares by im2col: the K·K window folded into the channel axis.
+    pub fn im2col(self) -> Self {
+        Self {
+            in_ch: self.in_ch * self.kernel_h * self.kernel_w,
+            kernel_h: 1,
+            kernel_w: 1,
+            stride: 1,
+            ..self
+        }
+    }
+
+    /// Kernel taps `K_h · K_w`.
+    pub fn taps(&self) -> u64 {
+        self.kernel_h * self.kernel_w
+    }
+
+    /// Output pixels per sample (`out_h · out_w`).
+    pub fn pixels(&self) -> u64 {
+        self.out_h * self.out_w
+    }
+
+    /// Multiply-accumulates of the whole problem (all groups).
+    pub fn macs(&self) -> u64 {
+        self.batch * self.pixels() * self.out_ch * self.in_ch * self.taps() * self.groups
+    }
+
+    /// Input rows needed for `out_rows` output rows.
+    pub fn in_rows(&self, out_rows: u64) -> u64 {
+        out_rows.saturating_sub(1) * self.stride + self.kernel_h
+    }
+
+    /// Input columns needed for `out_cols` output columns.
+    pub fn in_cols(&self, out_cols: u64) -> u64 {
+        out_cols.saturating_sub(1) * self.stride + self.kernel_w
+    }
+}
+
+/// The problem of `gemm` for `layer` with `samples` samples per iteration, or `None` when the layer
+/// has no such GEMM (error backprop of the first layer).
+pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<ConvProblem> {
+    let groups = layer.groups.max(1) as u64;
+    let cin = layer.in_channels() as u64 / groups;
+    let cout = layer.out_channels() as u64 / groups;
+    let (kh, kw) = match layer.kind {
+        LayerKind::Conv => (layer.kernel[0] as u64, layer.kernel[1] as u64),
+        LayerKind::Linear => (1, 1),
+    };
+    let (oh, ow) = (layer.out_shape[1] as u64, layer.out_shape[2] as u64);
+    let stride = layer.stride[0].max(layer.stride[1]).max(1) as u64;
+    let forward = ConvProblem {
+        batch: samples,
+        in_ch: cin,
+        out_ch: cout,
+        out_h: oh,
+        out_w: ow,
+        kernel_h: kh,
+        kernel_w: kw,
+        stride,
+        groups,
+    };
+    match gemm {
+        GemmKind::Forward => Some(forward),
+        GemmKind::ErrorBackprop if layer.role == LayerRole::First => None,
+        GemmKind::ErrorBackprop => Some(ConvProblem {
+            in_ch: cout,
+            out_ch: cin,
+            stride: 1,
+            ..forward
+        }),
+        GemmKind::WeightGrad => Some(ConvProblem {
+            batch: 1,
+            in_ch: samples * oh * ow,
+            out_ch: cout,
+            out_h: cin * kh * kw,
+            out_w: 1,
+            kernel_h: 1,
+            kernel_w: 1,
+            stride: 1,
+            groups,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conv_layer(role: LayerRole, cin: usize, cout: usize, hw: usize, stride: usize) -> LayerInfo {
+        let out = hw / stride;
+        LayerInfo {
+            name: "c".into(),
+            kind: LayerKind::Conv,
+            role,
+            in_shape: [cin, hw, hw],
+            out_shape: [cout, out, out],
+            kernel: [3, 3],
+            stride: [stride, stride],
+            pads: [1; 4],
+            dilation: [1, 1],
+            groups: 1,
+            params: (cin * cout * 9) as u64,
+            macs: (cin * cout * 9 * out * out) as u64,
+        }
+    }
+
+    #[test]
+    fn every_gemm_has_the_layer_macs_times_samples() {
+        let l = conv_layer(LayerRole::Body, 16, 32, 32, 2);
+        for g in GemmKind::ALL {
+            let p = training_gemm(&l, g, 128).unwrap();
+            assert_eq!(p.macs(), l.macs * 128, "{g:?}");
+        }
+    }
+
+    #[test]
+    fn first_layer_has_no_error_backprop() {
+        let l = conv_layer(LayerRole::First, 3, 16, 32, 1);
+        assert!(training_gemm(&l, GemmKind::ErrorBackprop, 8).is_none());
+        assert!(training_gemm(&l, GemmKind::WeightGrad, 8).is_some());
+    }
+
+    #[test]
+    fn operand_roles_follow_the_table() {
+        let b = Bits { w: 2, a: 4, g: 8 };
+        assert_eq!(
+            OperandBits::of(GemmKind::Forward, b),
+            OperandBits {
+                stream: 4,
+                stationary: 2
+            }
+        );
+        assert_eq!(
+            OperandBits::of(GemmKind::ErrorBackprop, b),
+            OperandBits {
+                stream: 8,
+                stationary: 2
+            }
+        );
+        assert_eq!(
+            OperandBits::of(GemmKind::WeightGrad, b),
+            OperandBits {
+                stream: 4,
+                stationary: 8
+            }
+        );
+        let fp = OperandBits::of(GemmKind::Forward, Bits { w: 0, a: 0, g: 0 });
+        assert_eq!(
+            fp,
+            OperandBits {
+                stream: 32,
+                stationary: 32
+            }
+        );
+    }
+
+    #[test]
+    fn conv_output_size_and_im2col() {
+        let p = ConvProblem::conv(1, 16, 16, 32, 3, 1, 1);
+        assert_eq!((p.out_h, p.out_w), (32, 32));
+        let q = ConvProblem::conv(1, 16, 16, 32, 3, 2, 1);
+        assert_eq!(q.out_h, 16);
+        let i = p.im2col();
+        assert_eq!((i.in_ch, i.taps()), (144, 1));
+        assert_eq!(i.macs(), p.macs());
+    }
+}

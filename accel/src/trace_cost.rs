@@ -1,0 +1,199 @@
+//! Costing a whole precision trace on one accelerator: totals, per layer × GEMM and per epoch.
+
+use cptsim_models::summary::ModelSummary;
+use cptsim_traces::row::TraceRow;
+use serde::Serialize;
+
+use crate::accelerator::{Accelerator, CostError};
+use crate::cache::{GemmCache, GemmSummary};
+use crate::energy::EnergySplit;
+use crate::gemm::GemmKind;
+
+/// Accumulated cost of some part of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CostTotals {
+    /// Accelerator cycles (compute + stalls).
+    pub cycles: f64,
+    /// Cycles the array computed.
+    pub compute_cycles: f64,
+    /// Cycles the array waited for memory.
+    pub stall_cycles: f64,
+    /// Wall time, seconds.
+    pub latency_s: f64,
+    pub energy: EnergySplit,
+    /// DRAM traffic, bytes.
+    pub dram_bytes: f64,
+}
+
+impl CostTotals {
+    /// Adds `k` repetitions of one GEMM's cost.
+    fn add(&mut self, s: &GemmSummary, k: f64, cycle_s: f64) {
+        self.cycles += s.timing.total_cycles as f64 * k;
+        self.compute_cycles += s.timing.compute_cycles as f64 * k;
+        self.stall_cycles += s.timing.stall_cycles as f64 * k;
+        self.latency_s += s.timing.total_cycles as f64 * k * cycle_s;
+        self.energy.add_scaled(&s.energy, k);
+        self.dram_bytes += s.dram_bits as f64 / 8.0 * k;
+    }
+
+    /// Total energy, joules.
+    pub fn energy_j(&self) -> f64 {
+        self.energy.total_j()
+    }
+}
+
+/// The cost of one GEMM of one layer over the whole trace.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LayerGemmCost {
+    /// Index in `ModelSummary::layers`.
+    pub layer: usize,
+    /// Layer name.
+    pub name: String,
+    pub gemm: GemmKind,
+    pub totals: CostTotals,
+}
+
+/// The cost of one epoch (`iters_per_epoch` iterations; the last may be shorter).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EpochCost {
+    /// 0-based epoch.
+    pub epoch: u64,
+    /// First iteration (inclusive).
+    pub iter_start: u64,
+    /// Last iteration (exclusive).
+    pub iter_end: u64,
+    pub totals: CostTotals,
+}
+
+/// A whole trace costed on one accelerator.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceCost {
+    /// Accelerator configuration name.
+    pub accelerator: String,
+    pub totals: CostTotals,
+    /// One entry per (layer, GEMM) that ran, in layer then GEMM order.
+    pub per_layer_gemm: Vec<LayerGemmCost>,
+    pub per_epoch: Vec<EpochCost>,
+    /// Distinct tiling searches the trace needed.
+    pub evaluations: usize,
+}
+
+/// Why a trace cannot be costed.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceCostError {
+    #[error("iterations per epoch must be greater than zero")]
+    ZeroEpoch,
+    #[error("trace row for iterations {start}..{end} names layer {layer}, but model `{model}` has {count} layers")]
+    NoSuchLayer {
+        start: u64,
+        end: u64,
+        layer: u32,
+        model: String,
+        count: usize,
+    },
+    #[error("layer `{layer}`, {gemm} GEMM on accelerator `{accel}`: {source}")]
+    Gemm {
+        layer: String,
+        gemm: &'static str,
+        accel: String,
+        source: CostError,
+    },
+}
+
+/// Costs every row of a trace of `model` on `acc`; epochs are `iters_per_epoch` iterations long.
+pub fn cost_trace(
+    model: &ModelSummary,
+    rows: impl IntoIterator<Item = TraceRow>,
+    iters_per_epoch: u64,
+    acc: &Accelerator,
+) -> Result<TraceCost, TraceCostError> {
+    if iters_per_epoch == 0 {
+        return Err(TraceCostError::ZeroEpoch);
+    }
+    let cycle_s = acc.config.cycle_s();
+    let mut cache = GemmCache::new(acc);
+    let mut totals = CostTotals::default();
+    let mut per_lg: Vec<[Option<CostTotals>; 3]> = vec![[None; 3]; model.layers.len()];
+    let mut epochs: Vec<CostTotals> = Vec::new();
+    let mut last_iter = 0u64;
+    for row in rows {
+        let iters = row.iterations();
+        if iters == 0 || row.samples == 0 {
+            continue;
+        }
+        let li = row.layer as usize;
+        let layer = model
+            .layers
+            .get(li)
+            .ok_or_else(|| TraceCostError::NoSuchLayer {
+                start: row.iter_start,
+                end: row.iter_end,
+                layer: row.layer,
+                model: model.name.clone(),
+                count: model.layers.len(),
+            })?;
+        last_iter = last_iter.max(row.iter_end);
+        let last_epoch = (row.iter_end - 1) / iters_per_epoch;
+        if epochs.len() <= last_epoch as usize {
+            epochs.resize(last_epoch as usize + 1, CostTotals::default());
+        }
+        for (gi, gemm) in GemmKind::ALL.into_iter().enumerate() {
+            let s = cache
+                .cost(li, layer, gemm, row.samples, row.bits)
+                .map_err(|source| TraceCostError::Gemm {
+                    layer: layer.name.clone(),
+                    gemm: gemm.label(),
+                    accel: acc.name().to_string(),
+                    source,
+                })?;
+            let Some(s) = s else { continue };
+            totals.add(&s, iters as f64, cycle_s);
+            per_lg[li][gi]
+                .get_or_insert_with(CostTotals::default)
+                .add(&s, iters as f64, cycle_s);
+            for e in row.iter_start / iters_per_epoch..=last_epoch {
+                let lo = row.iter_start.max(e * iters_per_epoch);
+                let hi = row.iter_end.min((e + 1) * iters_per_epoch);
+                epochs[e as usize].add(&s, (hi - lo) as f64, cycle_s);
+            }
+        }
+    }
+    let per_layer_gemm = per_lg
+        .into_iter()
+        .enumerate()
+        .flat_map(|(li, gs)| {
+            let name = model.layers[li].name.clone();
+            GemmKind::ALL
+                .into_iter()
+                .zip(gs)
+                .filter_map(move |(gemm, t)| {
+                    t.map(|totals| LayerGemmCost {
+                        layer: li,
+                        name: name.clone(),
+                        gemm,
+                        totals,
+                    })
+                })
+        })
+        .collect();
+    let per_epoch = epochs
+        .into_iter()
+        .enumerate()
+        .map(|(e, totals)| {
+            let e = e as u64;
+            EpochCost {
+                epoch: e,
+                iter_start: e * iters_per_epoch,
+                iter_end: ((e + 1) * iters_per_epoch).min(last_iter),
+                totals,
+            }
+        })
+        .collect();
+    Ok(TraceCost {
+        accelerator: acc.name().to_string(),
+        totals,
+        per_layer_gemm,
+        per_epoch,
+        evaluations: cache.evaluations(),
+    })
+}
