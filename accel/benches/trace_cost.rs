@@ -5,6 +5,7 @@
 
 #[path = "../tests/support/cifar_resnet.rs"]
 mod cifar_resnet;
+#[allow(dead_code)]
 #[path = "../tests/support/cosine_trace.rs"]
 mod cosine_trace;
 

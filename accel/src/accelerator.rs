@@ -187,7 +187,9 @@ impl Accelerator {
         Some((problem, OperandBits::of(gemm, bits), first))
     }
 
-    /// Adds the engine's memory-only passes of `gemm` of `layer` (ZC706 only) to a problem cost.
+    /// Adds the engine's memory-only passes of `gemm` of `layer` (ZC706 only) to a problem cost, as
+    /// DRAM traffic that overlaps the GEMM's compute (layer time = max(compute, memory) + prologue
+    /// + epilogue, accelerators.md §3).
     pub fn with_passes(
         &self,
         mut cost: GemmCost,
@@ -199,7 +201,7 @@ impl Accelerator {
         if let Some(z) = &self.config.zc706 {
             let extra = pass_bits(z, layer, gemm, samples, bits);
             let cycles = transfer_cycles(extra, self.config.dram_bits_per_cycle());
-            cost.timing = cost.timing.with_exposed_memory(cycles);
+            cost.timing = cost.timing.with_overlapped_memory(cycles);
             cost.dram_bits += extra;
             cost.energy.dram_j += extra as f64 * self.config.energy.dram_pj_per_bit * 1e-12;
         }

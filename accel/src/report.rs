@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn fields_with_commas_are_quoted() {
         assert_eq!(field("a,b"), "\"a,b\"");
-        assert_eq!(field("x\"y"), "x\"y");
+        assert_eq!(field("x\"y"), "\"x\"\"y\"");
         assert_eq!(field("plain"), "plain");
         assert_eq!(file_stem("my accel/v2"), "my_accel_v2");
     }

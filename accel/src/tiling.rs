@@ -483,15 +483,33 @@ mod tests {
         let law = Plain { rows: 4, cols: 4 };
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 4, 4, 2, 1, 1, 0);
-        let m = search(&p, BITS8, &space(&law, 64, 8.0, &e)).unwrap();
+        let m = search(&p, BITS8, &space(&law, 64, 1e6, &e)).unwrap();
         assert_eq!(m.dram.input, 4 * 4 * 8);
         assert_eq!(m.dram.weight, 4 * 4 * 8);
         assert_eq!(m.dram.output_write, 4 * 4 * 32);
         assert_eq!(m.dram.output_read, 0);
-        // compute: 4 pixels × 1 oc fold × 1 ic fold = 4 cycles; all memory is prologue/epilogue
-        // or exposed: mem = (128+128+512)/8 = 96 cycles.
+        // one tile: 4 pixels × 1 oc fold × 1 ic fold = 4 cycles; memory is one cycle each for the
+        // (exposed) first load and last store and hides behind compute otherwise.
+        assert_eq!(
+            m.tile,
+            Tile {
+                b: 1,
+                oc: 4,
+                oh: 2,
+                ow: 2,
+                ic: 4
+            }
+        );
         assert_eq!(m.timing.compute_cycles, 4);
-        assert_eq!(m.timing.total_cycles, 4 + (96 - 4) + 256 / 8 + 512 / 8);
+        assert_eq!(m.timing.total_cycles, 4 + 1 + 1);
+        // a slow interface: the search trades compute for a smaller exposed prologue, and the
+        // total is still compute + exposed memory + first load + last store.
+        let slow = search(&p, BITS8, &space(&law, 64, 8.0, &e)).unwrap();
+        let t = slow.timing;
+        assert_eq!(t.mem_cycles, slow.dram.total().div_ceil(8));
+        assert!(t.total_cycles >= t.mem_cycles.max(t.compute_cycles));
+        // no worse than the single whole tile: 4 + (96 − 4) + 256/8 + 512/8
+        assert!(t.total_cycles <= 4 + 92 + 32 + 64);
     }
 
     #[test]

@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(dsp_products(8, 8, 25, 2), 1);
         assert_eq!(dsp_products(6, 6, 25, 2), 2);
         assert_eq!(dsp_products(4, 4, 25, 2), 3);
-        assert_eq!(dsp_products(2, 2, 25, 2), 5);
+        assert_eq!(dsp_products(2, 2, 25, 2), 4);
         let p = ConvProblem::conv(1, 16, 16, 32, 3, 1, 1);
         let t = Tile {
             b: 1,
