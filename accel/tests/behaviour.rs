@@ -1,0 +1,284 @@
+//! Behaviours of accelerators.md §1–§2 checked through the public API, plus whole-trace costing.
+
+#[allow(dead_code)]
+#[path = "support/cifar_resnet.rs"]
+mod cifar_resnet;
+#[allow(dead_code)]
+#[path = "support/cosine_trace.rs"]
+mod cosine_trace;
+
+use cptsim_accel::gemm::{ConvProblem, GemmKind, OperandBits};
+use cptsim_accel::{cost_trace, Accelerator};
+use cptsim_traces::row::{Bits, TraceRow};
+
+fn bits(a: u32, w: u32) -> OperandBits {
+    OperandBits {
+        stream: a,
+        stationary: w,
+    }
+}
+
+fn acc(name: &str) -> Accelerator {
+    Accelerator::load(name).unwrap()
+}
+
+#[test]
+fn resnet74_has_the_published_mac_count() {
+    assert_eq!(
+        cifar_resnet::cifar_resnet(12, 100).total_macs(),
+        168_220_928
+    );
+    assert_eq!(cifar_resnet::cifar_resnet(3, 100).total_macs(), 40_818_944);
+    assert_eq!(
+        cifar_resnet::cifar_resnet(12, 100).layers.len(),
+        6 * 12 + 3 + 1
+    );
+}
+
+#[test]
+fn bitfusion_no_gain_when_ic_fits_the_rows() {
+    // CIFAR ResNet-20 stage-1 3×3 conv: IC = 16 ≤ N·pf for every precision.
+    let bf = acc("bitfusion");
+    let p = ConvProblem::conv(16, 16, 16, 32, 3, 1, 1);
+    let c: Vec<u64> = [2, 4, 8]
+        .iter()
+        .map(|&b| {
+            bf.cost_problem(&p, bits(b, b), false)
+                .unwrap()
+                .timing
+                .compute_cycles
+        })
+        .collect();
+    assert_eq!(c[0], c[1]);
+    assert_eq!(c[1], c[2]);
+    // = B · ceil(OC/M) · OH · OW · K · K · ceil(IC/(N·pf)) = 16 · 1 · 32 · 32 · 9 · 1
+    assert_eq!(c[0], 147_456);
+    // with IC = 64, 4-bit operands do gain: ceil(64/16) = 4 vs ceil(64/64) = 1
+    let q = ConvProblem::conv(16, 64, 64, 8, 3, 1, 1);
+    let c8 = bf
+        .cost_problem(&q, bits(8, 8), false)
+        .unwrap()
+        .timing
+        .compute_cycles;
+    let c4 = bf
+        .cost_problem(&q, bits(4, 4), false)
+        .unwrap()
+        .timing
+        .compute_cycles;
+    assert_eq!(c8, 4 * c4);
+}
+
+fn bits_pf(a: u32, w: u32) -> f64 {
+    cptsim_accel::bitfusion::throughput_factor(bits(a, w))
+}
+
+#[test]
+fn bitfusion_memory_bound_fc_is_asymmetric() {
+    let bf = acc("bitfusion");
+    let fc = ConvProblem::fc(1, 1024, 1024);
+    let wide_w = bf.cost_problem(&fc, bits(2, 8), false).unwrap();
+    let wide_a = bf.cost_problem(&fc, bits(8, 2), false).unwrap();
+    // same pf (4), so the same best-case compute; the difference is memory
+    assert_eq!(bits_pf(2, 8), bits_pf(8, 2));
+    assert!(
+        wide_w.timing.stall_cycles > wide_w.timing.compute_cycles,
+        "memory bound"
+    );
+    assert!(wide_w.dram_bits > 3 * wide_a.dram_bits);
+    assert!(wide_w.timing.total_cycles > 3 * wide_a.timing.total_cycles);
+}
+
+#[test]
+fn bitfusion_compute_cycles_follow_the_formula_under_the_chosen_tiling() {
+    let bf = acc("bitfusion");
+    for (p, b) in [
+        (ConvProblem::conv(8, 32, 64, 16, 3, 1, 1), bits(4, 2)),
+        (ConvProblem::conv(4, 48, 100, 14, 3, 2, 1), bits(8, 8)),
+        (ConvProblem::fc(16, 300, 70), bits(2, 2)),
+    ] {
+        let m = bf.cost_problem(&p, b, false).unwrap().mapping;
+        let t = m.tile;
+        let pf = (8 / b.stream.max(2)) * (8 / b.stationary.max(2));
+        let tiles = p.batch.div_ceil(t.b)
+            * p.out_ch.div_ceil(t.oc)
+            * p.out_h.div_ceil(t.oh)
+            * p.out_w.div_ceil(t.ow)
+            * p.in_ch.div_ceil(t.ic);
+        let per_tile =
+            t.b * t.oc.div_ceil(32) * t.oh * t.ow * p.taps() * t.ic.div_ceil(16 * u64::from(pf));
+        assert_eq!(m.timing.compute_cycles, tiles * per_tile, "{p:?}");
+        assert!(t.b.is_power_of_two() && t.oh.is_power_of_two() && t.ic.is_power_of_two());
+        assert!((t.oc / 32).is_power_of_two() && t.oc % 32 == 0);
+    }
+}
+
+#[test]
+fn bitfusion_first_layer_is_im2col() {
+    let bf = acc("bitfusion");
+    let p = ConvProblem::conv(1, 3, 16, 32, 3, 1, 1);
+    let first = bf.cost_problem(&p, bits(8, 8), true).unwrap();
+    let plain = bf.cost_problem(&p, bits(8, 8), false).unwrap();
+    // im2col: 1024 pixels · ceil(27/16) = 2048; direct: 1024 · 9 · ceil(3/16) = 9216
+    assert_eq!(first.timing.compute_cycles, 2048);
+    assert_eq!(plain.timing.compute_cycles, 9216);
+}
+
+#[test]
+fn bitfusion_tiny_fc_by_hand() {
+    // FC 16 → 32, batch 1, 8×8 bits on Eyeriss-iso: one tile, one cycle of compute.
+    let bf = acc("bitfusion");
+    let c = bf
+        .cost_problem(&ConvProblem::fc(1, 16, 32), bits(8, 8), false)
+        .unwrap();
+    // DRAM: inputs 16·8 + weights 32·16·8 + outputs 32·32 = 128 + 4096 + 1024 = 5248 bits
+    assert_eq!(c.dram_bits, 5248);
+    // mem = ceil(5248/192) = 28; stalls = (28 − 1) + ceil(4224/192) + ceil(1024/192) = 27 + 22 + 6
+    assert_eq!(c.timing.compute_cycles, 1);
+    assert_eq!(c.timing.stall_cycles, 55);
+    assert_eq!(c.timing.total_cycles, 56);
+    // energy: core 235.104 pJ + SRAM (IBUF r/w 128 b, WBUF r/w 4096 b, OBUF w 1024 b + r 1024 b)
+    // + DRAM 5248 · 15 pJ
+    let sram = 128.0 * (0.059 + 0.114) + 4096.0 * (0.021 + 0.029) + 1024.0 * (0.073 + 0.033);
+    assert!((c.energy.compute_j - 235.104e-12).abs() < 1e-18);
+    assert!(
+        (c.energy.sram_j - sram * 1e-12).abs() < 1e-18,
+        "{}",
+        c.energy.sram_j
+    );
+    assert!((c.energy.dram_j - 78_720e-12).abs() < 1e-17);
+}
+
+#[test]
+fn bitfusion_16_bit_extension_is_four_passes() {
+    let bf = acc("bitfusion");
+    let p = ConvProblem::conv(4, 64, 64, 8, 3, 1, 1);
+    let c8 = bf
+        .cost_problem(&p, bits(8, 8), false)
+        .unwrap()
+        .timing
+        .compute_cycles;
+    let c16 = bf
+        .cost_problem(&p, bits(16, 16), false)
+        .unwrap()
+        .timing
+        .compute_cycles;
+    assert_eq!(c16, 4 * c8);
+}
+
+#[test]
+fn stripes_speedup_over_dadiannao_is_16_over_pa_on_convs_and_none_on_fc() {
+    let (s, d) = (acc("stripes"), acc("dadiannao"));
+    let conv = ConvProblem::conv(2, 64, 256, 16, 3, 1, 1);
+    let fc = ConvProblem::fc(2, 4096, 1024);
+    for pa in [1u32, 2, 4, 8, 13, 16] {
+        let b = bits(pa, 16);
+        let cs = s
+            .cost_problem(&conv, b, false)
+            .unwrap()
+            .timing
+            .compute_cycles;
+        let cd = d
+            .cost_problem(&conv, b, false)
+            .unwrap()
+            .timing
+            .compute_cycles;
+        assert_eq!(cd * u64::from(pa), cs * 16, "p_a = {pa}");
+        let fs = s.cost_problem(&fc, b, false).unwrap().timing.compute_cycles;
+        let fd = d.cost_problem(&fc, b, false).unwrap().timing.compute_cycles;
+        assert_eq!(fs, fd, "FC at p_a = {pa}");
+    }
+}
+
+#[test]
+fn trace_totals_split_consistently() {
+    let model = cifar_resnet::cifar_resnet(3, 100);
+    let rows = cosine_trace::cosine_trace(&model, 1000, 200, 3, 8, 8, 128);
+    for name in ["bitfusion", "stripes", "zc706"] {
+        let a = acc(name);
+        let c = cost_trace(&model, rows.iter().copied(), 391, &a).unwrap();
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
+        let lat: f64 = c.per_layer_gemm.iter().map(|l| l.totals.latency_s).sum();
+        let ep: f64 = c.per_epoch.iter().map(|e| e.totals.energy_j()).sum();
+        let dram: f64 = c.per_epoch.iter().map(|e| e.totals.dram_bytes).sum();
+        assert!(close(lat, c.totals.latency_s), "{name}");
+        assert!(close(ep, c.totals.energy_j()), "{name}");
+        assert!(close(dram, c.totals.dram_bytes), "{name}");
+        assert_eq!(c.per_epoch.len(), 3);
+        assert_eq!(
+            (c.per_epoch[2].iter_start, c.per_epoch[2].iter_end),
+            (782, 1000)
+        );
+        // first layer has no error-backprop GEMM; every other layer has three
+        assert_eq!(c.per_layer_gemm.len(), 3 * model.layers.len() - 1);
+        assert!(!c
+            .per_layer_gemm
+            .iter()
+            .any(|l| l.layer == 0 && l.gemm == GemmKind::ErrorBackprop));
+        // memo: at most one search per (geometry, GEMM, bits); 6 FW levels of 3..8
+        assert!(c.evaluations <= 3 * 6 * 9, "{name}: {}", c.evaluations);
+        let stat = cost_trace(
+            &model,
+            cosine_trace::static_trace(&model, 1000, 8, 8, 128),
+            391,
+            &a,
+        )
+        .unwrap();
+        assert!(
+            c.totals.latency_s < stat.totals.latency_s,
+            "{name}: cyclic precision is cheaper"
+        );
+    }
+}
+
+#[test]
+fn static_trace_is_iterations_times_one_iteration() {
+    let model = cifar_resnet::cifar_resnet(3, 10);
+    let a = acc("zc706");
+    let one = cost_trace(
+        &model,
+        cosine_trace::static_trace(&model, 1, 6, 8, 64),
+        391,
+        &a,
+    )
+    .unwrap();
+    let many = cost_trace(
+        &model,
+        cosine_trace::static_trace(&model, 500, 6, 8, 64),
+        391,
+        &a,
+    )
+    .unwrap();
+    let r = many.totals.latency_s / one.totals.latency_s;
+    assert!((r - 500.0).abs() < 1e-6, "{r}");
+}
+
+#[test]
+fn bad_rows_name_the_problem() {
+    let model = cifar_resnet::cifar_resnet(3, 10);
+    let a = acc("bitfusion");
+    let row = TraceRow {
+        iter_start: 0,
+        iter_end: 5,
+        layer: 999,
+        bits: Bits { w: 8, a: 8, g: 8 },
+        samples: 1,
+    };
+    let e = cost_trace(&model, [row], 391, &a).unwrap_err().to_string();
+    assert!(e.contains("999") && e.contains("resnet20"), "{e}");
+    let mut strict = a.config.clone();
+    strict.multipass = false;
+    let strict = Accelerator::new(strict);
+    let row = TraceRow {
+        layer: 1,
+        bits: Bits { w: 16, a: 8, g: 8 },
+        ..row
+    };
+    let e = cost_trace(&model, [row], 391, &strict)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("layer1.0.conv1") && e.contains("multipass"),
+        "{e}"
+    );
+    assert!(cost_trace(&model, [row], 0, &a).is_err());
+}
