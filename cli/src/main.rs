@@ -21,6 +21,10 @@ enum Command {
     /// Placeholder until the first subcommand lands.
     #[command(hide = true)]
     Version,
+    /// Cost one inference layer on one accelerator.
+    Layer(cmd::layer::Args),
+    /// List the built-in accelerators or print one's TOML config.
+    Accel(cmd::accel::Args),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +34,8 @@ fn main() -> ExitCode {
             println!("cptsim {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Layer(args) => cmd::layer::run(args),
+        Command::Accel(args) => cmd::accel::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

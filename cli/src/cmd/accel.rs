@@ -1,0 +1,51 @@
+//! `cptsim accel list` / `cptsim accel show NAME`: the built-in accelerator configurations.
+
+use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, Subcommand};
+use cptsim_accel::config;
+
+/// Arguments of `cptsim accel`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: AccelCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum AccelCommand {
+    /// List the built-in accelerators.
+    List,
+    /// Print an accelerator's TOML config (a built-in name or a path), to copy and edit.
+    Show {
+        /// Built-in name or TOML path.
+        name: String,
+    },
+}
+
+/// Runs `cptsim accel`.
+pub fn run(a: Args) -> Result<()> {
+    match a.command {
+        AccelCommand::List => {
+            for name in config::builtin_names() {
+                let c = config::load(name)?;
+                let alias = if name != c.name {
+                    format!(" (= {})", c.name)
+                } else {
+                    String::new()
+                };
+                println!("{name:<24}{}{alias}", c.description);
+            }
+        }
+        AccelCommand::Show { name } => {
+            let text = match config::builtin_text(&name) {
+                Some(t) => t.to_string(),
+                None => {
+                    config::load(&name)?;
+                    std::fs::read_to_string(&name).with_context(|| format!("cannot read {name}"))?
+                }
+            };
+            print!("{text}");
+        }
+    }
+    Ok(())
+}
