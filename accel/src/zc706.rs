@@ -150,9 +150,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn bit_linear_full_precision_step_is_the_closed_form() {
-        // (p₁+p₂)/2 = 1 at 1×1 bits: the plain §4 closed forms
+    /// 32×32 map, 16 → 16 channels, 3×3 kernel, one tile: `Npx` 1024, `Nf` 16, `T` 144.
+    fn stage1_tile(l: SystolicLaw, a: u32, w: u32) -> u64 {
         let p = ConvProblem::conv(1, 16, 16, 32, 3, 1, 1);
         let t = Tile {
             b: 1,
@@ -161,36 +160,29 @@ mod tests {
             ow: 32,
             ic: 16,
         };
-        let one = OperandBits {
-            stream: 1,
-            stationary: 1,
-        };
-        assert_eq!(
-            law(Engine::BitLinear, Dataflow::Os).tile_cycles(&p, &t, one),
-            os_cycles(1024, 16, 144, 16, 16)
+        l.tile_cycles(
+            &p,
+            &t,
+            OperandBits {
+                stream: a,
+                stationary: w,
+            },
+        )
+    }
+
+    #[test]
+    fn bit_linear_full_precision_step_is_the_closed_form() {
+        // (p₁+p₂)/2 = 1 at 1×1 bits: the plain §4 closed forms
+        let (os, ws) = (
+            law(Engine::BitLinear, Dataflow::Os),
+            law(Engine::BitLinear, Dataflow::Ws),
         );
-        assert_eq!(
-            law(Engine::BitLinear, Dataflow::Ws).tile_cycles(&p, &t, one),
-            ws_cycles(1024, 16, 144, 16, 16)
-        );
+        assert_eq!(stage1_tile(os, 1, 1), os_cycles(1024, 16, 144, 16, 16));
+        assert_eq!(stage1_tile(ws, 1, 1), ws_cycles(1024, 16, 144, 16, 16));
         // 8×8 bits: T stretched 8× in OS: 64 · (1152 + 30)
-        let b8 = OperandBits {
-            stream: 8,
-            stationary: 8,
-        };
-        assert_eq!(
-            law(Engine::BitLinear, Dataflow::Os).tile_cycles(&p, &t, b8),
-            64 * 1182
-        );
+        assert_eq!(stage1_tile(os, 8, 8), 64 * 1182);
         // 6×8 bits: 7 cycles per step
-        let b68 = OperandBits {
-            stream: 6,
-            stationary: 8,
-        };
-        assert_eq!(
-            law(Engine::BitLinear, Dataflow::Os).tile_cycles(&p, &t, b68),
-            64 * (144 * 7 + 30)
-        );
+        assert_eq!(stage1_tile(os, 6, 8), 64 * (144 * 7 + 30));
     }
 
     #[test]
@@ -199,20 +191,9 @@ mod tests {
         assert_eq!(dsp_products(6, 6, 25, 2), 2);
         assert_eq!(dsp_products(4, 4, 25, 2), 3);
         assert_eq!(dsp_products(2, 2, 25, 2), 4);
-        let p = ConvProblem::conv(1, 16, 16, 32, 3, 1, 1);
-        let t = Tile {
-            b: 1,
-            oc: 16,
-            oh: 32,
-            ow: 32,
-            ic: 16,
-        };
-        let b4 = OperandBits {
-            stream: 4,
-            stationary: 4,
-        };
+        // 3 products per DSP at 4×4: T = 144 → 48 steps
         assert_eq!(
-            law(Engine::DspPacking, Dataflow::Os).tile_cycles(&p, &t, b4),
+            stage1_tile(law(Engine::DspPacking, Dataflow::Os), 4, 4),
             64 * (48 + 30)
         );
     }

@@ -108,7 +108,7 @@ fn bitfusion_compute_cycles_follow_the_formula_under_the_chosen_tiling() {
             t.b * t.oc.div_ceil(32) * t.oh * t.ow * p.taps() * t.ic.div_ceil(16 * u64::from(pf));
         assert_eq!(m.timing.compute_cycles, tiles * per_tile, "{p:?}");
         assert!(t.b.is_power_of_two() && t.oh.is_power_of_two() && t.ic.is_power_of_two());
-        assert!((t.oc / 32).is_power_of_two() && t.oc % 32 == 0);
+        assert!((t.oc / 32).is_power_of_two() && t.oc.is_multiple_of(32));
     }
 }
 
