@@ -1,6 +1,9 @@
 //! Behaviours of accelerators.md §1–§2 checked through the public API, plus whole-trace costing.
 
 #[allow(dead_code)]
+#[path = "support/cifar_mobilenetv2.rs"]
+mod cifar_mobilenetv2;
+#[allow(dead_code)]
 #[path = "support/cifar_resnet.rs"]
 mod cifar_resnet;
 #[allow(dead_code)]
@@ -33,6 +36,30 @@ fn resnet74_has_the_published_mac_count() {
         cifar_resnet::cifar_resnet(12, 100).layers.len(),
         6 * 12 + 3 + 1
     );
+}
+
+#[test]
+fn zoo_stand_ins_have_the_published_mac_counts() {
+    assert_eq!(
+        cifar_resnet::cifar_resnet(27, 100).total_macs(),
+        380_557_568
+    );
+    let mbv2 = cifar_mobilenetv2::cifar_mobilenetv2(100);
+    assert_eq!(mbv2.total_macs(), 91_270_144);
+    assert_eq!(mbv2.bn_elements, 1_724_928);
+}
+
+#[test]
+fn depthwise_layers_cost_on_every_accelerator() {
+    let model = cifar_mobilenetv2::cifar_mobilenetv2(100);
+    let rows = cosine_trace::static_trace(&model, 10, 8, 8, 128);
+    for name in ["bitfusion", "stripes", "zc706"] {
+        let c = cost_trace(&model, rows.iter().copied(), 391, &acc(name)).unwrap();
+        assert!(
+            c.totals.latency_s > 0.0 && c.totals.energy_j() > 0.0,
+            "{name}"
+        );
+    }
 }
 
 #[test]
