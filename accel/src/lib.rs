@@ -22,4 +22,4 @@ pub mod trace_cost;
 pub mod zc706;
 
 pub use accelerator::{Accelerator, CostError, GemmCost};
-pub use trace_cost::{cost_trace, CostTotals, TraceCost, TraceCostError};
+pub use trace_cost::{cost_trace, CostTotals, RunSummary, TraceCost, TraceCostError};

@@ -78,6 +78,45 @@ pub struct TraceCost {
     pub evaluations: usize,
 }
 
+/// One accelerator's line in `cptsim run --accel` JSON: a run against its static baseline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub name: String,
+    pub latency_s: f64,
+    pub energy_j: f64,
+    pub dram_bytes: f64,
+    pub static_latency_s: f64,
+    pub static_energy_j: f64,
+    pub static_dram_bytes: f64,
+    pub breakdown: EnergySplit,
+}
+
+impl RunSummary {
+    /// The run `cost` next to its static baseline `baseline`.
+    pub fn new(cost: &TraceCost, baseline: &TraceCost) -> Self {
+        Self {
+            name: cost.accelerator.clone(),
+            latency_s: cost.totals.latency_s,
+            energy_j: cost.totals.energy_j(),
+            dram_bytes: cost.totals.dram_bytes,
+            static_latency_s: baseline.totals.latency_s,
+            static_energy_j: baseline.totals.energy_j(),
+            static_dram_bytes: baseline.totals.dram_bytes,
+            breakdown: cost.totals.energy,
+        }
+    }
+
+    /// Relative latency reduction against the static baseline (0.2 = 20 % faster).
+    pub fn latency_reduction(&self) -> f64 {
+        1.0 - self.latency_s / self.static_latency_s
+    }
+
+    /// Relative energy reduction against the static baseline.
+    pub fn energy_reduction(&self) -> f64 {
+        1.0 - self.energy_j / self.static_energy_j
+    }
+}
+
 /// Why a trace cannot be costed.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceCostError {

@@ -33,7 +33,11 @@ pub fn run(a: Args) -> Result<()> {
                 } else {
                     String::new()
                 };
-                println!("{name:<24}{}{alias}", c.description);
+                let area = c
+                    .area_overhead
+                    .map(|a| format!(" [area +{:.0} %]", 100.0 * a))
+                    .unwrap_or_default();
+                println!("{name:<24}{}{alias}{area}", c.description);
             }
         }
         AccelCommand::Show { name } => {
