@@ -42,41 +42,34 @@ pub struct BitFusionLaw {
 }
 
 impl BitFusionLaw {
-    /// Reduction steps for `ic` channels: `ceil(IC / (N · pf))`.
-    pub fn reduction_steps(&self, ic: u64, bits: OperandBits) -> u64 {
+    /// Reduction steps for a reduction of `len`: `ceil(len / (N · pf))`.
+    pub fn reduction_steps(&self, len: u64, bits: OperandBits) -> u64 {
         let (products, passes) = pf_ratio(bits);
-        (ic * passes).div_ceil(self.n * products)
+        (len * passes).div_ceil(self.n * products)
     }
 }
 
 impl ArrayLaw for BitFusionLaw {
-    /// `B_t · ceil(OC_t/M) · OH_t · OW_t · K · K · ceil(IC_t/(N·pf))`; an im2col'ed first layer
-    /// arrives with `K = 1` and `IC = K·K·C_in`, which gives the im2col form of the spec.
+    /// `B_t · ceil(OC_t/M) · OH_t · OW_t · K · K · ceil(IC_t/(N·pf))`, or for the im2col'ed first
+    /// layer `B_t · OH_t · OW_t · ceil(OC_t/M) · ceil(K·K·IC_t/(N·pf))`.
     fn tile_cycles(&self, problem: &ConvProblem, t: &Tile, bits: OperandBits) -> u64 {
-        t.b * t.oc.div_ceil(self.m)
-            * t.oh
-            * t.ow
-            * problem.taps()
-            * self.reduction_steps(t.ic, bits)
+        let pixels = t.b * t.oc.div_ceil(self.m) * t.oh * t.ow;
+        if problem.im2col {
+            pixels * self.reduction_steps(problem.taps() * t.ic, bits)
+        } else {
+            pixels * problem.taps() * self.reduction_steps(t.ic, bits)
+        }
     }
 
     fn oc_granule(&self) -> u64 {
         self.m
     }
 
-    /// Weights are laid out in multiples of `N · pf` along the reduction (N per pass when the
-    /// multi-pass extension runs).
-    fn padded_reduction(&self, ic: u64, bits: OperandBits) -> u64 {
+    /// Multiples of `N · pf` (N·pf/passes with the multi-pass extension).
+    fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64 {
         let (products, passes) = pf_ratio(bits);
-        if passes > 1 {
-            ic.next_multiple_of(self.n)
-        } else {
-            ic.next_multiple_of(self.n * products)
-        }
-    }
-
-    fn pixel_reuse(&self) -> u64 {
-        1
+        let lanes = (self.n * products / passes).max(1);
+        len.next_multiple_of(lanes)
     }
 }
 
@@ -122,6 +115,8 @@ mod tests {
         assert_eq!(law.tile_cycles(&p, &t, b(8, 8)), 2304);
         // 16×16 extension: ceil(64·4/16) = 16 → 9216
         assert_eq!(law.tile_cycles(&p, &t, b(16, 16)), 9216);
+        // im2col: 2 · 2 · 16 pixels · ceil(9·64/64) = 576 at 4×4
+        assert_eq!(law.tile_cycles(&p.im2col(), &t, b(4, 4)), 2 * 2 * 16 * 9);
     }
 
     #[test]
@@ -129,6 +124,7 @@ mod tests {
         let law = BitFusionLaw { n: 16, m: 32 };
         assert_eq!(law.padded_reduction(3, b(8, 8)), 16);
         assert_eq!(law.padded_reduction(17, b(2, 2)), 256);
-        assert_eq!(law.padded_reduction(17, b(16, 16)), 32);
+        assert_eq!(law.padded_reduction(17, b(16, 16)), 20);
+        assert_eq!(law.padded_reduction(17, b(32, 32)), 17);
     }
 }

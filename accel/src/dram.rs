@@ -12,7 +12,7 @@ pub struct Timing {
     pub stall_cycles: u64,
     /// `compute_cycles + stall_cycles`.
     pub total_cycles: u64,
-    /// Cycles the DRAM interface is busy (`ceil(bits / width)`).
+    /// Cycles of DRAM traffic that can overlap compute (`ceil(bits / width)`).
     pub mem_cycles: u64,
 }
 

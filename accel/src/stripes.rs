@@ -56,16 +56,8 @@ impl ArrayLaw for StripesLaw {
         self.filter_lanes
     }
 
-    fn padded_reduction(&self, ic: u64, _bits: OperandBits) -> u64 {
-        ic.next_multiple_of(self.input_lanes)
-    }
-
-    fn pixel_reuse(&self) -> u64 {
-        if self.serial {
-            WINDOW_LANES
-        } else {
-            1
-        }
+    fn padded_reduction(&self, len: u64, _bits: OperandBits) -> u64 {
+        len.next_multiple_of(self.input_lanes)
     }
 }
 

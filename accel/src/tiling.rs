@@ -1,15 +1,23 @@
 //! Loop tiling of one convolution problem against the on-chip buffers, shared by every array model.
+//! It follows the published Bit Fusion simulator's optimiser (accelerators.md §1):
 //!
-//! Tile sizes over batch, output rows/cols (one size for both) and input channels are powers of
-//! two, output channels are multiples of the array's filter granule times a power of two. Every
-//! order of the five tile loops is tried (loops with one trip are left out, they cannot change the
-//! traffic). Each tensor's tile must fit in half of its buffer (double buffering). DRAM traffic
-//! follows loop promotion: walking from the innermost loop outward, a tensor's resident extent grows
-//! along the loops it depends on while it still fits in half its buffer and is reused across the
-//! loops it does not depend on; from the first loop where it no longer fits, every enclosing loop
-//! re-fetches it. Partial sums travel at 32 bits: written at every visit, read back at every visit
-//! but the first. The best tiling has the fewest total cycles (compute + stalls, see [`crate::dram`]);
-//! ties go to the lower energy and then to the first found, so the result is deterministic.
+//! - Tile sizes: batch, output rows/cols (one size for both) and input channels are powers of two
+//!   clipped to the dimension; output channels are the array's filter granule times a power of two
+//!   (any power of two for an im2col'ed problem), clipped. A partial last tile is computed as a
+//!   full one.
+//! - Footprints: weights `pad(K·K·ic)·oc·p_w` (reduction padded to the array's lanes), activations
+//!   `(K+(oh−1)S)·(K+(ow−1)S)·ic·b·p_a` (`oh·ow·K·K·ic·b·p_a` im2col'ed), partial sums
+//!   `oh·ow·pad_M(oc)·b·32`. Every tile must fit in half of its buffer (double buffering).
+//! - DRAM traffic by loop promotion, innermost loop first: a tensor's resident block grows by the
+//!   trip count of each loop it depends on while it still fits in half its buffer and is reused
+//!   across the loops it does not depend on; from the first loop where it no longer fits, every
+//!   enclosing loop multiplies its traffic. Partial sums are read from DRAM as often as written.
+//! - Time: the resident blocks are the first load and the last store (not overlapped); the rest of
+//!   the traffic overlaps compute ([`crate::dram`]).
+//! - On-chip accesses: the inner loops run input-, output- or weight-stationary, whichever moves
+//!   fewest bits, plus the DRAM fills and drains.
+//! - Every order of the five loops is tried (loops with one trip cannot change anything and are
+//!   left out). Best = fewest total cycles, then lowest energy, then first found (deterministic).
 
 use serde::Serialize;
 
@@ -37,7 +45,7 @@ pub enum Loop {
 
 const LOOPS: [Loop; 5] = [Loop::B, Loop::Oc, Loop::Oh, Loop::Ow, Loop::Ic];
 
-/// Tile sizes (padded) along the five loops.
+/// Tile sizes along the five loops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Tile {
     pub b: u64,
@@ -55,14 +63,13 @@ impl Tile {
 
 /// How an array computes a tile: the precision→throughput law of one accelerator.
 pub trait ArrayLaw {
-    /// Cycles to compute one (padded) tile of `problem` at `bits`.
+    /// Cycles to compute one tile of `problem` at `bits`.
     fn tile_cycles(&self, problem: &ConvProblem, tile: &Tile, bits: OperandBits) -> u64;
-    /// Output-channel granule: tiles over output channels are this times a power of two.
+    /// Filters computed side by side: output-channel tiles are multiples of it and partial-sum
+    /// tiles are padded to it.
     fn oc_granule(&self) -> u64;
-    /// Reduction slots `ic` input channels occupy in the weight layout (padding to the lanes).
-    fn padded_reduction(&self, ic: u64, bits: OperandBits) -> u64;
-    /// Output pixels that share one read of a weight from its buffer.
-    fn pixel_reuse(&self) -> u64;
+    /// A reduction length padded to a multiple of the lanes that reduce in parallel.
+    fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64;
 }
 
 /// On-chip buffer capacities in bits (whole buffer; tiles may use half).
@@ -152,48 +159,42 @@ pub enum TilingError {
     },
 }
 
-fn pow2_ceil(x: u64) -> u64 {
-    x.max(1).next_power_of_two()
+/// `min(step · 2^k, dim)` for `k = 0..=ceil(log2(ceil(dim/step)))`, deduplicated.
+fn tile_sizes(dim: u64, step: u64) -> Vec<u64> {
+    let step = step.max(1);
+    let top = dim.max(1).div_ceil(step).next_power_of_two();
+    let mut v: Vec<u64> = std::iter::successors(Some(1u64), |&k| (k < top).then_some(k * 2))
+        .map(|k| (k * step).min(dim.max(1)))
+        .collect();
+    v.dedup();
+    v
 }
 
-fn pow2_sizes(dim: u64) -> Vec<u64> {
-    let top = pow2_ceil(dim);
-    std::iter::successors(Some(1u64), |&s| (s < top).then_some(s * 2)).collect()
-}
-
-fn granule_sizes(dim: u64, granule: u64) -> Vec<u64> {
-    let g = granule.max(1);
-    std::iter::successors(Some(g), |&s| (s < dim).then_some(s * 2)).collect()
-}
-
-/// Footprints (bits) of the three tensors for given extents along the five loops.
+/// Tile footprints (bits) of the three tensors.
 struct Footprint<'a> {
     problem: &'a ConvProblem,
     law: &'a dyn ArrayLaw,
     bits: OperandBits,
-    dims: [u64; 5],
 }
 
 impl Footprint<'_> {
-    fn clip(&self, ext: &[u64; 5]) -> [u64; 5] {
-        std::array::from_fn(|i| ext[i].min(self.dims[i]))
+    fn input(&self, t: &[u64; 5]) -> u64 {
+        let p = self.problem;
+        let window = if p.im2col {
+            t[2] * t[3] * p.taps()
+        } else {
+            p.in_rows(t[2]) * p.in_cols(t[3])
+        };
+        window * t[4] * t[0] * u64::from(self.bits.stream)
     }
-    fn input(&self, ext: &[u64; 5]) -> u64 {
-        let e = self.clip(ext);
-        e[0] * e[4]
-            * self.problem.in_rows(e[2])
-            * self.problem.in_cols(e[3])
-            * u64::from(self.bits.stream)
-    }
-    fn weight(&self, ext: &[u64; 5]) -> u64 {
-        let e = self.clip(ext);
-        e[1] * self.problem.taps()
-            * self.law.padded_reduction(e[4], self.bits)
+    fn weight(&self, t: &[u64; 5]) -> u64 {
+        self.law
+            .padded_reduction(self.problem.taps() * t[4], self.bits)
+            * t[1]
             * u64::from(self.bits.stationary)
     }
-    fn output(&self, ext: &[u64; 5]) -> u64 {
-        let e = self.clip(ext);
-        e[0] * e[1] * e[2] * e[3] * PSUM_BITS
+    fn output(&self, t: &[u64; 5]) -> u64 {
+        t[2] * t[3] * t[1].next_multiple_of(self.law.oc_granule().max(1)) * t[0] * PSUM_BITS
     }
 }
 
@@ -204,36 +205,33 @@ const DEPENDS: [[bool; 5]; 3] = [
     [true, true, true, true, false],   // output: B, OC, OH, OW
 ];
 
-/// DRAM bits moved for one tensor under `order` (innermost first) by loop promotion.
+/// Loop promotion of one tensor under `order` (innermost first): (DRAM bits, resident bits).
 fn promoted_traffic(
-    tile: &[u64; 5],
+    tile_bits: u64,
     trips: &[u64; 5],
     order_inner_first: &[usize],
     depends: &[bool; 5],
     half_buffer: u64,
-    footprint: &dyn Fn(&[u64; 5]) -> u64,
 ) -> (u64, u64) {
-    let mut ext = *tile;
-    let mut fetches = 1u64;
-    let mut broken = false;
+    let mut size = tile_bits;
+    let mut resident = tile_bits;
+    let mut promoting = true;
     for &l in order_inner_first {
-        if broken {
-            fetches *= trips[l];
+        if !promoting {
+            size *= trips[l];
         } else if depends[l] {
-            let mut grown = ext;
-            grown[l] = tile[l] * trips[l];
-            if footprint(&grown) <= half_buffer {
-                ext = grown;
+            size *= trips[l];
+            if size > half_buffer {
+                promoting = false;
             } else {
-                broken = true;
-                fetches *= trips[l];
+                resident = size;
             }
         }
     }
-    (fetches, footprint(&ext))
+    (size, resident)
 }
 
-/// All permutations of `0..k` (k ≤ 5), generated once per call.
+/// All permutations of `0..k` (k ≤ 5).
 fn permutations(k: usize) -> Vec<Vec<usize>> {
     let mut out = vec![Vec::new()];
     for n in 0..k {
@@ -257,92 +255,95 @@ pub fn search(
     space: &SearchSpace,
 ) -> Result<Mapping, TilingError> {
     let law = space.law;
-    let fp = Footprint {
-        problem,
-        law,
-        bits,
-        dims: [
-            problem.batch,
-            problem.out_ch,
-            problem.out_h,
-            problem.out_w,
-            problem.in_ch,
-        ],
-    };
+    let fp = Footprint { problem, law, bits };
+    let dims = [
+        problem.batch,
+        problem.out_ch,
+        problem.out_h,
+        problem.out_w,
+        problem.in_ch,
+    ];
     let half = [
         space.buffers.input / 2,
         space.buffers.weight / 2,
         space.buffers.output / 2,
     ];
     let perms: Vec<Vec<Vec<usize>>> = (0..=5).map(permutations).collect();
-    let mut best: Option<(u64, f64, Mapping)> = None;
-
+    let oc_step = if problem.im2col { 1 } else { law.oc_granule() };
     let spatial: Vec<(u64, u64)> = {
-        let mut v: Vec<(u64, u64)> = pow2_sizes(problem.out_h.max(problem.out_w))
+        let big = problem.out_h.max(problem.out_w);
+        let mut v: Vec<(u64, u64)> = tile_sizes(big, 1)
             .into_iter()
-            .map(|s| {
-                (
-                    s.min(pow2_ceil(problem.out_h)),
-                    s.min(pow2_ceil(problem.out_w)),
-                )
-            })
+            .map(|s| (s.min(problem.out_h), s.min(problem.out_w)))
             .collect();
         v.dedup();
         v
     };
-    for &oc in granule_sizes(problem.out_ch, law.oc_granule()).iter().rev() {
-        for &ic in pow2_sizes(problem.in_ch).iter().rev() {
-            for &(oh, ow) in spatial.iter().rev() {
-                for &b in pow2_sizes(problem.batch).iter().rev() {
+    let mut best: Option<(u64, f64, Mapping)> = None;
+    for &b in &tile_sizes(problem.batch, 1) {
+        for &(oh, ow) in &spatial {
+            for &ic in &tile_sizes(problem.in_ch, 1) {
+                for &oc in &tile_sizes(problem.out_ch, oc_step) {
                     let tile = Tile { b, oc, oh, ow, ic };
                     let t = tile.as_array();
-                    let first = [fp.input(&t), fp.weight(&t), fp.output(&t)];
-                    if first.iter().zip(half).any(|(f, h)| *f > h) {
+                    let tile_bits = [fp.input(&t), fp.weight(&t), fp.output(&t)];
+                    if tile_bits.iter().zip(half).any(|(f, h)| *f > h) {
                         continue;
                     }
-                    let trips: [u64; 5] = std::array::from_fn(|i| fp.dims[i].div_ceil(t[i]));
+                    let trips: [u64; 5] = std::array::from_fn(|i| dims[i].div_ceil(t[i]));
                     let tiles: u64 = trips.iter().product();
                     let compute = tiles * law.tile_cycles(problem, &tile, bits);
-                    if let Some((best_total, _, _)) = &best {
-                        if compute > *best_total {
-                            continue;
-                        }
+                    if best.as_ref().is_some_and(|(bt, _, _)| compute > *bt) {
+                        continue;
                     }
-                    let sram_array = array_side_sram(problem, &tile, tiles, bits, law);
+                    let inner = inner_loop_sram(problem, &tile, tiles, bits, law);
                     let active: Vec<usize> = (0..5).filter(|&i| trips[i] > 1).collect();
                     for perm in &perms[active.len()] {
                         let order: Vec<usize> = perm.iter().map(|&i| active[i]).collect();
-                        let traffic = tensor_traffic(&fp, &t, &trips, &order, &half);
+                        let mut traffic = Traffic::default();
+                        let mut first_load = 0;
+                        let mut last_store = 0;
+                        for (k, depends) in DEPENDS.iter().enumerate() {
+                            let (bits_moved, resident) =
+                                promoted_traffic(tile_bits[k], &trips, &order, depends, half[k]);
+                            first_load += resident;
+                            match k {
+                                0 => traffic.input = bits_moved,
+                                1 => traffic.weight = bits_moved,
+                                _ => {
+                                    traffic.output_read = bits_moved;
+                                    traffic.output_write = bits_moved;
+                                    last_store = resident;
+                                }
+                            }
+                        }
+                        let middle = traffic.total().saturating_sub(first_load + last_store);
                         let timing = overlap(
                             compute,
-                            traffic.total(),
-                            first[0] + first[1],
-                            first[2],
+                            middle,
+                            first_load,
+                            last_store,
                             space.dram_bits_per_cycle,
                         );
-                        let sram = with_fills(sram_array, &traffic);
+                        let sram = with_fills(inner, &traffic);
+                        let energy = (space.energy)(&timing, &traffic, &sram);
                         let better = match &best {
                             None => true,
                             Some((bt, be, _)) => {
                                 timing.total_cycles < *bt
-                                    || (timing.total_cycles == *bt
-                                        && (space.energy)(&timing, &traffic, &sram) < *be)
+                                    || (timing.total_cycles == *bt && energy < *be)
                             }
                         };
                         if better {
-                            let energy = (space.energy)(&timing, &traffic, &sram);
                             let order_named = order.iter().rev().map(|&i| LOOPS[i]).collect();
-                            best = Some((
-                                timing.total_cycles,
-                                energy,
-                                Mapping {
-                                    tile,
-                                    order: order_named,
-                                    timing,
-                                    dram: traffic,
-                                    sram,
-                                },
-                            ));
+                            let mapping = Mapping {
+                                tile,
+                                order: order_named,
+                                timing,
+                                dram: traffic,
+                                sram,
+                            };
+                            best = Some((timing.total_cycles, energy, mapping));
                         }
                     }
                 }
@@ -350,7 +351,7 @@ pub fn search(
         }
     }
     best.map(|(_, _, m)| m).ok_or_else(|| {
-        let one = [1, law.oc_granule(), 1, 1, 1];
+        let one = [1, 1, 1, 1, 1];
         TilingError::NoFit {
             input: fp.input(&one),
             weight: fp.weight(&one),
@@ -360,51 +361,47 @@ pub fn search(
     })
 }
 
-/// DRAM traffic of the three tensors under one loop order (innermost first).
-fn tensor_traffic(
-    fp: &Footprint,
-    tile: &[u64; 5],
-    trips: &[u64; 5],
-    order: &[usize],
-    half: &[u64; 3],
-) -> Traffic {
-    let (fi, si) = promoted_traffic(tile, trips, order, &DEPENDS[0], half[0], &|e| fp.input(e));
-    let (fw, sw) = promoted_traffic(tile, trips, order, &DEPENDS[1], half[1], &|e| fp.weight(e));
-    let (fo, so) = promoted_traffic(tile, trips, order, &DEPENDS[2], half[2], &|e| fp.output(e));
-    let out_write = fo * so;
-    let out_once = fp.output(&fp.dims);
-    Traffic {
-        input: fi * si,
-        weight: fw * sw,
-        output_read: out_write.saturating_sub(out_once),
-        output_write: out_write,
-    }
-}
-
-/// Array-side buffer reads and writes (independent of loop order).
-fn array_side_sram(
+/// On-chip accesses of the inner (within-tile) loops, order independent: the stationarity
+/// (input, output or weight) that moves the fewest bits.
+fn inner_loop_sram(
     problem: &ConvProblem,
-    tile: &Tile,
+    t: &Tile,
     tiles: u64,
     bits: OperandBits,
     law: &dyn ArrayLaw,
 ) -> SramAccess {
-    let pixels = tile.b * tile.oh * tile.ow;
-    let reduction = problem.taps() * law.padded_reduction(tile.ic, bits);
-    let oc_folds = tile.oc.div_ceil(law.oc_granule().max(1));
-    let input_read = tiles * pixels * reduction * oc_folds * u64::from(bits.stream);
-    let weight_read = tiles
-        * tile.oc
-        * reduction
-        * pixels.div_ceil(law.pixel_reuse().max(1))
-        * u64::from(bits.stationary);
-    let psums = tiles * pixels * tile.oc * PSUM_BITS;
-    let ic_trips = problem.in_ch.div_ceil(tile.ic);
+    let (pa, pw) = (u64::from(bits.stream), u64::from(bits.stationary));
+    let kk = problem.taps();
+    let is_loop = t.oc.next_multiple_of(law.oc_granule().max(1));
+    let os_loop = if problem.im2col {
+        law.padded_reduction(kk * t.ic, bits)
+    } else {
+        law.padded_reduction(t.ic, bits) * kk
+    };
+    let ws_loop = t.b * t.oh * t.ow;
+    let is_cost = os_loop * ws_loop * (pa + is_loop * (pw + PSUM_BITS));
+    let os_cost = is_loop * ws_loop * (PSUM_BITS + os_loop * (pa + pw));
+    let ws_cost = os_loop * is_loop * (pw + ws_loop * (pa + PSUM_BITS));
+    let reduction = kk * t.ic;
+    let outputs = t.oc * ws_loop;
+    let (input_read, weight_read, psum) = if is_cost <= os_cost.min(ws_cost) {
+        let n = reduction * ws_loop;
+        (n * pa, n * t.oc * pw, n * t.oc * PSUM_BITS)
+    } else if os_cost <= ws_cost {
+        (
+            outputs * reduction * pa,
+            outputs * reduction * pw,
+            outputs * PSUM_BITS,
+        )
+    } else {
+        let n = reduction * t.oc;
+        (n * ws_loop * pa, n * pw, n * ws_loop * PSUM_BITS)
+    };
     SramAccess {
-        input_read,
-        weight_read,
-        output_write: psums,
-        output_read: psums - psums / ic_trips.max(1),
+        input_read: tiles * input_read,
+        weight_read: tiles * weight_read,
+        output_read: tiles * psum,
+        output_write: tiles * psum,
         ..SramAccess::default()
     }
 }
@@ -435,11 +432,8 @@ mod tests {
         fn oc_granule(&self) -> u64 {
             self.cols
         }
-        fn padded_reduction(&self, ic: u64, _bits: OperandBits) -> u64 {
-            ic.next_multiple_of(self.rows)
-        }
-        fn pixel_reuse(&self) -> u64 {
-            1
+        fn padded_reduction(&self, len: u64, _bits: OperandBits) -> u64 {
+            len.next_multiple_of(self.rows)
         }
     }
 
@@ -467,6 +461,15 @@ mod tests {
     };
 
     #[test]
+    fn tile_sizes_are_clipped_powers_of_two() {
+        assert_eq!(tile_sizes(7, 1), vec![1, 2, 4, 7]);
+        assert_eq!(tile_sizes(16, 1), vec![1, 2, 4, 8, 16]);
+        assert_eq!(tile_sizes(1, 1), vec![1]);
+        assert_eq!(tile_sizes(100, 32), vec![32, 64, 100]);
+        assert_eq!(tile_sizes(10, 32), vec![10]);
+    }
+
+    #[test]
     fn permutations_are_all_distinct() {
         let p = permutations(5);
         assert_eq!(p.len(), 120);
@@ -478,38 +481,24 @@ mod tests {
     }
 
     #[test]
-    fn everything_fits_means_compulsory_traffic_only() {
-        // 1×1 conv, 4 pixels, 4→4 channels, batch 1: one tile, tensors read / written once.
+    fn everything_fits_means_one_tile_and_compulsory_traffic() {
+        // 1×1 conv, 2×2 pixels, 4→4 channels, batch 1 on a 4×4 array.
         let law = Plain { rows: 4, cols: 4 };
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 4, 4, 2, 1, 1, 0);
+        let fast = search(&p, BITS8, &space(&law, 64, 1e6, &e)).unwrap();
+        // any tiling: 4 compute cycles + one cycle each for first load and last store
+        assert_eq!(fast.timing.total_cycles, 6);
+        // whatever the tiles, everything is promoted to resident: the whole traffic is first load
+        // (128 + 128 + 512 bits) and last store (512 bits), none of it overlapped
+        let slow = search(&p, BITS8, &space(&law, 64, 8.0, &e)).unwrap();
+        assert_eq!(slow.timing.total_cycles, 4 + 768 / 8 + 512 / 8);
         let m = search(&p, BITS8, &space(&law, 64, 1e6, &e)).unwrap();
         assert_eq!(m.dram.input, 4 * 4 * 8);
         assert_eq!(m.dram.weight, 4 * 4 * 8);
-        assert_eq!(m.dram.output_write, 4 * 4 * 32);
-        assert_eq!(m.dram.output_read, 0);
-        // one tile: 4 pixels × 1 oc fold × 1 ic fold = 4 cycles; memory is one cycle each for the
-        // (exposed) first load and last store and hides behind compute otherwise.
-        assert_eq!(
-            m.tile,
-            Tile {
-                b: 1,
-                oc: 4,
-                oh: 2,
-                ow: 2,
-                ic: 4
-            }
-        );
+        // partial sums are read as often as written (the reference simulator's convention)
+        assert_eq!((m.dram.output_read, m.dram.output_write), (512, 512));
         assert_eq!(m.timing.compute_cycles, 4);
-        assert_eq!(m.timing.total_cycles, 4 + 1 + 1);
-        // a slow interface: the search trades compute for a smaller exposed prologue, and the
-        // total is still compute + exposed memory + first load + last store.
-        let slow = search(&p, BITS8, &space(&law, 64, 8.0, &e)).unwrap();
-        let t = slow.timing;
-        assert_eq!(t.mem_cycles, slow.dram.total().div_ceil(8));
-        assert!(t.total_cycles >= t.mem_cycles.max(t.compute_cycles));
-        // no worse than the single whole tile: 4 + (96 − 4) + 256/8 + 512/8
-        assert!(t.total_cycles <= 4 + 92 + 32 + 64);
     }
 
     #[test]
@@ -517,12 +506,13 @@ mod tests {
         let law = Plain { rows: 4, cols: 4 };
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(4, 64, 64, 16, 3, 1, 1);
-        let big = search(&p, BITS8, &space(&law, 1024, 64.0, &e)).unwrap();
-        let small = search(&p, BITS8, &space(&law, 1, 64.0, &e)).unwrap();
-        let compulsory = (4 * 64 * 18 * 18 + 64 * 64 * 9) * 8 + 4 * 64 * 16 * 16 * 32;
-        assert!(big.dram.total() >= compulsory as u64 - 4 * 64 * 8 * (18 * 18 - 16 * 16));
+        // memory nearly free: cycles tie, the energy (here: DRAM bits) decides
+        let big = search(&p, BITS8, &space(&law, 1024, 1e9, &e)).unwrap();
+        let small = search(&p, BITS8, &space(&law, 1, 1e9, &e)).unwrap();
         assert!(small.dram.total() > big.dram.total());
-        assert!(small.timing.total_cycles >= big.timing.total_cycles);
+        // big buffers promote every tensor to fully resident: compulsory traffic only
+        let compulsory = 4 * 64 * 18 * 18 * 8 + 64 * 576 * 8 + 2 * 4 * 64 * 256 * 32;
+        assert_eq!(big.dram.total(), compulsory);
     }
 
     #[test]
@@ -540,18 +530,22 @@ mod tests {
 
     #[test]
     fn promotion_reuses_across_independent_loops() {
-        // Weight tile depends on OC, IC only: a batch loop inside (innermost) re-uses it.
-        let tile = [1, 1, 1, 1, 1];
+        // Weights depend on OC (loop 1) and IC, not on B (loop 0); tile 10 bits, 2 OC trips, 4 B trips.
         let trips = [4, 2, 1, 1, 1];
-        let fpw = |e: &[u64; 5]| e[1] * 10;
-        // order innermost first: B then OC; weights fit fully → loaded once.
-        let (f, s) = promoted_traffic(&tile, &trips, &[0, 1], &DEPENDS[1], 100, &fpw);
-        assert_eq!(f * s, 20);
-        // half buffer of 10 bits: OC can't be promoted; B inside still reuses → 2 fetches of 10.
-        let (f, s) = promoted_traffic(&tile, &trips, &[0, 1], &DEPENDS[1], 10, &fpw);
-        assert_eq!(f * s, 20);
-        // B outside the break: weights re-fetched for every batch tile → 8 fetches of 10.
-        let (f, s) = promoted_traffic(&tile, &trips, &[1, 0], &DEPENDS[1], 10, &fpw);
-        assert_eq!(f * s, 80);
+        // innermost B (reuse), then OC promoted: 20 bits moved, 20 resident
+        assert_eq!(
+            promoted_traffic(10, &trips, &[0, 1], &DEPENDS[1], 100),
+            (20, 20)
+        );
+        // half buffer of 10 bits: OC cannot be promoted, B inside still reuses
+        assert_eq!(
+            promoted_traffic(10, &trips, &[0, 1], &DEPENDS[1], 10),
+            (20, 10)
+        );
+        // B outside the break re-fetches every weight tile
+        assert_eq!(
+            promoted_traffic(10, &trips, &[1, 0], &DEPENDS[1], 10),
+            (80, 10)
+        );
     }
 }

@@ -105,12 +105,8 @@ impl ArrayLaw for SystolicLaw {
         self.cols
     }
 
-    fn padded_reduction(&self, ic: u64, _bits: OperandBits) -> u64 {
-        ic
-    }
-
-    fn pixel_reuse(&self) -> u64 {
-        self.rows
+    fn padded_reduction(&self, len: u64, _bits: OperandBits) -> u64 {
+        len
     }
 }
 
