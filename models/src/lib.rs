@@ -1,6 +1,13 @@
 //! cptsim's model layer: the layer IR, ONNX import and export, shape inference, MAC counts and
 //! the built-in model zoo.
 
+pub mod error;
+pub mod ir;
+pub mod onnx;
+pub mod source;
 pub mod summary;
 
+pub use error::ModelError;
+pub use ir::Graph;
+pub use source::load_graph;
 pub use summary::{LayerInfo, LayerKind, LayerRole, ModelSummary};
