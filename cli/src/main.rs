@@ -21,6 +21,8 @@ enum Command {
     /// Placeholder until the first subcommand lands.
     #[command(hide = true)]
     Version,
+    /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
+    Inspect(cmd::inspect::InspectArgs),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
             println!("cptsim {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Inspect(args) => cmd::inspect::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
