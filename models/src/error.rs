@@ -40,6 +40,20 @@ pub enum ModelError {
         /// What is wrong.
         msg: String,
     },
+    /// A node attribute has the wrong type or value.
+    #[error("{file}: node {node} ({op}), attribute '{attr}': {msg}")]
+    Attribute {
+        /// File name or `zoo:NAME`.
+        file: String,
+        /// Node name.
+        node: String,
+        /// ONNX op type.
+        op: String,
+        /// Attribute name.
+        attr: String,
+        /// What is wrong.
+        msg: String,
+    },
     /// The model uses an op cptsim does not import.
     #[error("{file}: node {node}: unsupported op type '{op}'; supported ops: {supported}")]
     Unsupported {

@@ -75,11 +75,15 @@ pub fn to_json(s: &ModelSummary) -> serde_json::Value {
 }
 
 fn dims(d: &[usize]) -> String {
-    d.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("x")
+    d.iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join("x")
 }
 
 fn csv(s: &ModelSummary) -> String {
-    let mut out = String::from("name,op,role,in_shape,out_shape,kernel,stride,groups,params,macs\n");
+    let mut out =
+        String::from("name,op,role,in_shape,out_shape,kernel,stride,groups,params,macs\n");
     for l in &s.layers {
         let role = format!("{:?}", l.role).to_lowercase();
         let _ = writeln!(
@@ -100,7 +104,15 @@ fn csv(s: &ModelSummary) -> String {
 }
 
 fn table(s: &ModelSummary, bn_folded: bool) -> String {
-    let head = ["name", "op", "role", "in → out", "kernel/stride/groups", "params", "MACs/sample"];
+    let head = [
+        "name",
+        "op",
+        "role",
+        "in → out",
+        "kernel/stride/groups",
+        "params",
+        "MACs/sample",
+    ];
     let rows: Vec<[String; 7]> = s
         .layers
         .iter()
@@ -130,7 +142,11 @@ fn table(s: &ModelSummary, bn_folded: bool) -> String {
             .enumerate()
             .map(|(i, (c, w))| {
                 let pad = " ".repeat(w - c.chars().count());
-                if i >= 5 { format!("{pad}{c}") } else { format!("{c}{pad}") }
+                if i >= 5 {
+                    format!("{pad}{c}")
+                } else {
+                    format!("{c}{pad}")
+                }
             })
             .collect();
         padded.join("  ").trim_end().to_string() + "\n"
@@ -148,7 +164,11 @@ fn table(s: &ModelSummary, bn_folded: bool) -> String {
             "note: no BatchNormalization in the graph and every conv has a bias: BN was folded into conv (eval-mode export); BN ops count 0"
         );
     }
-    let _ = writeln!(out, "ops/image (MACs + 2·BN elements): {}", s.ops_per_image());
+    let _ = writeln!(
+        out,
+        "ops/image (MACs + 2·BN elements): {}",
+        s.ops_per_image()
+    );
     let _ = writeln!(out, "parameters: {}", s.params);
     out
 }

@@ -271,3 +271,7 @@ fn topological(nodes: &[NodeProto]) -> Vec<&NodeProto> {
     }
     order
 }
+
+#[cfg(test)]
+#[path = "import_tests.rs"]
+mod tests;

@@ -80,10 +80,18 @@ impl NodeView<'_> {
     }
 
     fn attr_err(&self, name: &str, want: AttributeType, got: &str) -> ModelError {
-        self.err(format!(
-            "attribute '{name}': expected {}, got {got}",
-            type_name(want)
-        ))
+        self.attr_error(name, format!("expected {}, got {got}", type_name(want)))
+    }
+
+    /// An error about attribute `attr` of this node.
+    pub fn attr_error(&self, attr: &str, msg: impl Into<String>) -> ModelError {
+        ModelError::Attribute {
+            file: self.file.to_string(),
+            node: self.name.clone(),
+            op: self.proto.op_type.clone(),
+            attr: attr.to_string(),
+            msg: msg.into(),
+        }
     }
 
     /// An `int` attribute.
@@ -117,10 +125,10 @@ impl NodeView<'_> {
         };
         let t =
             a.t.as_ref()
-                .ok_or_else(|| self.err(format!("attribute '{name}': tensor is missing")))?;
+                .ok_or_else(|| self.attr_error(name, "tensor is missing"))?;
         tensor::decode(t)
             .map(Some)
-            .map_err(|m| self.err(format!("attribute '{name}': {m}")))
+            .map_err(|m| self.attr_error(name, m))
     }
 
     /// An `ints` attribute that must hold non-negative values (sizes, strides, pads).
@@ -130,7 +138,7 @@ impl NodeView<'_> {
                 v.iter()
                     .map(|&x| usize::try_from(x))
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| self.err(format!("attribute '{name}': negative value in {v:?}")))
+                    .map_err(|_| self.attr_error(name, format!("negative value in {v:?}")))
             })
             .transpose()
     }

@@ -61,7 +61,7 @@ fn first<'a, T: Copy + 'a>(
 ) -> Result<T, ModelError> {
     it.next()
         .copied()
-        .ok_or_else(|| node.err("attribute 'value' is empty"))
+        .ok_or_else(|| node.attr_error("value", "is empty"))
 }
 
 /// `Shape`: the static shape of a tensor as an int64 constant (opset 15 `start`/`end` honoured).
@@ -85,7 +85,7 @@ pub fn shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 pub fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let to = node
         .int("to")?
-        .ok_or_else(|| node.err("attribute 'to' is missing"))?;
+        .ok_or_else(|| node.attr_error("to", "is missing"))?;
     Ok(match imp.input(node, 0)? {
         Val::Const(c) => Val::Const(match to {
             1 | 10 | 11 | 16 => Const::F32(c.to_f32()),

@@ -22,17 +22,17 @@ pub fn conv(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     };
     if let Some(k) = node.sizes("kernel_shape")? {
         if k != [kh, kw] {
-            return Err(node.err(format!(
-                "attribute 'kernel_shape' {k:?} differs from the weight's {:?}",
-                [kh, kw]
-            )));
+            return Err(node.attr_error(
+                "kernel_shape",
+                format!("{k:?} differs from the weight's {:?}", [kh, kw]),
+            ));
         }
     }
     let groups = node.int("group")?.unwrap_or(1);
     let groups = usize::try_from(groups)
         .ok()
         .filter(|&g| g > 0)
-        .ok_or_else(|| node.err(format!("attribute 'group': must be positive, got {groups}")))?;
+        .ok_or_else(|| node.attr_error("group", format!("must be positive, got {groups}")))?;
     let hw = spatial(node, &imp.shape(x))?;
     let (strides, pads, dilations) = window(node, hw, [kh, kw])?;
     let op = Op::Conv(Conv {

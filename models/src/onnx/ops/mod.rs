@@ -26,9 +26,7 @@ pub fn window(
         match node.sizes(name)?.as_deref() {
             None => Ok([1, 1]),
             Some([a, b]) if *a > 0 && *b > 0 => Ok([*a, *b]),
-            Some(v) => Err(node.err(format!(
-                "attribute '{name}': expected 2 positive values, got {v:?}"
-            ))),
+            Some(v) => Err(node.attr_error(name, format!("expected 2 positive values, got {v:?}"))),
         }
     };
     let strides = pair("strides")?;
@@ -38,9 +36,7 @@ pub fn window(
         "" | "NOTSET" => match node.sizes("pads")?.as_deref() {
             None => [0; 4],
             Some([t, l, b, r]) => [*t, *l, *b, *r],
-            Some(v) => {
-                return Err(node.err(format!("attribute 'pads': expected 4 values, got {v:?}")))
-            }
+            Some(v) => return Err(node.attr_error("pads", format!("expected 4 values, got {v:?}"))),
         },
         "VALID" => [0; 4],
         "SAME_UPPER" | "SAME_LOWER" => {
@@ -60,7 +56,7 @@ pub fn window(
             }
             p
         }
-        other => return Err(node.err(format!("attribute 'auto_pad': unknown value '{other}'"))),
+        other => return Err(node.attr_error("auto_pad", format!("unknown value '{other}'"))),
     };
     Ok((strides, pads, dilations))
 }

@@ -11,11 +11,12 @@ fn geometry(imp: &Importer, node: &NodeView, x: crate::ir::ValueId) -> Result<Po
     let kernel = match node.sizes("kernel_shape")?.as_deref() {
         Some([kh, kw]) if *kh > 0 && *kw > 0 => [*kh, *kw],
         Some(k) => {
-            return Err(node.err(format!(
-                "attribute 'kernel_shape': expected 2 positive values, got {k:?}"
-            )))
+            return Err(node.attr_error(
+                "kernel_shape",
+                format!("expected 2 positive values, got {k:?}"),
+            ))
         }
-        None => return Err(node.err("attribute 'kernel_shape' is missing")),
+        None => return Err(node.attr_error("kernel_shape", "is missing")),
     };
     let hw = spatial(node, &imp.shape(x))?;
     let (strides, pads, dilations) = window(node, hw, kernel)?;

@@ -23,7 +23,7 @@ pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     };
     let axis = node
         .int("axis")?
-        .ok_or_else(|| node.err("attribute 'axis' is missing"))?;
+        .ok_or_else(|| node.attr_error("axis", "is missing"))?;
     let axis = node.axis(axis, rank)?;
     let tensors: Vec<ValueId> = vals
         .iter()
