@@ -3,5 +3,6 @@
 
 pub mod export;
 pub mod summary;
+pub mod zoo;
 
 pub use summary::{LayerInfo, LayerKind, LayerRole, ModelSummary};
