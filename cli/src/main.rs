@@ -21,6 +21,8 @@ enum Command {
     /// Placeholder until the first subcommand lands.
     #[command(hide = true)]
     Version,
+    /// List the built-in models and export them as ONNX files.
+    Zoo(cmd::zoo::ZooArgs),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
             println!("cptsim {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Zoo(args) => cmd::zoo::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

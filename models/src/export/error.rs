@@ -28,11 +28,11 @@ pub enum ExportError {
     #[error("cannot serialise the ONNX model: {0}")]
     Serialize(#[from] protobuf::Error),
     /// Writing the output file failed.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {cause}", path.display())]
     Io {
-        /// The file (or its temporary sibling) being written.
+        /// The file being written.
         path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error (kept out of the error chain: the message already says it).
+        cause: std::io::Error,
     },
 }

@@ -12,7 +12,7 @@ mod write;
 
 pub use builder::{BnParams, ConvGeom, GraphBuilder, NodeRecord, Value};
 pub use error::ExportError;
-pub use write::{write_atomic, write_model};
+pub use write::{model_bytes, write_atomic, write_model};
 
 /// ONNX IR version written into every exported model (loadable by current onnxruntime).
 pub const IR_VERSION: i64 = 8;

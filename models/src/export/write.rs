@@ -10,18 +10,28 @@ use super::ExportError;
 
 /// Serialises `model` and writes it to `path` atomically (see [`write_atomic`]).
 pub fn write_model(model: &ModelProto, path: &Path) -> Result<(), ExportError> {
-    let bytes = model.write_to_bytes()?;
-    write_atomic(path, &bytes)
+    write_atomic(path, &model_bytes(model)?)
+}
+
+/// The serialised protobuf bytes of `model`.
+pub fn model_bytes(model: &ModelProto) -> Result<Vec<u8>, ExportError> {
+    Ok(model.write_to_bytes()?)
 }
 
 /// Writes `bytes` to `path` so that readers see either the old file or the complete new one:
 /// the data goes to a temporary file in the same directory, is synced, and is renamed over
 /// `path`. On failure the temporary file is removed and `path` is left untouched.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+    if path.is_dir() {
+        return Err(ExportError::Io {
+            path: path.to_path_buf(),
+            cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory"),
+        });
+    }
     let tmp = temp_sibling(path)?;
-    let io_err = |source| ExportError::Io {
+    let io_err = |cause| ExportError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     let result = (|| {
         let mut file = fs::File::create(&tmp)?;
@@ -41,7 +51,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
 fn temp_sibling(path: &Path) -> Result<PathBuf, ExportError> {
     let name = path.file_name().ok_or_else(|| ExportError::Io {
         path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
+        cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
     })?;
     let tmp_name = format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id());
     Ok(path.with_file_name(tmp_name))
@@ -85,5 +95,16 @@ mod tests {
     #[test]
     fn path_without_file_name_is_rejected() {
         assert!(write_atomic(Path::new("/"), b"x").is_err());
+    }
+
+    #[test]
+    fn directory_target_is_rejected_without_touching_its_parent() {
+        let dir = scratch_dir("isdir");
+        let target = dir.join("sub");
+        fs::create_dir(&target).unwrap();
+        let err = write_atomic(&target, b"x").unwrap_err().to_string();
+        assert!(err.contains("is a directory"), "{err}");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -37,12 +37,12 @@ pub enum ZooError {
         classes: usize,
     },
     /// The graph builder rejected the model (a bug in the model definition).
-    #[error("building zoo model `{name}`: {source}")]
+    #[error("building zoo model `{name}`: {cause}")]
     Build {
         /// The model.
         name: String,
         /// What the builder reported.
-        source: ExportError,
+        cause: ExportError,
     },
 }
 
@@ -270,9 +270,9 @@ pub fn build_recorded(
         };
         net.finish(&logits, &doc)
     })();
-    built.map_err(|source| ZooError::Build {
+    built.map_err(|cause| ZooError::Build {
         name: name.to_string(),
-        source,
+        cause,
     })
 }
 
