@@ -8,10 +8,10 @@ use super::net::Net;
 pub(crate) fn lenet5(net: &mut Net, x: &Value, classes: usize) -> Result<Value, ExportError> {
     let y = net.conv("conv1", x, ConvGeom::dense(6, 5, 1, 2), true)?;
     let y = net.relu("relu1", &y)?;
-    let y = net.max_pool("pool1", &y, 2, 2, 0)?;
+    let y = net.graph().max_pool("pool1", &y, 2, 2, 0)?;
     let y = net.conv("conv2", &y, ConvGeom::dense(16, 5, 1, 0), true)?;
     let y = net.relu("relu2", &y)?;
-    let y = net.max_pool("pool2", &y, 2, 2, 0)?;
+    let y = net.graph().max_pool("pool2", &y, 2, 2, 0)?;
     let y = net.flatten("flatten", &y)?;
     hidden_fc_stack(net, &y, &[120, 84], classes)
 }

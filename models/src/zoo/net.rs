@@ -93,16 +93,9 @@ impl Net {
         self.graph.add(name, a, b)
     }
 
-    /// Max pooling.
-    pub(crate) fn max_pool(
-        &mut self,
-        name: &str,
-        x: &Value,
-        kernel: usize,
-        stride: usize,
-        pad: usize,
-    ) -> Result<Value, ExportError> {
-        self.graph.max_pool(name, x, kernel, stride, pad)
+    /// The underlying graph builder, for ops without initializers.
+    pub(crate) fn graph(&mut self) -> &mut GraphBuilder {
+        &mut self.graph
     }
 
     /// Flatten to `[features]`.

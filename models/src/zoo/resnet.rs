@@ -60,49 +60,48 @@ impl ResNet {
         };
         y = net.relu("relu", &y)?;
         if self.stem == Stem::ImageNet {
-            y = net.max_pool("maxpool", &y, 3, 2, 1)?;
+            y = net.graph().max_pool("maxpool", &y, 3, 2, 1)?;
         }
         for (s, &(planes, blocks, stride)) in self.stages.iter().enumerate() {
             for b in 0..blocks {
                 let prefix = format!("layer{}.{b}", s + 1);
                 let stride = if b == 0 { stride } else { 1 };
-                y = match self.block {
-                    Block::Basic => basic(net, &prefix, &y, planes, stride)?,
-                    Block::Bottleneck => bottleneck(net, &prefix, &y, planes, stride)?,
-                };
+                y = residual_block(net, &prefix, &y, self.block, planes, stride)?;
             }
         }
         net.classifier(&y, classes)
     }
 }
 
-fn basic(
+/// One residual block: conv+BN layers with ReLU between them, then `relu(y + shortcut(x))`.
+fn residual_block(
     net: &mut Net,
     prefix: &str,
     x: &Value,
+    block: Block,
     planes: usize,
     stride: usize,
 ) -> Result<Value, ExportError> {
-    let y = net.conv_bn(prefix, "1", x, ConvGeom::dense(planes, 3, stride, 1))?;
-    let y = net.relu(&join(prefix, "relu1"), &y)?;
-    let y = net.conv_bn(prefix, "2", &y, ConvGeom::dense(planes, 3, 1, 1))?;
-    residual_relu(net, prefix, x, &y, stride, "relu2")
-}
-
-fn bottleneck(
-    net: &mut Net,
-    prefix: &str,
-    x: &Value,
-    planes: usize,
-    stride: usize,
-) -> Result<Value, ExportError> {
-    let out = planes * Block::Bottleneck.expansion();
-    let y = net.conv_bn(prefix, "1", x, ConvGeom::dense(planes, 1, 1, 0))?;
-    let y = net.relu(&join(prefix, "relu1"), &y)?;
-    let y = net.conv_bn(prefix, "2", &y, ConvGeom::dense(planes, 3, stride, 1))?;
-    let y = net.relu(&join(prefix, "relu2"), &y)?;
-    let y = net.conv_bn(prefix, "3", &y, ConvGeom::dense(out, 1, 1, 0))?;
-    residual_relu(net, prefix, x, &y, stride, "relu3")
+    let convs = match block {
+        Block::Basic => vec![
+            ConvGeom::dense(planes, 3, stride, 1),
+            ConvGeom::dense(planes, 3, 1, 1),
+        ],
+        Block::Bottleneck => vec![
+            ConvGeom::dense(planes, 1, 1, 0),
+            ConvGeom::dense(planes, 3, stride, 1),
+            ConvGeom::dense(planes * block.expansion(), 1, 1, 0),
+        ],
+    };
+    let mut y = x.clone();
+    for (i, &geom) in convs.iter().enumerate() {
+        if i > 0 {
+            y = net.relu(&join(prefix, &format!("relu{i}")), &y)?;
+        }
+        y = net.conv_bn(prefix, &(i + 1).to_string(), &y, geom)?;
+    }
+    let relu = format!("relu{}", convs.len());
+    residual_relu(net, prefix, x, &y, stride, &relu)
 }
 
 /// `relu(y + shortcut(x))`: identity shortcut when shape is kept, else a 1×1 projection + BN.
