@@ -393,6 +393,13 @@ mod tests {
     }
 
     #[test]
+    fn serialised_model_parses_back_identical() {
+        let model = build("mobilenetv2", None, 3).unwrap();
+        let bytes = model.write_to_bytes().unwrap();
+        assert_eq!(ModelProto::parse_from_bytes(&bytes).unwrap(), model);
+    }
+
+    #[test]
     fn node_names_are_meaningful() {
         let (_, rec) = build_recorded("resnet20", None, 0).unwrap();
         let names: Vec<&str> = rec.iter().map(|r| r.name.as_str()).collect();
