@@ -434,7 +434,7 @@ impl GraphBuilder {
         let producer = self
             .nodes
             .iter()
-            .position(|n| n.output.iter().any(|o| *o == output.name))
+            .position(|n| n.output.contains(&output.name))
             .ok_or_else(|| {
                 self.graph_error(&format!(
                     "output `{}` is not produced by any node",
