@@ -23,6 +23,8 @@ enum Command {
     Version,
     /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
     Inspect(cmd::inspect::InspectArgs),
+    /// List the built-in models and export them as ONNX files.
+    Zoo(cmd::zoo::ZooArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Inspect(args) => cmd::inspect::run(&args),
+        Command::Zoo(args) => cmd::zoo::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

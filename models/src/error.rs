@@ -74,14 +74,9 @@ pub enum ModelError {
         /// What is wrong.
         msg: String,
     },
-    /// `zoo:NAME` names no built-in model.
-    #[error("unknown zoo model '{name}' ({msg})")]
-    UnknownZoo {
-        /// The name after `zoo:`.
-        name: String,
-        /// Which models exist, or why none can be loaded.
-        msg: String,
-    },
+    /// `zoo:NAME` could not be built (unknown name, bad class count).
+    #[error(transparent)]
+    Zoo(#[from] crate::zoo::ZooError),
 }
 
 impl ModelError {

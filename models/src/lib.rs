@@ -2,12 +2,14 @@
 //! the built-in model zoo.
 
 pub mod error;
+pub mod export;
 pub mod ir;
 pub mod onnx;
 pub mod source;
 pub mod summary;
+pub mod zoo;
 
 pub use error::ModelError;
 pub use ir::Graph;
-pub use source::load_graph;
+pub use source::{load_graph, load_summary};
 pub use summary::{LayerInfo, LayerKind, LayerRole, ModelSummary};
