@@ -161,7 +161,7 @@ fn table(s: &ModelSummary, bn_folded: bool) -> String {
     if bn_folded {
         let _ = writeln!(
             out,
-            "note: no BatchNormalization in the graph and every conv has a bias: BN was folded into conv (eval-mode export); BN ops count 0"
+            "note: no BatchNormalization in the graph but convs carry biases: BN was most likely folded into conv (eval-mode export); BN ops count 0"
         );
     }
     let _ = writeln!(

@@ -57,8 +57,8 @@ pub struct Graph {
     pub input: ValueId,
     /// The graph output (e.g. `[B, classes]`).
     pub output: ValueId,
-    /// True when the model has no BatchNorm but every conv carries a bias, the signature of an
-    /// eval-mode export that folded BN into the preceding conv. Its BN outputs count 0.
+    /// True when the model has no BatchNorm but some conv carries a bias: most likely an
+    /// eval-mode export that folded BN into the preceding convs. Its BN outputs count 0.
     pub bn_folded: bool,
 }
 

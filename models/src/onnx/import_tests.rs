@@ -570,3 +570,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn every_pytorch_fixture_imports_and_validates() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("bad_") || !name.ends_with(".onnx") {
+            continue;
+        }
+        let g = import_file(&path, 3).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(g.validate(), Ok(()), "{name}");
+        assert_eq!(g.shape(g.input)[0], 3, "{name}");
+        // Shape subgraphs and pass-throughs leave no trace in the IR.
+        assert!(
+            g.nodes
+                .iter()
+                .all(|n| !n.name.contains("Shape") && !n.name.contains("Gather")),
+            "{name}"
+        );
+        n += 1;
+    }
+    assert_eq!(n, 5);
+}

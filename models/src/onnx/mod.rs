@@ -175,7 +175,7 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
     graph
         .validate()
         .map_err(|(node, msg)| fail(format!("node {node}: {msg}")))?;
-    let convs: Vec<bool> = graph
+    let conv_biases: Vec<bool> = graph
         .nodes
         .iter()
         .filter_map(|n| {
@@ -187,7 +187,7 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
         })
         .collect();
     let has_bn = graph.nodes.iter().any(|n| matches!(n.op, Op::BatchNorm(_)));
-    graph.bn_folded = !has_bn && !convs.is_empty() && convs.iter().all(|&b| b);
+    graph.bn_folded = !has_bn && conv_biases.iter().any(|&b| b);
     Ok(graph)
 }
 
