@@ -126,7 +126,7 @@ fn bad_models_give_one_clear_error_line() {
         &fixture("bad_zero_size_dim.onnx"),
         &["bad_zero_size_dim.onnx", "graph input 'x'", "size 0"],
     );
-    fails_with("zoo:nonexistent", &["unknown zoo model 'nonexistent'"]);
+    fails_with("zoo:nonexistent", &["unknown zoo model `nonexistent`"]);
 }
 
 #[test]
