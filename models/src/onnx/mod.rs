@@ -13,9 +13,6 @@ pub mod registry;
 mod tensor;
 mod value;
 
-#[cfg(test)]
-pub(crate) mod testutil;
-
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -273,5 +270,4 @@ fn topological(nodes: &[NodeProto]) -> Vec<&NodeProto> {
 }
 
 #[cfg(test)]
-#[path = "import_tests.rs"]
 mod tests;

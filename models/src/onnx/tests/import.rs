@@ -3,9 +3,10 @@
 use proptest::prelude::*;
 
 use super::testutil::{floats, ints, small_cnn, ModelBuilder, A};
-use super::*;
 use crate::ir::{BinaryKind, Op};
+use crate::onnx::*;
 use crate::summary::LayerRole;
+use crate::{Graph, ModelError};
 
 fn import(b: &ModelBuilder, batch: usize) -> Result<Graph, ModelError> {
     import_proto(&decode(&b.bytes(), "t.onnx")?, "t.onnx", batch)
