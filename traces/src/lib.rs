@@ -2,5 +2,6 @@
 //! CSV and binary formats.
 
 pub mod row;
+pub mod schedule;
 
 pub use row::{Bits, TraceRow};
