@@ -193,8 +193,21 @@ impl<R: Read> Cursor<'_, R> {
                 format!("{what} claims {len} bytes"),
             ));
         }
-        buf.resize(len, 0);
-        self.read_exact(buf, what)?;
+        // Read what is there rather than allocating the claimed length up front.
+        buf.clear();
+        let at = self.offset;
+        let got = (&mut self.inner)
+            .take(len as u64)
+            .read_to_end(buf)
+            .map_err(|e| TraceError::io(self.path, e))?;
+        self.offset += got as u64;
+        if got < len {
+            return Err(TraceError::malformed(
+                self.path,
+                format!("byte {at}"),
+                format!("file truncated inside {what}"),
+            ));
+        }
         Ok(Some(buf))
     }
 }
