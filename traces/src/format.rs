@@ -154,15 +154,17 @@ mod tests {
         let path = dir.path().join("t.pb");
         write_trace(&path, &TraceMeta::for_model(&m, 128, 4_000), rows).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        let cut = dir.path().join("cut.pb");
         for len in 0..bytes.len() {
+            // A fresh file per cut: rewriting one file makes ext4 flush on every truncation.
+            let cut = dir.path().join(format!("cut{len}.pb"));
             std::fs::write(&cut, &bytes[..len]).unwrap();
             let e = read_all(&cut, &m).unwrap_err().to_string();
             assert!(
-                e.contains("cut.pb") && e.contains("byte"),
+                e.contains(&format!("cut{len}.pb")) && e.contains("byte"),
                 "cut at {len}: {e}"
             );
         }
+        let cut = dir.path().join("cut.pb");
         let mut longer = bytes.clone();
         longer.push(7);
         std::fs::write(&cut, &longer).unwrap();
