@@ -18,7 +18,7 @@ use std::ops::Range;
 
 pub use cyclic::{Cyclic, Form};
 pub use error::ScheduleError;
-pub use parse::{parse_bit_range, PeriodRule, ScheduleArgs, SCHEDULE_NAMES};
+pub use parse::{parse_bit_range, Convention, ScheduleArgs, SCHEDULE_NAMES};
 pub use profile::{Flip, Profile};
 pub use steps::Steps;
 

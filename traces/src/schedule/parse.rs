@@ -29,23 +29,45 @@ pub const SCHEDULE_NAMES: &[&str] = &[
     "file:PATH",
 ];
 
-/// How the segment length follows from iterations `T` and cycles `N`.
+/// Whose reference code a cyclic schedule follows to the last bit: it fixes the segment length
+/// and how the cosine is evaluated (which decides exact rounding ties).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum PeriodRule {
-    /// CPT's reference code: `P = floor(T/N)`.
+pub enum Convention {
+    /// CPT's code: `P = floor(T/N)`, cosine as `lo + ½(hi − lo)(1 + cos(πz + π))`.
     #[default]
     Cpt,
-    /// Wolfe & Kyrillidis' training script: `P = floor(T/N) + 1` (§4.2).
+    /// Wolfe & Kyrillidis' training script: `P = floor(T/N) + 1` (§4.2), cosine as
+    /// `lo + ½(hi − lo)(1 − cos πz)`.
     WolfeKyrillidis,
 }
 
-impl PeriodRule {
+impl Convention {
+    /// Names accepted by [`Convention::by_name`].
+    pub const NAMES: [&'static str; 2] = ["cpt", "wk"];
+
+    /// Looks a convention up by name (`cpt`, `wk`).
+    pub fn by_name(name: &str) -> Option<Convention> {
+        match name {
+            "cpt" => Some(Convention::Cpt),
+            "wk" => Some(Convention::WolfeKyrillidis),
+            _ => None,
+        }
+    }
+
+    /// The cosine profile as this code base evaluates it.
+    pub fn cosine(self) -> Profile {
+        match self {
+            Convention::Cpt => Profile::CosineCpt,
+            Convention::WolfeKyrillidis => Profile::Cosine,
+        }
+    }
+
     /// Segment length for `iterations` and `cycles ≥ 1`.
     pub fn period(self, iterations: u64, cycles: u64) -> u64 {
         let p = iterations / cycles.max(1);
         match self {
-            PeriodRule::Cpt => p,
-            PeriodRule::WolfeKyrillidis => p + 1,
+            Convention::Cpt => p,
+            Convention::WolfeKyrillidis => p + 1,
         }
     }
 }
@@ -58,11 +80,11 @@ pub struct ScheduleArgs {
     cycles: u64,
     bits: BitRange,
     grad_bits: BitRange,
-    period_rule: PeriodRule,
+    convention: Convention,
 }
 
 impl ScheduleArgs {
-    /// A request with the paper's CIFAR defaults: 32 cycles, bits 3:8, grad bits 8, CPT periods.
+    /// A request with the paper's CIFAR defaults: 32 cycles, bits 3:8, grad bits 8, CPT convention.
     pub fn new(name: impl Into<String>, iterations: u64) -> ScheduleArgs {
         ScheduleArgs {
             name: name.into(),
@@ -70,7 +92,7 @@ impl ScheduleArgs {
             cycles: 32,
             bits: BitRange { min: 3, max: 8 },
             grad_bits: BitRange::fixed(8),
-            period_rule: PeriodRule::Cpt,
+            convention: Convention::Cpt,
         }
     }
     /// Sets the number of cycles (`--cycles`; segments for triangular forms).
@@ -88,9 +110,9 @@ impl ScheduleArgs {
         self.grad_bits = bits;
         self
     }
-    /// Sets the cycle-length rule.
-    pub fn period_rule(mut self, rule: PeriodRule) -> ScheduleArgs {
-        self.period_rule = rule;
+    /// Sets the reference-code convention.
+    pub fn convention(mut self, rule: Convention) -> ScheduleArgs {
+        self.convention = rule;
         self
     }
 
@@ -139,7 +161,7 @@ impl ScheduleArgs {
             return Ok((name.to_string(), Kind::Steps(steps)));
         }
         let cyclic = |profile, form| {
-            let period = self.period_rule.period(self.iterations, self.cycles);
+            let period = self.convention.period(self.iterations, self.cycles);
             Kind::Cyclic(Cyclic {
                 profile,
                 form,
@@ -147,12 +169,13 @@ impl ScheduleArgs {
             })
         };
         use Flip::{Horizontal as H, Vertical as V};
+        let cosine = self.convention.cosine();
         let kind = match name {
             "static" => Kind::Static,
             "progressive" => Kind::Progressive,
-            "cosine" | "cpt" => cyclic(Profile::Cosine, Form::Repeated),
-            "cosine-triangular" => cyclic(Profile::Cosine, Form::Triangular(V)),
-            "cosine-anneal" => cyclic(Profile::Cosine, Form::Anneal),
+            "cosine" | "cpt" => cyclic(cosine, Form::Repeated),
+            "cosine-triangular" => cyclic(cosine, Form::Triangular(V)),
+            "cosine-anneal" => cyclic(cosine, Form::Anneal),
             "linear" => cyclic(Profile::Linear, Form::Repeated),
             "linear-triangular" => cyclic(Profile::Linear, Form::Triangular(V)),
             "exp" => cyclic(Profile::Exp, Form::Repeated),
@@ -299,8 +322,10 @@ mod tests {
     }
 
     #[test]
-    fn period_rules() {
-        assert_eq!(PeriodRule::Cpt.period(64_000, 32), 2_000);
-        assert_eq!(PeriodRule::WolfeKyrillidis.period(64_000, 8), 8_001);
+    fn conventions() {
+        assert_eq!(Convention::Cpt.period(64_000, 32), 2_000);
+        assert_eq!(Convention::WolfeKyrillidis.period(64_000, 8), 8_001);
+        assert_eq!(Convention::by_name("wk"), Some(Convention::WolfeKyrillidis));
+        assert_eq!(Convention::by_name("x"), None);
     }
 }

@@ -1,6 +1,8 @@
 //! The four precision profiles of Wolfe & Kyrillidis (methods.md §4.1) as real-valued curves over
 //! one segment, before rounding: cosine (CPT), linear, exponential (k = 4) and "demon" (β = 0.9).
 
+use std::f64::consts::PI;
+
 use super::BitRange;
 
 /// Steepness of the exponential profile.
@@ -11,8 +13,11 @@ const DEMON_BETA: f64 = 0.9;
 /// A profile family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Profile {
-    /// Half-cosine, `g(z) = lo + ½(hi − lo)(1 − cos πz)`.
+    /// Half-cosine, `g(z) = lo + ½(hi − lo)(1 − cos πz)`, evaluated as W&K's code does.
     Cosine,
+    /// The same half-cosine evaluated as CPT's code writes it, `lo + ½(hi − lo)(1 + cos(πz + π))`.
+    /// The two differ in the last bit at some phases, which decides exact ties (§3.1).
+    CosineCpt,
     /// Straight line.
     Linear,
     /// `hi − (hi − lo)·e^{−4z}`: reaches the top early.
@@ -39,12 +44,8 @@ impl Profile {
     pub fn growth(self, z: f64, r: BitRange) -> f64 {
         let (lo, hi) = (f64::from(r.min), f64::from(r.max));
         match self {
-            // Written as the CPT reference code evaluates it so that exact ties reproduce.
-            Profile::Cosine => {
-                lo + 0.5
-                    * (hi - lo)
-                    * (1.0 + (std::f64::consts::PI * z + std::f64::consts::PI).cos())
-            }
+            Profile::Cosine => lo + 0.5 * (hi - lo) * (1.0 - (PI * z).cos()),
+            Profile::CosineCpt => lo + 0.5 * (hi - lo) * (1.0 + (PI * z + PI).cos()),
             Profile::Linear => lo + (hi - lo) * z,
             Profile::Exp => hi - (hi - lo) * (-EXP_K * z).exp(),
             Profile::Demon => hi - (hi - lo) * demon(1.0 - z),
@@ -57,7 +58,9 @@ impl Profile {
     pub fn decay(self, z: f64, r: BitRange, flip: Flip) -> f64 {
         let (lo, hi) = (f64::from(r.min), f64::from(r.max));
         match (self, flip) {
-            (Profile::Cosine, _) => hi - 0.5 * (hi - lo) * (1.0 - (std::f64::consts::PI * z).cos()),
+            (Profile::Cosine | Profile::CosineCpt, _) => {
+                hi - 0.5 * (hi - lo) * (1.0 - (PI * z).cos())
+            }
             (Profile::Linear, _) => hi - (hi - lo) * z,
             (Profile::Exp, Flip::Vertical) => lo + (hi - lo) * (-EXP_K * z).exp(),
             (Profile::Exp, Flip::Horizontal) => hi - (hi - lo) * (-EXP_K * (1.0 - z)).exp(),
@@ -104,6 +107,6 @@ mod tests {
     #[test]
     fn cpt_tie_at_half_phase_is_exactly_half() {
         // (3,8) at r = ½ must evaluate to exactly 5.5 so that round-half-even gives 6.
-        assert_eq!(Profile::Cosine.growth(0.5, R), 5.5);
+        assert_eq!(Profile::CosineCpt.growth(0.5, R), 5.5);
     }
 }
