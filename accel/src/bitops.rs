@@ -124,7 +124,7 @@ pub struct BitOpsCounter {
     ops_per_image: u64,
     bn_elements: u64,
     tallies: Vec<Tally>,
-    max_bits: Option<Bits>,
+    bounds: Option<(Bits, Bits)>,
 }
 
 impl BitOpsCounter {
@@ -136,7 +136,7 @@ impl BitOpsCounter {
             ops_per_image: model.ops_per_image(),
             bn_elements: model.bn_elements,
             tallies: vec![Tally::default(); model.layers.len()],
-            max_bits: None,
+            bounds: None,
         }
     }
 
@@ -156,12 +156,12 @@ impl BitOpsCounter {
         } else {
             tally.factor_samples += u128::from(gemm_factor(row.bits)) * samples;
             tally.quantized_samples += samples;
-            let m = self.max_bits.unwrap_or(row.bits);
-            self.max_bits = Some(Bits {
-                w: m.w.max(row.bits.w),
-                a: m.a.max(row.bits.a),
-                g: m.g.max(row.bits.g),
-            });
+            let b = row.bits;
+            let (lo, hi) = self.bounds.unwrap_or((b, b));
+            self.bounds = Some((
+                Bits { w: lo.w.min(b.w), a: lo.a.min(b.a), g: lo.g.min(b.g) },
+                Bits { w: hi.w.max(b.w), a: hi.a.max(b.a), g: hi.g.max(b.g) },
+            ));
         }
         Ok(())
     }
@@ -174,9 +174,10 @@ impl BitOpsCounter {
         rows.into_iter().try_for_each(|r| self.add(r))
     }
 
-    /// Largest weight, activation and error bits of any quantized row (`None` if none).
-    pub fn max_bits(&self) -> Option<Bits> {
-        self.max_bits
+    /// Smallest and largest weight, activation and error bits over the quantized rows (`None`
+    /// if no row was quantized).
+    pub fn bit_bounds(&self) -> Option<(Bits, Bits)> {
+        self.bounds
     }
 
     /// Samples of the run: the most any layer was charged for.
@@ -282,7 +283,7 @@ mod tests {
     /// Paper-accounting reduction of a schedule against its static baseline, in percent.
     fn reduction(model: &ModelSummary, args: ScheduleArgs) -> f64 {
         let c = count(model, args, &Policy::default());
-        let bits = c.max_bits().unwrap();
+        let bits = c.bit_bounds().unwrap().1;
         100.0 * (1.0 - c.totals().paper / c.static_totals(bits).paper)
     }
 
@@ -545,7 +546,7 @@ mod tests {
         );
         // Layers absent from the trace ran fp32 for every sample.
         assert_eq!(t.hardware_fp32, (150 * 3072 * 1280) as f64);
-        assert_eq!(c.max_bits(), Some(Bits { w: 4, a: 6, g: 12 }));
+        assert_eq!(c.bit_bounds(), Some((Bits { w: 4, a: 3, g: 6 }, Bits { w: 4, a: 6, g: 12 })));
     }
 
     #[test]
