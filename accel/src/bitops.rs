@@ -159,8 +159,16 @@ impl BitOpsCounter {
             let b = row.bits;
             let (lo, hi) = self.bounds.unwrap_or((b, b));
             self.bounds = Some((
-                Bits { w: lo.w.min(b.w), a: lo.a.min(b.a), g: lo.g.min(b.g) },
-                Bits { w: hi.w.max(b.w), a: hi.a.max(b.a), g: hi.g.max(b.g) },
+                Bits {
+                    w: lo.w.min(b.w),
+                    a: lo.a.min(b.a),
+                    g: lo.g.min(b.g),
+                },
+                Bits {
+                    w: hi.w.max(b.w),
+                    a: hi.a.max(b.a),
+                    g: hi.g.max(b.g),
+                },
             ));
         }
         Ok(())
@@ -546,7 +554,10 @@ mod tests {
         );
         // Layers absent from the trace ran fp32 for every sample.
         assert_eq!(t.hardware_fp32, (150 * 3072 * 1280) as f64);
-        assert_eq!(c.bit_bounds(), Some((Bits { w: 4, a: 3, g: 6 }, Bits { w: 4, a: 6, g: 12 })));
+        assert_eq!(
+            c.bit_bounds(),
+            Some((Bits { w: 4, a: 3, g: 6 }, Bits { w: 4, a: 6, g: 12 }))
+        );
     }
 
     #[test]

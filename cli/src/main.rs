@@ -21,6 +21,9 @@ enum Command {
     /// Placeholder until the first subcommand lands.
     #[command(hide = true)]
     Version,
+    /// Cost a training run in BitOPs: synthesise a precision schedule's trace (or read one) and
+    /// compare it with the static baseline.
+    Run(cmd::run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
             println!("cptsim {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Run(args) => cmd::run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
