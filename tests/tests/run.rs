@@ -51,38 +51,28 @@ fn table_output_shows_the_reduction() {
     assert!(text.contains("2.6684e8"), "{text}");
 }
 
+/// A W&K schedule under the CIFAR policy, costed in hardware accounting.
+const WK_RUN: [&str; 10] = [
+    "--model",
+    "zoo:resnet74",
+    "--schedule",
+    "exp-triangular-v",
+    "--cycles",
+    "8",
+    "--policy",
+    "cifar",
+    "--accounting",
+    "hardware",
+];
+
 #[test]
 fn saved_traces_cost_the_same_when_read_back() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let direct = run_json(&[
-        "--model",
-        "zoo:resnet74",
-        "--schedule",
-        "exp-triangular-v",
-        "--cycles",
-        "8",
-        "--policy",
-        "cifar",
-        "--accounting",
-        "hardware",
-    ]);
+    let direct = run_json(&WK_RUN);
     for name in ["t.csv", "t.pb"] {
         let path = dir.path().join(name);
         let p = path.to_string_lossy().into_owned();
-        let saved = run_json(&[
-            "--model",
-            "zoo:resnet74",
-            "--schedule",
-            "exp-triangular-v",
-            "--cycles",
-            "8",
-            "--policy",
-            "cifar",
-            "--accounting",
-            "hardware",
-            "--save-trace",
-            &p,
-        ]);
+        let saved = run_json(&[&WK_RUN[..], &["--save-trace", &p]].concat());
         assert!(path.exists(), "{name} not written");
         let back = run_json(&[
             "--model",
