@@ -95,36 +95,18 @@ fn saved_traces_cost_the_same_when_read_back() {
 
 #[test]
 fn hardware_accounting_charges_the_fp32_classifier() {
-    let paper = run_json(&[
+    let static8 = [
         "--model",
         "zoo:resnet74",
         "--schedule",
         "static",
         "--bits",
         "8",
-    ]);
-    let all = run_json(&[
-        "--model",
-        "zoo:resnet74",
-        "--schedule",
-        "static",
-        "--bits",
-        "8",
-        "--accounting",
-        "hardware",
-    ]);
-    let cifar = run_json(&[
-        "--model",
-        "zoo:resnet74",
-        "--schedule",
-        "static",
-        "--bits",
-        "8",
-        "--accounting",
-        "hardware",
-        "--policy",
-        "cifar",
-    ]);
+    ];
+    let hardware = [&static8[..], &["--accounting", "hardware"]].concat();
+    let paper = run_json(&static8);
+    let all = run_json(&hardware);
+    let cifar = run_json(&[&hardware[..], &["--policy", "cifar"]].concat());
     // Hardware leaves BN out; fp32 FC costs more than an 8-bit one.
     assert!(num(&all, "gbitops") < num(&paper, "gbitops"));
     assert!(num(&cifar, "gbitops") > num(&all, "gbitops"));
