@@ -119,11 +119,10 @@ pub fn read(
         })?;
     }
     let samples = samples_per_layer.into_iter().max().unwrap_or(0);
-    let batch = if iterations == 0 {
-        0
-    } else {
-        (samples + iterations / 2) / iterations
-    };
+    // Mean samples per iteration, rounded to nearest.
+    let batch = (samples + iterations / 2)
+        .checked_div(iterations)
+        .unwrap_or(0);
     Ok(TraceMeta::for_model(model, batch, iterations))
 }
 

@@ -260,7 +260,8 @@ mod tests {
     #[test]
     fn cpt_cycle_histograms() {
         // methods.md §2.4: iterations per precision in one 2000-iteration cycle.
-        let cases: [(u8, u8, &[(u8, u64)]); 4] = [
+        type Histogram<'a> = &'a [(u8, u64)];
+        let cases: [(u8, u8, Histogram); 4] = [
             (
                 3,
                 8,
