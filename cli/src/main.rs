@@ -21,6 +21,10 @@ enum Command {
     /// Placeholder until the first subcommand lands.
     #[command(hide = true)]
     Version,
+    /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
+    Inspect(cmd::inspect::InspectArgs),
+    /// List the built-in models and export them as ONNX files.
+    Zoo(cmd::zoo::ZooArgs),
     /// Cost a training run in BitOPs: synthesise a precision schedule's trace (or read one) and
     /// compare it with the static baseline.
     Run(cmd::run::RunArgs),
@@ -33,6 +37,8 @@ fn main() -> ExitCode {
             println!("cptsim {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Inspect(args) => cmd::inspect::run(&args),
+        Command::Zoo(args) => cmd::zoo::run(args),
         Command::Run(args) => cmd::run::run(args),
     };
     match result {
