@@ -2,8 +2,10 @@
 //! trace of each CIFAR zoo model, cost it (paper and hardware) and write its binary trace; then
 //! read the file back and cost it again.
 //!
-//! `cargo bench -p cptsim-accel --bench run_speed` — reports wall and CPU time per model, the
-//! load average, and as a reference measured in the same run the bare schedule evaluation.
+//! `cargo bench -p cptsim-accel --bench run_speed` — reports wall and CPU time per model (mean of
+//! `REPS` repetitions: the kernel accounts thread CPU time at scheduler ticks, too coarse for one
+//! ~10 ms run), the load average, and as a reference measured in the same run the bare schedule
+//! evaluation.
 
 use std::time::Instant;
 
@@ -21,6 +23,8 @@ const MODELS: [&str; 7] = [
     "mobilenetv2",
 ];
 const BATCH: u64 = 128;
+/// Repetitions each time is averaged over.
+const REPS: u32 = 20;
 
 /// CPU time of this thread in seconds (scheduler statistics, nanosecond resolution).
 fn cpu_seconds() -> f64 {
@@ -31,11 +35,15 @@ fn cpu_seconds() -> f64 {
         .map_or(f64::NAN, |ns| ns / 1e9)
 }
 
-/// Runs `f`, returning its value, wall seconds and CPU seconds.
-fn timed<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
+/// Runs `f` `REPS` times, returning its last value and the mean wall and CPU seconds.
+fn timed<T>(mut f: impl FnMut() -> T) -> (T, f64, f64) {
     let (w, c) = (Instant::now(), cpu_seconds());
-    let v = f();
-    (v, w.elapsed().as_secs_f64(), cpu_seconds() - c)
+    let mut v = f();
+    for _ in 1..REPS {
+        v = f();
+    }
+    let n = f64::from(REPS);
+    (v, w.elapsed().as_secs_f64() / n, (cpu_seconds() - c) / n)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
