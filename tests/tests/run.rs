@@ -35,6 +35,43 @@ fn resnet74_cosine_matches_the_paper() {
 }
 
 #[test]
+fn zoo_models_reproduce_the_static_gbitops_column() {
+    // methods.md §2.3: static 8/8 and 6/6 GBitOPs as printed (mantissa · 10^exp, 3 decimals).
+    let table = [
+        ("resnet20", (0.648, 8), (0.365, 8)),
+        ("resnet38", (1.322, 8), (0.743, 8)),
+        ("resnet74", (2.668, 8), (1.501, 8)),
+        ("resnet110", (4.015, 8), (2.259, 8)),
+        ("resnet152", (5.586, 8), (3.142, 8)),
+        ("resnet164", (6.035, 8), (3.395, 8)),
+        ("mobilenetv2", (1.490, 8), (0.838, 8)),
+        ("resnet18", (2.861, 9), (1.609, 9)),
+        ("resnet34", (5.774, 9), (3.248, 9)),
+        ("resnet50", (6.467, 9), (3.638, 9)),
+    ];
+    let printed = |x: f64, (m, e): (f64, i32)| {
+        (x / 10f64.powi(e) * 1000.0).round() == (m * 1000.0_f64).round()
+    };
+    for (name, s88, s66) in table {
+        let model = format!("zoo:{name}");
+        let v = run_json(&["--model", &model, "--schedule", "static", "--bits", "8"]);
+        assert!(printed(num(&v, "gbitops"), s88), "{name} 8/8: {v}");
+        let v = run_json(&[
+            "--model",
+            &model,
+            "--schedule",
+            "static",
+            "--bits",
+            "6",
+            "--grad-bits",
+            "6",
+        ]);
+        assert!(printed(num(&v, "gbitops"), s66), "{name} 6/6: {v}");
+        assert_eq!(num(&v, "reduction"), 0.0);
+    }
+}
+
+#[test]
 fn table_output_shows_the_reduction() {
     let out = run(&[
         "run",
