@@ -436,6 +436,22 @@ mod tests {
     }
 
     #[test]
+    fn imagenet_cpt_reductions() {
+        // §2.4: ImageNet runs, 120 epochs × 5005 iterations, 32 cycles: 30.10 % and 20.68 %.
+        let m = totals_model("resnet18", 1_814_073_344, 2_483_712);
+        for (min, max, bw, want) in [(4, 8, 8, 30.10), (4, 6, 6, 20.68)] {
+            let args = ScheduleArgs::new("cosine", 120 * 5005)
+                .bits(BitRange { min, max })
+                .grad_bits(BitRange::fixed(bw));
+            let got = reduction(&m, args);
+            assert!(
+                (got - want).abs() < 0.005,
+                "FW({min},{max})/BW{bw}: {got:.4} % vs {want} %"
+            );
+        }
+    }
+
+    #[test]
     fn wolfe_kyrillidis_ratio_table() {
         // methods.md §4.2: 64 000 iterations, n = 8, P = 8001; columns 3-8/8, 4-8/8, 3-6/6, 4-6/6.
         let table: [(&str, [f64; 4]); 10] = [
