@@ -25,6 +25,9 @@ enum Command {
     Inspect(cmd::inspect::InspectArgs),
     /// List the built-in models and export them as ONNX files.
     Zoo(cmd::zoo::ZooArgs),
+    /// Cost a training run in BitOPs: synthesise a precision schedule's trace (or read one) and
+    /// compare it with the static baseline.
+    Run(cmd::run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         }
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::Zoo(args) => cmd::zoo::run(args),
+        Command::Run(args) => cmd::run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

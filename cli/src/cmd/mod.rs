@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
 pub mod inspect;
+pub mod run;
 pub mod zoo;
