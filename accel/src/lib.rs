@@ -6,9 +6,11 @@
 //! ([`energy`]). The accelerators differ only in their precision→throughput law ([`bitfusion`],
 //! [`stripes`], [`zc706`] on top of [`systolic`]) and their TOML configuration ([`config`]).
 //! [`trace_cost`] costs whole precision traces through a memo ([`cache`]); [`report`] writes CSVs.
+//! [`bitops`] counts the papers' BitOPs of a trace.
 
 pub mod accelerator;
 pub mod bitfusion;
+pub mod bitops;
 pub mod cache;
 pub mod config;
 pub mod dram;
@@ -22,4 +24,5 @@ pub mod trace_cost;
 pub mod zc706;
 
 pub use accelerator::{Accelerator, CostError, GemmCost};
+pub use bitops::{Accounting, BitOps, BitOpsCounter, BitOpsError};
 pub use trace_cost::{cost_trace, CostTotals, RunSummary, TraceCost, TraceCostError};

@@ -21,6 +21,13 @@ enum Command {
     /// Placeholder until the first subcommand lands.
     #[command(hide = true)]
     Version,
+    /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
+    Inspect(cmd::inspect::InspectArgs),
+    /// List the built-in models and export them as ONNX files.
+    Zoo(cmd::zoo::ZooArgs),
+    /// Cost a training run in BitOPs: synthesise a precision schedule's trace (or read one) and
+    /// compare it with the static baseline.
+    Run(cmd::run::RunArgs),
     /// Cost one inference layer on one accelerator.
     Layer(cmd::layer::Args),
     /// List the built-in accelerators or print one's TOML config.
@@ -34,6 +41,9 @@ fn main() -> ExitCode {
             println!("cptsim {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Inspect(args) => cmd::inspect::run(&args),
+        Command::Zoo(args) => cmd::zoo::run(args),
+        Command::Run(args) => cmd::run::run(args),
         Command::Layer(args) => cmd::layer::run(args),
         Command::Accel(args) => cmd::accel::run(args),
     };

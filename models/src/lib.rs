@@ -1,6 +1,15 @@
 //! cptsim's model layer: the layer IR, ONNX import and export, shape inference, MAC counts and
 //! the built-in model zoo.
 
+pub mod error;
+pub mod export;
+pub mod ir;
+pub mod onnx;
+pub mod source;
 pub mod summary;
+pub mod zoo;
 
+pub use error::ModelError;
+pub use ir::Graph;
+pub use source::{load_graph, load_summary};
 pub use summary::{LayerInfo, LayerKind, LayerRole, ModelSummary};

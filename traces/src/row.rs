@@ -14,6 +14,26 @@ pub struct Bits {
     pub g: u8,
 }
 
+impl Bits {
+    /// All three operands unquantized (full precision). A bit-width of 0 means "fp32", the
+    /// convention of the reference code (methods.md notation, §1.5).
+    pub const FP32: Bits = Bits { w: 0, a: 0, g: 0 };
+
+    /// The CPT/PFQ convention: weights and activations at `fw`, errors at `bw`.
+    pub fn forward_backward(fw: u8, bw: u8) -> Bits {
+        Bits {
+            w: fw,
+            a: fw,
+            g: bw,
+        }
+    }
+
+    /// True when no operand is quantized.
+    pub fn is_fp32(&self) -> bool {
+        *self == Bits::FP32
+    }
+}
+
 /// A run-length-encoded span: for every iteration in `iter_start..iter_end`, layer `layer` (its
 /// index in `ModelSummary::layers`) ran `samples` samples at `bits`.
 ///

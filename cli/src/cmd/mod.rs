@@ -1,3 +1,7 @@
 //! One module per subcommand.
+
 pub mod accel;
+pub mod inspect;
 pub mod layer;
+pub mod run;
+pub mod zoo;

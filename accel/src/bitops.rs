@@ -1,0 +1,601 @@
+//! BitOPs accounting of precision traces (methods.md §2).
+//!
+//! Per conv / linear layer and sample, the three training GEMMs cost
+//! `MAC · (b_a·b_w + b_g·b_w + b_a·b_g)` bit-operations (§2.1); a bit-width of 0 (fp32) counts as
+//! 32. [`BitOpsCounter`] streams over trace rows keeping one tally per layer, so a trace of any
+//! length costs O(layers) memory, and reports two accountings:
+//!
+//! * [`Accounting::Paper`] (§2.3): every op of a forward pass — conv/FC MACs plus 2 per BatchNorm
+//!   output element — is charged at the scheduled precision. With one precision per iteration
+//!   this is `OPS_img · Σ_t batch · (b_fw² + 2·b_fw·b_bw)`, the rule that reproduces the
+//!   published GBitOPs. When quantized layers differ (per-layer or per-sample precision), the
+//!   layers and ops the policy leaves in fp32 are charged at the MAC-weighted mean cost of the
+//!   quantized layer-samples.
+//! * [`Accounting::Hardware`]: quantized layers at their bits, layers (or layer-samples) not
+//!   quantized at 32 bits; BatchNorm / elementwise work is reported separately as fp32 ops.
+
+use cptsim_models::ModelSummary;
+use cptsim_traces::{Bits, TraceRow};
+
+/// Bit-operations of one fp32 layer-sample per MAC: three GEMMs at 32 × 32 bits.
+pub const FP32_COST: u64 = 3 * 32 * 32;
+
+/// Which accounting rule to report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Accounting {
+    /// The papers' rule (§2.3).
+    #[default]
+    Paper,
+    /// Quantized layers at their bits, fp32 layers at 32 bits, BN separate.
+    Hardware,
+}
+
+impl Accounting {
+    /// Names accepted by [`Accounting::by_name`].
+    pub const NAMES: [&'static str; 2] = ["paper", "hardware"];
+
+    /// Looks an accounting up by name.
+    pub fn by_name(name: &str) -> Option<Accounting> {
+        match name {
+            "paper" => Some(Accounting::Paper),
+            "hardware" => Some(Accounting::Hardware),
+            _ => None,
+        }
+    }
+
+    /// The name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accounting::Paper => "paper",
+            Accounting::Hardware => "hardware",
+        }
+    }
+}
+
+/// A trace row the counter cannot cost.
+#[derive(Debug, thiserror::Error)]
+pub enum BitOpsError {
+    /// The row names a layer the model does not have.
+    #[error("layer index {layer} out of range: model '{model}' has {layers} conv/linear layers")]
+    LayerOutOfRange {
+        /// The row's layer index.
+        layer: u32,
+        /// The model name.
+        model: String,
+        /// The model's layer count.
+        layers: usize,
+    },
+}
+
+/// Per-sample bit-operation factor of one GEMM triple: `b_a·b_w + b_g·b_w + b_a·b_g`, with 0
+/// (fp32) counted as 32.
+pub fn gemm_factor(bits: Bits) -> u64 {
+    let b = |x: u8| if x == 0 { 32 } else { u64::from(x) };
+    let (w, a, g) = (b(bits.w), b(bits.a), b(bits.g));
+    a * w + g * w + a * g
+}
+
+/// What one layer accumulated.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    /// `Σ gemm_factor(bits) · samples` over the rows where the layer was quantized.
+    factor_samples: u128,
+    /// Samples the layer ran quantized.
+    quantized_samples: u128,
+    /// Samples the layer ran in fp32 (rows with [`Bits::FP32`]).
+    fp32_samples: u128,
+}
+
+/// Bit-operation totals of a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BitOps {
+    /// Samples of the run (iterations × batch).
+    pub samples: u64,
+    /// Paper accounting, bit-operations.
+    pub paper: f64,
+    /// Hardware accounting: the quantized layer-samples at their bits.
+    pub hardware_quantized: f64,
+    /// Hardware accounting: conv / linear layer-samples not quantized, at 32 bits.
+    pub hardware_fp32: f64,
+    /// BatchNorm work, fp32 operations (2 per output element and sample), reported separately.
+    pub bn_ops: f64,
+}
+
+impl BitOps {
+    /// Bit-operations under `accounting` (hardware: conv/linear only, BN excluded).
+    pub fn get(&self, accounting: Accounting) -> f64 {
+        match accounting {
+            Accounting::Paper => self.paper,
+            Accounting::Hardware => self.hardware_quantized + self.hardware_fp32,
+        }
+    }
+
+    /// `get(accounting) / 1e9`.
+    pub fn gbitops(&self, accounting: Accounting) -> f64 {
+        self.get(accounting) / 1e9
+    }
+}
+
+/// Streams trace rows of one model into per-layer tallies.
+#[derive(Clone, Debug)]
+pub struct BitOpsCounter {
+    model: String,
+    macs: Vec<u64>,
+    ops_per_image: u64,
+    bn_elements: u64,
+    tallies: Vec<Tally>,
+    bounds: Option<(Bits, Bits)>,
+}
+
+impl BitOpsCounter {
+    /// A counter for traces of `model`.
+    pub fn new(model: &ModelSummary) -> BitOpsCounter {
+        BitOpsCounter {
+            model: model.name.clone(),
+            macs: model.layers.iter().map(|l| l.macs).collect(),
+            ops_per_image: model.ops_per_image(),
+            bn_elements: model.bn_elements,
+            tallies: vec![Tally::default(); model.layers.len()],
+            bounds: None,
+        }
+    }
+
+    /// Adds one row.
+    pub fn add(&mut self, row: &TraceRow) -> Result<(), BitOpsError> {
+        let layers = self.tallies.len();
+        let tally = self.tallies.get_mut(row.layer as usize).ok_or_else(|| {
+            BitOpsError::LayerOutOfRange {
+                layer: row.layer,
+                model: self.model.clone(),
+                layers,
+            }
+        })?;
+        let samples = u128::from(row.total_samples());
+        if row.bits.is_fp32() {
+            tally.fp32_samples += samples;
+        } else {
+            tally.factor_samples += u128::from(gemm_factor(row.bits)) * samples;
+            tally.quantized_samples += samples;
+            let b = row.bits;
+            let (lo, hi) = self.bounds.unwrap_or((b, b));
+            self.bounds = Some((
+                Bits {
+                    w: lo.w.min(b.w),
+                    a: lo.a.min(b.a),
+                    g: lo.g.min(b.g),
+                },
+                Bits {
+                    w: hi.w.max(b.w),
+                    a: hi.a.max(b.a),
+                    g: hi.g.max(b.g),
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Adds every row of `rows`.
+    pub fn add_all<'r>(
+        &mut self,
+        rows: impl IntoIterator<Item = &'r TraceRow>,
+    ) -> Result<(), BitOpsError> {
+        rows.into_iter().try_for_each(|r| self.add(r))
+    }
+
+    /// Smallest and largest weight, activation and error bits over the quantized rows (`None`
+    /// if no row was quantized).
+    pub fn bit_bounds(&self) -> Option<(Bits, Bits)> {
+        self.bounds
+    }
+
+    /// Samples of the run: the most any layer was charged for.
+    pub fn samples(&self) -> u128 {
+        self.tallies
+            .iter()
+            .map(|t| t.quantized_samples + t.fp32_samples)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The totals of the rows added so far.
+    pub fn totals(&self) -> BitOps {
+        self.totals_with(|t| t.factor_samples)
+    }
+
+    /// The totals had every quantized layer-sample run at `bits` (the static baseline).
+    pub fn static_totals(&self, bits: Bits) -> BitOps {
+        let factor = u128::from(gemm_factor(bits));
+        self.totals_with(|t| factor * t.quantized_samples)
+    }
+
+    fn totals_with(&self, factor_samples: impl Fn(&Tally) -> u128) -> BitOps {
+        let samples = self.samples();
+        let mut quantized = 0u128;
+        let mut quantized_mac_samples = 0u128;
+        let mut fp32 = 0u128;
+        for (t, &mac) in self.tallies.iter().zip(&self.macs) {
+            let mac = u128::from(mac);
+            quantized += mac * factor_samples(t);
+            quantized_mac_samples += mac * t.quantized_samples;
+            fp32 += mac * u128::from(FP32_COST) * samples.saturating_sub(t.quantized_samples);
+        }
+        // Mean bit-operations per op of the quantized work; fp32 if nothing was quantized.
+        let per_op = if quantized_mac_samples == 0 {
+            FP32_COST as f64
+        } else {
+            quantized as f64 / quantized_mac_samples as f64
+        };
+        BitOps {
+            samples: u64::try_from(samples).unwrap_or(u64::MAX),
+            paper: self.ops_per_image as f64 * samples as f64 * per_op,
+            hardware_quantized: quantized as f64,
+            hardware_fp32: fp32 as f64,
+            bn_ops: 2.0 * self.bn_elements as f64 * samples as f64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cptsim_models::{LayerInfo, LayerKind, LayerRole};
+    use cptsim_traces::schedule::{BitRange, Convention, ScheduleArgs};
+    use cptsim_traces::{synthesize, Policy};
+
+    /// A conv layer carrying `macs` per sample.
+    fn layer(name: &str, role: LayerRole, macs: u64) -> LayerInfo {
+        LayerInfo {
+            name: name.into(),
+            kind: LayerKind::Conv,
+            role,
+            in_shape: [1, 1, 1],
+            out_shape: [1, 1, 1],
+            kernel: [1, 1],
+            stride: [1, 1],
+            pads: [0; 4],
+            dilation: [1, 1],
+            groups: 1,
+            params: 0,
+            macs,
+        }
+    }
+
+    /// A one-layer stand-in for a model that carries the spec's per-image totals; enough for
+    /// paper accounting, which only needs the totals.
+    fn totals_model(name: &str, macs: u64, bn_elements: u64) -> ModelSummary {
+        ModelSummary {
+            name: name.into(),
+            input: vec![1, 3, 32, 32],
+            layers: vec![layer("all", LayerRole::Body, macs)],
+            bn_elements,
+            params: 0,
+        }
+    }
+
+    /// Synthesises `args` on `model` (batch 128) and counts it.
+    fn count(model: &ModelSummary, args: ScheduleArgs, policy: &Policy) -> BitOpsCounter {
+        let schedule = args.build().unwrap();
+        let mut c = BitOpsCounter::new(model);
+        for row in synthesize(&schedule, model, policy, 128) {
+            c.add(&row).unwrap();
+        }
+        c
+    }
+
+    fn cifar(name: &str, min: u8, max: u8, bw: u8) -> ScheduleArgs {
+        ScheduleArgs::new(name, 64_000)
+            .bits(BitRange { min, max })
+            .grad_bits(BitRange::fixed(bw))
+    }
+
+    /// Paper-accounting reduction of a schedule against its static baseline, in percent.
+    fn reduction(model: &ModelSummary, args: ScheduleArgs) -> f64 {
+        let c = count(model, args, &Policy::default());
+        let bits = c.bit_bounds().unwrap().1;
+        100.0 * (1.0 - c.totals().paper / c.static_totals(bits).paper)
+    }
+
+    /// Rounds `x` to the printed digits `mantissa · 10^exp` (3 decimals) and compares.
+    fn printed(x: f64, (mantissa, exp): (f64, i32)) -> bool {
+        (x / 10f64.powi(exp) * 1000.0).round() == (mantissa * 1000.0_f64).round()
+    }
+
+    /// methods.md §2.3: conv+FC MACs, BN outputs, OPS_img, static 8/8 and 6/6 GBitOPs as printed.
+    const MODELS: [(&str, u64, u64, u64, (f64, i32), (f64, i32)); 10] = [
+        (
+            "resnet20",
+            40_818_944,
+            200_704,
+            41_220_352,
+            (0.648, 8),
+            (0.365, 8),
+        ),
+        (
+            "resnet38",
+            83_286_272,
+            372_736,
+            84_031_744,
+            (1.322, 8),
+            (0.743, 8),
+        ),
+        (
+            "resnet74",
+            168_220_928,
+            716_800,
+            169_654_528,
+            (2.668, 8),
+            (1.501, 8),
+        ),
+        (
+            "resnet110",
+            253_155_584,
+            1_060_864,
+            255_277_312,
+            (4.015, 8),
+            (2.259, 8),
+        ),
+        (
+            "resnet152",
+            352_246_016,
+            1_462_272,
+            355_170_560,
+            (5.586, 8),
+            (3.142, 8),
+        ),
+        (
+            "resnet164",
+            380_557_568,
+            1_576_960,
+            383_711_488,
+            (6.035, 8),
+            (3.395, 8),
+        ),
+        (
+            "mobilenetv2",
+            91_270_144,
+            1_724_928,
+            94_720_000,
+            (1.490, 8),
+            (0.838, 8),
+        ),
+        (
+            "resnet18",
+            1_814_073_344,
+            2_483_712,
+            1_819_040_768,
+            (2.861, 9),
+            (1.609, 9),
+        ),
+        (
+            "resnet34",
+            3_663_761_408,
+            3_738_112,
+            3_671_237_632,
+            (5.774, 9),
+            (3.248, 9),
+        ),
+        (
+            "resnet50",
+            4_089_184_256,
+            11_113_984,
+            4_111_412_224,
+            (6.467, 9),
+            (3.638, 9),
+        ),
+    ];
+
+    #[test]
+    fn static_gbitops_of_all_ten_models() {
+        for (name, macs, bn, ops, s88, s66) in MODELS {
+            let m = totals_model(name, macs, bn);
+            assert_eq!(m.ops_per_image(), ops, "{name}");
+            let g88 = count(&m, cifar("static", 8, 8, 8), &Policy::default())
+                .totals()
+                .gbitops(Accounting::Paper);
+            let g66 = count(&m, cifar("static", 6, 6, 6), &Policy::default())
+                .totals()
+                .gbitops(Accounting::Paper);
+            assert!(printed(g88, s88), "{name} 8/8: {g88:e}");
+            assert!(printed(g66, s66), "{name} 6/6: {g66:e}");
+        }
+    }
+
+    #[test]
+    fn resnet74_cpt_run() {
+        // Issue #3: ≈ 1.69e8 GBitOPs against 2.668e8 static, −36.67 %.
+        let m = totals_model("resnet74", 168_220_928, 716_800);
+        let c = count(&m, cifar("cosine", 3, 8, 8), &Policy::default());
+        assert!(printed(
+            c.totals().gbitops(Accounting::Paper) * 10.0,
+            (1.690, 9)
+        ));
+        assert_eq!(c.samples(), 8_192_000);
+    }
+
+    #[test]
+    fn cpt_reductions() {
+        // methods.md §2.4 (64 000 iterations, 32 cycles).
+        let m = totals_model("resnet74", 168_220_928, 716_800);
+        let cases = [
+            (3, 8, 8, 36.67),
+            (3, 6, 6, 30.05),
+            (4, 8, 8, 30.11),
+            (4, 6, 6, 20.69),
+            (3, 4, 6, 14.84),
+            (5, 8, 8, 23.16),
+            (5, 6, 8, 10.23),
+            (4, 6, 8, 19.96),
+        ];
+        for (min, max, bw, want) in cases {
+            let got = reduction(&m, cifar("cosine", min, max, bw));
+            assert!(
+                (got - want).abs() < 0.005,
+                "FW({min},{max})/BW{bw}: {got:.4} % vs {want} %"
+            );
+        }
+    }
+
+    #[test]
+    fn imagenet_cpt_reductions() {
+        // §2.4: ImageNet runs, 120 epochs × 5005 iterations, 32 cycles: 30.10 % and 20.68 %.
+        let m = totals_model("resnet18", 1_814_073_344, 2_483_712);
+        for (min, max, bw, want) in [(4, 8, 8, 30.10), (4, 6, 6, 20.68)] {
+            let args = ScheduleArgs::new("cosine", 120 * 5005)
+                .bits(BitRange { min, max })
+                .grad_bits(BitRange::fixed(bw));
+            let got = reduction(&m, args);
+            assert!(
+                (got - want).abs() < 0.005,
+                "FW({min},{max})/BW{bw}: {got:.4} % vs {want} %"
+            );
+        }
+    }
+
+    #[test]
+    fn wolfe_kyrillidis_ratio_table() {
+        // methods.md §4.2: 64 000 iterations, n = 8, P = 8001; columns 3-8/8, 4-8/8, 3-6/6, 4-6/6.
+        let table: [(&str, [f64; 4]); 10] = [
+            ("cosine", [0.6333, 0.6990, 0.6997, 0.7932]),
+            ("cosine-triangular", [0.6334, 0.6990, 0.6997, 0.7932]),
+            ("linear", [0.6275, 0.6952, 0.6959, 0.7916]),
+            ("linear-triangular", [0.6276, 0.6953, 0.6959, 0.7916]),
+            ("exp", [0.8224, 0.8581, 0.8629, 0.9122]),
+            ("exp-triangular-v", [0.6347, 0.7000, 0.7008, 0.7937]),
+            ("exp-triangular-h", [0.8224, 0.8581, 0.8629, 0.9122]),
+            ("demon", [0.3989, 0.5011, 0.4971, 0.6443]),
+            ("demon-triangular-v", [0.6372, 0.7016, 0.7025, 0.7944]),
+            ("demon-triangular-h", [0.3989, 0.5011, 0.4971, 0.6443]),
+        ];
+        let m = totals_model("resnet74", 168_220_928, 716_800);
+        let ranges = [(3, 8, 8), (4, 8, 8), (3, 6, 6), (4, 6, 6)];
+        for (name, ratios) in table {
+            for ((min, max, bw), want) in ranges.into_iter().zip(ratios) {
+                let args = cifar(name, min, max, bw)
+                    .cycles(8)
+                    .convention(Convention::WolfeKyrillidis);
+                let got = 1.0 - reduction(&m, args) / 100.0;
+                assert!(
+                    (got - want).abs() <= 0.00005 + 1e-12,
+                    "{name} {min}-{max}/{bw}: {got:.5} vs {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fractrain_fp32_equivalent_macs() {
+        // methods.md §2.5/§10: ResNet-74 SBM 8/8 full run = 2.61e14 fp32-equivalent MACs.
+        let m = totals_model("resnet74", 168_220_928, 716_800);
+        let c = count(&m, cifar("static", 8, 8, 8), &Policy::default());
+        assert_eq!((c.totals().paper / 1024.0 / 1e12).round(), 261.0);
+    }
+
+    fn three_layers() -> ModelSummary {
+        ModelSummary {
+            name: "three".into(),
+            input: vec![1, 3, 8, 8],
+            layers: vec![
+                layer("stem", LayerRole::First, 100),
+                layer("body", LayerRole::Body, 200),
+                layer("fc", LayerRole::Last, 50),
+            ],
+            bn_elements: 10,
+            params: 0,
+        }
+    }
+
+    #[test]
+    fn hardware_charges_fp32_layers_at_32_bits() {
+        let m = three_layers();
+        let schedule = ScheduleArgs::new("static", 2)
+            .bits(BitRange::fixed(4))
+            .build()
+            .unwrap();
+        let mut c = BitOpsCounter::new(&m);
+        for row in synthesize(&schedule, &m, &Policy::cpt_cifar(), 3) {
+            c.add(&row).unwrap();
+        }
+        let t = c.totals();
+        // 6 samples; (4,4,8): 16 + 32 + 32 = 80 per MAC.
+        assert_eq!(t.samples, 6);
+        assert_eq!(t.hardware_quantized, (300 * 80 * 6) as f64);
+        assert_eq!(t.hardware_fp32, (50 * 3072 * 6) as f64);
+        assert_eq!(
+            t.get(Accounting::Hardware),
+            (300 * 80 * 6 + 50 * 3072 * 6) as f64
+        );
+        assert_eq!(t.bn_ops, 120.0);
+        // Paper: every op (350 MACs + 20 BN) at the scheduled precision.
+        assert_eq!(t.paper, (370 * 6 * 80) as f64);
+        // The same trace under the all-scheduled policy differs only in hardware accounting.
+        let all = {
+            let mut c = BitOpsCounter::new(&m);
+            synthesize(&schedule, &m, &Policy::default(), 3)
+                .try_for_each(|r| c.add(&r))
+                .unwrap();
+            c.totals()
+        };
+        assert_eq!(all.paper, t.paper);
+        assert_eq!(all.get(Accounting::Hardware), (350 * 80 * 6) as f64);
+    }
+
+    #[test]
+    fn per_sample_histograms_cost_each_part() {
+        let m = three_layers();
+        let rows = [
+            TraceRow {
+                iter_start: 0,
+                iter_end: 10,
+                layer: 1,
+                bits: Bits { w: 4, a: 3, g: 6 },
+                samples: 100,
+            },
+            TraceRow {
+                iter_start: 0,
+                iter_end: 10,
+                layer: 1,
+                bits: Bits { w: 4, a: 6, g: 12 },
+                samples: 28,
+            },
+        ];
+        let mut c = BitOpsCounter::new(&m);
+        c.add_all(&rows).unwrap();
+        assert_eq!(gemm_factor(rows[0].bits), 12 + 24 + 18);
+        assert_eq!(gemm_factor(rows[1].bits), 24 + 48 + 72);
+        let t = c.totals();
+        assert_eq!(t.samples, 1280);
+        assert_eq!(
+            t.hardware_quantized,
+            (200 * 10 * (54 * 100 + 144 * 28)) as f64
+        );
+        // Layers absent from the trace ran fp32 for every sample.
+        assert_eq!(t.hardware_fp32, (150 * 3072 * 1280) as f64);
+        assert_eq!(
+            c.bit_bounds(),
+            Some((Bits { w: 4, a: 3, g: 6 }, Bits { w: 4, a: 6, g: 12 }))
+        );
+    }
+
+    #[test]
+    fn fp32_operands_count_as_32_bits() {
+        assert_eq!(gemm_factor(Bits::FP32), FP32_COST);
+        // b_bw = 0 with b_fw = 8: error GEMMs at 32 bits.
+        assert_eq!(gemm_factor(Bits { w: 8, a: 8, g: 0 }), 64 + 256 + 256);
+    }
+
+    #[test]
+    fn unknown_layer_is_an_error() {
+        let mut c = BitOpsCounter::new(&three_layers());
+        let row = TraceRow {
+            iter_start: 0,
+            iter_end: 1,
+            layer: 3,
+            bits: Bits::FP32,
+            samples: 1,
+        };
+        let e = c.add(&row).unwrap_err().to_string();
+        assert!(e.contains("layer index 3") && e.contains("'three'"), "{e}");
+        assert_eq!(Accounting::by_name("hardware"), Some(Accounting::Hardware));
+        assert_eq!(Accounting::by_name("x"), None);
+    }
+}

@@ -1,0 +1,328 @@
+//! `cptsim run`: cost a training run in BitOPs, either synthesised from a precision schedule or
+//! read from a trace file, against its static baseline (forward at B_max).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use cptsim_accel::{Accounting, BitOps, BitOpsCounter};
+use cptsim_models::ModelSummary;
+use cptsim_traces::schedule::{parse_bit_range, BitRange, Convention, Schedule, ScheduleArgs};
+use cptsim_traces::{read_trace, synthesize, write_trace, Bits, Policy, TraceMeta};
+use serde::Serialize;
+
+/// Arguments of `cptsim run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The model: `zoo:NAME` or an ONNX file.
+    #[arg(long)]
+    model: String,
+    /// Precision schedule: static, cosine (alias cpt), cosine-triangular, linear,
+    /// linear-triangular, exp, exp-triangular-v, exp-triangular-h, demon, demon-triangular-v,
+    /// demon-triangular-h, cosine-anneal, progressive, pfq:ITER,ITER,…, file:PATH.
+    #[arg(long, default_value = "cosine", conflicts_with = "trace")]
+    schedule: String,
+    /// Forward bits MIN:MAX (one number = static) [default: 3:8].
+    #[arg(long)]
+    bits: Option<String>,
+    /// Backward (error) bits, a number or MIN:MAX to cycle them too [default: 8].
+    #[arg(long)]
+    grad_bits: Option<String>,
+    /// Cycles of a cyclic schedule (segments for the triangular forms).
+    #[arg(long, default_value_t = 32, conflicts_with = "trace")]
+    cycles: u64,
+    /// Training iterations.
+    #[arg(long, default_value_t = 64_000, conflicts_with = "trace")]
+    iters: u64,
+    /// Samples per iteration.
+    #[arg(long, default_value_t = 128)]
+    batch: u64,
+    /// Cost rule: `paper` (methods.md §2.3) or `hardware` (fp32 layers at 32 bits, BN apart).
+    #[arg(long, value_enum, default_value_t = AccountingArg::Paper)]
+    accounting: AccountingArg,
+    /// Which layers follow the schedule: all, cifar (FC fp32), imagenet (stem, shortcuts, FC fp32).
+    #[arg(long, value_enum, default_value_t = PolicyArg::All, conflicts_with = "trace")]
+    policy: PolicyArg,
+    /// Whose reference code cyclic schedules follow to the bit: cpt (P = T/N) or wk (P = T/N + 1).
+    #[arg(long, value_enum, default_value_t = ConventionArg::Cpt, conflicts_with = "trace")]
+    convention: ConventionArg,
+    /// Also write the synthesised trace to FILE.csv or FILE.pb.
+    #[arg(long, value_name = "FILE", conflicts_with = "trace")]
+    save_trace: Option<PathBuf>,
+    /// Cost the trace in FILE (.csv or .pb) instead of synthesising one.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    format: FormatArg,
+}
+
+/// `--accounting` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum AccountingArg {
+    Paper,
+    Hardware,
+}
+
+/// `--policy` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum PolicyArg {
+    All,
+    Cifar,
+    Imagenet,
+}
+
+/// `--convention` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ConventionArg {
+    Cpt,
+    Wk,
+}
+
+/// `--format` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum FormatArg {
+    Table,
+    Json,
+}
+
+/// What `run` reports; also its JSON shape.
+#[derive(Serialize, Debug)]
+struct Report {
+    model: String,
+    schedule: String,
+    /// Forward bits `[min, max]`.
+    bits: [u8; 2],
+    /// Backward bits: a number, or `[min, max]` when they vary.
+    grad_bits: serde_json::Value,
+    iterations: u64,
+    batch: u64,
+    accounting: &'static str,
+    gbitops: f64,
+    static_gbitops: f64,
+    /// `1 − gbitops / static_gbitops`.
+    reduction: f64,
+    /// BatchNorm work in fp32 GOPs (hardware accounting only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bn_gops: Option<f64>,
+    /// Rows of the trace that was written or read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_rows: Option<u64>,
+    /// Bits of the static baseline.
+    #[serde(skip)]
+    baseline: Bits,
+}
+
+/// What the two ways of obtaining a run know about it, for [`report`].
+struct Run<'a> {
+    schedule: String,
+    fw: BitRange,
+    bw: BitRange,
+    iterations: u64,
+    batch: u64,
+    counter: &'a BitOpsCounter,
+    trace_rows: Option<u64>,
+}
+
+/// Runs the subcommand.
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.batch == 0 {
+        bail!("--batch: a batch needs at least 1 sample");
+    }
+    let batch = usize::try_from(args.batch).context("--batch: too large")?;
+    // Check the schedule flags before the (slower) model load.
+    let schedule = match &args.trace {
+        Some(_) => None,
+        None => Some(build_schedule(&args)?),
+    };
+    let model = cptsim_models::load_summary(&args.model, batch)
+        .with_context(|| format!("--model {}", args.model))?;
+    let report = match (&args.trace, &schedule) {
+        (Some(path), _) => cost_trace_file(&args, &model, path)?,
+        (None, Some(schedule)) => cost_schedule(&args, &model, schedule)?,
+        (None, None) => bail!("--schedule: no schedule"),
+    };
+    match args.format {
+        FormatArg::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        FormatArg::Table => print_table(&report, &model),
+    }
+    Ok(())
+}
+
+fn accounting(args: &RunArgs) -> Accounting {
+    match args.accounting {
+        AccountingArg::Paper => Accounting::Paper,
+        AccountingArg::Hardware => Accounting::Hardware,
+    }
+}
+
+fn bit_range(flag: &'static str, text: Option<&str>, default: &str) -> anyhow::Result<BitRange> {
+    Ok(parse_bit_range(flag, text.unwrap_or(default))?)
+}
+
+/// Parses and validates the schedule flags.
+fn build_schedule(args: &RunArgs) -> anyhow::Result<Schedule> {
+    let fw = bit_range("--bits", args.bits.as_deref(), "3:8")?;
+    let bw = bit_range("--grad-bits", args.grad_bits.as_deref(), "8")?;
+    let convention = match args.convention {
+        ConventionArg::Cpt => Convention::Cpt,
+        ConventionArg::Wk => Convention::WolfeKyrillidis,
+    };
+    Ok(ScheduleArgs::new(args.schedule.as_str(), args.iters)
+        .cycles(args.cycles)
+        .bits(fw)
+        .grad_bits(bw)
+        .convention(convention)
+        .build()?)
+}
+
+/// Synthesises the schedule's trace (writing it if asked) and costs it in the same pass.
+fn cost_schedule(
+    args: &RunArgs,
+    model: &ModelSummary,
+    schedule: &Schedule,
+) -> anyhow::Result<Report> {
+    let (fw, bw) = (schedule.fw_range(), schedule.bw_range());
+    let policy = match args.policy {
+        PolicyArg::All => Policy::all_scheduled(),
+        PolicyArg::Cifar => Policy::cpt_cifar(),
+        PolicyArg::Imagenet => Policy::cpt_imagenet(),
+    };
+    let mut counter = BitOpsCounter::new(model);
+    let rows = synthesize(schedule, model, &policy, args.batch);
+    let mut written = None;
+    match &args.save_trace {
+        Some(path) => {
+            let meta = TraceMeta::for_model(model, args.batch, schedule.iterations());
+            let mut failure = None;
+            let counted = rows.inspect(|r| {
+                if let Err(e) = counter.add(r) {
+                    failure.get_or_insert(e);
+                }
+            });
+            written = Some(write_trace(path, &meta, counted).context("--save-trace")?);
+            if let Some(e) = failure {
+                return Err(e.into());
+            }
+        }
+        None => rows.into_iter().try_for_each(|r| counter.add(&r))?,
+    }
+    let run = Run {
+        schedule: schedule.name().to_string(),
+        fw,
+        bw,
+        iterations: schedule.iterations(),
+        batch: args.batch,
+        counter: &counter,
+        trace_rows: written,
+    };
+    Ok(report(args, model, run))
+}
+
+/// Costs a trace file; the baseline is `--bits`/`--grad-bits` maxima if given, else the trace's.
+fn cost_trace_file(
+    args: &RunArgs,
+    model: &ModelSummary,
+    path: &std::path::Path,
+) -> anyhow::Result<Report> {
+    let mut counter = BitOpsCounter::new(model);
+    let mut rows = 0u64;
+    let meta = read_trace(path, model, |r| {
+        rows += 1;
+        counter.add(r).map_err(|e| e.to_string())
+    })
+    .context("--trace")?;
+    let Some((lo, hi)) = counter.bit_bounds() else {
+        bail!(
+            "--trace {}: no quantized rows, nothing to compare with a static baseline",
+            path.display()
+        );
+    };
+    let fw = match &args.bits {
+        Some(text) => bit_range("--bits", Some(text), "")?,
+        None => BitRange {
+            min: lo.w.min(lo.a),
+            max: hi.w.max(hi.a),
+        },
+    };
+    let bw = match &args.grad_bits {
+        Some(text) => bit_range("--grad-bits", Some(text), "")?,
+        None => BitRange {
+            min: lo.g,
+            max: hi.g,
+        },
+    };
+    let run = Run {
+        schedule: format!("trace:{}", path.display()),
+        fw,
+        bw,
+        iterations: meta.iterations,
+        batch: meta.batch,
+        counter: &counter,
+        trace_rows: Some(rows),
+    };
+    Ok(report(args, model, run))
+}
+
+/// Totals of the run and of its static baseline (every quantized layer-sample at FW max, BW max).
+fn report(args: &RunArgs, model: &ModelSummary, run: Run<'_>) -> Report {
+    let acc = accounting(args);
+    let baseline = Bits::forward_backward(run.fw.max, run.bw.max);
+    let totals: BitOps = run.counter.totals();
+    let (g, s) = (
+        totals.gbitops(acc),
+        run.counter.static_totals(baseline).gbitops(acc),
+    );
+    let bw = run.bw;
+    Report {
+        model: model.name.clone(),
+        schedule: run.schedule,
+        bits: [run.fw.min, run.fw.max],
+        grad_bits: if bw.is_fixed() {
+            bw.max.into()
+        } else {
+            serde_json::json!([bw.min, bw.max])
+        },
+        iterations: run.iterations,
+        batch: run.batch,
+        accounting: acc.name(),
+        gbitops: g,
+        static_gbitops: s,
+        reduction: if s > 0.0 { 1.0 - g / s } else { 0.0 },
+        bn_gops: (acc == Accounting::Hardware).then_some(totals.bn_ops / 1e9),
+        trace_rows: run.trace_rows,
+        baseline,
+    }
+}
+
+fn print_table(r: &Report, model: &ModelSummary) {
+    let grad = match r.grad_bits.as_array() {
+        Some(a) if a.len() == 2 => format!("{}:{}", a[0], a[1]),
+        _ => r.grad_bits.to_string(),
+    };
+    println!(
+        "model       {} ({} conv/linear layers)",
+        r.model,
+        model.layers.len()
+    );
+    println!(
+        "schedule    {}  FW {}:{}  BW {}",
+        r.schedule, r.bits[0], r.bits[1], grad
+    );
+    println!(
+        "run         {} iterations x batch {}",
+        r.iterations, r.batch
+    );
+    println!("accounting  {}", r.accounting);
+    println!("GBitOPs     {:.4e}", r.gbitops);
+    println!(
+        "static      {:.4e}  (FW {}, BW {})",
+        r.static_gbitops, r.baseline.w, r.baseline.g
+    );
+    println!("reduction   {:.2} %", 100.0 * r.reduction);
+    if let Some(bn) = r.bn_gops {
+        println!("BN (fp32)   {bn:.4e} GOPs, not included above");
+    }
+    if let Some(n) = r.trace_rows {
+        println!("trace rows  {n}");
+    }
+}

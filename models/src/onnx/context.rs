@@ -1,0 +1,98 @@
+//! The import state: the IR graph being built and what every ONNX tensor name stands for.
+
+use std::collections::HashMap;
+
+use super::node::NodeView;
+use super::value::{Const, Val};
+use crate::error::ModelError;
+use crate::ir::{Graph, Op, ValueId};
+
+/// Import state shared by all op handlers.
+pub struct Importer {
+    /// The graph built so far.
+    pub graph: Graph,
+    /// ONNX tensor name → runtime tensor or constant.
+    pub vals: HashMap<String, Val>,
+}
+
+impl Importer {
+    /// Input `i` of `node`, `None` when the optional input is absent.
+    pub fn opt_input(&self, node: &NodeView, i: usize) -> Result<Option<Val>, ModelError> {
+        let Some(name) = node.input_name(i) else {
+            return Ok(None);
+        };
+        self.vals.get(name).cloned().map(Some).ok_or_else(|| {
+            node.err(format!(
+                "input '{name}' is not produced by any node, initializer or graph input"
+            ))
+        })
+    }
+
+    /// Required input `i` of `node`.
+    pub fn input(&self, node: &NodeView, i: usize) -> Result<Val, ModelError> {
+        self.opt_input(node, i)?
+            .ok_or_else(|| node.err(format!("required input {i} is missing")))
+    }
+
+    /// Optional input `i` that must be known at import time (weights, shapes, axes).
+    pub fn opt_const(&self, node: &NodeView, i: usize) -> Result<Option<Const>, ModelError> {
+        match self.opt_input(node, i)? {
+            None => Ok(None),
+            Some(Val::Const(c)) => Ok(Some(c)),
+            Some(Val::Tensor(_)) => Err(node.err(format!(
+                "input {i} ('{}') must be a constant (initializer or foldable shape computation), \
+                 but it is computed at run time",
+                node.input_name(i).unwrap_or_default()
+            ))),
+        }
+    }
+
+    /// Required constant input `i`.
+    pub fn constant(&self, node: &NodeView, i: usize) -> Result<Const, ModelError> {
+        self.opt_const(node, i)?
+            .ok_or_else(|| node.err(format!("required input {i} is missing")))
+    }
+
+    /// Required input `i` that must be a runtime tensor.
+    pub fn tensor(&self, node: &NodeView, i: usize) -> Result<ValueId, ModelError> {
+        match self.input(node, i)? {
+            Val::Tensor(t) => Ok(t),
+            Val::Const(_) => Err(node.err(format!(
+                "input {i} ('{}') is a constant where a run-time tensor is expected",
+                node.input_name(i).unwrap_or_default()
+            ))),
+        }
+    }
+
+    /// Shape of a runtime tensor.
+    pub fn shape(&self, id: ValueId) -> Vec<usize> {
+        self.graph.shape(id).to_vec()
+    }
+
+    /// Adds `op` to the graph as `node`'s computation (shape-checked) and returns its output.
+    pub fn push(
+        &mut self,
+        node: &NodeView,
+        op: Op,
+        inputs: Vec<ValueId>,
+    ) -> Result<Val, ModelError> {
+        let out = node.output_name()?.to_string();
+        self.push_named(node, &node.name, op, inputs, &out)
+    }
+
+    /// Like [`push`](Self::push) for an extra node a handler emits (e.g. a transpose before a
+    /// Gemm with `transA`), under its own node and tensor names.
+    pub fn push_named(
+        &mut self,
+        node: &NodeView,
+        name: &str,
+        op: Op,
+        inputs: Vec<ValueId>,
+        out: &str,
+    ) -> Result<Val, ModelError> {
+        self.graph
+            .push(name, op, inputs, out)
+            .map(Val::Tensor)
+            .map_err(|m| node.err(m))
+    }
+}

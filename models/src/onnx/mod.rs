@@ -1,0 +1,273 @@
+//! ONNX import: `ModelProto` → [`Graph`].
+//!
+//! Modelled on tract's importer: a typed node wrapper ([`node`]), one module per op family
+//! ([`ops`]) behind an op-type → handler table ([`registry`]). Handlers see each ONNX tensor
+//! either as a run-time tensor of the IR or as a constant; integer shape subgraphs
+//! (`Shape → Gather → Unsqueeze → Concat → Reshape`, `F.pad`'s pad-building chains) are thereby
+//! evaluated at import and leave no trace in the IR.
+
+mod context;
+mod node;
+pub mod ops;
+pub mod registry;
+mod tensor;
+mod value;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use onnx_protobuf::tensor_shape_proto::dimension::Value as Dim;
+use onnx_protobuf::type_proto::Value as TypeValue;
+use onnx_protobuf::{Message, ModelProto, NodeProto, ValueInfoProto};
+
+use crate::error::ModelError;
+use crate::ir::{Graph, Op};
+use context::Importer;
+use node::NodeView;
+pub use registry::supported_ops;
+use value::Val;
+
+/// Reads and imports an ONNX file, binding a symbolic batch dimension to `batch`.
+pub fn import_file(path: &Path, batch: usize) -> Result<Graph, ModelError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|err| ModelError::Io {
+        path: file.clone(),
+        err,
+    })?;
+    let proto = decode(&bytes, &file)?;
+    let mut g = import_proto(&proto, &file, batch)?;
+    if let Some(stem) = path.file_stem() {
+        g.name = stem.to_string_lossy().into_owned();
+    }
+    Ok(g)
+}
+
+/// Decodes ONNX bytes; `source` names them in errors.
+pub fn decode(bytes: &[u8], source: &str) -> Result<ModelProto, ModelError> {
+    if bytes.is_empty() {
+        return Err(ModelError::Empty {
+            file: source.to_string(),
+        });
+    }
+    let proto = ModelProto::parse_from_bytes(bytes).map_err(|e| ModelError::Decode {
+        file: source.to_string(),
+        msg: e.to_string(),
+    })?;
+    if proto.graph.is_none() || proto.graph.node.is_empty() {
+        return Err(ModelError::graph(
+            source,
+            "not an ONNX model: no graph or no nodes (truncated or not ONNX?)",
+        ));
+    }
+    Ok(proto)
+}
+
+/// Imports a decoded model. `source` (file name or `zoo:NAME`) appears in every error; `batch`
+/// binds the batch dimension of the graph input.
+pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Graph, ModelError> {
+    let fail = |m: String| ModelError::graph(source, m);
+    if batch == 0 {
+        return Err(fail("batch must be at least 1".into()));
+    }
+    let g = proto
+        .graph
+        .as_ref()
+        .ok_or_else(|| fail("the model has no graph".into()))?;
+    let opset = proto
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map_or(1, |o| o.version);
+
+    let mut vals = HashMap::new();
+    for init in &g.initializer {
+        let c =
+            tensor::decode(init).map_err(|m| fail(format!("initializer '{}': {m}", init.name)))?;
+        vals.insert(init.name.clone(), Val::Const(c));
+    }
+    let inputs: Vec<&ValueInfoProto> = g
+        .input
+        .iter()
+        .filter(|i| !vals.contains_key(&i.name))
+        .collect();
+    let [input] = inputs.as_slice() else {
+        let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+        return Err(fail(format!(
+            "expected exactly one graph input besides initializers, found {names:?}"
+        )));
+    };
+    let shape = bind_input_shape(input, batch)
+        .map_err(|m| fail(format!("graph input '{}': {m}", input.name)))?;
+    let name = if g.name.is_empty() {
+        source.to_string()
+    } else {
+        g.name.clone()
+    };
+    let graph = Graph::new(&name, source, batch, &input.name, shape);
+    vals.insert(input.name.clone(), Val::Tensor(graph.input));
+    let mut imp = Importer { graph, vals };
+
+    let mut used_names = HashSet::new();
+    for (i, proto_node) in topological(&g.node).into_iter().enumerate() {
+        let mut name = if proto_node.name.is_empty() {
+            format!("{}_{i}", proto_node.op_type)
+        } else {
+            proto_node.name.clone()
+        };
+        while !used_names.insert(name.clone()) {
+            name = format!("{name}_{i}");
+        }
+        let view = NodeView {
+            proto: proto_node,
+            name,
+            file: source,
+            opset,
+        };
+        let domain_ok = proto_node.domain.is_empty() || proto_node.domain == "ai.onnx";
+        let handler = registry::lookup(&proto_node.op_type)
+            .filter(|_| domain_ok)
+            .ok_or_else(|| {
+                let op = if domain_ok {
+                    proto_node.op_type.clone()
+                } else {
+                    format!("{}:{}", proto_node.domain, proto_node.op_type)
+                };
+                ModelError::Unsupported {
+                    file: source.to_string(),
+                    node: view.name.clone(),
+                    op,
+                    supported: supported_ops().join(", "),
+                }
+            })?;
+        let out = handler(&mut imp, &view)?;
+        imp.vals.insert(view.output_name()?.to_string(), out);
+    }
+
+    let out = g
+        .output
+        .first()
+        .ok_or_else(|| fail("the graph declares no output".into()))?;
+    if g.output.len() > 1 {
+        return Err(fail(format!(
+            "expected one graph output, found {}",
+            g.output.len()
+        )));
+    }
+    match imp.vals.get(&out.name) {
+        Some(Val::Tensor(t)) => imp.graph.output = *t,
+        Some(Val::Const(_)) => {
+            return Err(fail(format!("graph output '{}' is a constant", out.name)))
+        }
+        None => {
+            return Err(fail(format!(
+                "graph output '{}' is not produced by any node",
+                out.name
+            )))
+        }
+    }
+    check_declared_output(out, imp.graph.shape(imp.graph.output))
+        .map_err(|m| fail(format!("graph output '{}': {m}", out.name)))?;
+    let mut graph = imp.graph;
+    graph.prune();
+    graph
+        .validate()
+        .map_err(|(node, msg)| fail(format!("node {node}: {msg}")))?;
+    let conv_biases: Vec<bool> = graph
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            if let Op::Conv(c) = &n.op {
+                Some(c.bias.is_some())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let has_bn = graph.nodes.iter().any(|n| matches!(n.op, Op::BatchNorm(_)));
+    graph.bn_folded = !has_bn && conv_biases.iter().any(|&b| b);
+    Ok(graph)
+}
+
+/// Static input shape with the batch (axis 0) bound: a `dim_param` batch takes `batch`; a fixed
+/// batch must equal it. Other dimensions must be fixed and positive.
+fn bind_input_shape(input: &ValueInfoProto, batch: usize) -> Result<Vec<usize>, String> {
+    let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Err("is not a tensor with a declared type".into());
+    };
+    let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
+    let mut shape = Vec::with_capacity(dims.len());
+    for (i, d) in dims.iter().enumerate() {
+        let v = match (&d.value, i) {
+            (Some(Dim::DimValue(v)), 0) if *v as usize == batch => batch,
+            (Some(Dim::DimValue(v)), 0) if *v > 0 => {
+                return Err(format!(
+                    "has a fixed batch of {v}, cannot bind batch {batch} (re-export with a dynamic batch axis or use --batch {v})"
+                ))
+            }
+            (Some(Dim::DimParam(_)) | None, 0) => batch,
+            (Some(Dim::DimValue(v)), _) if *v > 0 => *v as usize,
+            (Some(Dim::DimValue(v)), _) => return Err(format!("dimension {i} has size {v}; zero-size or negative dimensions are not allowed")),
+            (Some(Dim::DimParam(p)), _) => return Err(format!("dimension {i} is symbolic ('{p}'); only the batch may be")),
+            _ => return Err(format!("dimension {i} has no size")),
+        };
+        shape.push(v);
+    }
+    Ok(shape)
+}
+
+/// Compares the inferred output shape with the fixed dimensions the file declares (batch aside).
+fn check_declared_output(out: &ValueInfoProto, shape: &[usize]) -> Result<(), String> {
+    let Some(TypeValue::TensorType(t)) = out.type_.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Ok(());
+    };
+    let Some(declared) = t.shape.as_ref() else {
+        return Ok(());
+    };
+    if declared.dim.len() != shape.len() {
+        return Err(format!(
+            "declared rank {} but the graph computes {shape:?}",
+            declared.dim.len()
+        ));
+    }
+    for (i, d) in declared.dim.iter().enumerate().skip(1) {
+        if let Some(Dim::DimValue(v)) = d.value {
+            if v != shape[i] as i64 {
+                return Err(format!(
+                    "declared size {v} at dimension {i} but the graph computes {shape:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Nodes in a stable topological order: each node as early as its inputs allow, keeping file
+/// order otherwise. Nodes whose inputs nobody produces keep their place, so the import reports
+/// the missing input.
+fn topological(nodes: &[NodeProto]) -> Vec<&NodeProto> {
+    let produced: HashSet<&str> = nodes
+        .iter()
+        .flat_map(|n| n.output.iter().map(String::as_str))
+        .collect();
+    let mut ready: HashSet<&str> = HashSet::new();
+    let mut done = vec![false; nodes.len()];
+    let mut order = Vec::with_capacity(nodes.len());
+    while order.len() < nodes.len() {
+        let pick = (0..nodes.len())
+            .find(|&i| {
+                !done[i]
+                    && nodes[i].input.iter().all(|x| {
+                        x.is_empty() || ready.contains(x.as_str()) || !produced.contains(x.as_str())
+                    })
+            })
+            .or_else(|| (0..nodes.len()).find(|&i| !done[i]));
+        let Some(i) = pick else { break };
+        done[i] = true;
+        ready.extend(nodes[i].output.iter().map(String::as_str));
+        order.push(&nodes[i]);
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,104 @@
+//! Ops that exist only at import time: Constant, ConstantOfShape, Shape, Cast, and the
+//! pass-throughs Identity and Dropout. None of them leaves a node in the IR.
+
+use ndarray::{ArrayD, IxDyn};
+
+use super::super::context::Importer;
+use super::super::node::NodeView;
+use super::super::value::{Const, Val};
+use crate::error::ModelError;
+
+/// `Constant`: the value from whichever `value*` attribute is set.
+pub fn constant(_: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    if let Some(t) = node.tensor("value")? {
+        return Ok(Val::Const(t));
+    }
+    let c = if let Some(f) = node.float("value_float")? {
+        Const::F32(ArrayD::from_elem(IxDyn(&[]), f))
+    } else if let Some(i) = node.int("value_int")? {
+        Const::I64(ArrayD::from_elem(IxDyn(&[]), i))
+    } else if let Some(v) = node.ints("value_ints")? {
+        Const::I64(
+            ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).map_err(|e| node.err(e.to_string()))?,
+        )
+    } else {
+        let a = node
+            .proto
+            .attribute
+            .first()
+            .map(|a| a.name.as_str())
+            .unwrap_or("none");
+        return Err(node.err(format!("unsupported value attribute '{a}'")));
+    };
+    Ok(Val::Const(c))
+}
+
+/// `ConstantOfShape`: a tensor of the given shape filled with the `value` attribute (default 0.0).
+pub fn constant_of_shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let shape: Vec<usize> = imp
+        .constant(node, 0)?
+        .ints()
+        .into_iter()
+        .map(usize::try_from)
+        .collect::<Result<_, _>>()
+        .map_err(|_| node.err("negative dimension in the shape input"))?;
+    if shape.iter().product::<usize>() > 1 << 24 {
+        return Err(node.err(format!("shape {shape:?} is too large for a constant")));
+    }
+    let fill = node
+        .tensor("value")?
+        .unwrap_or(Const::F32(ArrayD::zeros(IxDyn(&[1]))));
+    let c = match fill {
+        Const::F32(v) => Const::F32(ArrayD::from_elem(IxDyn(&shape), first(node, v.iter())?)),
+        Const::I64(v) => Const::I64(ArrayD::from_elem(IxDyn(&shape), first(node, v.iter())?)),
+    };
+    Ok(Val::Const(c))
+}
+
+fn first<'a, T: Copy + 'a>(
+    node: &NodeView,
+    mut it: impl Iterator<Item = &'a T>,
+) -> Result<T, ModelError> {
+    it.next()
+        .copied()
+        .ok_or_else(|| node.attr_error("value", "is empty"))
+}
+
+/// `Shape`: the static shape of a tensor as an int64 constant (opset 15 `start`/`end` honoured).
+pub fn shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let s: Vec<i64> = match imp.input(node, 0)? {
+        Val::Tensor(t) => imp.shape(t).iter().map(|&d| d as i64).collect(),
+        Val::Const(c) => c.shape().iter().map(|&d| d as i64).collect(),
+    };
+    let r = s.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+    let start = clamp(node.int("start")?.unwrap_or(0));
+    let end = clamp(node.int("end")?.unwrap_or(r)).max(start);
+    let v = s[start..end].to_vec();
+    Ok(Val::Const(Const::I64(
+        ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).map_err(|e| node.err(e.to_string()))?,
+    )))
+}
+
+/// `Cast`: converts constants between float and integer; a run-time tensor passes unchanged
+/// (the IR computes in f32).
+pub fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let to = node
+        .int("to")?
+        .ok_or_else(|| node.attr_error("to", "is missing"))?;
+    Ok(match imp.input(node, 0)? {
+        Val::Const(c) => Val::Const(match to {
+            1 | 10 | 11 | 16 => Const::F32(c.to_f32()),
+            9 => Const::I64(c.to_f32().mapv(|v| i64::from(v != 0.0))),
+            2..=7 | 12 | 13 => Const::I64(c.to_i64()),
+            other => return Err(node.err(format!("cast to data type {other} is not supported"))),
+        }),
+        t => t,
+    })
+}
+
+/// `Identity`, `Dropout` (inference): the first input unchanged. Constants are cloned, so every
+/// consumer of a de-duplicated initializer gets its own copy.
+pub fn pass_through(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    imp.input(node, 0)
+}

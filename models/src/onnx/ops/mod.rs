@@ -1,0 +1,72 @@
+//! Op handlers, one module per op family. Each handler reads one ONNX node and either folds it
+//! to a constant or appends the equivalent IR node(s); see [`super::registry`] for the mapping.
+
+pub mod activation;
+pub mod constant;
+pub mod conv;
+pub mod elementwise;
+pub mod linear;
+pub mod norm;
+pub mod pool;
+pub mod reshape;
+pub mod select;
+
+use super::node::NodeView;
+use crate::error::ModelError;
+
+/// Strides, explicit pads `[top, left, bottom, right]` and dilations of a 2-D window op
+/// (Conv, MaxPool, AveragePool) reading an input of spatial size `hw` with kernel `kernel`;
+/// resolves `auto_pad`.
+pub fn window(
+    node: &NodeView,
+    hw: [usize; 2],
+    kernel: [usize; 2],
+) -> Result<([usize; 2], [usize; 4], [usize; 2]), ModelError> {
+    let pair = |name: &str| -> Result<[usize; 2], ModelError> {
+        match node.sizes(name)?.as_deref() {
+            None => Ok([1, 1]),
+            Some([a, b]) if *a > 0 && *b > 0 => Ok([*a, *b]),
+            Some(v) => Err(node.attr_error(name, format!("expected 2 positive values, got {v:?}"))),
+        }
+    };
+    let strides = pair("strides")?;
+    let dilations = pair("dilations")?;
+    let auto_pad = node.string("auto_pad")?.unwrap_or_default();
+    let pads = match auto_pad.as_str() {
+        "" | "NOTSET" => match node.sizes("pads")?.as_deref() {
+            None => [0; 4],
+            Some([t, l, b, r]) => [*t, *l, *b, *r],
+            Some(v) => return Err(node.attr_error("pads", format!("expected 4 values, got {v:?}"))),
+        },
+        "VALID" => [0; 4],
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let mut p = [0; 4];
+            for i in 0..2 {
+                let out = hw[i].div_ceil(strides[i]);
+                let span = (kernel[i].max(1) - 1) * dilations[i] + 1;
+                let total = ((out - 1) * strides[i] + span).saturating_sub(hw[i]);
+                let small = total / 2;
+                let (begin, end) = if auto_pad == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                };
+                p[i] = begin;
+                p[i + 2] = end;
+            }
+            p
+        }
+        other => return Err(node.attr_error("auto_pad", format!("unknown value '{other}'"))),
+    };
+    Ok((strides, pads, dilations))
+}
+
+/// Spatial size `[H, W]` of an NCHW shape.
+pub fn spatial(node: &NodeView, shape: &[usize]) -> Result<[usize; 2], ModelError> {
+    match shape {
+        [_, _, h, w] => Ok([*h, *w]),
+        _ => Err(node.err(format!(
+            "input {shape:?} must be NCHW (rank 4); only 2-D ops are supported"
+        ))),
+    }
+}

@@ -1,0 +1,90 @@
+//! Pooling and reductions: `MaxPool`, `AveragePool`, `GlobalAveragePool`, `ReduceMean`.
+
+use super::super::context::Importer;
+use super::super::node::NodeView;
+use super::super::value::Val;
+use super::{spatial, window};
+use crate::error::ModelError;
+use crate::ir::{AvgPool, Op, Pool};
+
+fn geometry(imp: &Importer, node: &NodeView, x: crate::ir::ValueId) -> Result<Pool, ModelError> {
+    let kernel = match node.sizes("kernel_shape")?.as_deref() {
+        Some([kh, kw]) if *kh > 0 && *kw > 0 => [*kh, *kw],
+        Some(k) => {
+            return Err(node.attr_error(
+                "kernel_shape",
+                format!("expected 2 positive values, got {k:?}"),
+            ))
+        }
+        None => return Err(node.attr_error("kernel_shape", "is missing")),
+    };
+    let hw = spatial(node, &imp.shape(x))?;
+    let (strides, pads, dilations) = window(node, hw, kernel)?;
+    let ceil_mode = node.int("ceil_mode")?.unwrap_or(0) != 0;
+    Ok(Pool {
+        kernel,
+        strides,
+        pads,
+        dilations,
+        ceil_mode,
+    })
+}
+
+/// `MaxPool(X)`; only the values output (not `Indices`).
+pub fn max_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let pool = geometry(imp, node, x)?;
+    imp.push(node, Op::MaxPool(pool), vec![x])
+}
+
+/// `AveragePool(X)` with `count_include_pad`.
+pub fn average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let pool = geometry(imp, node, x)?;
+    if pool.dilations != [1, 1] {
+        return Err(node.err("dilated average pooling is not supported"));
+    }
+    let count_include_pad = node.int("count_include_pad")?.unwrap_or(0) != 0;
+    imp.push(
+        node,
+        Op::AveragePool(AvgPool {
+            pool,
+            count_include_pad,
+        }),
+        vec![x],
+    )
+}
+
+/// `GlobalAveragePool(X)`.
+pub fn global_average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    imp.push(node, Op::GlobalAveragePool, vec![x])
+}
+
+/// `ReduceMean(X[, axes])`: axes as attribute (opset < 18) or input (opset ≥ 18); no axes means
+/// all axes unless `noop_with_empty_axes`.
+pub fn reduce_mean(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let rank = imp.shape(x).len();
+    let raw = match node.ints("axes")? {
+        Some(a) => a,
+        None => imp
+            .opt_const(node, 1)?
+            .map(|c| c.ints())
+            .unwrap_or_default(),
+    };
+    if raw.is_empty() && node.int("noop_with_empty_axes")?.unwrap_or(0) != 0 {
+        return Ok(Val::Tensor(x));
+    }
+    let mut axes = if raw.is_empty() {
+        (0..rank).collect()
+    } else {
+        raw.iter()
+            .map(|&a| node.axis(a, rank))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    axes.sort_unstable();
+    axes.dedup();
+    let keepdims = node.int("keepdims")?.unwrap_or(1) != 0;
+    imp.push(node, Op::ReduceMean { axes, keepdims }, vec![x])
+}

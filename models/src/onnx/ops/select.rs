@@ -1,0 +1,265 @@
+//! Selection and assembly: `Concat`, `Slice` (attribute and 5-input forms, INT64_MAX ends,
+//! negative steps), `Gather` (constants only: shape arithmetic), `Pad` (constant mode).
+
+use ndarray::{concatenate, ArrayD, Axis};
+
+use super::super::context::Importer;
+use super::super::node::NodeView;
+use super::super::value::{each_const, Const, Val};
+use crate::error::ModelError;
+use crate::ir::{Op, SliceAxis, ValueId};
+
+/// `Concat(X…)` along `axis`: all constants fold, all tensors become an IR `Concat`.
+pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let vals = (0..node.proto.input.len())
+        .filter_map(|i| imp.opt_input(node, i).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(first) = vals.first() else {
+        return Err(node.err("has no inputs"));
+    };
+    let rank = match first {
+        Val::Tensor(t) => imp.shape(*t).len(),
+        Val::Const(c) => c.shape().len(),
+    };
+    let axis = node
+        .int("axis")?
+        .ok_or_else(|| node.attr_error("axis", "is missing"))?;
+    let axis = node.axis(axis, rank)?;
+    let tensors: Vec<ValueId> = vals
+        .iter()
+        .filter_map(|v| {
+            if let Val::Tensor(t) = v {
+                Some(*t)
+            } else {
+                None
+            }
+        })
+        .collect();
+    if tensors.len() == vals.len() {
+        return imp.push(node, Op::Concat { axis }, tensors);
+    }
+    if !tensors.is_empty() {
+        return Err(node.err("mixes constant and run-time inputs"));
+    }
+    let consts: Vec<Const> = vals
+        .into_iter()
+        .filter_map(|v| if let Val::Const(c) = v { Some(c) } else { None })
+        .collect();
+    let joined = if consts.iter().all(|c| matches!(c, Const::I64(_))) {
+        let parts: Vec<ArrayD<i64>> = consts.iter().map(Const::to_i64).collect();
+        Const::I64(
+            concatenate(
+                Axis(axis),
+                &parts.iter().map(|a| a.view()).collect::<Vec<_>>(),
+            )
+            .map_err(|e| node.err(e.to_string()))?,
+        )
+    } else {
+        let parts: Vec<ArrayD<f32>> = consts.iter().map(Const::to_f32).collect();
+        Const::F32(
+            concatenate(
+                Axis(axis),
+                &parts.iter().map(|a| a.view()).collect::<Vec<_>>(),
+            )
+            .map_err(|e| node.err(e.to_string()))?,
+        )
+    };
+    Ok(Val::Const(joined))
+}
+
+/// `Slice(X, starts, ends[, axes][, steps])` (opset ≥ 10) or with attributes (opset < 10).
+pub fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.input(node, 0)?;
+    let dims = match &x {
+        Val::Tensor(t) => imp.shape(*t),
+        Val::Const(c) => c.shape().to_vec(),
+    };
+    let arg = |i: usize, attr: &str| -> Result<Option<Vec<i64>>, ModelError> {
+        match node.ints(attr)? {
+            Some(v) => Ok(Some(v)),
+            None if node.opset >= 10 => Ok(imp.opt_const(node, i)?.map(|c| c.ints())),
+            None => Ok(None),
+        }
+    };
+    let starts = arg(1, "starts")?.ok_or_else(|| node.err("starts are missing"))?;
+    let ends = arg(2, "ends")?.ok_or_else(|| node.err("ends are missing"))?;
+    let axes = arg(3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = arg(4, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err(node.err(format!(
+            "starts {starts:?}, ends {ends:?}, axes {axes:?} and steps {steps:?} differ in length"
+        )));
+    }
+    let mut sel = Vec::with_capacity(starts.len());
+    for i in 0..starts.len() {
+        let axis = node.axis(axes[i], dims.len())?;
+        let s =
+            slice_axis(axis, dims[axis], starts[i], ends[i], steps[i]).map_err(|m| node.err(m))?;
+        sel.push(s);
+    }
+    match x {
+        Val::Tensor(t) => imp.push(node, Op::Slice { axes: sel }, vec![t]),
+        Val::Const(c) => Ok(Val::Const(sel.iter().fold(c, |c, s| {
+            let idx: Vec<usize> = (0..s.len)
+                .map(|k| (s.start as i64 + k as i64 * s.step) as usize)
+                .collect();
+            each_const!(&c, a => a.select(Axis(s.axis), &idx))
+        }))),
+    }
+}
+
+/// Resolves ONNX slice bounds on an axis of length `dim` (negative indices count from the end,
+/// out-of-range values clamp).
+pub fn slice_axis(
+    axis: usize,
+    dim: usize,
+    start: i64,
+    end: i64,
+    step: i64,
+) -> Result<SliceAxis, String> {
+    if step == 0 {
+        return Err(format!("step 0 on axis {axis}"));
+    }
+    let d = dim as i128;
+    let norm = |v: i64| if v < 0 { v as i128 + d } else { v as i128 };
+    let (start, end) = if step > 0 {
+        (norm(start).clamp(0, d), norm(end).clamp(0, d))
+    } else {
+        (norm(start).clamp(0, d - 1), norm(end).clamp(-1, d - 1))
+    };
+    let st = step as i128;
+    let len = if step > 0 {
+        (end - start + st - 1) / st
+    } else {
+        (start - end - st - 1) / -st
+    };
+    if len <= 0 {
+        return Err(format!("selects nothing on axis {axis} (length {dim})"));
+    }
+    Ok(SliceAxis {
+        axis,
+        start: start as usize,
+        len: len as usize,
+        step,
+    })
+}
+
+/// `Gather(data, indices)` on constants (the `Shape → Gather` part of shape subgraphs).
+pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let data = imp.constant(node, 0)?;
+    let indices = imp.constant(node, 1)?;
+    let dims = data.shape().to_vec();
+    let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
+    let n = dims[axis] as i64;
+    let flat = indices
+        .ints()
+        .into_iter()
+        .map(|i| {
+            let j = if i < 0 { i + n } else { i };
+            usize::try_from(j)
+                .ok()
+                .filter(|&j| j < dims[axis])
+                .ok_or_else(|| {
+                    node.err(format!(
+                        "index {i} out of range for axis {axis} of length {n}"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut shape = dims[..axis].to_vec();
+    shape.extend_from_slice(indices.shape());
+    shape.extend_from_slice(&dims[axis + 1..]);
+    let picked = each_const!(&data, a => a.select(Axis(axis), &flat));
+    picked
+        .reshaped(&shape)
+        .map(Val::Const)
+        .map_err(|m| node.err(m))
+}
+
+/// `Pad(X, pads[, constant_value][, axes])` (opset ≥ 11; attributes before), constant mode only.
+pub fn pad(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let rank = imp.shape(x).len();
+    let mode = node.string("mode")?.unwrap_or_else(|| "constant".into());
+    if mode != "constant" {
+        return Err(node.err(format!("mode '{mode}' is not supported (only 'constant')")));
+    }
+    let (raw, value) = match node.ints("pads")? {
+        Some(p) => (p, node.float("value")?.unwrap_or(0.0)),
+        None => {
+            let p = imp.constant(node, 1)?.ints();
+            let v = match imp.opt_const(node, 2)? {
+                Some(c) => c
+                    .scalar_f32()
+                    .map_err(|m| node.err(format!("constant_value: {m}")))?,
+                None => 0.0,
+            };
+            (p, v)
+        }
+    };
+    let axes = match imp.opt_const(node, 3)? {
+        Some(a) => a
+            .ints()
+            .iter()
+            .map(|&a| node.axis(a, rank))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => (0..rank).collect(),
+    };
+    if raw.len() != 2 * axes.len() {
+        return Err(node.err(format!("{} pad values for {} axes", raw.len(), axes.len())));
+    }
+    let mut pads = vec![(0usize, 0usize); rank];
+    for (k, &a) in axes.iter().enumerate() {
+        let (b, e) = (raw[k], raw[k + axes.len()]);
+        if b < 0 || e < 0 {
+            return Err(node.err(format!(
+                "negative pads {raw:?} (cropping) are not supported"
+            )));
+        }
+        pads[a] = (b as usize, e as usize);
+    }
+    imp.push(node, Op::Pad { pads, value }, vec![x])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slice_bounds_follow_onnx() {
+        // x[1:] with INT64_MAX end.
+        assert_eq!(
+            slice_axis(0, 5, 1, i64::MAX, 1),
+            Ok(SliceAxis {
+                axis: 0,
+                start: 1,
+                len: 4,
+                step: 1
+            })
+        );
+        // Full reverse: start -1, end INT64_MIN, step -1.
+        assert_eq!(
+            slice_axis(0, 4, -1, i64::MIN, -1),
+            Ok(SliceAxis {
+                axis: 0,
+                start: 3,
+                len: 4,
+                step: -1
+            })
+        );
+        // x[::2] on 5 → 3 elements.
+        assert_eq!(slice_axis(1, 5, 0, i64::MAX, 2).map(|s| s.len), Ok(3));
+        // x[3:1:-1] → indices 3, 2.
+        assert_eq!(
+            slice_axis(0, 5, 3, 1, -1),
+            Ok(SliceAxis {
+                axis: 0,
+                start: 3,
+                len: 2,
+                step: -1
+            })
+        );
+        assert!(slice_axis(0, 5, 3, 3, 1).is_err());
+        assert!(slice_axis(0, 5, 0, 5, 0).is_err());
+    }
+}

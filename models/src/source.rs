@@ -1,0 +1,71 @@
+//! Resolving a model named on the command line: `zoo:NAME` is a built-in model, anything else
+//! an ONNX file path.
+
+use std::path::Path;
+
+use crate::error::ModelError;
+use crate::ir::Graph;
+use crate::summary::ModelSummary;
+use crate::zoo;
+
+/// Seed of the built-in models' initial weights when the caller does not choose one.
+pub const DEFAULT_ZOO_SEED: u64 = 0;
+
+/// Loads the model `spec` names, with the batch dimension bound to `batch`.
+///
+/// `zoo:NAME` builds the zoo model with its default class count and [`DEFAULT_ZOO_SEED`].
+pub fn load_graph(spec: &str, batch: usize) -> Result<Graph, ModelError> {
+    match spec.strip_prefix("zoo:") {
+        Some(name) => {
+            let proto = zoo::build(name, None, DEFAULT_ZOO_SEED)?;
+            crate::onnx::import_proto(&proto, spec, batch)
+        }
+        None => crate::onnx::import_file(Path::new(spec), batch),
+    }
+}
+
+/// The per-layer summary of the model `spec` names (see [`load_graph`]).
+pub fn load_summary(spec: &str, batch: usize) -> Result<ModelSummary, ModelError> {
+    Ok(load_graph(spec, batch)?.summary())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Spec methods.md §2.3: conv+FC MACs and BN output elements per image of every model in the
+    /// table, through the full path a user takes (zoo → ONNX bytes → importer → summary).
+    #[test]
+    fn zoo_totals_match_the_spec_table() {
+        let table: &[(&str, u64, u64)] = &[
+            ("resnet20", 40_818_944, 200_704),
+            ("resnet38", 83_286_272, 372_736),
+            ("resnet74", 168_220_928, 716_800),
+            ("resnet110", 253_155_584, 1_060_864),
+            ("resnet152", 352_246_016, 1_462_272),
+            ("resnet164", 380_557_568, 1_576_960),
+            ("mobilenetv2", 91_270_144, 1_724_928),
+            ("resnet18", 1_814_073_344, 2_483_712),
+            ("resnet34", 3_663_761_408, 3_738_112),
+            ("resnet50", 4_089_184_256, 11_113_984),
+        ];
+        for &(name, macs, bn) in table {
+            let s = match load_summary(&format!("zoo:{name}"), 1) {
+                Ok(s) => s,
+                Err(e) => panic!("{name}: {e}"),
+            };
+            assert_eq!(s.total_macs(), macs, "{name} MACs");
+            assert_eq!(s.bn_elements, bn, "{name} BN elements");
+        }
+    }
+
+    #[test]
+    fn unknown_zoo_name_lists_the_valid_ones() {
+        let err = load_graph("zoo:resnet9000", 1).map(|_| ()).err();
+        let msg = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            msg.contains("resnet9000") && msg.contains("resnet74"),
+            "{msg}"
+        );
+    }
+}

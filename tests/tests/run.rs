@@ -1,0 +1,217 @@
+//! `cptsim run`: the paper's ResNet-74 CPT numbers, the save → `--trace` round trip through both
+//! trace formats, and clear rejection of bad input.
+
+use cptsim_e2e::{run, stderr, stdout};
+use serde_json::Value;
+
+/// Runs `cptsim run … --format json` and parses the report.
+fn run_json(args: &[&str]) -> Value {
+    let mut all = vec!["run", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert!(out.status.success(), "{all:?}: {}", stderr(&out));
+    match serde_json::from_str(&stdout(&out)) {
+        Ok(v) => v,
+        Err(e) => panic!("{all:?}: not JSON ({e}): {}", stdout(&out)),
+    }
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or(f64::NAN)
+}
+
+#[test]
+fn resnet74_cosine_matches_the_paper() {
+    let v = run_json(&["--model", "zoo:resnet74", "--schedule", "cosine"]);
+    assert_eq!(v["schedule"], "cosine");
+    assert_eq!(v["bits"], serde_json::json!([3, 8]));
+    assert_eq!(v["grad_bits"], 8);
+    assert_eq!(v["iterations"], 64_000);
+    assert_eq!(v["batch"], 128);
+    // methods.md §2.3/§2.4: 2.668e8 static, −36.67 %, ≈ 1.69e8 GBitOPs.
+    assert_eq!((num(&v, "static_gbitops") / 1e5).round(), 2668.0, "{v}");
+    assert_eq!((num(&v, "gbitops") / 1e6).round(), 169.0, "{v}");
+    assert_eq!((num(&v, "reduction") * 1e4).round(), 3667.0, "{v}");
+}
+
+#[test]
+fn zoo_models_reproduce_the_static_gbitops_column() {
+    // methods.md §2.3: static 8/8 and 6/6 GBitOPs as printed (mantissa · 10^exp, 3 decimals).
+    let table = [
+        ("resnet20", (0.648, 8), (0.365, 8)),
+        ("resnet38", (1.322, 8), (0.743, 8)),
+        ("resnet74", (2.668, 8), (1.501, 8)),
+        ("resnet110", (4.015, 8), (2.259, 8)),
+        ("resnet152", (5.586, 8), (3.142, 8)),
+        ("resnet164", (6.035, 8), (3.395, 8)),
+        ("mobilenetv2", (1.490, 8), (0.838, 8)),
+        ("resnet18", (2.861, 9), (1.609, 9)),
+        ("resnet34", (5.774, 9), (3.248, 9)),
+        ("resnet50", (6.467, 9), (3.638, 9)),
+    ];
+    let printed = |x: f64, (m, e): (f64, i32)| {
+        (x / 10f64.powi(e) * 1000.0).round() == (m * 1000.0_f64).round()
+    };
+    for (name, s88, s66) in table {
+        let model = format!("zoo:{name}");
+        let v = run_json(&["--model", &model, "--schedule", "static", "--bits", "8"]);
+        assert!(printed(num(&v, "gbitops"), s88), "{name} 8/8: {v}");
+        let v = run_json(&[
+            "--model",
+            &model,
+            "--schedule",
+            "static",
+            "--bits",
+            "6",
+            "--grad-bits",
+            "6",
+        ]);
+        assert!(printed(num(&v, "gbitops"), s66), "{name} 6/6: {v}");
+        assert_eq!(num(&v, "reduction"), 0.0);
+    }
+}
+
+#[test]
+fn table_output_shows_the_reduction() {
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet74",
+        "--schedule",
+        "cpt",
+        "--bits",
+        "4:8",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("reduction   30.11 %"), "{text}");
+    assert!(text.contains("2.6684e8"), "{text}");
+}
+
+/// A W&K schedule under the CIFAR policy, costed in hardware accounting.
+const WK_RUN: [&str; 10] = [
+    "--model",
+    "zoo:resnet74",
+    "--schedule",
+    "exp-triangular-v",
+    "--cycles",
+    "8",
+    "--policy",
+    "cifar",
+    "--accounting",
+    "hardware",
+];
+
+#[test]
+fn saved_traces_cost_the_same_when_read_back() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let direct = run_json(&WK_RUN);
+    for name in ["t.csv", "t.pb"] {
+        let path = dir.path().join(name);
+        let p = path.to_string_lossy().into_owned();
+        let saved = run_json(&[&WK_RUN[..], &["--save-trace", &p]].concat());
+        assert!(path.exists(), "{name} not written");
+        let back = run_json(&[
+            "--model",
+            "zoo:resnet74",
+            "--trace",
+            &p,
+            "--accounting",
+            "hardware",
+        ]);
+        for key in ["gbitops", "static_gbitops", "reduction", "bn_gops"] {
+            assert_eq!(saved[key], direct[key], "{name} {key}");
+            assert_eq!(back[key], saved[key], "{name} {key}");
+        }
+        assert_eq!(back["iterations"], 64_000);
+        assert_eq!(back["batch"], 128);
+        assert_eq!(back["bits"], serde_json::json!([3, 8]));
+        assert_eq!(back["trace_rows"], saved["trace_rows"]);
+    }
+}
+
+#[test]
+fn hardware_accounting_charges_the_fp32_classifier() {
+    let static8 = [
+        "--model",
+        "zoo:resnet74",
+        "--schedule",
+        "static",
+        "--bits",
+        "8",
+    ];
+    let hardware = [&static8[..], &["--accounting", "hardware"]].concat();
+    let paper = run_json(&static8);
+    let all = run_json(&hardware);
+    let cifar = run_json(&[&hardware[..], &["--policy", "cifar"]].concat());
+    // Hardware leaves BN out; fp32 FC costs more than an 8-bit one.
+    assert!(num(&all, "gbitops") < num(&paper, "gbitops"));
+    assert!(num(&cifar, "gbitops") > num(&all, "gbitops"));
+    assert!(num(&all, "bn_gops") > 0.0);
+}
+
+/// Runs `cptsim run` expecting exit code 2 and a message containing `want`.
+fn rejects(args: &[&str], want: &str) {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert_eq!(out.status.code(), Some(2), "{all:?}: {}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains(want), "{all:?}: stderr lacks '{want}': {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_inputs_exit_2_naming_the_flag() {
+    let m = ["--model", "zoo:resnet74"];
+    let with =
+        |extra: &[&'static str]| -> Vec<&'static str> { m.iter().chain(extra).copied().collect() };
+    rejects(&with(&["--bits", "8:3"]), "--bits");
+    rejects(&with(&["--bits", "0:8"]), "--bits");
+    rejects(&with(&["--grad-bits", "40"]), "--grad-bits");
+    rejects(&with(&["--cycles", "100000"]), "--cycles");
+    rejects(&with(&["--iters", "0"]), "--iters");
+    rejects(&with(&["--batch", "0"]), "--batch");
+    rejects(&with(&["--schedule", "cosinus"]), "demon-triangular-h");
+    rejects(&with(&["--schedule", "pfq:100,50"]), "--schedule");
+    rejects(
+        &with(&["--schedule", "file:/no/such/schedule.csv"]),
+        "/no/such/schedule.csv",
+    );
+    rejects(
+        &with(&["--trace", "/no/such/trace.pb"]),
+        "/no/such/trace.pb",
+    );
+    rejects(&with(&["--accounting", "thop"]), "--accounting");
+    rejects(&["--model", "zoo:no-such-model"], "no-such-model");
+}
+
+#[test]
+fn bad_trace_files_are_rejected() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let path = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    rejects(
+        &["--model", "zoo:resnet74", "--save-trace", &path("t.txt")],
+        ".csv or .pb",
+    );
+    // A trace of another model.
+    let r20 = path("r20.pb");
+    let out = run(&["run", "--model", "zoo:resnet20", "--save-trace", &r20]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    rejects(
+        &["--model", "zoo:resnet74", "--trace", &r20],
+        "does not match",
+    );
+    // Truncated binary and CSV traces.
+    let bytes = std::fs::read(&r20).unwrap_or_default();
+    let cut = path("cut.pb");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
+    rejects(&["--model", "zoo:resnet20", "--trace", &cut], "truncated");
+    let csv = path("bad.csv");
+    std::fs::write(
+        &csv,
+        "iter_start,iter_end,layer,layer_name,b_w,b_a,b_g,samples\n0,10,0,nope,4,4,8,128\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    rejects(&["--model", "zoo:resnet20", "--trace", &csv], "line 2");
+}

@@ -1,0 +1,301 @@
+//! Trace files by name: `.csv` is the CSV format ([`crate::csv_format`]), `.pb` the binary one
+//! ([`crate::binary`]). Both write atomically and check what they read against the model.
+
+use std::path::Path;
+
+use cptsim_models::ModelSummary;
+
+use crate::error::TraceError;
+use crate::meta::TraceMeta;
+use crate::{binary, csv_format, TraceRow};
+
+/// A trace file format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// Header plus one text line per row.
+    Csv,
+    /// Length-delimited protobuf messages.
+    Binary,
+}
+
+impl TraceFormat {
+    /// The format a file name asks for (`.csv` or `.pb`, case-insensitive).
+    pub fn from_path(path: &Path) -> Result<TraceFormat, TraceError> {
+        let ext = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("csv") => Ok(TraceFormat::Csv),
+            Some("pb") => Ok(TraceFormat::Binary),
+            _ => Err(TraceError::UnknownFormat {
+                path: path.to_path_buf(),
+            }),
+        }
+    }
+}
+
+/// Writes a trace to `path` in the format its name asks for; returns the number of rows.
+pub fn write_trace(
+    path: &Path,
+    meta: &TraceMeta,
+    rows: impl IntoIterator<Item = TraceRow>,
+) -> Result<u64, TraceError> {
+    match TraceFormat::from_path(path)? {
+        TraceFormat::Csv => csv_format::write(path, meta, rows),
+        TraceFormat::Binary => binary::write(path, meta, rows),
+    }
+}
+
+/// Reads a trace of `model` from `path`, streaming each checked row into `visit` (which may
+/// reject a row with a message); returns the run metadata.
+pub fn read_trace(
+    path: &Path,
+    model: &ModelSummary,
+    mut visit: impl FnMut(&TraceRow) -> Result<(), String>,
+) -> Result<TraceMeta, TraceError> {
+    match TraceFormat::from_path(path)? {
+        TraceFormat::Csv => csv_format::read(path, model, &mut visit),
+        TraceFormat::Binary => binary::read(path, model, &mut visit),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+    use crate::schedule::ScheduleArgs;
+    use crate::synth::synthesize;
+    use crate::test_model::model;
+    use crate::Bits;
+    use cptsim_models::LayerRole;
+
+    fn roles() -> Vec<LayerRole> {
+        let mut r = vec![LayerRole::First];
+        r.extend([LayerRole::Body; 6]);
+        r.extend([LayerRole::Shortcut, LayerRole::Last]);
+        r
+    }
+
+    fn read_all(path: &Path, m: &ModelSummary) -> Result<(TraceMeta, Vec<TraceRow>), TraceError> {
+        let mut rows = Vec::new();
+        let meta = read_trace(path, m, |r| {
+            rows.push(*r);
+            Ok(())
+        })?;
+        Ok((meta, rows))
+    }
+
+    /// A synthesised CPT trace plus a DFQ-style histogram span.
+    fn sample_rows(m: &ModelSummary) -> Vec<TraceRow> {
+        let s = ScheduleArgs::new("cosine", 4_000)
+            .cycles(2)
+            .build()
+            .unwrap();
+        let mut rows: Vec<TraceRow> = synthesize(&s, m, &Policy::cpt_imagenet(), 128).collect();
+        rows.push(TraceRow {
+            iter_start: 10,
+            iter_end: 11,
+            layer: 3,
+            bits: Bits { w: 4, a: 3, g: 6 },
+            samples: 100,
+        });
+        rows.push(TraceRow {
+            iter_start: 10,
+            iter_end: 11,
+            layer: 3,
+            bits: Bits { w: 4, a: 6, g: 12 },
+            samples: 28,
+        });
+        rows
+    }
+
+    #[test]
+    fn both_formats_round_trip() {
+        let m = model(&roles());
+        let rows = sample_rows(&m);
+        let meta = TraceMeta::for_model(&m, 128, 4_000);
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["t.csv", "t.pb", "T.PB"] {
+            let path = dir.path().join(name);
+            assert_eq!(
+                write_trace(&path, &meta, rows.iter().copied()).unwrap(),
+                rows.len() as u64
+            );
+            let (back_meta, back) = read_all(&path, &m).unwrap();
+            assert_eq!(back, rows, "{name}");
+            assert_eq!(back_meta, meta, "{name}");
+        }
+    }
+
+    #[test]
+    fn binary_is_compact() {
+        let m = model(&roles());
+        let rows = sample_rows(&m);
+        let meta = TraceMeta::for_model(&m, 128, 4_000);
+        let dir = tempfile::tempdir().unwrap();
+        let (pb, csv) = (dir.path().join("t.pb"), dir.path().join("t.csv"));
+        write_trace(&pb, &meta, rows.iter().copied()).unwrap();
+        write_trace(&csv, &meta, rows.iter().copied()).unwrap();
+        let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+        assert!(
+            size(&pb) * 5 < size(&csv) * 3,
+            "{} vs {}",
+            size(&pb),
+            size(&csv)
+        );
+        assert!(size(&pb) < 18 * rows.len() as u64 + 200);
+    }
+
+    #[test]
+    fn every_truncation_of_a_binary_trace_is_rejected() {
+        let m = model(&roles());
+        let rows = sample_rows(&m);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.pb");
+        write_trace(&path, &TraceMeta::for_model(&m, 128, 4_000), rows).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        for len in 0..bytes.len() {
+            // A fresh file per cut: rewriting one file makes ext4 flush on every truncation.
+            let cut = dir.path().join(format!("cut{len}.pb"));
+            std::fs::write(&cut, &bytes[..len]).unwrap();
+            let e = read_all(&cut, &m).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("cut{len}.pb")) && e.contains("byte"),
+                "cut at {len}: {e}"
+            );
+        }
+        let cut = dir.path().join("cut.pb");
+        let mut longer = bytes.clone();
+        longer.push(7);
+        std::fs::write(&cut, &longer).unwrap();
+        assert!(read_all(&cut, &m)
+            .unwrap_err()
+            .to_string()
+            .contains("after the footer"));
+    }
+
+    #[test]
+    fn corrupt_binary_rows_are_rejected_with_position() {
+        let m = model(&roles());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.pb");
+        let row = TraceRow {
+            iter_start: 0,
+            iter_end: 5,
+            layer: 0,
+            bits: Bits::forward_backward(4, 8),
+            samples: 128,
+        };
+        write_trace(&path, &TraceMeta::for_model(&m, 128, 5), [row]).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        // The row is the 2+len bytes before the 3-byte tail (marker, footer length, footer).
+        let tail = bytes.len() - 4;
+        bytes[tail] = 0xff; // samples varint now continues into the marker
+        std::fs::write(&path, &bytes).unwrap();
+        let e = read_all(&path, &m).unwrap_err().to_string();
+        assert!(e.contains("t.pb: byte") && e.contains("row"), "{e}");
+        std::fs::write(&path, b"NOTATRACEFILE").unwrap();
+        assert!(read_all(&path, &m)
+            .unwrap_err()
+            .to_string()
+            .contains("magic"));
+    }
+
+    #[test]
+    fn traces_of_another_model_are_rejected() {
+        let m = model(&roles());
+        let other = model(&[LayerRole::First, LayerRole::Last]);
+        let rows = sample_rows(&m);
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["t.csv", "t.pb"] {
+            let path = dir.path().join(name);
+            write_trace(
+                &path,
+                &TraceMeta::for_model(&m, 128, 4_000),
+                rows.iter().copied(),
+            )
+            .unwrap();
+            let e = read_all(&path, &other).unwrap_err().to_string();
+            assert!(
+                e.contains(name) && (e.contains("layers") || e.contains("model")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_csv_lines_are_named() {
+        let m = model(&[LayerRole::First, LayerRole::Last]);
+        let header = "iter_start,iter_end,layer,layer_name,b_w,b_a,b_g,samples\n";
+        let cases = [
+            ("a,b\n".to_string(), "line 1"),
+            (
+                format!("{header}0,5,0,layer0,4,4,8,128\n0,5,1,wrong,4,4,8,128\n"),
+                "line 3",
+            ),
+            (format!("{header}0,5,0,layer0,4,4,8\n"), "line 2"),
+            (format!("{header}0,5,7,layer7,4,4,8,128\n"), "out of range"),
+            (format!("{header}5,5,0,layer0,4,4,8,128\n"), "empty span"),
+            (format!("{header}0,5,0,layer0,40,4,8,128\n"), "bit-width 40"),
+            (format!("{header}0,5,0,layer0,4,4,x,128\n"), "b_g 'x'"),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.csv");
+        for (text, want) in cases {
+            std::fs::write(&path, &text).unwrap();
+            let e = read_all(&path, &m).unwrap_err().to_string();
+            assert!(e.contains("bad.csv") && e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn rows_are_checked_before_writing_and_names_pick_formats() {
+        let m = model(&[LayerRole::Body]);
+        let dir = tempfile::tempdir().unwrap();
+        let bad = TraceRow {
+            iter_start: 0,
+            iter_end: 1,
+            layer: 0,
+            bits: Bits::FP32,
+            samples: 0,
+        };
+        for name in ["t.csv", "t.pb"] {
+            let path = dir.path().join(name);
+            let e = write_trace(&path, &TraceMeta::for_model(&m, 1, 1), [bad])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("refusing") && !path.exists(), "{e}");
+        }
+        let e = write_trace(
+            &dir.path().join("t.txt"),
+            &TraceMeta::for_model(&m, 1, 1),
+            [],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(".csv or .pb"));
+    }
+
+    #[test]
+    fn visitor_rejection_names_the_row() {
+        let m = model(&[LayerRole::Body]);
+        let dir = tempfile::tempdir().unwrap();
+        let row = TraceRow {
+            iter_start: 0,
+            iter_end: 1,
+            layer: 0,
+            bits: Bits::forward_backward(4, 8),
+            samples: 1,
+        };
+        for name in ["t.csv", "t.pb"] {
+            let path = dir.path().join(name);
+            write_trace(&path, &TraceMeta::for_model(&m, 1, 1), [row]).unwrap();
+            let e = read_trace(&path, &m, |_| Err("no thanks".into()))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("no thanks") && (e.contains("line 2") || e.contains("row 0")),
+                "{e}"
+            );
+        }
+    }
+}
