@@ -12,6 +12,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use cptsim_traces::{write_atomically, TraceError};
+
 use crate::trace_cost::{CostTotals, TraceCost};
 
 /// Column names shared by both files after their leading key columns.
@@ -61,24 +63,11 @@ fn csv(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
     out
 }
 
-/// Writes `contents` to `path` atomically.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(contents).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+/// Writes `contents` to `path` atomically (the trace crate's temp-file-and-rename writer).
+fn write_file(path: &Path, contents: &[u8]) -> Result<(), TraceError> {
+    write_atomically(path, |w| {
+        w.write_all(contents).map_err(|e| TraceError::io(path, e))
+    })
 }
 
 /// A file-name-safe form of an accelerator name.
@@ -95,8 +84,8 @@ fn file_stem(name: &str) -> String {
 }
 
 /// Writes the two CSV files of `cost` into `dir` (created if missing); returns their paths.
-pub fn write_report(dir: &Path, cost: &TraceCost) -> std::io::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)?;
+pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceError> {
+    std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
     let stem = file_stem(&cost.accelerator);
     let mut head = vec!["layer_index", "layer", "gemm"];
     head.extend(COST_COLUMNS);
@@ -128,8 +117,8 @@ pub fn write_report(dir: &Path, cost: &TraceCost) -> std::io::Result<Vec<PathBuf
     );
     let lp = dir.join(format!("{stem}-layers.csv"));
     let ep = dir.join(format!("{stem}-epochs.csv"));
-    write_atomic(&lp, layers.as_bytes())?;
-    write_atomic(&ep, epochs.as_bytes())?;
+    write_file(&lp, layers.as_bytes())?;
+    write_file(&ep, epochs.as_bytes())?;
     Ok(vec![lp, ep])
 }
 
@@ -146,12 +135,35 @@ mod tests {
     }
 
     #[test]
-    fn atomic_write_replaces_and_leaves_no_temp() {
+    fn report_files_have_the_documented_columns() {
+        let cost = TraceCost {
+            accelerator: "my accel".into(),
+            totals: CostTotals::default(),
+            per_layer_gemm: vec![crate::trace_cost::LayerGemmCost {
+                layer: 3,
+                name: "a,b".into(),
+                gemm: crate::gemm::GemmKind::WeightGrad,
+                totals: CostTotals {
+                    cycles: 10.0,
+                    ..CostTotals::default()
+                },
+            }],
+            per_epoch: vec![],
+            evaluations: 0,
+        };
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x.csv");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "two");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let paths = write_report(dir.path(), &cost).unwrap();
+        let layers = std::fs::read_to_string(&paths[0]).unwrap();
+        assert!(paths[0].ends_with("my_accel-layers.csv"));
+        let mut lines = layers.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            "layer_index,layer,gemm,latency_s,cycles,compute_cycles,stall_cycles,energy_j,compute_j,sram_j,dram_j,dram_bytes"
+        );
+        assert!(lines.next().unwrap().starts_with("3,\"a,b\",wg,"));
+        let epochs = std::fs::read_to_string(&paths[1]).unwrap();
+        assert!(epochs.starts_with("epoch,iter_start,iter_end,latency_s"));
+        // no temp files left behind
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 }

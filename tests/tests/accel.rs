@@ -267,3 +267,120 @@ fn bits_beyond_the_engine_need_the_extension() {
     let e = stderr(&out);
     assert!(e.contains("16-bit") && e.contains("multipass"), "{e}");
 }
+
+fn run_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["run", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)))
+}
+
+#[test]
+fn run_with_accel_reports_each_accelerator_against_its_static_baseline() {
+    let v = run_json(&[
+        "--model",
+        "zoo:resnet74",
+        "--schedule",
+        "cosine",
+        "--bits",
+        "3:8",
+        "--grad-bits",
+        "8",
+        "--accel",
+        "zc706,bitfusion,stripes",
+    ]);
+    let accels = v["accelerators"].as_array().unwrap();
+    assert_eq!(accels.len(), 3);
+    for a in accels {
+        for key in [
+            "name",
+            "latency_s",
+            "energy_j",
+            "dram_bytes",
+            "static_latency_s",
+            "static_energy_j",
+        ] {
+            assert!(a.get(key).is_some(), "missing {key}: {a}");
+        }
+        for key in ["compute_j", "sram_j", "dram_j"] {
+            assert!(a["breakdown"][key].as_f64().unwrap() > 0.0, "{key}: {a}");
+        }
+        let (t, s) = (
+            a["latency_s"].as_f64().unwrap(),
+            a["static_latency_s"].as_f64().unwrap(),
+        );
+        assert!(
+            t < s,
+            "cyclic precision is faster than static 8/8 on {}",
+            a["name"]
+        );
+    }
+    assert_eq!(accels[1]["name"], "bitfusion-eyeriss-iso");
+}
+
+#[test]
+fn zc706_reproduces_the_published_static_resnet74_hours() {
+    for (bits, hours) in [("8", 44.6), ("6", 33.2)] {
+        let v = run_json(&[
+            "--model",
+            "zoo:resnet74",
+            "--schedule",
+            "static",
+            "--bits",
+            bits,
+            "--grad-bits",
+            bits,
+            "--accel",
+            "zc706",
+        ]);
+        let h = v["accelerators"][0]["latency_s"].as_f64().unwrap() / 3600.0;
+        assert!(
+            (h / hours - 1.0).abs() < 0.02,
+            "{bits}/{bits}: {h} h vs {hours} h"
+        );
+    }
+}
+
+#[test]
+fn run_report_writes_layer_and_epoch_csvs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("rep");
+    let ds = d.to_string_lossy().to_string();
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--iters",
+        "800",
+        "--cycles",
+        "2",
+        "--accel",
+        "stripes,dadiannao",
+        "--report",
+        &ds,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("dadiannao"), "{}", stdout(&out));
+    let epochs = std::fs::read_to_string(d.join("stripes-epochs.csv")).unwrap();
+    assert_eq!(epochs.lines().count(), 1 + 3, "{epochs}"); // 800 iterations of 391
+    let layers = std::fs::read_to_string(d.join("dadiannao-layers.csv")).unwrap();
+    // 22 layers × 3 GEMMs, minus the first layer's error backprop, plus the header
+    assert_eq!(layers.lines().count(), 1 + 22 * 3 - 1, "{layers}");
+}
+
+#[test]
+fn run_rejects_a_bad_accel_before_working() {
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--accel",
+        "zc706,nope.toml",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("--accel nope.toml"), "{e}");
+    let out = run(&["run", "--model", "zoo:resnet20", "--report", "/tmp/x"]);
+    assert_eq!(out.status.code(), Some(2), "--report needs --accel");
+}

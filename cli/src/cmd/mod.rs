@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod accel;
+pub mod accel_costs;
 pub mod inspect;
 pub mod layer;
 pub mod run;

@@ -4,11 +4,13 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use cptsim_accel::{Accounting, BitOps, BitOpsCounter};
+use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{parse_bit_range, BitRange, Convention, Schedule, ScheduleArgs};
-use cptsim_traces::{read_trace, synthesize, write_trace, Bits, Policy, TraceMeta};
+use cptsim_traces::{read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow};
 use serde::Serialize;
+
+use super::accel_costs;
 
 /// Arguments of `cptsim run`.
 #[derive(clap::Args, Debug)]
@@ -51,6 +53,16 @@ pub struct RunArgs {
     /// Cost the trace in FILE (.csv or .pb) instead of synthesising one.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Also cost the run and its static baseline on these accelerators (comma-separated built-in
+    /// names or TOML config paths; see `cptsim accel list`).
+    #[arg(long, value_delimiter = ',', value_name = "NAME|PATH")]
+    accel: Vec<String>,
+    /// Write per-layer × GEMM and per-epoch CSVs for each `--accel` accelerator into DIR.
+    #[arg(long, value_name = "DIR", requires = "accel")]
+    report: Option<PathBuf>,
+    /// Iterations per epoch for the per-epoch accelerator report (CIFAR, batch 128: 391).
+    #[arg(long, default_value_t = 391)]
+    epoch_iters: u64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]
     format: FormatArg,
@@ -110,6 +122,9 @@ struct Report {
     /// Bits of the static baseline.
     #[serde(skip)]
     baseline: Bits,
+    /// Time, energy and DRAM traffic on each `--accel` accelerator, with the static baseline's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    accelerators: Vec<RunSummary>,
 }
 
 /// What the two ways of obtaining a run know about it, for [`report`].
@@ -129,6 +144,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         bail!("--batch: a batch needs at least 1 sample");
     }
     let batch = usize::try_from(args.batch).context("--batch: too large")?;
+    if args.epoch_iters == 0 {
+        bail!("--epoch-iters: an epoch needs at least 1 iteration");
+    }
+    let accels = accel_costs::load_all(&args.accel)?;
     // Check the schedule flags before the (slower) model load.
     let schedule = match &args.trace {
         Some(_) => None,
@@ -136,11 +155,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let model = cptsim_models::load_summary(&args.model, batch)
         .with_context(|| format!("--model {}", args.model))?;
-    let report = match (&args.trace, &schedule) {
+    let (mut report, rows) = match (&args.trace, &schedule) {
         (Some(path), _) => cost_trace_file(&args, &model, path)?,
         (None, Some(schedule)) => cost_schedule(&args, &model, schedule)?,
         (None, None) => bail!("--schedule: no schedule"),
     };
+    report.accelerators = accel_costs::cost_all(
+        &accels,
+        &model,
+        &rows,
+        report.baseline,
+        args.epoch_iters,
+        args.report.as_deref(),
+    )?;
     match args.format {
         FormatArg::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         FormatArg::Table => print_table(&report, &model),
@@ -175,12 +202,13 @@ fn build_schedule(args: &RunArgs) -> anyhow::Result<Schedule> {
         .build()?)
 }
 
-/// Synthesises the schedule's trace (writing it if asked) and costs it in the same pass.
+/// Synthesises the schedule's trace (writing it if asked) and costs it in the same pass; returns
+/// the rows too when accelerators need them.
 fn cost_schedule(
     args: &RunArgs,
     model: &ModelSummary,
     schedule: &Schedule,
-) -> anyhow::Result<Report> {
+) -> anyhow::Result<(Report, Vec<TraceRow>)> {
     let (fw, bw) = (schedule.fw_range(), schedule.bw_range());
     let policy = match args.policy {
         PolicyArg::All => Policy::all_scheduled(),
@@ -188,7 +216,13 @@ fn cost_schedule(
         PolicyArg::Imagenet => Policy::cpt_imagenet(),
     };
     let mut counter = BitOpsCounter::new(model);
-    let rows = synthesize(schedule, model, &policy, args.batch);
+    let keep = !args.accel.is_empty();
+    let mut kept = Vec::new();
+    let rows = synthesize(schedule, model, &policy, args.batch).inspect(|r| {
+        if keep {
+            kept.push(*r);
+        }
+    });
     let mut written = None;
     match &args.save_trace {
         Some(path) => {
@@ -215,19 +249,25 @@ fn cost_schedule(
         counter: &counter,
         trace_rows: written,
     };
-    Ok(report(args, model, run))
+    Ok((report(args, model, run), kept))
 }
 
 /// Costs a trace file; the baseline is `--bits`/`--grad-bits` maxima if given, else the trace's.
+/// Returns the rows too when accelerators need them.
 fn cost_trace_file(
     args: &RunArgs,
     model: &ModelSummary,
     path: &std::path::Path,
-) -> anyhow::Result<Report> {
+) -> anyhow::Result<(Report, Vec<TraceRow>)> {
     let mut counter = BitOpsCounter::new(model);
     let mut rows = 0u64;
+    let keep = !args.accel.is_empty();
+    let mut kept = Vec::new();
     let meta = read_trace(path, model, |r| {
         rows += 1;
+        if keep {
+            kept.push(*r);
+        }
         counter.add(r).map_err(|e| e.to_string())
     })
     .context("--trace")?;
@@ -260,7 +300,7 @@ fn cost_trace_file(
         counter: &counter,
         trace_rows: Some(rows),
     };
-    Ok(report(args, model, run))
+    Ok((report(args, model, run), kept))
 }
 
 /// Totals of the run and of its static baseline (every quantized layer-sample at FW max, BW max).
@@ -291,6 +331,7 @@ fn report(args: &RunArgs, model: &ModelSummary, run: Run<'_>) -> Report {
         bn_gops: (acc == Accounting::Hardware).then_some(totals.bn_ops / 1e9),
         trace_rows: run.trace_rows,
         baseline,
+        accelerators: Vec::new(),
     }
 }
 
@@ -324,5 +365,9 @@ fn print_table(r: &Report, model: &ModelSummary) {
     }
     if let Some(n) = r.trace_rows {
         println!("trace rows  {n}");
+    }
+    if !r.accelerators.is_empty() {
+        println!();
+        accel_costs::print_table(&r.accelerators);
     }
 }

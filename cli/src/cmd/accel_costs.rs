@@ -1,0 +1,86 @@
+//! Costing a run's trace on accelerators (`--accel`), for `cptsim run` and `cptsim compare`.
+
+use std::path::Path;
+
+use anyhow::Context;
+use cptsim_accel::report::write_report;
+use cptsim_accel::{cost_trace, Accelerator, RunSummary};
+use cptsim_models::ModelSummary;
+use cptsim_traces::{Bits, TraceRow};
+
+/// Loads every `--accel` value (built-in name or TOML path).
+pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
+    names
+        .iter()
+        .map(|n| Accelerator::load(n).with_context(|| format!("--accel {n}")))
+        .collect()
+}
+
+/// The static baseline of a trace: every quantized row at `baseline`, fp32 rows unchanged.
+pub fn static_rows(rows: &[TraceRow], baseline: Bits) -> Vec<TraceRow> {
+    rows.iter()
+        .map(|r| TraceRow {
+            bits: if r.bits.is_fp32() { r.bits } else { baseline },
+            ..*r
+        })
+        .collect()
+}
+
+/// Costs `rows` and their static baseline on each accelerator; with `report_dir`, writes each
+/// accelerator's per-layer × GEMM and per-epoch CSVs there.
+pub fn cost_all(
+    accels: &[Accelerator],
+    model: &ModelSummary,
+    rows: &[TraceRow],
+    baseline: Bits,
+    iters_per_epoch: u64,
+    report_dir: Option<&Path>,
+) -> anyhow::Result<Vec<RunSummary>> {
+    let base = static_rows(rows, baseline);
+    accels
+        .iter()
+        .map(|acc| {
+            let run = cost_trace(model, rows.iter().copied(), iters_per_epoch, acc)?;
+            let stat = cost_trace(model, base.iter().copied(), iters_per_epoch, acc)?;
+            if let Some(dir) = report_dir {
+                write_report(dir, &run).with_context(|| {
+                    format!("--report {}: writing {}", dir.display(), acc.name())
+                })?;
+            }
+            Ok(RunSummary::new(&run, &stat))
+        })
+        .collect()
+}
+
+/// Prints one line per accelerator under a header.
+pub fn print_table(summaries: &[RunSummary]) {
+    if summaries.is_empty() {
+        return;
+    }
+    println!(
+        "{:<24} {:>12} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10}",
+        "accelerator",
+        "time (s)",
+        "time (h)",
+        "energy (J)",
+        "DRAM (GB)",
+        "static (h)",
+        "static (J)",
+        "time red.",
+        "energy red."
+    );
+    for s in summaries {
+        println!(
+            "{:<24} {:>12.4e} {:>10.3} {:>12.4e} {:>12.4e} {:>10.3} {:>12.4e} {:>9.2} % {:>9.2} %",
+            s.name,
+            s.latency_s,
+            s.latency_s / 3600.0,
+            s.energy_j,
+            s.dram_bytes / 1e9,
+            s.static_latency_s / 3600.0,
+            s.static_energy_j,
+            100.0 * s.latency_reduction(),
+            100.0 * s.energy_reduction()
+        );
+    }
+}
