@@ -32,6 +32,8 @@ enum Command {
     Layer(cmd::layer::Args),
     /// List the built-in accelerators or print one's TOML config.
     Accel(cmd::accel::Args),
+    /// Cost one run on several accelerator configurations, one table row each.
+    Compare(cmd::compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Layer(args) => cmd::layer::run(args),
         Command::Accel(args) => cmd::accel::run(args),
+        Command::Compare(args) => cmd::compare::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

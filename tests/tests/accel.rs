@@ -384,3 +384,56 @@ fn run_rejects_a_bad_accel_before_working() {
     let out = run(&["run", "--model", "zoo:resnet20", "--report", "/tmp/x"]);
     assert_eq!(out.status.code(), Some(2), "--report needs --accel");
 }
+
+#[test]
+fn compare_prints_one_row_per_configuration() {
+    let text = stdout(&run(&["accel", "show", "bitfusion"]));
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.toml");
+    let b = dir.path().join("b.toml");
+    std::fs::write(&a, &text).unwrap();
+    let wide = text
+        .replacen("bits_per_cycle = 192", "bits_per_cycle = 768", 1)
+        .replacen(
+            "name = \"bitfusion-eyeriss-iso\"",
+            "name = \"wide-dram\"",
+            1,
+        );
+    std::fs::write(&b, wide).unwrap();
+    let (a, b) = (
+        a.to_string_lossy().to_string(),
+        b.to_string_lossy().to_string(),
+    );
+    let args = [
+        "compare",
+        "--model",
+        "zoo:resnet20",
+        "--iters",
+        "400",
+        "--cycles",
+        "2",
+        "--accel",
+        &a,
+        &b,
+        "stripes",
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = stdout(&out);
+    let rows: Vec<&str> = s.lines().filter(|l| l.contains('%')).collect();
+    assert_eq!(rows.len(), 3, "{s}");
+    assert!(
+        rows[0].starts_with("bitfusion-eyeriss-iso")
+            && rows[1].starts_with("wide-dram")
+            && rows[2].starts_with("stripes")
+    );
+    let mut json_args = args.to_vec();
+    json_args.extend(["--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&run(&json_args))).unwrap();
+    let accels = v["accelerators"].as_array().unwrap();
+    // 4× the DRAM interface never makes the same array slower
+    assert!(accels[1]["latency_s"].as_f64().unwrap() <= accels[0]["latency_s"].as_f64().unwrap());
+    let out = run(&["compare", "--model", "zoo:resnet20"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--accel"), "{}", stderr(&out));
+}

@@ -2,6 +2,7 @@
 
 pub mod accel;
 pub mod accel_costs;
+pub mod compare;
 pub mod inspect;
 pub mod layer;
 pub mod run;

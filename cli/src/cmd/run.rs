@@ -55,8 +55,8 @@ pub struct RunArgs {
     trace: Option<PathBuf>,
     /// Also cost the run and its static baseline on these accelerators (comma-separated built-in
     /// names or TOML config paths; see `cptsim accel list`).
-    #[arg(long, value_delimiter = ',', value_name = "NAME|PATH")]
-    accel: Vec<String>,
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "NAME|PATH")]
+    pub(crate) accel: Vec<String>,
     /// Write per-layer × GEMM and per-epoch CSVs for each `--accel` accelerator into DIR.
     #[arg(long, value_name = "DIR", requires = "accel")]
     report: Option<PathBuf>,
@@ -99,9 +99,9 @@ enum FormatArg {
 
 /// What `run` reports; also its JSON shape.
 #[derive(Serialize, Debug)]
-struct Report {
-    model: String,
-    schedule: String,
+pub(crate) struct Report {
+    pub(crate) model: String,
+    pub(crate) schedule: String,
     /// Forward bits `[min, max]`.
     bits: [u8; 2],
     /// Backward bits: a number, or `[min, max]` when they vary.
@@ -124,7 +124,7 @@ struct Report {
     baseline: Bits,
     /// Time, energy and DRAM traffic on each `--accel` accelerator, with the static baseline's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    accelerators: Vec<RunSummary>,
+    pub(crate) accelerators: Vec<RunSummary>,
 }
 
 /// What the two ways of obtaining a run know about it, for [`report`].
@@ -140,6 +140,21 @@ struct Run<'a> {
 
 /// Runs the subcommand.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let (report, model) = evaluate(&args)?;
+    match args.format {
+        FormatArg::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        FormatArg::Table => print_table(&report, &model),
+    }
+    Ok(())
+}
+
+/// Whether `--format json` was asked for.
+pub(crate) fn wants_json(args: &RunArgs) -> bool {
+    matches!(args.format, FormatArg::Json)
+}
+
+/// Costs the run the flags describe: BitOPs, and each `--accel` accelerator.
+pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)> {
     if args.batch == 0 {
         bail!("--batch: a batch needs at least 1 sample");
     }
@@ -151,13 +166,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // Check the schedule flags before the (slower) model load.
     let schedule = match &args.trace {
         Some(_) => None,
-        None => Some(build_schedule(&args)?),
+        None => Some(build_schedule(args)?),
     };
     let model = cptsim_models::load_summary(&args.model, batch)
         .with_context(|| format!("--model {}", args.model))?;
     let (mut report, rows) = match (&args.trace, &schedule) {
-        (Some(path), _) => cost_trace_file(&args, &model, path)?,
-        (None, Some(schedule)) => cost_schedule(&args, &model, schedule)?,
+        (Some(path), _) => cost_trace_file(args, &model, path)?,
+        (None, Some(schedule)) => cost_schedule(args, &model, schedule)?,
         (None, None) => bail!("--schedule: no schedule"),
     };
     report.accelerators = accel_costs::cost_all(
@@ -168,11 +183,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         args.epoch_iters,
         args.report.as_deref(),
     )?;
-    match args.format {
-        FormatArg::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        FormatArg::Table => print_table(&report, &model),
-    }
-    Ok(())
+    Ok((report, model))
 }
 
 fn accounting(args: &RunArgs) -> Accounting {
