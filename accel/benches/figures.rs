@@ -4,10 +4,9 @@
 //!
 //! Run: `cargo bench -p cptsim-accel --bench figures`
 
-#[path = "../tests/support/cifar_mobilenetv2.rs"]
-mod cifar_mobilenetv2;
-#[path = "../tests/support/cifar_resnet.rs"]
-mod cifar_resnet;
+#[allow(dead_code)]
+#[path = "../tests/support/cifar_models.rs"]
+mod cifar_models;
 #[path = "../tests/support/cosine_trace.rs"]
 mod cosine_trace;
 
@@ -31,9 +30,9 @@ fn cost(
 
 fn main() {
     let models = [
-        cifar_resnet::cifar_resnet(12, 100),
-        cifar_resnet::cifar_resnet(27, 100),
-        cifar_mobilenetv2::cifar_mobilenetv2(100),
+        cifar_models::cifar_resnet(12, 100),
+        cifar_models::cifar_resnet(27, 100),
+        cifar_models::cifar_mobilenetv2(100),
     ];
     let mut accs = Vec::new();
     for name in ["zc706", "bitfusion", "stripes"] {

@@ -3,8 +3,9 @@
 //!
 //! Run: `cargo bench -p cptsim-accel --bench trace_cost`
 
-#[path = "../tests/support/cifar_resnet.rs"]
-mod cifar_resnet;
+#[allow(dead_code)]
+#[path = "../tests/support/cifar_models.rs"]
+mod cifar_models;
 #[allow(dead_code)]
 #[path = "../tests/support/cosine_trace.rs"]
 mod cosine_trace;
@@ -37,7 +38,7 @@ fn load_average() -> String {
 }
 
 fn main() {
-    let model = cifar_resnet::cifar_resnet(12, 100);
+    let model = cifar_models::cifar_resnet(12, 100);
     let rows = cosine_trace::cosine_trace(&model, 64_000, 2_000, 3, 8, 8, 128);
     println!(
         "trace: {} rows, load average {}",

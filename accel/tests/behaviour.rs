@@ -2,11 +2,8 @@
 #![allow(clippy::manual_is_multiple_of)] // MSRV 1.85: `is_multiple_of` is 1.87
 
 #[allow(dead_code)]
-#[path = "support/cifar_mobilenetv2.rs"]
-mod cifar_mobilenetv2;
-#[allow(dead_code)]
-#[path = "support/cifar_resnet.rs"]
-mod cifar_resnet;
+#[path = "support/cifar_models.rs"]
+mod cifar_models;
 #[allow(dead_code)]
 #[path = "support/cosine_trace.rs"]
 mod cosine_trace;
@@ -29,12 +26,12 @@ fn acc(name: &str) -> Accelerator {
 #[test]
 fn resnet74_has_the_published_mac_count() {
     assert_eq!(
-        cifar_resnet::cifar_resnet(12, 100).total_macs(),
+        cifar_models::cifar_resnet(12, 100).total_macs(),
         168_220_928
     );
-    assert_eq!(cifar_resnet::cifar_resnet(3, 100).total_macs(), 40_818_944);
+    assert_eq!(cifar_models::cifar_resnet(3, 100).total_macs(), 40_818_944);
     assert_eq!(
-        cifar_resnet::cifar_resnet(12, 100).layers.len(),
+        cifar_models::cifar_resnet(12, 100).layers.len(),
         6 * 12 + 3 + 1
     );
 }
@@ -42,17 +39,17 @@ fn resnet74_has_the_published_mac_count() {
 #[test]
 fn zoo_stand_ins_have_the_published_mac_counts() {
     assert_eq!(
-        cifar_resnet::cifar_resnet(27, 100).total_macs(),
+        cifar_models::cifar_resnet(27, 100).total_macs(),
         380_557_568
     );
-    let mbv2 = cifar_mobilenetv2::cifar_mobilenetv2(100);
+    let mbv2 = cifar_models::cifar_mobilenetv2(100);
     assert_eq!(mbv2.total_macs(), 91_270_144);
     assert_eq!(mbv2.bn_elements, 1_724_928);
 }
 
 #[test]
 fn depthwise_layers_cost_on_every_accelerator() {
-    let model = cifar_mobilenetv2::cifar_mobilenetv2(100);
+    let model = cifar_models::cifar_mobilenetv2(100);
     let rows = cosine_trace::static_trace(&model, 10, 8, 8, 128);
     for name in ["bitfusion", "stripes", "zc706"] {
         let c = cost_trace(&model, rows.iter().copied(), 391, &acc(name)).unwrap();
@@ -346,7 +343,7 @@ fn stripes_speedup_over_dadiannao_is_16_over_pa_on_convs_and_none_on_fc() {
 
 #[test]
 fn trace_totals_split_consistently() {
-    let model = cifar_resnet::cifar_resnet(3, 100);
+    let model = cifar_models::cifar_resnet(3, 100);
     let rows = cosine_trace::cosine_trace(&model, 1000, 200, 3, 8, 8, 128);
     for name in ["bitfusion", "stripes", "zc706"] {
         let a = acc(name);
@@ -387,7 +384,7 @@ fn trace_totals_split_consistently() {
 
 #[test]
 fn static_trace_is_iterations_times_one_iteration() {
-    let model = cifar_resnet::cifar_resnet(3, 10);
+    let model = cifar_models::cifar_resnet(3, 10);
     let a = acc("zc706");
     let one = cost_trace(
         &model,
@@ -409,7 +406,7 @@ fn static_trace_is_iterations_times_one_iteration() {
 
 #[test]
 fn bad_rows_name_the_problem() {
-    let model = cifar_resnet::cifar_resnet(3, 10);
+    let model = cifar_models::cifar_resnet(3, 10);
     let a = acc("bitfusion");
     let row = TraceRow {
         iter_start: 0,

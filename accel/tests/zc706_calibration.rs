@@ -4,8 +4,8 @@
 //! --ignored --nocapture`).
 
 #[allow(dead_code)]
-#[path = "support/cifar_resnet.rs"]
-mod cifar_resnet;
+#[path = "support/cifar_models.rs"]
+mod cifar_models;
 #[allow(dead_code)]
 #[path = "support/cosine_trace.rs"]
 mod cosine_trace;
@@ -25,7 +25,7 @@ fn static_hours(model: &ModelSummary, acc: &Accelerator, bits: u8) -> f64 {
 
 #[test]
 fn shipped_config_reproduces_both_static_runs_within_2_percent() {
-    let model = cifar_resnet::cifar_resnet(12, 100);
+    let model = cifar_models::cifar_resnet(12, 100);
     let acc = Accelerator::load("zc706").unwrap();
     for (bits, target) in TARGETS {
         let h = static_hours(&model, &acc, bits);
@@ -40,7 +40,7 @@ fn shipped_config_reproduces_both_static_runs_within_2_percent() {
 
 #[test]
 fn static_8_8_is_about_25_gmac_per_second() {
-    let model = cifar_resnet::cifar_resnet(12, 100);
+    let model = cifar_models::cifar_resnet(12, 100);
     let acc = Accelerator::load("zc706").unwrap();
     let s = static_hours(&model, &acc, 8) * 3600.0;
     let macs = 3.0 * model.total_macs() as f64 * (ITERATIONS * 128) as f64;
@@ -54,7 +54,7 @@ fn static_8_8_is_about_25_gmac_per_second() {
 #[test]
 #[ignore = "slow: reruns the ZC706 calibration and prints the constants"]
 fn calibrate() {
-    let model = cifar_resnet::cifar_resnet(12, 100);
+    let model = cifar_models::cifar_resnet(12, 100);
     let base = config::load("zc706").unwrap();
     let predict = |util: f64, eff: f64| -> [f64; 2] {
         let mut c = base.clone();
