@@ -304,4 +304,35 @@ mod tests {
         assert_eq!(c.groups, 1);
         assert_eq!(c.timing.compute_cycles, 8 * 256 * 9 * 18);
     }
+
+    #[test]
+    fn dsp_packing_engine_respects_the_board_and_gains_from_packing() {
+        let text = crate::config::builtin_text("zc706").unwrap();
+        let packed = text.replacen(
+            "engine = \"zc706-bit-linear\"",
+            "engine = \"zc706-dsp-packing\"",
+            1,
+        );
+        // 64×32 PEs do not fit 900 DSP48E1 slices
+        let e = crate::config::parse(&packed, "z").unwrap_err().to_string();
+        assert!(e.contains("`array`") && e.contains("900"), "{e}");
+        let fitted =
+            packed
+                .replacen("rows = 64", "rows = 30", 1)
+                .replacen("cols = 32", "cols = 30", 1);
+        let acc = Accelerator::new(crate::config::parse(&fitted, "z").unwrap());
+        let p = ConvProblem::conv(16, 64, 64, 16, 3, 1, 1);
+        let c8 = acc
+            .cost_problem(&p, bits(8, 8), false)
+            .unwrap()
+            .timing
+            .compute_cycles;
+        let c4 = acc
+            .cost_problem(&p, bits(4, 4), false)
+            .unwrap()
+            .timing
+            .compute_cycles;
+        // 3 products per DSP at 4×4 bits, 1 at 8×8
+        assert!(c4 * 2 < c8, "{c4} vs {c8}");
+    }
 }
