@@ -300,7 +300,9 @@ mod tests {
         (x / 10f64.powi(exp) * 1000.0).round() == (mantissa * 1000.0_f64).round()
     }
 
-    /// methods.md §2.3: conv+FC MACs, BN outputs, OPS_img, static 8/8 and 6/6 GBitOPs as printed.
+    /// methods.md §2.3: conv+FC MACs, BN outputs, OPS_img, static 8/8 and 6/6 GBitOPs as printed
+    /// (3.142 is ResNet-152's 6/6 figure, not π).
+    #[allow(clippy::approx_constant, clippy::type_complexity)]
     const MODELS: [(&str, u64, u64, u64, (f64, i32), (f64, i32)); 10] = [
         (
             "resnet20",

@@ -1,6 +1,8 @@
 //! `cptsim run`: the paper's ResNet-74 CPT numbers, the save → `--trace` round trip through both
 //! trace formats, and clear rejection of bad input.
 
+#![allow(clippy::approx_constant)] // spec §2.3 GBitOPs values, not approximations of π
+
 use cptsim_e2e::{run, stderr, stdout};
 use serde_json::Value;
 

@@ -37,7 +37,7 @@ impl Cyclic {
         let z = (t % period) as f64 / period as f64;
         match self.form {
             Form::Repeated => self.profile.growth(z, r),
-            Form::Triangular(flip) if segment % 2 == 0 => self.profile.decay(z, r, flip),
+            Form::Triangular(flip) if segment.is_multiple_of(2) => self.profile.decay(z, r, flip),
             Form::Triangular(_) => self.profile.growth(z, r),
             Form::Anneal => self.profile.decay(z, r, Flip::Vertical),
         }

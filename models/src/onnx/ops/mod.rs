@@ -14,6 +14,9 @@ pub mod select;
 use super::node::NodeView;
 use crate::error::ModelError;
 
+/// `(strides, pads [top, left, bottom, right], dilations)` of a 2-D window op.
+pub type WindowGeometry = ([usize; 2], [usize; 4], [usize; 2]);
+
 /// Strides, explicit pads `[top, left, bottom, right]` and dilations of a 2-D window op
 /// (Conv, MaxPool, AveragePool) reading an input of spatial size `hw` with kernel `kernel`;
 /// resolves `auto_pad`.
@@ -21,7 +24,7 @@ pub fn window(
     node: &NodeView,
     hw: [usize; 2],
     kernel: [usize; 2],
-) -> Result<([usize; 2], [usize; 4], [usize; 2]), ModelError> {
+) -> Result<WindowGeometry, ModelError> {
     let pair = |name: &str| -> Result<[usize; 2], ModelError> {
         match node.sizes(name)?.as_deref() {
             None => Ok([1, 1]),

@@ -78,7 +78,7 @@ pub fn resolve_reshape(
     }
     let known: usize = out.iter().product();
     if let Some(i) = infer {
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(format!(
                 "cannot reshape {dims:?} ({total} elements) to {target:?}"
             ));
