@@ -1,1 +1,10 @@
 //! The cptsim trainer: tensors, layers with backward passes, quantizers, policies, datasets.
+//!
+//! Tensor conventions: image tensors are 4-D **channels-last** `[N, H, W, C]` (`Array4<f32>`);
+//! flat tensors are `[N, F]`. Weights of conv layers are stored `[O, KH, KW, I/groups]`.
+
+pub mod cputime;
+pub mod error;
+pub mod gemm;
+
+pub use error::{Result, SimError};
