@@ -6,5 +6,6 @@
 pub mod cputime;
 pub mod error;
 pub mod gemm;
+pub mod quant;
 
 pub use error::{Result, SimError};
