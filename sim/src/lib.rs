@@ -6,6 +6,8 @@
 pub mod cputime;
 pub mod error;
 pub mod gemm;
+pub mod init;
+pub mod layers;
 pub mod quant;
 
 pub use error::{Result, SimError};

@@ -1,0 +1,98 @@
+//! Element-wise activations: ReLU and ReLU6 (clip to `[0, 6]`).
+
+use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use crate::error::Result;
+
+/// Which activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivationKind {
+    /// `max(x, 0)`.
+    Relu,
+    /// `min(max(x, 0), 6)`.
+    Relu6,
+}
+
+impl ActivationKind {
+    fn upper(self) -> f32 {
+        match self {
+            Self::Relu => f32::INFINITY,
+            Self::Relu6 => 6.0,
+        }
+    }
+}
+
+/// An element-wise activation layer; the gradient passes where `0 < x < upper`.
+pub struct Activation {
+    name: String,
+    kind: ActivationKind,
+    /// The training input (to know where the gradient passes).
+    cache: Option<Tensor>,
+}
+
+impl Activation {
+    /// A new activation layer.
+    pub fn new(name: &str, kind: ActivationKind) -> Self {
+        Self {
+            name: name.to_string(),
+            kind,
+            cache: None,
+        }
+    }
+}
+
+impl Layer for Activation {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let hi = self.kind.upper();
+        let y = x.mapv(|v| v.clamp(0.0, hi));
+        self.cache = (mode == Mode::Train).then(|| x.clone());
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+        let x = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, grad_out, x.shape())?;
+        let hi = self.kind.upper();
+        let mut dx = grad_out.clone();
+        dx.zip_mut_with(x, |g, &v| {
+            if !(v > 0.0 && v < hi) {
+                *g = 0.0;
+            }
+        });
+        Ok(vec![dx])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    #[test]
+    fn values_and_gradients() {
+        let mut r6 = Activation::new("r6", ActivationKind::Relu6);
+        let x = Tensor::from_shape_vec(vec![1, 4], vec![-1.0, 2.0, 7.0, 5.0]).unwrap();
+        let y = r6.forward(&[&x], Mode::Train).unwrap();
+        assert_eq!(y.as_slice().unwrap(), &[0.0, 2.0, 6.0, 5.0]);
+        // Inputs kept away from the kinks at 0 and 6 so finite differences are valid.
+        let x = rand_tensor(&[3, 2, 2, 4], 8.0, 1).mapv(|v| {
+            if v.abs() < 0.1 || (v - 6.0).abs() < 0.1 {
+                v + 0.5
+            } else {
+                v
+            }
+        });
+        check_layer(&mut r6, &[x.clone()], 1e-2, 1e-3, 40);
+        check_layer(
+            &mut Activation::new("r", ActivationKind::Relu),
+            &[x],
+            1e-2,
+            1e-3,
+            40,
+        );
+    }
+}
