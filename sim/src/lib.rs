@@ -4,6 +4,7 @@
 //! flat tensors are `[N, F]`. Weights of conv layers are stored `[O, KH, KW, I/groups]`.
 
 pub mod cputime;
+pub mod data;
 pub mod error;
 pub mod gemm;
 pub mod init;
