@@ -310,12 +310,13 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    /// `../shared/data` next to the repository, or `None` (with a printed reason) when absent and
-    /// `CPTSIM_REQUIRE_DATA` is not `1`.
+    /// `../shared/data` next to the repository (or `$CPTSIM_DATA_DIR` when set), or `None` (with a
+    /// printed reason) when absent and `CPTSIM_REQUIRE_DATA` is not `1`.
     pub(crate) fn shared_data(sub: &str) -> Option<std::path::PathBuf> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/data")
-            .join(sub);
+        let root = std::env::var_os("CPTSIM_DATA_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
+        let dir = root.join(sub);
         if dir.is_dir() {
             return Some(dir);
         }
