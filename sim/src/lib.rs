@@ -9,6 +9,7 @@ pub mod error;
 pub mod gemm;
 pub mod init;
 pub mod layers;
+pub mod optim;
 pub mod quant;
 
 pub use error::{Result, SimError};
