@@ -9,6 +9,7 @@ pub mod error;
 pub mod gemm;
 pub mod init;
 pub mod layers;
+pub mod net;
 pub mod optim;
 pub mod quant;
 
