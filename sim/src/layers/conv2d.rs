@@ -1,7 +1,7 @@
 //! 2-D convolution (any stride, padding, dilation and groups, depthwise included) as im2col +
 //! GEMM on channels-last tensors, with the three GEMMs on quantized operands (spec §1.2).
 
-use ndarray::{s, Array2, ArrayView2, ArrayView4, Ix4};
+use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, Ix4};
 use rayon::prelude::*;
 
 use super::qgemm::{
@@ -10,7 +10,7 @@ use super::qgemm::{
 use super::reduce::sum_channels;
 use super::{as4, cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
-use crate::gemm::{matmul_rows_par, matmul_tn_reduce_par};
+use crate::gemm::{matmul_into, ROW_TILE};
 use crate::quant::LayerQuant;
 
 /// Geometry of a convolution.
@@ -139,68 +139,74 @@ impl Im2col<'_> {
         (iy < self.in_hw.0 && ix < self.in_hw.1).then_some((iy, ix))
     }
 
-    /// Fills `col` `[N·OH·OW, K]` with the group-`g` patches of `x` `[N, H, W, C]`.
-    fn gather(&self, x: &[f32], g: usize, col: &mut [f32]) {
-        let (h, w) = self.in_hw;
-        let c = self.spec.in_channels;
-        let cpg = c / self.spec.groups;
-        let kg = self.spec.k_per_group();
-        let per_sample = self.out_hw.0 * self.out_hw.1 * kg;
-        col.par_chunks_mut(per_sample.max(1))
-            .zip(x.par_chunks((h * w * c).max(1)))
-            .for_each(|(cs, xs)| {
-                let mut rows = cs.chunks_mut(kg);
-                for oy in 0..self.out_hw.0 {
-                    for ox in 0..self.out_hw.1 {
-                        let Some(row) = rows.next() else { return };
-                        let mut taps = row.chunks_mut(cpg);
-                        for ky in 0..self.spec.kernel[0] {
-                            for kx in 0..self.spec.kernel[1] {
-                                let Some(dst) = taps.next() else { return };
-                                match self.source(oy, ox, ky, kx) {
-                                    Some((iy, ix)) => {
-                                        let at = (iy * w + ix) * c + g * cpg;
-                                        dst.copy_from_slice(&xs[at..at + cpg]);
-                                    }
-                                    None => dst.fill(0.0),
-                                }
-                            }
-                        }
-                    }
-                }
-            });
+    fn in_per_sample(&self) -> usize {
+        self.in_hw.0 * self.in_hw.1 * self.spec.in_channels
     }
 
-    /// Adds the group-`g` columns `dcol` `[N·OH·OW, K]` back into `dx` `[N, H, W, C]`.
-    fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
-        let (h, w) = self.in_hw;
-        let c = self.spec.in_channels;
-        let cpg = c / self.spec.groups;
-        let kg = self.spec.k_per_group();
-        let per_sample = self.out_hw.0 * self.out_hw.1 * kg;
-        dx.par_chunks_mut((h * w * c).max(1))
-            .zip(dcol.par_chunks(per_sample.max(1)))
-            .for_each(|(xs, cs)| {
-                let mut rows = cs.chunks(kg);
-                for oy in 0..self.out_hw.0 {
-                    for ox in 0..self.out_hw.1 {
-                        let Some(row) = rows.next() else { return };
-                        let mut taps = row.chunks(cpg);
-                        for ky in 0..self.spec.kernel[0] {
-                            for kx in 0..self.spec.kernel[1] {
-                                let Some(src) = taps.next() else { return };
-                                if let Some((iy, ix)) = self.source(oy, ox, ky, kx) {
-                                    let at = (iy * w + ix) * c + g * cpg;
-                                    xs[at..at + cpg]
-                                        .iter_mut()
-                                        .zip(src)
-                                        .for_each(|(d, v)| *d += v);
-                                }
-                            }
-                        }
+    fn rows_per_sample(&self) -> usize {
+        self.out_hw.0 * self.out_hw.1
+    }
+
+    /// Samples per work block: about [`ROW_TILE`] GEMM rows, at least one sample. Fixed by the
+    /// geometry, so the blocking (and every sum) is the same for any thread count.
+    fn samples_per_block(&self) -> usize {
+        (ROW_TILE / self.rows_per_sample().max(1)).max(1)
+    }
+
+    /// Visits every (row of a sample, kernel tap) with the input offset it reads (or `None`).
+    fn for_each_tap(&self, mut f: impl FnMut(usize, Option<usize>)) {
+        let (w, c) = (self.in_hw.1, self.spec.in_channels);
+        let mut t = 0;
+        for oy in 0..self.out_hw.0 {
+            for ox in 0..self.out_hw.1 {
+                for ky in 0..self.spec.kernel[0] {
+                    for kx in 0..self.spec.kernel[1] {
+                        f(
+                            t,
+                            self.source(oy, ox, ky, kx)
+                                .map(|(iy, ix)| (iy * w + ix) * c),
+                        );
+                        t += 1;
                     }
                 }
+            }
+        }
+    }
+
+    /// Fills `col` `[samples·OH·OW, K]` with the group-`g` patches of the samples in `x`.
+    fn gather(&self, x: &[f32], g: usize, col: &mut [f32]) {
+        let cpg = self.spec.in_channels / self.spec.groups;
+        let taps = self.rows_per_sample() * self.spec.kernel[0] * self.spec.kernel[1];
+        for (cs, xs) in col
+            .chunks_mut(taps * cpg)
+            .zip(x.chunks(self.in_per_sample()))
+        {
+            self.for_each_tap(|t, at| {
+                let dst = &mut cs[t * cpg..(t + 1) * cpg];
+                match at {
+                    Some(a) => dst.copy_from_slice(&xs[a + g * cpg..a + (g + 1) * cpg]),
+                    None => dst.fill(0.0),
+                }
             });
+        }
+    }
+
+    /// Adds the group-`g` columns `dcol` back into `dx` (the same samples as `gather`).
+    fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
+        let cpg = self.spec.in_channels / self.spec.groups;
+        let taps = self.rows_per_sample() * self.spec.kernel[0] * self.spec.kernel[1];
+        for (cs, xs) in dcol
+            .chunks(taps * cpg)
+            .zip(dx.chunks_mut(self.in_per_sample()))
+        {
+            self.for_each_tap(|t, at| {
+                if let Some(a) = at {
+                    let src = &cs[t * cpg..(t + 1) * cpg];
+                    let dst = &mut xs[a + g * cpg..a + (g + 1) * cpg];
+                    dst.iter_mut().zip(src).for_each(|(d, v)| *d += v);
+                }
+            });
+        }
     }
 }
 
@@ -299,6 +305,11 @@ impl Conv2d {
     }
 }
 
+/// Maps an ndarray shape error to a shape error naming the layer.
+fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
+    move |e| SimError::shape(layer, e.to_string())
+}
+
 /// Contiguous data of a standard-layout tensor, or a shape error.
 fn data<'a>(layer: &str, t: &'a Tensor) -> Result<&'a [f32]> {
     t.as_slice()
@@ -316,38 +327,45 @@ impl Layer for Conv2d {
         let n = x4.dim().0;
         let geo = self.geometry(&x4)?;
         let (oh, ow) = geo.out_hw;
-        let (m, o, kg, g_n) = (
-            n * oh * ow,
+        let (o, kg, groups) = (
             self.spec.out_channels,
             self.spec.k_per_group(),
             self.spec.groups,
         );
-        let opg = o / g_n;
+        let opg = o / groups;
         let mut quant = self.quant.clone();
         let ops = quantize_operands(&mut quant, x, self.weight_matrix()?, mode);
-        let mut y = Array2::<f32>::zeros((m, o));
-        let mut col = vec![0.0f32; m * kg];
-        for g in 0..g_n {
-            geo.gather(data(&self.name, &ops.x)?, g, &mut col);
-            let colv = ArrayView2::from_shape((m, kg), &col)
-                .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-            let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
-            matmul_rows_par(
-                y.slice_mut(s![.., g * opg..(g + 1) * opg]),
-                colv,
-                wg.t(),
-                false,
-            )?;
-        }
-        if let Some(b) = &self.bias {
-            let bv = b.value.view();
-            y.rows_mut().into_iter().for_each(|mut r| r += &bv);
-        }
+        let spb = geo.samples_per_block();
+        let rows = spb * geo.rows_per_sample();
+        let mut y = vec![0.0f32; n * oh * ow * o];
+        let bias = self.bias.as_ref().map(|b| &b.value);
+        let name = self.name.as_str();
+        y.par_chunks_mut(rows * o)
+            .zip(data(name, &ops.x)?.par_chunks(spb * geo.in_per_sample()))
+            .try_for_each(|(yb, xb)| -> Result<()> {
+                let r = yb.len() / o;
+                let mut col = vec![0.0f32; r * kg];
+                let mut yv = ArrayViewMut2::from_shape((r, o), yb).map_err(shape_err(name))?;
+                for g in 0..groups {
+                    geo.gather(xb, g, &mut col);
+                    let colv = ArrayView2::from_shape((r, kg), &col).map_err(shape_err(name))?;
+                    let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
+                    matmul_into(
+                        yv.slice_mut(s![.., g * opg..(g + 1) * opg]),
+                        colv,
+                        wg.t(),
+                        false,
+                    )?;
+                }
+                if let Some(b) = bias {
+                    yv.rows_mut().into_iter().for_each(|mut row| row += b);
+                }
+                Ok(())
+            })?;
         self.quant = quant;
         let out_shape = [n, oh, ow, o];
         self.cache = (mode == Mode::Train).then_some(ConvCache { ops, out_shape });
-        y.into_shape_with_order(out_shape.to_vec())
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))
+        Tensor::from_shape_vec(out_shape.to_vec(), y).map_err(shape_err(name))
     }
 
     fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
@@ -356,48 +374,60 @@ impl Layer for Conv2d {
         let x4 = as4(&self.name, &cache.ops.x)?;
         let (n, h, w, c) = x4.dim();
         let geo = self.geometry(&x4)?;
-        let [_, oh, ow, o] = cache.out_shape;
-        let (m, kg, g_n) = (n * oh * ow, self.spec.k_per_group(), self.spec.groups);
-        let opg = o / g_n;
+        let o = cache.out_shape[3];
+        let (kg, groups) = (self.spec.k_per_group(), self.spec.groups);
+        let opg = o / groups;
         let mut quant = self.quant.clone();
         let gq = quantize_error(&mut quant, grad_out);
-        let g2 = ArrayView2::from_shape((m, o), data(&self.name, &gq)?)
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        let xdata = data(&self.name, &cache.ops.x)?;
-        let mut dw = Array2::<f32>::zeros((o, kg));
+        let name = self.name.as_str();
+        let spb = geo.samples_per_block();
+        let (in_block, g_block) = (spb * geo.in_per_sample(), spb * geo.rows_per_sample() * o);
+        let wq = &cache.ops.w;
         let mut dx = vec![0.0f32; n * h * w * c];
-        let mut col = vec![0.0f32; m * kg];
-        let mut dcol = Array2::<f32>::zeros((m, kg));
-        for g in 0..g_n {
-            let gg = g2.slice(s![.., g * opg..(g + 1) * opg]);
-            geo.gather(xdata, g, &mut col);
-            let colv = ArrayView2::from_shape((m, kg), &col)
-                .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-            matmul_tn_reduce_par(
-                dw.slice_mut(s![g * opg..(g + 1) * opg, ..]),
-                gg,
-                colv,
-                false,
-            )?;
-            let wg = cache.ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
-            matmul_rows_par(dcol.view_mut(), gg, wg, false)?;
-            let dcol_data = dcol
-                .as_slice()
-                .ok_or_else(|| SimError::shape(&self.name, "column buffer not contiguous"))?;
-            geo.scatter_add(dcol_data, g, &mut dx);
+        // Per block of samples: its partial weight gradient, and its (disjoint) slice of dx.
+        let partials: Vec<Array2<f32>> = dx
+            .par_chunks_mut(in_block)
+            .zip(data(name, &cache.ops.x)?.par_chunks(in_block))
+            .zip(data(name, &gq)?.par_chunks(g_block))
+            .map(|((dxb, xb), gb)| -> Result<Array2<f32>> {
+                let r = gb.len() / o;
+                let gv = ArrayView2::from_shape((r, o), gb).map_err(shape_err(name))?;
+                let mut col = vec![0.0f32; r * kg];
+                let mut dcol = Array2::<f32>::zeros((r, kg));
+                let mut pdw = Array2::<f32>::zeros((o, kg));
+                for g in 0..groups {
+                    let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
+                    geo.gather(xb, g, &mut col);
+                    let colv = ArrayView2::from_shape((r, kg), &col).map_err(shape_err(name))?;
+                    matmul_into(
+                        pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]),
+                        gg.t(),
+                        colv,
+                        false,
+                    )?;
+                    let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
+                    matmul_into(dcol.view_mut(), gg, wg, false)?;
+                    let dc = dcol
+                        .as_slice()
+                        .ok_or_else(|| SimError::shape(name, "column buffer not contiguous"))?;
+                    geo.scatter_add(dc, g, dxb);
+                }
+                Ok(pdw)
+            })
+            .collect::<Result<_>>()?;
+        let mut dw = Array2::<f32>::zeros((o, kg));
+        for p in &partials {
+            dw += p;
         }
         scale_weight_grad(&mut dw, cache.ops.w_scale.as_ref());
         let wshape = self.weight.value.raw_dim();
-        self.weight.grad = dw
-            .into_shape_with_order(wshape)
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        self.weight.grad = dw.into_shape_with_order(wshape).map_err(shape_err(name))?;
         if let Some(b) = &mut self.bias {
-            let sums = sum_channels(data(&self.name, &gq)?, o);
+            let sums = sum_channels(data(name, &gq)?, o);
             b.grad = Tensor::from_shape_vec(vec![o], sums.iter().map(|&v| v as f32).collect())
-                .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+                .map_err(shape_err(name))?;
         }
-        let mut dx = Tensor::from_shape_vec(vec![n, h, w, c], dx)
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        let mut dx = Tensor::from_shape_vec(vec![n, h, w, c], dx).map_err(shape_err(name))?;
         mask_input_grad(&mut dx, cache.ops.x_mask.as_ref());
         self.quant = quant;
         Ok(vec![dx])

@@ -30,6 +30,19 @@ pub fn min_max(x: &[f32]) -> (f32, f32) {
     }
 }
 
+/// Round half to even for `u ≥ 0` without a libm call: below 2^23, adding and subtracting 2^23
+/// leaves the nearest integer (ties to even) under IEEE default rounding; from 2^23 on every f32
+/// is already an integer.
+#[inline]
+fn rne_nonneg(u: f32) -> f32 {
+    const TWO23: f32 = 8_388_608.0;
+    if u < TWO23 {
+        (u + TWO23) - TWO23
+    } else {
+        u
+    }
+}
+
 fn step(range: f32, bits: u32) -> f32 {
     (range / levels(bits)).max(MIN_SCALE)
 }
@@ -40,7 +53,7 @@ pub fn fake_quant(x: &mut [f32], lo: f32, range: f32, bits: u32) {
     let (s, l) = (step(range, bits), levels(bits));
     for v in x.iter_mut() {
         let u = ((*v - lo) / s).clamp(0.0, l);
-        *v = u.round_ties_even() * s + lo;
+        *v = rne_nonneg(u) * s + lo;
     }
 }
 
@@ -57,7 +70,7 @@ pub fn fake_quant_stochastic(x: &mut [f32], lo: f32, range: f32, bits: u32, seed
             for v in chunk.iter_mut() {
                 let noise = rng.random::<f32>() - 0.5;
                 let u = ((*v - lo) / s + noise).clamp(0.0, l);
-                *v = u.round_ties_even() * s + lo;
+                *v = rne_nonneg(u) * s + lo;
             }
         });
 }
@@ -65,6 +78,18 @@ pub fn fake_quant_stochastic(x: &mut [f32], lo: f32, range: f32, bits: u32, seed
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_rounding_matches_round_ties_even() {
+        let mut u = 0.0f32;
+        while u < 3.0e7 {
+            assert_eq!(rne_nonneg(u), u.round_ties_even(), "{u}");
+            u = u * 1.013 + 0.25;
+        }
+        for v in [0.5f32, 1.5, 2.5, 8_388_607.5, 8_388_608.0, 4.0e9] {
+            assert_eq!(rne_nonneg(v), v.round_ties_even(), "{v}");
+        }
+    }
 
     #[test]
     fn ties_round_half_even() {
