@@ -1,6 +1,8 @@
 //! 2-D convolution (any stride, padding, dilation and groups, depthwise included) as im2col +
 //! GEMM on channels-last tensors, with the three GEMMs on quantized operands (spec §1.2).
 
+use std::cell::RefCell;
+
 use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, Ix4};
 use rayon::prelude::*;
 
@@ -305,6 +307,29 @@ impl Conv2d {
     }
 }
 
+thread_local! {
+    /// Per-thread column buffers reused across blocks and calls (every use overwrites the part it
+    /// reads, so no zeroing is needed).
+    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Runs `f` with two scratch buffers of the given lengths (contents unspecified).
+fn with_scratch<R>(a: usize, b: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut bufs) => {
+            let (x, y) = &mut *bufs;
+            if x.len() < a {
+                x.resize(a, 0.0);
+            }
+            if y.len() < b {
+                y.resize(b, 0.0);
+            }
+            f(&mut x[..a], &mut y[..b])
+        }
+        Err(_) => f(&mut vec![0.0; a], &mut vec![0.0; b]),
+    })
+}
+
 /// Maps an ndarray shape error to a shape error naming the layer.
 fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
     move |e| SimError::shape(layer, e.to_string())
@@ -344,19 +369,18 @@ impl Layer for Conv2d {
             .zip(data(name, &ops.x)?.par_chunks(spb * geo.in_per_sample()))
             .try_for_each(|(yb, xb)| -> Result<()> {
                 let r = yb.len() / o;
-                let mut col = vec![0.0f32; r * kg];
                 let mut yv = ArrayViewMut2::from_shape((r, o), yb).map_err(shape_err(name))?;
-                for g in 0..groups {
-                    geo.gather(xb, g, &mut col);
-                    let colv = ArrayView2::from_shape((r, kg), &col).map_err(shape_err(name))?;
-                    let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
-                    matmul_into(
-                        yv.slice_mut(s![.., g * opg..(g + 1) * opg]),
-                        colv,
-                        wg.t(),
-                        false,
-                    )?;
-                }
+                with_scratch(r * kg, 0, |col, _| -> Result<()> {
+                    for g in 0..groups {
+                        geo.gather(xb, g, col);
+                        let colv =
+                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                        let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
+                        let yg = yv.slice_mut(s![.., g * opg..(g + 1) * opg]);
+                        matmul_into(yg, colv, wg.t(), false)?;
+                    }
+                    Ok(())
+                })?;
                 if let Some(b) = bias {
                     yv.rows_mut().into_iter().for_each(|mut row| row += b);
                 }
@@ -392,26 +416,23 @@ impl Layer for Conv2d {
             .map(|((dxb, xb), gb)| -> Result<Array2<f32>> {
                 let r = gb.len() / o;
                 let gv = ArrayView2::from_shape((r, o), gb).map_err(shape_err(name))?;
-                let mut col = vec![0.0f32; r * kg];
-                let mut dcol = Array2::<f32>::zeros((r, kg));
                 let mut pdw = Array2::<f32>::zeros((o, kg));
-                for g in 0..groups {
-                    let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
-                    geo.gather(xb, g, &mut col);
-                    let colv = ArrayView2::from_shape((r, kg), &col).map_err(shape_err(name))?;
-                    matmul_into(
-                        pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]),
-                        gg.t(),
-                        colv,
-                        false,
-                    )?;
-                    let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
-                    matmul_into(dcol.view_mut(), gg, wg, false)?;
-                    let dc = dcol
-                        .as_slice()
-                        .ok_or_else(|| SimError::shape(name, "column buffer not contiguous"))?;
-                    geo.scatter_add(dc, g, dxb);
-                }
+                with_scratch(r * kg, r * kg, |col, dcol| -> Result<()> {
+                    for g in 0..groups {
+                        let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
+                        geo.gather(xb, g, col);
+                        let colv =
+                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                        let pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
+                        matmul_into(pg, gg.t(), colv, false)?;
+                        let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
+                        let dv = ArrayViewMut2::from_shape((r, kg), &mut *dcol)
+                            .map_err(shape_err(name))?;
+                        matmul_into(dv, gg, wg, false)?;
+                        geo.scatter_add(dcol, g, dxb);
+                    }
+                    Ok(())
+                })?;
                 Ok(pdw)
             })
             .collect::<Result<_>>()?;
