@@ -218,11 +218,7 @@ mod tests {
         let a = random(10_000, 16, 5);
         let b = random(10_000, 24, 6);
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            crate::tests::with_threads(threads, || {
                 let mut c = Array2::<f32>::zeros((16, 24));
                 matmul_tn_reduce_par(c.view_mut(), a.view(), b.view(), false).unwrap();
                 c

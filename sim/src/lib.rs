@@ -14,3 +14,15 @@ pub mod optim;
 pub mod quant;
 
 pub use error::{Result, SimError};
+
+#[cfg(test)]
+mod tests {
+    /// Runs `f` on a rayon pool of `threads` threads (tests of thread-count independence).
+    pub(crate) fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(f)
+    }
+}

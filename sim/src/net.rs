@@ -220,11 +220,7 @@ mod tests {
     #[test]
     fn training_is_identical_on_one_and_two_threads() {
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            crate::tests::with_threads(threads, || {
                 let mut g = tiny_resnet(4, QuantMethod::Sbm, 2);
                 train(&mut g, (6, 6), 20);
                 g.params_mut()

@@ -10,7 +10,7 @@ use super::qgemm::{
     mask_input_grad, quantize_error, quantize_operands, scale_weight_grad, QuantOperands,
 };
 use super::reduce::sum_channels;
-use super::{as4, cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
+use super::{as4, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::gemm::{matmul_into, ROW_TILE};
 use crate::quant::LayerQuant;
@@ -455,11 +455,7 @@ impl Layer for Conv2d {
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
-        let mut v = vec![&mut self.weight];
-        if let Some(b) = &mut self.bias {
-            v.push(b);
-        }
-        v
+        weight_and_bias(&mut self.weight, &mut self.bias)
     }
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
@@ -578,11 +574,7 @@ mod tests {
         let x = rand_tensor(&[40, 8, 8, 8], 1.0, 3);
         let g = rand_tensor(&[40, 8, 8, 16], 1.0, 4);
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            crate::tests::with_threads(threads, || {
                 let mut c = conv(sp.clone(), false, 1);
                 c.quant.set_bits(4, 4).unwrap();
                 let y = c.forward(&[&x], Mode::Train).unwrap();

@@ -7,7 +7,7 @@ use super::qgemm::{
     mask_input_grad, quantize_error, quantize_operands, scale_weight_grad, QuantOperands,
 };
 use super::reduce::sum_channels;
-use super::{as2, cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
+use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::gemm::{matmul_rows_par, matmul_tn_reduce_par};
 use crate::quant::LayerQuant;
@@ -124,11 +124,7 @@ impl Layer for Linear {
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
-        let mut v = vec![&mut self.weight];
-        if let Some(b) = &mut self.bias {
-            v.push(b);
-        }
-        v
+        weight_and_bias(&mut self.weight, &mut self.bias)
     }
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {

@@ -95,6 +95,18 @@ pub trait Layer: Send {
     }
 }
 
+/// The parameter list of a layer with a weight and an optional bias.
+pub(crate) fn weight_and_bias<'a>(
+    w: &'a mut Param,
+    b: &'a mut Option<Param>,
+) -> Vec<&'a mut Param> {
+    let mut v = vec![w];
+    if let Some(b) = b {
+        v.push(b);
+    }
+    v
+}
+
 /// Exactly `n` inputs, or an error naming the layer.
 pub(crate) fn expect_inputs<'a>(
     layer: &str,

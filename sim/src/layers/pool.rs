@@ -56,7 +56,7 @@ pub struct Pool2d {
 }
 
 /// The input window `[y0, y1) × [x0, x1)` of output `(oy, ox)`, clipped to the image, and the
-/// window size counting padding.
+/// divisor of average pooling (window size with or without padding, per `count_include_pad`).
 fn window(
     sp: &PoolSpec,
     h: usize,
@@ -70,7 +70,13 @@ fn window(
     let xe = (xs + sp.kernel[1] as isize).min((w + sp.pads[3]) as isize);
     let padded = ((ye - ys) * (xe - xs)).max(1) as usize;
     let c = |v: isize, hi: usize| v.clamp(0, hi as isize) as usize;
-    (c(ys, h), c(ye, h), c(xs, w), c(xe, w), padded)
+    let (y0, y1, x0, x1) = (c(ys, h), c(ye, h), c(xs, w), c(xe, w));
+    let count = if sp.count_include_pad {
+        padded
+    } else {
+        ((y1 - y0) * (x1 - x0)).max(1)
+    };
+    (y0, y1, x0, x1, count)
 }
 
 impl Pool2d {
@@ -135,12 +141,7 @@ impl Layer for Pool2d {
             .for_each(|((ys, xs), am)| {
                 for oy in 0..oh {
                     for ox in 0..ow {
-                        let (y0, y1, x0, x1, padded) = window(sp, h, w, oy, ox);
-                        let count = if sp.count_include_pad {
-                            padded
-                        } else {
-                            ((y1 - y0) * (x1 - x0)).max(1)
-                        };
+                        let (y0, y1, x0, x1, count) = window(sp, h, w, oy, ox);
                         for ch in 0..c {
                             let o = (oy * ow + ox) * c + ch;
                             let (mut best, mut at, mut sum) = (f32::NEG_INFINITY, 0usize, 0.0f32);
@@ -192,12 +193,7 @@ impl Layer for Pool2d {
             .for_each(|(b, (ds, gs))| {
                 for oy in 0..oh {
                     for ox in 0..ow {
-                        let (y0, y1, x0, x1, padded) = window(sp, h, w, oy, ox);
-                        let count = if sp.count_include_pad {
-                            padded
-                        } else {
-                            ((y1 - y0) * (x1 - x0)).max(1)
-                        };
+                        let (y0, y1, x0, x1, count) = window(sp, h, w, oy, ox);
                         for ch in 0..c {
                             let o = (oy * ow + ox) * c + ch;
                             match kind {

@@ -165,12 +165,10 @@ mod tests {
     fn stochastic_rounding_is_seeded_and_thread_count_independent() {
         let base: Vec<f32> = (0..300_000).map(|i| (i as f32 * 0.01).cos()).collect();
         let run = |threads: usize, seed: u64| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
             let mut x = base.clone();
-            pool.install(|| fake_quant_stochastic(&mut x, -1.0, 2.0, 3, seed));
+            crate::tests::with_threads(threads, || {
+                fake_quant_stochastic(&mut x, -1.0, 2.0, 3, seed)
+            });
             x
         };
         assert_eq!(run(1, 7), run(2, 7));
