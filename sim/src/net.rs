@@ -100,7 +100,7 @@ impl Graph {
                 continue;
             };
             let node = &mut self.nodes[i];
-            let dins = node.layer.backward(&g)?;
+            let dins = node.layer.backward(g)?;
             if dins.len() != node.inputs.len() {
                 return Err(SimError::shape(
                     node.layer.name(),
@@ -109,7 +109,10 @@ impl Graph {
             }
             for (&v, d) in node.inputs.iter().zip(dins) {
                 grads[v] = Some(match grads[v].take() {
-                    Some(acc) => acc + d,
+                    Some(mut acc) => {
+                        acc += &d;
+                        acc
+                    }
                     None => d,
                 });
             }

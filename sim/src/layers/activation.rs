@@ -1,7 +1,7 @@
 //! Element-wise activations: ReLU and ReLU6 (clip to `[0, 6]`).
 
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
-use crate::error::Result;
+use crate::error::{Result, SimError};
 
 /// Which activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +25,8 @@ impl ActivationKind {
 pub struct Activation {
     name: String,
     kind: ActivationKind,
-    /// The training input (to know where the gradient passes).
-    cache: Option<Tensor>,
+    /// Training pass: the input shape and, per element, whether the gradient passes.
+    cache: Option<(Vec<usize>, Vec<bool>)>,
 }
 
 impl Activation {
@@ -48,18 +48,30 @@ impl Layer for Activation {
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
         let hi = self.kind.upper();
-        let y = x.mapv(|v| v.clamp(0.0, hi));
-        self.cache = (mode == Mode::Train).then(|| x.clone());
+        let xs = x.as_standard_layout();
+        let data = xs
+            .as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
+        let y = Tensor::from_shape_vec(x.shape(), data.iter().map(|v| v.clamp(0.0, hi)).collect())
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        self.cache = (mode == Mode::Train).then(|| {
+            (
+                x.shape().to_vec(),
+                data.iter().map(|&v| v > 0.0 && v < hi).collect(),
+            )
+        });
         Ok(y)
     }
 
-    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
-        let x = cached(&self.name, &self.cache)?;
-        check_grad(&self.name, grad_out, x.shape())?;
-        let hi = self.kind.upper();
-        let mut dx = grad_out.clone();
-        dx.zip_mut_with(x, |g, &v| {
-            if !(v > 0.0 && v < hi) {
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let (shape, pass) = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, shape)?;
+        let mut dx = grad_out.as_standard_layout().into_owned();
+        let d = dx
+            .as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
+        d.iter_mut().zip(pass).for_each(|(g, &p)| {
+            if !p {
                 *g = 0.0;
             }
         });

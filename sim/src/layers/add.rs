@@ -40,10 +40,10 @@ impl Layer for Add {
         Ok(v[0] + v[1])
     }
 
-    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let shape = cached(&self.name, &self.shape)?;
-        check_grad(&self.name, grad_out, shape)?;
-        Ok(vec![grad_out.clone(), grad_out.clone()])
+        check_grad(&self.name, &grad_out, shape)?;
+        Ok(vec![grad_out.clone(), grad_out])
     }
 }
 

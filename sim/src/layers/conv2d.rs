@@ -392,9 +392,9 @@ impl Layer for Conv2d {
         Tensor::from_shape_vec(out_shape.to_vec(), y).map_err(shape_err(name))
     }
 
-    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let cache = cached(&self.name, &self.cache)?;
-        check_grad(&self.name, grad_out, &cache.out_shape)?;
+        check_grad(&self.name, &grad_out, &cache.out_shape)?;
         let x4 = as4(&self.name, &cache.ops.x)?;
         let (n, h, w, c) = x4.dim();
         let geo = self.geometry(&x4)?;
@@ -578,7 +578,7 @@ mod tests {
                 let mut c = conv(sp.clone(), false, 1);
                 c.quant.set_bits(4, 4).unwrap();
                 let y = c.forward(&[&x], Mode::Train).unwrap();
-                let dx = c.backward(&g).unwrap();
+                let dx = c.backward(g.clone()).unwrap();
                 (y, dx, c.weight.grad.clone())
             })
         };
@@ -595,7 +595,7 @@ mod tests {
         let mut q = conv(sp.clone(), false, 2);
         q.quant.set_bits(3, 0).unwrap();
         let yq = q.forward(&[&x], Mode::Train).unwrap();
-        let dxq = q.backward(&g).unwrap().remove(0);
+        let dxq = q.backward(g.clone()).unwrap().remove(0);
 
         let mut f = conv(sp.clone(), false, 2);
         let w2 = f
@@ -610,7 +610,7 @@ mod tests {
         let mut ema = crate::quant::RangeEma::default();
         crate::quant::sbm::activations(xq.as_slice_mut().unwrap(), 3, &mut ema, true);
         let yf = f.forward(&[&xq], Mode::Train).unwrap();
-        let dxf = f.backward(&g).unwrap().remove(0);
+        let dxf = f.backward(g.clone()).unwrap().remove(0);
         assert_eq!(yq, yf);
         assert_eq!(dxq, dxf);
         assert_eq!(q.weight.grad, f.weight.grad);
@@ -631,7 +631,7 @@ mod tests {
             .forward(&[&rand_tensor(&[1, 2, 2, 3], 1.0, 1)], Mode::Eval)
             .unwrap_err();
         assert!(e.to_string().contains("smaller"), "{e}");
-        let e = c.backward(&rand_tensor(&[1, 3, 3, 4], 1.0, 1)).unwrap_err();
+        let e = c.backward(rand_tensor(&[1, 3, 3, 4], 1.0, 1)).unwrap_err();
         assert!(e.to_string().contains("without a forward"), "{e}");
         let w = rand_tensor(&[4, 3, 3, 2], 1.0, 1);
         assert!(Conv2d::new(

@@ -40,14 +40,14 @@ impl Layer for Flatten {
             .map_err(|e| SimError::shape(&self.name, e.to_string()))
     }
 
-    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let shape = cached(&self.name, &self.in_shape)?;
         if shape.len() == 2 {
-            check_grad(&self.name, grad_out, shape)?;
+            check_grad(&self.name, &grad_out, shape)?;
             return Ok(vec![grad_out.clone()]);
         }
         let (n, h, w, c) = (shape[0], shape[1], shape[2], shape[3]);
-        check_grad(&self.name, grad_out, &[n, c * h * w])?;
+        check_grad(&self.name, &grad_out, &[n, c * h * w])?;
         let g = grad_out
             .view()
             .into_shape_with_order((n, c, h, w))

@@ -42,7 +42,7 @@ pub fn check_layer(layer: &mut dyn Layer, inputs: &[Tensor], eps: f32, tol: f64,
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let out = layer.forward(&refs, Mode::Train).unwrap();
     let r = rand_tensor(out.shape(), 1.0, 99);
-    let dins = layer.backward(&r).unwrap();
+    let dins = layer.backward(r.clone()).unwrap();
     assert_eq!(dins.len(), inputs.len(), "one gradient per input");
     let pgrads: Vec<Tensor> = layer.params_mut().iter().map(|p| p.grad.clone()).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(5);

@@ -97,10 +97,10 @@ impl Layer for Linear {
         Ok(y.into_dyn())
     }
 
-    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let ops = cached(&self.name, &self.cache)?;
         let xq = as2(&self.name, &ops.x)?;
-        check_grad(&self.name, grad_out, &[xq.nrows(), ops.w.nrows()])?;
+        check_grad(&self.name, &grad_out, &[xq.nrows(), ops.w.nrows()])?;
         let gq = quantize_error(&mut self.quant, grad_out);
         let g2 = as2(&self.name, &gq)?;
         let mut dw = Array2::<f32>::zeros(ops.w.raw_dim());
@@ -178,7 +178,7 @@ mod tests {
         l.quant.set_bits(4, 0).unwrap();
         let x = Tensor::from_shape_vec(vec![1, 6], vec![-1.0, 0.5, 2.0, 0.2, 0.9, 1.5]).unwrap();
         l.forward(&[&x], Mode::Train).unwrap();
-        let dx = l.backward(&Tensor::ones(vec![1, 4])).unwrap().remove(0);
+        let dx = l.backward(Tensor::ones(vec![1, 4])).unwrap().remove(0);
         assert_eq!(dx[[0, 0]], 0.0);
         assert_eq!(dx[[0, 2]], 0.0);
         assert_ne!(dx[[0, 1]], 0.0);

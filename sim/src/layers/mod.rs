@@ -82,7 +82,7 @@ pub trait Layer: Send {
 
     /// Maps the gradient of the output to the gradients of the inputs (same order as in
     /// `forward`) and stores the parameter gradients. Needs a preceding training forward pass.
-    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>>;
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>>;
 
     /// The trainable parameters (empty for parameter-free layers).
     fn params_mut(&mut self) -> Vec<&mut Param> {

@@ -175,9 +175,9 @@ impl Layer for Pool2d {
             .map_err(|e| SimError::shape(&self.name, e.to_string()))
     }
 
-    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let cache = cached(&self.name, &self.cache)?;
-        check_grad(&self.name, grad_out, &cache.out_shape)?;
+        check_grad(&self.name, &grad_out, &cache.out_shape)?;
         let [n, h, w, c] = cache.in_shape;
         let [_, oh, ow, _] = cache.out_shape;
         let g = grad_out.as_standard_layout();
@@ -260,9 +260,9 @@ impl Layer for GlobalAvgPool {
             .map_err(|e| SimError::shape(&self.name, e.to_string()))
     }
 
-    fn backward(&mut self, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let [n, h, w, c] = *cached(&self.name, &self.in_shape)?;
-        check_grad(&self.name, grad_out, &[n, 1, 1, c])?;
+        check_grad(&self.name, &grad_out, &[n, 1, 1, c])?;
         let scale = 1.0 / (h * w).max(1) as f32;
         let dx = Tensor::from_shape_fn(vec![n, h, w, c], |d| grad_out[[d[0], 0, 0, d[3]]] * scale);
         Ok(vec![dx])

@@ -40,10 +40,15 @@ pub(crate) fn quantize_operands(
     }
 }
 
-/// A quantized copy of the error `dL/dY` (stochastic rounding at the layer's backward bits).
-pub(crate) fn quantize_error(quant: &mut LayerQuant, g: &Tensor) -> Tensor {
+/// The error `dL/dY` quantized in place (stochastic rounding at the layer's backward bits),
+/// in standard layout.
+pub(crate) fn quantize_error(quant: &mut LayerQuant, g: Tensor) -> Tensor {
     let samples = g.shape().first().copied().unwrap_or(1);
-    let mut gq = g.as_standard_layout().into_owned();
+    let mut gq = if g.is_standard_layout() {
+        g
+    } else {
+        g.as_standard_layout().into_owned()
+    };
     if let Some(s) = gq.as_slice_mut() {
         quant.errors(s, samples);
     }
