@@ -66,15 +66,17 @@ impl Layer for Activation {
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let (shape, pass) = cached(&self.name, &self.cache)?;
         check_grad(&self.name, &grad_out, shape)?;
-        let mut dx = grad_out.as_standard_layout().into_owned();
+        let mut dx = if grad_out.is_standard_layout() {
+            grad_out
+        } else {
+            grad_out.as_standard_layout().into_owned()
+        };
         let d = dx
             .as_slice_mut()
             .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
-        d.iter_mut().zip(pass).for_each(|(g, &p)| {
-            if !p {
-                *g = 0.0;
-            }
-        });
+        d.iter_mut()
+            .zip(pass)
+            .for_each(|(g, &p)| *g = if p { *g } else { 0.0 });
         Ok(vec![dx])
     }
 }

@@ -16,7 +16,7 @@ pub fn levels(bits: u32) -> f32 {
     ((1u64 << bits.min(32)) - 1) as f32
 }
 
-/// Minimum and maximum of `x`, ignoring NaNs; `(0, 0)` for an empty slice.
+/// Minimum and maximum of `x`, ignoring NaNs; `(0, 0)` for an empty slice (or all NaN).
 pub fn min_max(x: &[f32]) -> (f32, f32) {
     let (lo, hi) = x
         .iter()
@@ -36,8 +36,9 @@ pub fn min_max(x: &[f32]) -> (f32, f32) {
 #[inline]
 fn rne_nonneg(u: f32) -> f32 {
     const TWO23: f32 = 8_388_608.0;
+    let r = (u + TWO23) - TWO23;
     if u < TWO23 {
-        (u + TWO23) - TWO23
+        r
     } else {
         u
     }
@@ -97,6 +98,15 @@ mod tests {
         let mut x = [0.0, 0.5, 1.5, 2.5, 3.0];
         fake_quant(&mut x, 0.0, 3.0, 2);
         assert_eq!(x, [0.0, 0.0, 2.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn min_max_ignores_nans_and_handles_remainders() {
+        let x: Vec<f32> = (0..21).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
+        assert_eq!(min_max(&x), (-6.0, 6.0));
+        assert_eq!(min_max(&[f32::NAN, 2.0, -1.0]), (-1.0, 2.0));
+        assert_eq!(min_max(&[]), (0.0, 0.0));
+        assert_eq!(min_max(&[f32::NAN]), (0.0, 0.0));
     }
 
     #[test]
