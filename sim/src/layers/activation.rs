@@ -100,13 +100,14 @@ mod tests {
                 v
             }
         });
-        check_layer(&mut r6, &[x.clone()], 1e-2, 1e-3, 40);
+        check_layer(&mut r6, &[x.clone()], 1e-2, 1e-3, 40).unwrap();
         check_layer(
             &mut Activation::new("r", ActivationKind::Relu),
             &[x],
             1e-2,
             1e-3,
             40,
-        );
+        )
+        .unwrap();
     }
 }

@@ -56,7 +56,7 @@ mod tests {
     fn gradient_and_shape_check() {
         let a = rand_tensor(&[2, 3, 3, 2], 1.0, 1);
         let b = rand_tensor(&[2, 3, 3, 2], 1.0, 2);
-        check_layer(&mut Add::new("add"), &[a.clone(), b], 1e-2, 1e-3, 20);
+        check_layer(&mut Add::new("add"), &[a.clone(), b], 1e-2, 1e-3, 20).unwrap();
         let c = rand_tensor(&[2, 3, 3, 1], 1.0, 2);
         let e = Add::new("add").forward(&[&a, &c], Mode::Eval).unwrap_err();
         assert!(e.to_string().contains("shapes differ"), "{e}");

@@ -216,8 +216,9 @@ mod tests {
             1e-2,
             1e-2,
             30,
-        );
-        check_layer(&mut bn(5), &[rand_tensor(&[6, 5], 2.0, 2)], 1e-2, 1e-2, 30);
+        )
+        .unwrap();
+        check_layer(&mut bn(5), &[rand_tensor(&[6, 5], 2.0, 2)], 1e-2, 1e-2, 30).unwrap();
     }
 
     #[test]

@@ -564,7 +564,7 @@ mod tests {
         for (i, sp) in specs().into_iter().enumerate() {
             let mut c = conv(sp.clone(), true, 10 + i as u64);
             let x = rand_tensor(&[2, 6, 5, sp.in_channels], 1.0, 70 + i as u64);
-            check_layer(&mut c, &[x], 1e-2, 1e-2, 25);
+            check_layer(&mut c, &[x], 1e-2, 1e-2, 25).unwrap();
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! For a random upstream gradient `R`, the scalar `L = Σ R·f(inputs)` is accumulated in f64; its
 //! central differences with step `eps` are compared with what `backward` returns, for sampled
-//! elements of every input and every parameter.
+//! elements of every input and every parameter. A mismatch is returned as an error message.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -15,72 +15,113 @@ pub fn rand_tensor(shape: &[usize], a: f32, seed: u64) -> Tensor {
     Tensor::from_shape_simple_fn(shape.to_vec(), || rng.random_range(-a..=a))
 }
 
-fn loss(layer: &mut dyn Layer, inputs: &[Tensor], r: &Tensor) -> f64 {
+type Check<T> = Result<T, String>;
+
+fn get(t: &Tensor, j: usize) -> Check<f64> {
+    t.as_slice()
+        .and_then(|s| s.get(j))
+        .map(|&v| v as f64)
+        .ok_or_else(|| format!("element {j} of a {:?} tensor", t.shape()))
+}
+
+fn add_at(t: &mut Tensor, j: usize, d: f32) -> Check<()> {
+    let v = t
+        .as_slice_mut()
+        .and_then(|s| s.get_mut(j))
+        .ok_or_else(|| format!("element {j} not addressable"))?;
+    *v += d;
+    Ok(())
+}
+
+fn loss(layer: &mut dyn Layer, inputs: &[Tensor], r: &Tensor) -> Check<f64> {
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let out = layer.forward(&refs, Mode::Train).unwrap();
-    out.iter()
+    let out = layer
+        .forward(&refs, Mode::Train)
+        .map_err(|e| e.to_string())?;
+    Ok(out
+        .iter()
         .zip(r.iter())
         .map(|(&a, &b)| a as f64 * b as f64)
-        .sum()
+        .sum())
 }
 
-fn nudge(layer: &mut dyn Layer, p: usize, j: usize, d: f32) {
-    layer.params_mut()[p].value.as_slice_mut().unwrap()[j] += d;
+fn nudge(layer: &mut dyn Layer, p: usize, j: usize, d: f32) -> Check<()> {
+    let mut params = layer.params_mut();
+    let param = params
+        .get_mut(p)
+        .ok_or_else(|| format!("no parameter {p}"))?;
+    add_at(&mut param.value, j, d)
 }
 
-fn compare(what: &str, analytic: f64, numeric: f64, tol: f64) {
+fn compare(what: &str, analytic: f64, numeric: f64, tol: f64) -> Check<()> {
     let scale = 1.0f64.max(analytic.abs()).max(numeric.abs());
-    assert!(
-        (analytic - numeric).abs() <= tol * scale,
-        "{what}: analytic {analytic} vs numeric {numeric}"
-    );
+    if (analytic - numeric).abs() <= tol * scale {
+        Ok(())
+    } else {
+        Err(format!("{what}: analytic {analytic} vs numeric {numeric}"))
+    }
 }
 
 /// Checks every input gradient and every parameter gradient of `layer` at `inputs`
-/// (at most `samples` elements of each tensor). Panics on a mismatch.
-pub fn check_layer(layer: &mut dyn Layer, inputs: &[Tensor], eps: f32, tol: f64, samples: usize) {
+/// (at most `samples` elements of each tensor).
+pub fn check_layer(
+    layer: &mut dyn Layer,
+    inputs: &[Tensor],
+    eps: f32,
+    tol: f64,
+    samples: usize,
+) -> Check<()> {
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let out = layer.forward(&refs, Mode::Train).unwrap();
+    let out = layer
+        .forward(&refs, Mode::Train)
+        .map_err(|e| e.to_string())?;
     let r = rand_tensor(out.shape(), 1.0, 99);
-    let dins = layer.backward(r.clone()).unwrap();
-    assert_eq!(dins.len(), inputs.len(), "one gradient per input");
+    let dins = layer.backward(r.clone()).map_err(|e| e.to_string())?;
+    if dins.len() != inputs.len() {
+        return Err(format!(
+            "{} gradients for {} inputs",
+            dins.len(),
+            inputs.len()
+        ));
+    }
     let pgrads: Vec<Tensor> = layer.params_mut().iter().map(|p| p.grad.clone()).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut xs = inputs.to_vec();
+    let h = 2.0 * eps as f64;
     for i in 0..xs.len() {
-        assert_eq!(dins[i].shape(), xs[i].shape(), "input {i} gradient shape");
+        if dins[i].shape() != xs[i].shape() {
+            return Err(format!("input {i}: gradient shape {:?}", dins[i].shape()));
+        }
         for _ in 0..samples.min(xs[i].len()) {
             let j = rng.random_range(0..xs[i].len());
-            let orig = xs[i].as_slice().unwrap()[j];
-            xs[i].as_slice_mut().unwrap()[j] = orig + eps;
-            let lp = loss(layer, &xs, &r);
-            xs[i].as_slice_mut().unwrap()[j] = orig - eps;
-            let lm = loss(layer, &xs, &r);
-            xs[i].as_slice_mut().unwrap()[j] = orig;
-            let num = (lp - lm) / (2.0 * eps as f64);
+            add_at(&mut xs[i], j, eps)?;
+            let lp = loss(layer, &xs, &r)?;
+            add_at(&mut xs[i], j, -2.0 * eps)?;
+            let lm = loss(layer, &xs, &r)?;
+            add_at(&mut xs[i], j, eps)?;
             compare(
                 &format!("input {i}[{j}]"),
-                dins[i].as_slice().unwrap()[j] as f64,
-                num,
+                get(&dins[i], j)?,
+                (lp - lm) / h,
                 tol,
-            );
+            )?;
         }
     }
     for (p, grad) in pgrads.iter().enumerate() {
         for _ in 0..samples.min(grad.len()) {
             let j = rng.random_range(0..grad.len());
-            nudge(layer, p, j, eps);
-            let lp = loss(layer, &xs, &r);
-            nudge(layer, p, j, -2.0 * eps);
-            let lm = loss(layer, &xs, &r);
-            nudge(layer, p, j, eps);
-            let num = (lp - lm) / (2.0 * eps as f64);
+            nudge(layer, p, j, eps)?;
+            let lp = loss(layer, &xs, &r)?;
+            nudge(layer, p, j, -2.0 * eps)?;
+            let lm = loss(layer, &xs, &r)?;
+            nudge(layer, p, j, eps)?;
             compare(
                 &format!("param {p}[{j}]"),
-                grad.as_slice().unwrap()[j] as f64,
-                num,
+                get(grad, j)?,
+                (lp - lm) / h,
                 tol,
-            );
+            )?;
         }
     }
+    Ok(())
 }

@@ -168,7 +168,8 @@ mod tests {
             1e-2,
             1e-2,
             30,
-        );
+        )
+        .unwrap();
     }
 
     #[test]

@@ -295,7 +295,8 @@ mod tests {
             1e-3,
             1e-2,
             40,
-        );
+        )
+        .unwrap();
     }
 
     #[test]
@@ -316,7 +317,8 @@ mod tests {
                 1e-2,
                 1e-3,
                 30,
-            );
+            )
+            .unwrap();
         }
     }
 
@@ -331,6 +333,6 @@ mod tests {
             .sum::<f32>()
             / 12.0;
         assert!((y[[1, 0, 0, 2]] - want).abs() < 1e-6);
-        check_layer(&mut GlobalAvgPool::new("g"), &[x], 1e-2, 1e-3, 30);
+        check_layer(&mut GlobalAvgPool::new("g"), &[x], 1e-2, 1e-3, 30).unwrap();
     }
 }
