@@ -306,7 +306,7 @@ pub fn synthetic(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Write;
 
