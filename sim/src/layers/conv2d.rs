@@ -100,6 +100,11 @@ impl Conv2dSpec {
         }
     }
 
+    /// True for a depthwise conv with channel multiplier 1 (`groups = in = out > 1`).
+    pub fn is_depthwise(&self) -> bool {
+        self.groups > 1 && self.groups == self.in_channels && self.out_channels == self.in_channels
+    }
+
     /// GEMM reduction length per group: `KH·KW·I/groups`.
     pub fn k_per_group(&self) -> usize {
         self.kernel[0] * self.kernel[1] * (self.in_channels / self.groups)
@@ -188,6 +193,56 @@ impl Im2col<'_> {
                 match at {
                     Some(a) => dst.copy_from_slice(&xs[a + g * cpg..a + (g + 1) * cpg]),
                     None => dst.fill(0.0),
+                }
+            });
+        }
+    }
+
+    /// Depthwise forward (one input channel per group, multiplier 1) for the samples in `x`:
+    /// `y[pos, c] = Σ_taps x[src, c]·w[tap, c]` with weights `w` laid out `[taps, C]`.
+    fn depthwise_forward(&self, x: &[f32], w: &[f32], y: &mut [f32]) {
+        let c = self.spec.in_channels;
+        let taps = self.spec.kernel[0] * self.spec.kernel[1];
+        let rows = self.rows_per_sample();
+        for (ys, xs) in y.chunks_mut(rows * c).zip(x.chunks(self.in_per_sample())) {
+            ys.fill(0.0);
+            self.for_each_tap(|t, at| {
+                if let Some(a) = at {
+                    let (row, tap) = (t / taps, t % taps);
+                    let out = &mut ys[row * c..(row + 1) * c];
+                    let (xr, wr) = (&xs[a..a + c], &w[tap * c..(tap + 1) * c]);
+                    for ((o, &xv), &wv) in out.iter_mut().zip(xr).zip(wr) {
+                        *o += xv * wv;
+                    }
+                }
+            });
+        }
+    }
+
+    /// Depthwise backward for the samples in `x` / `g`: adds into `dx` and into the weight
+    /// gradient `dw` laid out `[taps, C]`.
+    fn depthwise_backward(&self, x: &[f32], g: &[f32], w: &[f32], dx: &mut [f32], dw: &mut [f32]) {
+        let c = self.spec.in_channels;
+        let taps = self.spec.kernel[0] * self.spec.kernel[1];
+        let (rows, per_in) = (self.rows_per_sample(), self.in_per_sample());
+        for ((gs, xs), dxs) in g
+            .chunks(rows * c)
+            .zip(x.chunks(per_in))
+            .zip(dx.chunks_mut(per_in))
+        {
+            self.for_each_tap(|t, at| {
+                if let Some(a) = at {
+                    let (row, tap) = (t / taps, t % taps);
+                    let gr = &gs[row * c..(row + 1) * c];
+                    let (xr, wr) = (&xs[a..a + c], &w[tap * c..(tap + 1) * c]);
+                    let dwr = &mut dw[tap * c..(tap + 1) * c];
+                    for ((d, &gv), &xv) in dwr.iter_mut().zip(gr).zip(xr) {
+                        *d += gv * xv;
+                    }
+                    let dxr = &mut dxs[a..a + c];
+                    for ((d, &gv), &wv) in dxr.iter_mut().zip(gr).zip(wr) {
+                        *d += gv * wv;
+                    }
                 }
             });
         }
@@ -330,6 +385,12 @@ fn with_scratch<R>(a: usize, b: usize, f: impl FnOnce(&mut [f32], &mut [f32]) ->
     })
 }
 
+/// The contiguous data behind an output block view.
+fn yb_data<'a>(y: &'a mut ArrayViewMut2<f32>, layer: &str) -> Result<&'a mut [f32]> {
+    y.as_slice_mut()
+        .ok_or_else(|| SimError::shape(layer, "output block not contiguous"))
+}
+
 /// Maps an ndarray shape error to a shape error naming the layer.
 fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
     move |e| SimError::shape(layer, e.to_string())
@@ -365,22 +426,32 @@ impl Layer for Conv2d {
         let mut y = vec![0.0f32; n * oh * ow * o];
         let bias = self.bias.as_ref().map(|b| &b.value);
         let name = self.name.as_str();
+        // Depthwise convs skip the (degenerate, one-column) GEMMs: weights as [taps, C].
+        let dw_t_arr = self
+            .spec
+            .is_depthwise()
+            .then(|| ops.w.t().as_standard_layout().into_owned());
+        let dw_t = dw_t_arr.as_ref().and_then(|a| a.as_slice());
         y.par_chunks_mut(rows * o)
             .zip(data(name, &ops.x)?.par_chunks(spb * geo.in_per_sample()))
             .try_for_each(|(yb, xb)| -> Result<()> {
                 let r = yb.len() / o;
                 let mut yv = ArrayViewMut2::from_shape((r, o), yb).map_err(shape_err(name))?;
-                with_scratch(r * kg, 0, |col, _| -> Result<()> {
-                    for g in 0..groups {
-                        geo.gather(xb, g, col);
-                        let colv =
-                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
-                        let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
-                        let yg = yv.slice_mut(s![.., g * opg..(g + 1) * opg]);
-                        matmul_into(yg, colv, wg.t(), false)?;
-                    }
-                    Ok(())
-                })?;
+                if let Some(wt) = &dw_t {
+                    geo.depthwise_forward(xb, wt, yb_data(&mut yv, name)?);
+                } else {
+                    with_scratch(r * kg, 0, |col, _| -> Result<()> {
+                        for g in 0..groups {
+                            geo.gather(xb, g, col);
+                            let colv =
+                                ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                            let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
+                            let yg = yv.slice_mut(s![.., g * opg..(g + 1) * opg]);
+                            matmul_into(yg, colv, wg.t(), false)?;
+                        }
+                        Ok(())
+                    })?;
+                }
                 if let Some(b) = bias {
                     yv.rows_mut().into_iter().for_each(|mut row| row += b);
                 }
@@ -407,6 +478,11 @@ impl Layer for Conv2d {
         let spb = geo.samples_per_block();
         let (in_block, g_block) = (spb * geo.in_per_sample(), spb * geo.rows_per_sample() * o);
         let wq = &cache.ops.w;
+        let dw_t = self
+            .spec
+            .is_depthwise()
+            .then(|| wq.t().as_standard_layout().into_owned());
+        let dw_t = dw_t.as_ref().and_then(|a| a.as_slice());
         let mut dx = vec![0.0f32; n * h * w * c];
         // Per block of samples: its partial weight gradient, and its (disjoint) slice of dx.
         let partials: Vec<Array2<f32>> = dx
@@ -416,6 +492,14 @@ impl Layer for Conv2d {
             .map(|((dxb, xb), gb)| -> Result<Array2<f32>> {
                 let r = gb.len() / o;
                 let gv = ArrayView2::from_shape((r, o), gb).map_err(shape_err(name))?;
+                if let Some(wt) = &dw_t {
+                    let mut pdw_t = Array2::<f32>::zeros((kg, o));
+                    let pd = pdw_t
+                        .as_slice_mut()
+                        .ok_or_else(|| SimError::shape(name, "not contiguous"))?;
+                    geo.depthwise_backward(xb, gb, wt, dxb, pd);
+                    return Ok(pdw_t.t().as_standard_layout().into_owned());
+                }
                 let mut pdw = Array2::<f32>::zeros((o, kg));
                 with_scratch(r * kg, r * kg, |col, dcol| -> Result<()> {
                     for g in 0..groups {
