@@ -1,0 +1,12 @@
+//! Datasets: MNIST/Fashion-MNIST IDX and CIFAR binary readers (gzip or raw), a seeded synthetic
+//! dataset, and mini-batch assembly with augmentation, normalisation and shape adaptation.
+
+pub mod batch;
+pub mod cifar;
+pub mod dataset;
+pub mod file;
+pub mod idx;
+
+pub use batch::{eval_batches, Adaptation, Batch, Loader};
+pub use cifar::CifarKind;
+pub use dataset::{load_cifar, load_mnist, synthetic, Dataset, Split};

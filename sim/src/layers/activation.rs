@@ -1,0 +1,113 @@
+//! Element-wise activations: ReLU and ReLU6 (clip to `[0, 6]`).
+
+use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use crate::error::{Result, SimError};
+
+/// Which activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivationKind {
+    /// `max(x, 0)`.
+    Relu,
+    /// `min(max(x, 0), 6)`.
+    Relu6,
+}
+
+impl ActivationKind {
+    fn upper(self) -> f32 {
+        match self {
+            Self::Relu => f32::INFINITY,
+            Self::Relu6 => 6.0,
+        }
+    }
+}
+
+/// An element-wise activation layer; the gradient passes where `0 < x < upper`.
+pub struct Activation {
+    name: String,
+    kind: ActivationKind,
+    /// Training pass: the input shape and, per element, whether the gradient passes.
+    cache: Option<(Vec<usize>, Vec<bool>)>,
+}
+
+impl Activation {
+    /// A new activation layer.
+    pub fn new(name: &str, kind: ActivationKind) -> Self {
+        Self {
+            name: name.to_string(),
+            kind,
+            cache: None,
+        }
+    }
+}
+
+impl Layer for Activation {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let hi = self.kind.upper();
+        let xs = x.as_standard_layout();
+        let data = xs
+            .as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
+        let y = Tensor::from_shape_vec(x.shape(), data.iter().map(|v| v.clamp(0.0, hi)).collect())
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        self.cache = (mode == Mode::Train).then(|| {
+            (
+                x.shape().to_vec(),
+                data.iter().map(|&v| v > 0.0 && v < hi).collect(),
+            )
+        });
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let (shape, pass) = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, shape)?;
+        let mut dx = if grad_out.is_standard_layout() {
+            grad_out
+        } else {
+            grad_out.as_standard_layout().into_owned()
+        };
+        let d = dx
+            .as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
+        d.iter_mut()
+            .zip(pass)
+            .for_each(|(g, &p)| *g = if p { *g } else { 0.0 });
+        Ok(vec![dx])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    #[test]
+    fn values_and_gradients() {
+        let mut r6 = Activation::new("r6", ActivationKind::Relu6);
+        let x = Tensor::from_shape_vec(vec![1, 4], vec![-1.0, 2.0, 7.0, 5.0]).unwrap();
+        let y = r6.forward(&[&x], Mode::Train).unwrap();
+        assert_eq!(y.as_slice().unwrap(), &[0.0, 2.0, 6.0, 5.0]);
+        // Inputs kept away from the kinks at 0 and 6 so finite differences are valid.
+        let x = rand_tensor(&[3, 2, 2, 4], 8.0, 1).mapv(|v| {
+            if v.abs() < 0.1 || (v - 6.0).abs() < 0.1 {
+                v + 0.5
+            } else {
+                v
+            }
+        });
+        check_layer(&mut r6, &[x.clone()], 1e-2, 1e-3, 40).unwrap();
+        check_layer(
+            &mut Activation::new("r", ActivationKind::Relu),
+            &[x],
+            1e-2,
+            1e-3,
+            40,
+        )
+        .unwrap();
+    }
+}

@@ -1,0 +1,240 @@
+//! Batch normalisation over the last (channel) axis of `[N, H, W, C]` or `[N, F]` tensors:
+//! batch statistics in training (biased variance for normalising, unbiased for the running
+//! variance, PyTorch semantics), running statistics in evaluation.
+
+use rayon::prelude::*;
+
+use super::reduce::channel_sums;
+use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
+use crate::error::{Result, SimError};
+
+/// Rows per parallel task in the element-wise passes (fixed, so results are thread independent).
+const ROWS: usize = 1024;
+
+struct BnCache {
+    xhat: Tensor,
+    inv_std: Vec<f32>,
+}
+
+/// A batch-norm layer with scale `gamma`, shift `beta` and running statistics.
+pub struct BatchNorm {
+    name: String,
+    /// Scale `[C]` (starts at 1).
+    pub gamma: Param,
+    /// Shift `[C]` (starts at 0).
+    pub beta: Param,
+    /// Running mean `[C]`.
+    pub running_mean: Vec<f32>,
+    /// Running (unbiased) variance `[C]`.
+    pub running_var: Vec<f32>,
+    /// Weight of the new batch statistic in the running update (PyTorch: 0.1).
+    pub momentum: f32,
+    /// Added to the variance (PyTorch: 1e-5).
+    pub eps: f32,
+    cache: Option<BnCache>,
+}
+
+impl BatchNorm {
+    /// A batch-norm layer over `channels` with γ = 1, β = 0, running mean 0 and variance 1.
+    pub fn new(name: &str, channels: usize) -> Self {
+        Self {
+            name: name.to_string(),
+            gamma: Param::new("gamma", Tensor::ones(vec![channels]), false),
+            beta: Param::new("beta", Tensor::zeros(vec![channels]), false),
+            running_mean: vec![0.0; channels],
+            running_var: vec![1.0; channels],
+            momentum: 0.1,
+            eps: 1e-5,
+            cache: None,
+        }
+    }
+
+    fn channels(&self) -> usize {
+        self.running_mean.len()
+    }
+
+    fn check_input<'a>(&self, x: &'a Tensor) -> Result<&'a [f32]> {
+        let c = self.channels();
+        if x.shape().last() != Some(&c) || x.ndim() < 2 {
+            return Err(SimError::shape(
+                &self.name,
+                format!("expects [N, …, {c}] (channels last), got {:?}", x.shape()),
+            ));
+        }
+        x.as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "input is not contiguous"))
+    }
+}
+
+fn slice<'a>(layer: &str, p: &'a Param) -> Result<&'a [f32]> {
+    p.value
+        .as_slice()
+        .ok_or_else(|| SimError::shape(layer, "parameter is not contiguous"))
+}
+
+impl Layer for BatchNorm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let data = self.check_input(x)?;
+        let c = self.channels();
+        let rows = data.len() / c;
+        let (mean, inv_std): (Vec<f32>, Vec<f32>) = if mode == Mode::Train {
+            if rows < 2 {
+                return Err(SimError::shape(
+                    &self.name,
+                    "training needs more than one value per channel",
+                ));
+            }
+            let s = channel_sums(data, c, 2, |_, row, acc| {
+                let (a, b) = acc.split_at_mut(c);
+                for ((s1, s2), &v) in a.iter_mut().zip(b.iter_mut()).zip(row) {
+                    *s1 += v as f64;
+                    *s2 += v as f64 * v as f64;
+                }
+            });
+            let m = rows as f64;
+            let mean: Vec<f64> = s[..c].iter().map(|v| v / m).collect();
+            let var: Vec<f64> = s[c..]
+                .iter()
+                .zip(&mean)
+                .map(|(q, mu)| (q / m - mu * mu).max(0.0))
+                .collect();
+            let mo = self.momentum;
+            for i in 0..c {
+                self.running_mean[i] = (1.0 - mo) * self.running_mean[i] + mo * mean[i] as f32;
+                let unbiased = (var[i] * m / (m - 1.0)) as f32;
+                self.running_var[i] = (1.0 - mo) * self.running_var[i] + mo * unbiased;
+            }
+            let inv = var
+                .iter()
+                .map(|v| 1.0 / (*v as f32 + self.eps).sqrt())
+                .collect();
+            (mean.iter().map(|&v| v as f32).collect(), inv)
+        } else {
+            let inv = self
+                .running_var
+                .iter()
+                .map(|v| 1.0 / (v + self.eps).sqrt())
+                .collect();
+            (self.running_mean.clone(), inv)
+        };
+        let gamma = slice(&self.name, &self.gamma)?;
+        let beta = slice(&self.name, &self.beta)?;
+        let mut xhat = vec![0.0f32; data.len()];
+        let mut y = vec![0.0f32; data.len()];
+        xhat.par_chunks_mut(ROWS * c)
+            .zip(y.par_chunks_mut(ROWS * c))
+            .zip(data.par_chunks(ROWS * c))
+            .for_each(|((h, yo), xs)| {
+                for ((hr, yr), xr) in h.chunks_mut(c).zip(yo.chunks_mut(c)).zip(xs.chunks(c)) {
+                    for i in 0..c {
+                        hr[i] = (xr[i] - mean[i]) * inv_std[i];
+                        yr[i] = gamma[i] * hr[i] + beta[i];
+                    }
+                }
+            });
+        let shape = x.shape().to_vec();
+        if mode == Mode::Train {
+            let xhat = Tensor::from_shape_vec(shape.clone(), xhat)
+                .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+            self.cache = Some(BnCache { xhat, inv_std });
+        } else {
+            self.cache = None;
+        }
+        Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let cache = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, cache.xhat.shape())?;
+        let c = self.channels();
+        let err = || SimError::shape(&self.name, "tensor is not contiguous");
+        let g = grad_out.as_standard_layout();
+        let g = g.as_slice().ok_or_else(err)?;
+        let xhat = cache.xhat.as_slice().ok_or_else(err)?;
+        let rows = g.len() / c;
+        // Σ dy and Σ dy·x̂ per channel, row r of g paired with row r of x̂.
+        let s = channel_sums(g, c, 2, |r, row, acc| {
+            let (a, b) = acc.split_at_mut(c);
+            let h = &xhat[r * c..(r + 1) * c];
+            for i in 0..c {
+                a[i] += row[i] as f64;
+                b[i] += row[i] as f64 * h[i] as f64;
+            }
+        });
+        let dbeta: Vec<f32> = s[..c].iter().map(|&v| v as f32).collect();
+        let dgamma: Vec<f32> = s[c..].iter().map(|&v| v as f32).collect();
+        let gamma = slice(&self.name, &self.gamma)?;
+        let m = rows as f32;
+        let k: Vec<f32> = (0..c).map(|i| gamma[i] * cache.inv_std[i] / m).collect();
+        let mut dx = vec![0.0f32; g.len()];
+        dx.par_chunks_mut(ROWS * c)
+            .zip(g.par_chunks(ROWS * c))
+            .zip(xhat.par_chunks(ROWS * c))
+            .for_each(|((d, gs), hs)| {
+                for ((dr, gr), hr) in d.chunks_mut(c).zip(gs.chunks(c)).zip(hs.chunks(c)) {
+                    for i in 0..c {
+                        dr[i] = k[i] * (m * gr[i] - dbeta[i] - hr[i] * dgamma[i]);
+                    }
+                }
+            });
+        self.gamma.grad = Tensor::from_shape_vec(vec![c], dgamma)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        self.beta.grad = Tensor::from_shape_vec(vec![c], dbeta)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        let dx = Tensor::from_shape_vec(cache.xhat.shape().to_vec(), dx)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        Ok(vec![dx])
+    }
+
+    fn params_mut(&mut self) -> Vec<&mut Param> {
+        vec![&mut self.gamma, &mut self.beta]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    fn bn(c: usize) -> BatchNorm {
+        let mut b = BatchNorm::new("bn", c);
+        b.gamma.value = rand_tensor(&[c], 1.0, 11).mapv(|v| v + 1.5);
+        b.beta.value = rand_tensor(&[c], 1.0, 12);
+        b
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        check_layer(
+            &mut bn(3),
+            &[rand_tensor(&[4, 3, 2, 3], 2.0, 1)],
+            1e-2,
+            1e-2,
+            30,
+        )
+        .unwrap();
+        check_layer(&mut bn(5), &[rand_tensor(&[6, 5], 2.0, 2)], 1e-2, 1e-2, 30).unwrap();
+    }
+
+    #[test]
+    fn train_normalises_and_eval_uses_running_stats() {
+        let mut b = BatchNorm::new("bn", 1);
+        let x = Tensor::from_shape_vec(vec![4, 1], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+        let y = b.forward(&[&x], Mode::Train).unwrap();
+        // mean 2.5, biased var 1.25
+        let want = (1.0f32 - 2.5) / (1.25f32 + 1e-5).sqrt();
+        assert!((y[[0, 0]] - want).abs() < 1e-5);
+        assert!((b.running_mean[0] - 0.25).abs() < 1e-6);
+        // unbiased var 5/3: 0.9·1 + 0.1·5/3
+        assert!((b.running_var[0] - (0.9 + 0.5 / 3.0)).abs() < 1e-6);
+        let e = b.forward(&[&x], Mode::Eval).unwrap();
+        let want = (1.0f32 - 0.25) / (b.running_var[0] + 1e-5).sqrt();
+        assert!((e[[0, 0]] - want).abs() < 1e-5);
+        assert!(b.backward(x.clone()).is_err(), "no backward after eval");
+    }
+}

@@ -1,0 +1,738 @@
+//! 2-D convolution (any stride, padding, dilation and groups, depthwise included) as im2col +
+//! GEMM on channels-last tensors, with the three GEMMs on quantized operands (spec §1.2).
+
+use std::cell::RefCell;
+
+use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, Ix4};
+use rayon::prelude::*;
+
+use super::qgemm::{
+    mask_input_grad, quantize_error, quantize_operands, scale_weight_grad, QuantOperands,
+};
+use super::reduce::sum_channels;
+use super::{as4, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
+use crate::error::{Result, SimError};
+use crate::gemm::{matmul_into, ROW_TILE};
+use crate::quant::LayerQuant;
+
+/// Geometry of a convolution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conv2dSpec {
+    /// Input channels.
+    pub in_channels: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel `[KH, KW]`.
+    pub kernel: [usize; 2],
+    /// Stride `[SH, SW]`.
+    pub stride: [usize; 2],
+    /// Zero padding `[top, left, bottom, right]`.
+    pub pads: [usize; 4],
+    /// Dilation `[DH, DW]`.
+    pub dilation: [usize; 2],
+    /// Groups (`in_channels` for depthwise).
+    pub groups: usize,
+}
+
+impl Conv2dSpec {
+    /// Square kernel `k`, stride `s`, symmetric padding `p`, no dilation, one group.
+    pub fn square(in_channels: usize, out_channels: usize, k: usize, s: usize, p: usize) -> Self {
+        Self {
+            in_channels,
+            out_channels,
+            kernel: [k, k],
+            stride: [s, s],
+            pads: [p, p, p, p],
+            dilation: [1, 1],
+            groups: 1,
+        }
+    }
+
+    /// Checks that the geometry is usable.
+    pub fn validate(&self, layer: &str) -> Result<()> {
+        let g = self.groups;
+        let bad = self.kernel.contains(&0)
+            || self.stride.contains(&0)
+            || self.dilation.contains(&0)
+            || g == 0
+            || self.in_channels == 0
+            || self.out_channels == 0
+            || self.in_channels % g != 0
+            || self.out_channels % g != 0;
+        if bad {
+            return Err(SimError::shape(
+                layer,
+                format!("invalid conv geometry {self:?} (zero size, or channels not divisible by groups)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Output `(OH, OW)` for an `H×W` input.
+    pub fn output_hw(&self, layer: &str, h: usize, w: usize) -> Result<(usize, usize)> {
+        let dim = |len: usize, pad: usize, k: usize, d: usize, s: usize| {
+            let span = d * (k - 1) + 1;
+            (len + pad >= span).then(|| (len + pad - span) / s + 1)
+        };
+        let oh = dim(
+            h,
+            self.pads[0] + self.pads[2],
+            self.kernel[0],
+            self.dilation[0],
+            self.stride[0],
+        );
+        let ow = dim(
+            w,
+            self.pads[1] + self.pads[3],
+            self.kernel[1],
+            self.dilation[1],
+            self.stride[1],
+        );
+        match (oh, ow) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err(SimError::shape(
+                layer,
+                format!(
+                    "input {h}×{w} is smaller than the dilated kernel {:?}",
+                    self.kernel
+                ),
+            )),
+        }
+    }
+
+    /// True for a depthwise conv with channel multiplier 1 (`groups = in = out > 1`).
+    pub fn is_depthwise(&self) -> bool {
+        self.groups > 1 && self.groups == self.in_channels && self.out_channels == self.in_channels
+    }
+
+    /// GEMM reduction length per group: `KH·KW·I/groups`.
+    pub fn k_per_group(&self) -> usize {
+        self.kernel[0] * self.kernel[1] * (self.in_channels / self.groups)
+    }
+}
+
+/// What backward needs from the training forward pass.
+struct ConvCache {
+    ops: QuantOperands,
+    out_shape: [usize; 4],
+}
+
+/// A 2-D convolution layer with weights `[O, KH, KW, I/groups]` and an optional bias `[O]`.
+pub struct Conv2d {
+    name: String,
+    spec: Conv2dSpec,
+    /// Weights `[O, KH, KW, I/groups]`.
+    pub weight: Param,
+    /// Optional bias `[O]`.
+    pub bias: Option<Param>,
+    /// Quantization state (fp32 unless bits are set).
+    pub quant: LayerQuant,
+    cache: Option<ConvCache>,
+}
+
+/// Geometry of one im2col transform.
+struct Im2col<'a> {
+    spec: &'a Conv2dSpec,
+    in_hw: (usize, usize),
+    out_hw: (usize, usize),
+}
+
+impl Im2col<'_> {
+    /// For each (output position, kernel tap) the input pixel it reads, or `None` in the padding.
+    fn source(&self, oy: usize, ox: usize, ky: usize, kx: usize) -> Option<(usize, usize)> {
+        let sp = self.spec;
+        let iy = (oy * sp.stride[0] + ky * sp.dilation[0]).checked_sub(sp.pads[0])?;
+        let ix = (ox * sp.stride[1] + kx * sp.dilation[1]).checked_sub(sp.pads[1])?;
+        (iy < self.in_hw.0 && ix < self.in_hw.1).then_some((iy, ix))
+    }
+
+    fn in_per_sample(&self) -> usize {
+        self.in_hw.0 * self.in_hw.1 * self.spec.in_channels
+    }
+
+    fn rows_per_sample(&self) -> usize {
+        self.out_hw.0 * self.out_hw.1
+    }
+
+    /// Samples per work block: about [`ROW_TILE`] GEMM rows, at least one sample. Fixed by the
+    /// geometry, so the blocking (and every sum) is the same for any thread count.
+    fn samples_per_block(&self) -> usize {
+        (ROW_TILE / self.rows_per_sample().max(1)).max(1)
+    }
+
+    /// Visits every (row of a sample, kernel tap) with the input offset it reads (or `None`).
+    fn for_each_tap(&self, mut f: impl FnMut(usize, Option<usize>)) {
+        let (w, c) = (self.in_hw.1, self.spec.in_channels);
+        let mut t = 0;
+        for oy in 0..self.out_hw.0 {
+            for ox in 0..self.out_hw.1 {
+                for ky in 0..self.spec.kernel[0] {
+                    for kx in 0..self.spec.kernel[1] {
+                        f(
+                            t,
+                            self.source(oy, ox, ky, kx)
+                                .map(|(iy, ix)| (iy * w + ix) * c),
+                        );
+                        t += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fills `col` `[samples·OH·OW, K]` with the group-`g` patches of the samples in `x`.
+    fn gather(&self, x: &[f32], g: usize, col: &mut [f32]) {
+        let cpg = self.spec.in_channels / self.spec.groups;
+        let taps = self.rows_per_sample() * self.spec.kernel[0] * self.spec.kernel[1];
+        for (cs, xs) in col
+            .chunks_mut(taps * cpg)
+            .zip(x.chunks(self.in_per_sample()))
+        {
+            self.for_each_tap(|t, at| {
+                let dst = &mut cs[t * cpg..(t + 1) * cpg];
+                match at {
+                    Some(a) => dst.copy_from_slice(&xs[a + g * cpg..a + (g + 1) * cpg]),
+                    None => dst.fill(0.0),
+                }
+            });
+        }
+    }
+
+    /// Depthwise forward (one input channel per group, multiplier 1) for the samples in `x`:
+    /// `y[pos, c] = Σ_taps x[src, c]·w[tap, c]` with weights `w` laid out `[taps, C]`.
+    fn depthwise_forward(&self, x: &[f32], w: &[f32], y: &mut [f32]) {
+        let c = self.spec.in_channels;
+        let taps = self.spec.kernel[0] * self.spec.kernel[1];
+        let rows = self.rows_per_sample();
+        for (ys, xs) in y.chunks_mut(rows * c).zip(x.chunks(self.in_per_sample())) {
+            ys.fill(0.0);
+            self.for_each_tap(|t, at| {
+                if let Some(a) = at {
+                    let (row, tap) = (t / taps, t % taps);
+                    let out = &mut ys[row * c..(row + 1) * c];
+                    let (xr, wr) = (&xs[a..a + c], &w[tap * c..(tap + 1) * c]);
+                    for ((o, &xv), &wv) in out.iter_mut().zip(xr).zip(wr) {
+                        *o += xv * wv;
+                    }
+                }
+            });
+        }
+    }
+
+    /// Depthwise backward for the samples in `x` / `g`: adds into `dx` and into the weight
+    /// gradient `dw` laid out `[taps, C]`.
+    fn depthwise_backward(&self, x: &[f32], g: &[f32], w: &[f32], dx: &mut [f32], dw: &mut [f32]) {
+        let c = self.spec.in_channels;
+        let taps = self.spec.kernel[0] * self.spec.kernel[1];
+        let (rows, per_in) = (self.rows_per_sample(), self.in_per_sample());
+        for ((gs, xs), dxs) in g
+            .chunks(rows * c)
+            .zip(x.chunks(per_in))
+            .zip(dx.chunks_mut(per_in))
+        {
+            self.for_each_tap(|t, at| {
+                if let Some(a) = at {
+                    let (row, tap) = (t / taps, t % taps);
+                    let gr = &gs[row * c..(row + 1) * c];
+                    let (xr, wr) = (&xs[a..a + c], &w[tap * c..(tap + 1) * c]);
+                    let dwr = &mut dw[tap * c..(tap + 1) * c];
+                    for ((d, &gv), &xv) in dwr.iter_mut().zip(gr).zip(xr) {
+                        *d += gv * xv;
+                    }
+                    let dxr = &mut dxs[a..a + c];
+                    for ((d, &gv), &wv) in dxr.iter_mut().zip(gr).zip(wr) {
+                        *d += gv * wv;
+                    }
+                }
+            });
+        }
+    }
+
+    /// Adds the group-`g` columns `dcol` back into `dx` (the same samples as `gather`).
+    fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
+        let cpg = self.spec.in_channels / self.spec.groups;
+        let taps = self.rows_per_sample() * self.spec.kernel[0] * self.spec.kernel[1];
+        for (cs, xs) in dcol
+            .chunks(taps * cpg)
+            .zip(dx.chunks_mut(self.in_per_sample()))
+        {
+            self.for_each_tap(|t, at| {
+                if let Some(a) = at {
+                    let src = &cs[t * cpg..(t + 1) * cpg];
+                    let dst = &mut xs[a + g * cpg..a + (g + 1) * cpg];
+                    dst.iter_mut().zip(src).for_each(|(d, v)| *d += v);
+                }
+            });
+        }
+    }
+}
+
+impl Conv2d {
+    /// A conv layer from weights `[O, KH, KW, I/groups]` (channels-last) and an optional bias.
+    pub fn new(
+        name: &str,
+        spec: Conv2dSpec,
+        weight: Tensor,
+        bias: Option<Tensor>,
+        quant: LayerQuant,
+    ) -> Result<Self> {
+        spec.validate(name)?;
+        let want = [
+            spec.out_channels,
+            spec.kernel[0],
+            spec.kernel[1],
+            spec.in_channels / spec.groups,
+        ];
+        if weight.shape() != want {
+            return Err(SimError::shape(
+                name,
+                format!(
+                    "weight shape {:?}, expected [O, KH, KW, I/g] = {want:?}",
+                    weight.shape()
+                ),
+            ));
+        }
+        if let Some(b) = &bias {
+            if b.shape() != [spec.out_channels] {
+                return Err(SimError::shape(
+                    name,
+                    format!(
+                        "bias shape {:?}, expected [{}]",
+                        b.shape(),
+                        spec.out_channels
+                    ),
+                ));
+            }
+        }
+        Ok(Self {
+            name: name.to_string(),
+            spec,
+            weight: Param::new("weight", weight, true),
+            bias: bias.map(|b| Param::new("bias", b, false)),
+            quant,
+            cache: None,
+        })
+    }
+
+    /// Converts ONNX/PyTorch weights `[O, I/g, KH, KW]` to this layer's `[O, KH, KW, I/g]`.
+    pub fn weight_from_oihw(w: &Tensor) -> Result<Tensor> {
+        let w4 = w.view().into_dimensionality::<Ix4>().map_err(|_| {
+            SimError::shape(
+                "conv",
+                format!("OIHW weight must be 4-D, got {:?}", w.shape()),
+            )
+        })?;
+        Ok(w4
+            .permuted_axes([0, 2, 3, 1])
+            .as_standard_layout()
+            .into_owned()
+            .into_dyn())
+    }
+
+    /// The layer's geometry.
+    pub fn spec(&self) -> &Conv2dSpec {
+        &self.spec
+    }
+
+    fn weight_matrix(&self) -> Result<ArrayView2<'_, f32>> {
+        let k = self.spec.k_per_group();
+        self.weight
+            .value
+            .view()
+            .into_shape_with_order((self.spec.out_channels, k))
+            .map_err(|e| SimError::shape(&self.name, format!("weight not contiguous: {e}")))
+    }
+
+    fn geometry(&self, x: &ArrayView4<f32>) -> Result<Im2col<'_>> {
+        let (_, h, w, c) = x.dim();
+        if c != self.spec.in_channels {
+            return Err(SimError::shape(
+                &self.name,
+                format!(
+                    "input has {c} channels, layer expects {}",
+                    self.spec.in_channels
+                ),
+            ));
+        }
+        Ok(Im2col {
+            spec: &self.spec,
+            in_hw: (h, w),
+            out_hw: self.spec.output_hw(&self.name, h, w)?,
+        })
+    }
+}
+
+thread_local! {
+    /// Per-thread column buffers reused across blocks and calls (every use overwrites the part it
+    /// reads, so no zeroing is needed).
+    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Runs `f` with two scratch buffers of the given lengths (contents unspecified).
+fn with_scratch<R>(a: usize, b: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut bufs) => {
+            let (x, y) = &mut *bufs;
+            if x.len() < a {
+                x.resize(a, 0.0);
+            }
+            if y.len() < b {
+                y.resize(b, 0.0);
+            }
+            f(&mut x[..a], &mut y[..b])
+        }
+        Err(_) => f(&mut vec![0.0; a], &mut vec![0.0; b]),
+    })
+}
+
+/// The contiguous data behind an output block view.
+fn yb_data<'a>(y: &'a mut ArrayViewMut2<f32>, layer: &str) -> Result<&'a mut [f32]> {
+    y.as_slice_mut()
+        .ok_or_else(|| SimError::shape(layer, "output block not contiguous"))
+}
+
+/// Maps an ndarray shape error to a shape error naming the layer.
+fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
+    move |e| SimError::shape(layer, e.to_string())
+}
+
+/// Contiguous data of a standard-layout tensor, or a shape error.
+fn data<'a>(layer: &str, t: &'a Tensor) -> Result<&'a [f32]> {
+    t.as_slice()
+        .ok_or_else(|| SimError::shape(layer, "tensor is not contiguous"))
+}
+
+impl Layer for Conv2d {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let x4 = as4(&self.name, x)?;
+        let n = x4.dim().0;
+        let geo = self.geometry(&x4)?;
+        let (oh, ow) = geo.out_hw;
+        let (o, kg, groups) = (
+            self.spec.out_channels,
+            self.spec.k_per_group(),
+            self.spec.groups,
+        );
+        let opg = o / groups;
+        let mut quant = self.quant.clone();
+        let ops = quantize_operands(&mut quant, x, self.weight_matrix()?, mode);
+        let spb = geo.samples_per_block();
+        let rows = spb * geo.rows_per_sample();
+        let mut y = vec![0.0f32; n * oh * ow * o];
+        let bias = self.bias.as_ref().map(|b| &b.value);
+        let name = self.name.as_str();
+        // Depthwise convs skip the (degenerate, one-column) GEMMs: weights as [taps, C].
+        let dw_t_arr = self
+            .spec
+            .is_depthwise()
+            .then(|| ops.w.t().as_standard_layout().into_owned());
+        let dw_t = dw_t_arr.as_ref().and_then(|a| a.as_slice());
+        y.par_chunks_mut(rows * o)
+            .zip(data(name, &ops.x)?.par_chunks(spb * geo.in_per_sample()))
+            .try_for_each(|(yb, xb)| -> Result<()> {
+                let r = yb.len() / o;
+                let mut yv = ArrayViewMut2::from_shape((r, o), yb).map_err(shape_err(name))?;
+                if let Some(wt) = &dw_t {
+                    geo.depthwise_forward(xb, wt, yb_data(&mut yv, name)?);
+                } else {
+                    with_scratch(r * kg, 0, |col, _| -> Result<()> {
+                        for g in 0..groups {
+                            geo.gather(xb, g, col);
+                            let colv =
+                                ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                            let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
+                            let yg = yv.slice_mut(s![.., g * opg..(g + 1) * opg]);
+                            matmul_into(yg, colv, wg.t(), false)?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                if let Some(b) = bias {
+                    yv.rows_mut().into_iter().for_each(|mut row| row += b);
+                }
+                Ok(())
+            })?;
+        self.quant = quant;
+        let out_shape = [n, oh, ow, o];
+        self.cache = (mode == Mode::Train).then_some(ConvCache { ops, out_shape });
+        Tensor::from_shape_vec(out_shape.to_vec(), y).map_err(shape_err(name))
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let cache = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, &cache.out_shape)?;
+        let x4 = as4(&self.name, &cache.ops.x)?;
+        let (n, h, w, c) = x4.dim();
+        let geo = self.geometry(&x4)?;
+        let o = cache.out_shape[3];
+        let (kg, groups) = (self.spec.k_per_group(), self.spec.groups);
+        let opg = o / groups;
+        let mut quant = self.quant.clone();
+        let gq = quantize_error(&mut quant, grad_out);
+        let name = self.name.as_str();
+        let spb = geo.samples_per_block();
+        let (in_block, g_block) = (spb * geo.in_per_sample(), spb * geo.rows_per_sample() * o);
+        let wq = &cache.ops.w;
+        let dw_t = self
+            .spec
+            .is_depthwise()
+            .then(|| wq.t().as_standard_layout().into_owned());
+        let dw_t = dw_t.as_ref().and_then(|a| a.as_slice());
+        let mut dx = vec![0.0f32; n * h * w * c];
+        // Per block of samples: its partial weight gradient, and its (disjoint) slice of dx.
+        let partials: Vec<Array2<f32>> = dx
+            .par_chunks_mut(in_block)
+            .zip(data(name, &cache.ops.x)?.par_chunks(in_block))
+            .zip(data(name, &gq)?.par_chunks(g_block))
+            .map(|((dxb, xb), gb)| -> Result<Array2<f32>> {
+                let r = gb.len() / o;
+                let gv = ArrayView2::from_shape((r, o), gb).map_err(shape_err(name))?;
+                if let Some(wt) = &dw_t {
+                    let mut pdw_t = Array2::<f32>::zeros((kg, o));
+                    let pd = pdw_t
+                        .as_slice_mut()
+                        .ok_or_else(|| SimError::shape(name, "not contiguous"))?;
+                    geo.depthwise_backward(xb, gb, wt, dxb, pd);
+                    return Ok(pdw_t.t().as_standard_layout().into_owned());
+                }
+                let mut pdw = Array2::<f32>::zeros((o, kg));
+                with_scratch(r * kg, r * kg, |col, dcol| -> Result<()> {
+                    for g in 0..groups {
+                        let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
+                        geo.gather(xb, g, col);
+                        let colv =
+                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                        let pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
+                        matmul_into(pg, gg.t(), colv, false)?;
+                        let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
+                        let dv = ArrayViewMut2::from_shape((r, kg), &mut *dcol)
+                            .map_err(shape_err(name))?;
+                        matmul_into(dv, gg, wg, false)?;
+                        geo.scatter_add(dcol, g, dxb);
+                    }
+                    Ok(())
+                })?;
+                Ok(pdw)
+            })
+            .collect::<Result<_>>()?;
+        let mut dw = Array2::<f32>::zeros((o, kg));
+        for p in &partials {
+            dw += p;
+        }
+        scale_weight_grad(&mut dw, cache.ops.w_scale.as_ref());
+        let wshape = self.weight.value.raw_dim();
+        self.weight.grad = dw.into_shape_with_order(wshape).map_err(shape_err(name))?;
+        if let Some(b) = &mut self.bias {
+            let sums = sum_channels(data(name, &gq)?, o);
+            b.grad = Tensor::from_shape_vec(vec![o], sums.iter().map(|&v| v as f32).collect())
+                .map_err(shape_err(name))?;
+        }
+        let mut dx = Tensor::from_shape_vec(vec![n, h, w, c], dx).map_err(shape_err(name))?;
+        mask_input_grad(&mut dx, cache.ops.x_mask.as_ref());
+        self.quant = quant;
+        Ok(vec![dx])
+    }
+
+    fn params_mut(&mut self) -> Vec<&mut Param> {
+        weight_and_bias(&mut self.weight, &mut self.bias)
+    }
+
+    fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
+        Some(&mut self.quant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+    use crate::quant::QuantMethod;
+
+    fn conv(spec: Conv2dSpec, bias: bool, seed: u64) -> Conv2d {
+        let w = rand_tensor(
+            &[
+                spec.out_channels,
+                spec.kernel[0],
+                spec.kernel[1],
+                spec.in_channels / spec.groups,
+            ],
+            0.5,
+            seed,
+        );
+        let b = bias.then(|| rand_tensor(&[spec.out_channels], 0.5, seed + 1));
+        Conv2d::new("c", spec, w, b, LayerQuant::new(QuantMethod::Sbm, 0)).unwrap()
+    }
+
+    /// Direct (loop) convolution in f64 on NHWC input, OHWI weights.
+    fn reference(x: &Tensor, layer: &Conv2d) -> Vec<f64> {
+        let sp = layer.spec();
+        let x4 = as4("ref", x).unwrap();
+        let (n, h, w, _) = x4.dim();
+        let (oh, ow) = sp.output_hw("ref", h, w).unwrap();
+        let wt = layer
+            .weight
+            .value
+            .view()
+            .into_dimensionality::<Ix4>()
+            .unwrap();
+        let (cpg, opg) = (sp.in_channels / sp.groups, sp.out_channels / sp.groups);
+        let mut out = Vec::new();
+        for b in 0..n {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    for o in 0..sp.out_channels {
+                        let g = o / opg;
+                        let mut acc = layer.bias.as_ref().map_or(0.0, |p| p.value[[o]] as f64);
+                        for ky in 0..sp.kernel[0] {
+                            for kx in 0..sp.kernel[1] {
+                                let iy = (oy * sp.stride[0] + ky * sp.dilation[0]) as isize
+                                    - sp.pads[0] as isize;
+                                let ix = (ox * sp.stride[1] + kx * sp.dilation[1]) as isize
+                                    - sp.pads[1] as isize;
+                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                    continue;
+                                }
+                                for ci in 0..cpg {
+                                    acc += x4[[b, iy as usize, ix as usize, g * cpg + ci]] as f64
+                                        * wt[[o, ky, kx, ci]] as f64;
+                                }
+                            }
+                        }
+                        out.push(acc);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn specs() -> Vec<Conv2dSpec> {
+        let mut strided = Conv2dSpec::square(3, 4, 3, 2, 1);
+        strided.pads = [1, 0, 2, 1];
+        let mut dilated = Conv2dSpec::square(2, 2, 3, 1, 2);
+        dilated.dilation = [2, 1];
+        let mut grouped = Conv2dSpec::square(4, 6, 3, 1, 1);
+        grouped.groups = 2;
+        let mut depthwise = Conv2dSpec::square(3, 3, 3, 2, 1);
+        depthwise.groups = 3;
+        vec![
+            Conv2dSpec::square(3, 5, 1, 1, 0),
+            strided,
+            dilated,
+            grouped,
+            depthwise,
+        ]
+    }
+
+    #[test]
+    fn forward_matches_direct_convolution() {
+        for (i, sp) in specs().into_iter().enumerate() {
+            let mut c = conv(sp.clone(), i % 2 == 0, i as u64);
+            let x = rand_tensor(&[2, 7, 6, sp.in_channels], 1.0, 50 + i as u64);
+            let y = c.forward(&[&x], Mode::Eval).unwrap();
+            let r = reference(&x, &c);
+            assert_eq!(y.len(), r.len(), "{sp:?}");
+            for (a, b) in y.iter().zip(&r) {
+                assert!((*a as f64 - b).abs() < 1e-4, "{sp:?}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        for (i, sp) in specs().into_iter().enumerate() {
+            let mut c = conv(sp.clone(), true, 10 + i as u64);
+            let x = rand_tensor(&[2, 6, 5, sp.in_channels], 1.0, 70 + i as u64);
+            check_layer(&mut c, &[x], 1e-2, 1e-2, 25).unwrap();
+        }
+    }
+
+    #[test]
+    fn large_batch_spans_several_gemm_tiles_and_is_thread_independent() {
+        let sp = Conv2dSpec::square(8, 16, 3, 1, 1);
+        let x = rand_tensor(&[40, 8, 8, 8], 1.0, 3);
+        let g = rand_tensor(&[40, 8, 8, 16], 1.0, 4);
+        let run = |threads: usize| {
+            crate::tests::with_threads(threads, || {
+                let mut c = conv(sp.clone(), false, 1);
+                c.quant.set_bits(4, 4).unwrap();
+                let y = c.forward(&[&x], Mode::Train).unwrap();
+                let dx = c.backward(g.clone()).unwrap();
+                (y, dx, c.weight.grad.clone())
+            })
+        };
+        assert_eq!(run(1), run(2));
+    }
+
+    #[test]
+    fn quantized_layer_uses_quantized_operands_in_all_three_gemms() {
+        // With bits_bw = 0 the error stays fp32: forward and both backward GEMMs must equal an
+        // fp32 layer fed with the SBM-quantized input and weights.
+        let sp = Conv2dSpec::square(2, 3, 3, 1, 1);
+        let x = rand_tensor(&[2, 5, 5, 2], 1.0, 8);
+        let g = rand_tensor(&[2, 5, 5, 3], 1.0, 9);
+        let mut q = conv(sp.clone(), false, 2);
+        q.quant.set_bits(3, 0).unwrap();
+        let yq = q.forward(&[&x], Mode::Train).unwrap();
+        let dxq = q.backward(g.clone()).unwrap().remove(0);
+
+        let mut f = conv(sp.clone(), false, 2);
+        let w2 = f
+            .weight
+            .value
+            .clone()
+            .into_shape_with_order((3, 18))
+            .unwrap();
+        let wq = crate::quant::sbm::weights(w2.view(), 3);
+        f.weight.value = wq.into_shape_with_order(vec![3, 3, 3, 2]).unwrap();
+        let mut xq = x.clone();
+        let mut ema = crate::quant::RangeEma::default();
+        crate::quant::sbm::activations(xq.as_slice_mut().unwrap(), 3, &mut ema, true);
+        let yf = f.forward(&[&xq], Mode::Train).unwrap();
+        let dxf = f.backward(g.clone()).unwrap().remove(0);
+        assert_eq!(yq, yf);
+        assert_eq!(dxq, dxf);
+        assert_eq!(q.weight.grad, f.weight.grad);
+        assert_ne!(yq, conv(sp, false, 2).forward(&[&x], Mode::Eval).unwrap());
+    }
+
+    #[test]
+    fn bad_inputs_are_errors_naming_the_layer() {
+        let mut c = conv(Conv2dSpec::square(3, 4, 3, 1, 0), false, 1);
+        let e = c
+            .forward(&[&rand_tensor(&[1, 5, 5, 2], 1.0, 1)], Mode::Eval)
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("`c`") && e.to_string().contains("channels"),
+            "{e}"
+        );
+        let e = c
+            .forward(&[&rand_tensor(&[1, 2, 2, 3], 1.0, 1)], Mode::Eval)
+            .unwrap_err();
+        assert!(e.to_string().contains("smaller"), "{e}");
+        let e = c.backward(rand_tensor(&[1, 3, 3, 4], 1.0, 1)).unwrap_err();
+        assert!(e.to_string().contains("without a forward"), "{e}");
+        let w = rand_tensor(&[4, 3, 3, 2], 1.0, 1);
+        assert!(Conv2d::new(
+            "c",
+            Conv2dSpec::square(3, 4, 3, 1, 0),
+            w,
+            None,
+            LayerQuant::new(QuantMethod::Sbm, 0)
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn oihw_weights_are_permuted() {
+        let w = Tensor::from_shape_fn(vec![2, 3, 1, 2], |d| (d[0] * 100 + d[1] * 10 + d[3]) as f32);
+        let c = Conv2d::weight_from_oihw(&w).unwrap();
+        assert_eq!(c.shape(), &[2, 1, 2, 3]);
+        assert_eq!(c[[1, 0, 1, 2]], 121.0);
+    }
+}

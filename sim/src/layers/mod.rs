@@ -1,0 +1,158 @@
+//! Layers with hand-written forward and backward passes. A network is a sequence or DAG of
+//! [`Layer`]s: each takes one or more input tensors, returns one output, and in backward maps the
+//! gradient of its output to the gradients of its inputs while storing the gradients of its own
+//! parameters ([`Param::grad`], overwritten at every backward call).
+//!
+//! Image tensors are channels-last `[N, H, W, C]`; flat tensors `[N, F]`.
+
+pub mod activation;
+pub mod add;
+pub mod batchnorm;
+pub mod conv2d;
+pub mod flatten;
+pub mod linear;
+pub mod loss;
+pub mod pool;
+mod qgemm;
+mod reduce;
+
+#[cfg(test)]
+mod gradcheck;
+
+use ndarray::{ArrayD, Ix2, Ix4};
+
+use crate::error::{Result, SimError};
+use crate::quant::LayerQuant;
+
+pub use activation::{Activation, ActivationKind};
+pub use add::Add;
+pub use batchnorm::BatchNorm;
+pub use conv2d::{Conv2d, Conv2dSpec};
+pub use flatten::Flatten;
+pub use linear::Linear;
+pub use loss::SoftmaxCrossEntropy;
+pub use pool::{GlobalAvgPool, Pool2d, PoolKind, PoolSpec};
+
+/// The tensor type flowing between layers.
+pub type Tensor = ArrayD<f32>;
+
+/// Training (batch statistics, caches for backward) or evaluation (running statistics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Training: batch statistics, caches kept for backward, running statistics updated.
+    Train,
+    /// Evaluation: running statistics, nothing cached.
+    Eval,
+}
+
+/// A trainable tensor with its gradient (same shape).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    /// Parameter name within its layer (`weight`, `bias`, `gamma`, `beta`).
+    pub name: &'static str,
+    /// Current (fp32 master) value.
+    pub value: Tensor,
+    /// Gradient from the last backward pass.
+    pub grad: Tensor,
+    /// Whether weight decay applies (weights: yes; BN parameters and biases: by caller's choice).
+    pub decay: bool,
+}
+
+impl Param {
+    /// A parameter with a zero gradient.
+    pub fn new(name: &'static str, value: Tensor, decay: bool) -> Self {
+        let grad = Tensor::zeros(value.raw_dim());
+        Self {
+            name,
+            value,
+            grad,
+            decay,
+        }
+    }
+}
+
+/// One node of a network.
+pub trait Layer: Send {
+    /// The layer's name (used in every error it raises).
+    fn name(&self) -> &str;
+
+    /// Computes the output from the inputs (one input for every layer but [`Add`]). In
+    /// [`Mode::Train`] it keeps what [`Layer::backward`] needs.
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor>;
+
+    /// Maps the gradient of the output to the gradients of the inputs (same order as in
+    /// `forward`) and stores the parameter gradients. Needs a preceding training forward pass.
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>>;
+
+    /// The trainable parameters (empty for parameter-free layers).
+    fn params_mut(&mut self) -> Vec<&mut Param> {
+        Vec::new()
+    }
+
+    /// The quantization state of a conv or linear layer.
+    fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
+        None
+    }
+}
+
+/// The parameter list of a layer with a weight and an optional bias.
+pub(crate) fn weight_and_bias<'a>(
+    w: &'a mut Param,
+    b: &'a mut Option<Param>,
+) -> Vec<&'a mut Param> {
+    let mut v = vec![w];
+    if let Some(b) = b {
+        v.push(b);
+    }
+    v
+}
+
+/// Exactly `n` inputs, or an error naming the layer.
+pub(crate) fn expect_inputs<'a>(
+    layer: &str,
+    inputs: &[&'a Tensor],
+    n: usize,
+) -> Result<Vec<&'a Tensor>> {
+    if inputs.len() != n {
+        return Err(SimError::shape(
+            layer,
+            format!("expects {n} input(s), got {}", inputs.len()),
+        ));
+    }
+    Ok(inputs.to_vec())
+}
+
+/// A 4-D `[N, H, W, C]` view of `t`, or an error naming the layer.
+pub(crate) fn as4<'a>(layer: &str, t: &'a Tensor) -> Result<ndarray::ArrayView4<'a, f32>> {
+    t.view()
+        .into_dimensionality::<Ix4>()
+        .map_err(|_| SimError::shape(layer, format!("expects [N, H, W, C], got {:?}", t.shape())))
+}
+
+/// A 2-D `[N, F]` view of `t`, or an error naming the layer.
+pub(crate) fn as2<'a>(layer: &str, t: &'a Tensor) -> Result<ndarray::ArrayView2<'a, f32>> {
+    t.view()
+        .into_dimensionality::<Ix2>()
+        .map_err(|_| SimError::shape(layer, format!("expects [N, F], got {:?}", t.shape())))
+}
+
+/// The cached value of a training forward pass, or the "no forward" error.
+pub(crate) fn cached<'a, T>(layer: &str, cache: &'a Option<T>) -> Result<&'a T> {
+    cache.as_ref().ok_or_else(|| SimError::NoForward {
+        layer: layer.to_string(),
+    })
+}
+
+/// Checks that a gradient has the shape of the output it belongs to.
+pub(crate) fn check_grad(layer: &str, grad: &Tensor, out_shape: &[usize]) -> Result<()> {
+    if grad.shape() != out_shape {
+        return Err(SimError::shape(
+            layer,
+            format!(
+                "gradient shape {:?} differs from output shape {out_shape:?}",
+                grad.shape()
+            ),
+        ));
+    }
+    Ok(())
+}

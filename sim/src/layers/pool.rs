@@ -1,0 +1,338 @@
+//! Max and average pooling over `H×W` windows, and global average pooling, on `[N, H, W, C]`.
+
+use rayon::prelude::*;
+
+use super::{as4, cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use crate::error::{Result, SimError};
+
+/// Max or average.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolKind {
+    /// Maximum of the window (padding never wins).
+    Max,
+    /// Mean of the window.
+    Avg,
+}
+
+/// Window geometry of a pooling layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolSpec {
+    /// Window `[KH, KW]`.
+    pub kernel: [usize; 2],
+    /// Stride `[SH, SW]`.
+    pub stride: [usize; 2],
+    /// Padding `[top, left, bottom, right]`.
+    pub pads: [usize; 4],
+    /// Average pooling: divide by the full window (true) or by the in-bounds count (false, the
+    /// ONNX default).
+    pub count_include_pad: bool,
+}
+
+impl PoolSpec {
+    /// Square window `k`, stride `s`, no padding.
+    pub fn square(k: usize, s: usize) -> Self {
+        Self {
+            kernel: [k, k],
+            stride: [s, s],
+            pads: [0; 4],
+            count_include_pad: false,
+        }
+    }
+}
+
+struct PoolCache {
+    in_shape: [usize; 4],
+    out_shape: [usize; 4],
+    /// For max pooling: per output element, the flat in-sample input index that won.
+    argmax: Vec<usize>,
+}
+
+/// A max- or average-pooling layer.
+pub struct Pool2d {
+    name: String,
+    kind: PoolKind,
+    spec: PoolSpec,
+    cache: Option<PoolCache>,
+}
+
+/// The input window `[y0, y1) × [x0, x1)` of output `(oy, ox)`, clipped to the image, and the
+/// divisor of average pooling (window size with or without padding, per `count_include_pad`).
+fn window(
+    sp: &PoolSpec,
+    h: usize,
+    w: usize,
+    oy: usize,
+    ox: usize,
+) -> (usize, usize, usize, usize, usize) {
+    let ys = (oy * sp.stride[0]) as isize - sp.pads[0] as isize;
+    let xs = (ox * sp.stride[1]) as isize - sp.pads[1] as isize;
+    let ye = (ys + sp.kernel[0] as isize).min((h + sp.pads[2]) as isize);
+    let xe = (xs + sp.kernel[1] as isize).min((w + sp.pads[3]) as isize);
+    let padded = ((ye - ys) * (xe - xs)).max(1) as usize;
+    let c = |v: isize, hi: usize| v.clamp(0, hi as isize) as usize;
+    let (y0, y1, x0, x1) = (c(ys, h), c(ye, h), c(xs, w), c(xe, w));
+    let count = if sp.count_include_pad {
+        padded
+    } else {
+        ((y1 - y0) * (x1 - x0)).max(1)
+    };
+    (y0, y1, x0, x1, count)
+}
+
+impl Pool2d {
+    /// A new pooling layer.
+    pub fn new(name: &str, kind: PoolKind, spec: PoolSpec) -> Result<Self> {
+        if spec.kernel.contains(&0) || spec.stride.contains(&0) {
+            return Err(SimError::shape(
+                name,
+                format!("invalid pooling geometry {spec:?}"),
+            ));
+        }
+        Ok(Self {
+            name: name.to_string(),
+            kind,
+            spec,
+            cache: None,
+        })
+    }
+
+    fn out_hw(&self, h: usize, w: usize) -> Result<(usize, usize)> {
+        let sp = &self.spec;
+        let (ph, pw) = (h + sp.pads[0] + sp.pads[2], w + sp.pads[1] + sp.pads[3]);
+        if ph < sp.kernel[0] || pw < sp.kernel[1] {
+            return Err(SimError::shape(
+                &self.name,
+                format!("input {h}×{w} is smaller than the window {:?}", sp.kernel),
+            ));
+        }
+        Ok((
+            (ph - sp.kernel[0]) / sp.stride[0] + 1,
+            (pw - sp.kernel[1]) / sp.stride[1] + 1,
+        ))
+    }
+}
+
+impl Layer for Pool2d {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let (n, h, w, c) = as4(&self.name, x)?.dim();
+        let (oh, ow) = self.out_hw(h, w)?;
+        let xs = x.as_standard_layout();
+        let data = xs
+            .as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
+        let (sp, kind) = (&self.spec, self.kind);
+        let mut y = vec![0.0f32; n * oh * ow * c];
+        let mut argmax = vec![0usize; if kind == PoolKind::Max { y.len() } else { 0 }];
+        let per_in = h * w * c;
+        let per_out = oh * ow * c;
+        let mut am_chunks: Vec<&mut [usize]> = if kind == PoolKind::Max {
+            argmax.chunks_mut(per_out.max(1)).collect()
+        } else {
+            (0..n).map(|_| &mut [][..]).collect()
+        };
+        y.par_chunks_mut(per_out.max(1))
+            .zip(data.par_chunks(per_in.max(1)))
+            .zip(am_chunks.par_iter_mut())
+            .for_each(|((ys, xs), am)| {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let (y0, y1, x0, x1, count) = window(sp, h, w, oy, ox);
+                        for ch in 0..c {
+                            let o = (oy * ow + ox) * c + ch;
+                            let (mut best, mut at, mut sum) = (f32::NEG_INFINITY, 0usize, 0.0f32);
+                            for iy in y0..y1 {
+                                for ix in x0..x1 {
+                                    let i = (iy * w + ix) * c + ch;
+                                    sum += xs[i];
+                                    if xs[i] > best {
+                                        best = xs[i];
+                                        at = i;
+                                    }
+                                }
+                            }
+                            match kind {
+                                PoolKind::Max => {
+                                    ys[o] = best;
+                                    am[o] = at;
+                                }
+                                PoolKind::Avg => ys[o] = sum / count as f32,
+                            }
+                        }
+                    }
+                }
+            });
+        self.cache = (mode == Mode::Train).then(|| PoolCache {
+            in_shape: [n, h, w, c],
+            out_shape: [n, oh, ow, c],
+            argmax,
+        });
+        Tensor::from_shape_vec(vec![n, oh, ow, c], y)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let cache = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, &cache.out_shape)?;
+        let [n, h, w, c] = cache.in_shape;
+        let [_, oh, ow, _] = cache.out_shape;
+        let g = grad_out.as_standard_layout();
+        let g = g
+            .as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
+        let (sp, kind) = (&self.spec, self.kind);
+        let (per_in, per_out) = (h * w * c, oh * ow * c);
+        let mut dx = vec![0.0f32; n * per_in];
+        dx.par_chunks_mut(per_in.max(1))
+            .zip(g.par_chunks(per_out.max(1)))
+            .enumerate()
+            .for_each(|(b, (ds, gs))| {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let (y0, y1, x0, x1, count) = window(sp, h, w, oy, ox);
+                        for ch in 0..c {
+                            let o = (oy * ow + ox) * c + ch;
+                            match kind {
+                                PoolKind::Max => {
+                                    if let Some(&i) = cache.argmax.get(b * per_out + o) {
+                                        ds[i] += gs[o];
+                                    }
+                                }
+                                PoolKind::Avg => {
+                                    let v = gs[o] / count as f32;
+                                    for iy in y0..y1 {
+                                        for ix in x0..x1 {
+                                            ds[(iy * w + ix) * c + ch] += v;
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        Ok(vec![Tensor::from_shape_vec(vec![n, h, w, c], dx)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?])
+    }
+}
+
+/// Global average pooling `[N, H, W, C] → [N, 1, 1, C]`.
+pub struct GlobalAvgPool {
+    name: String,
+    in_shape: Option<[usize; 4]>,
+}
+
+impl GlobalAvgPool {
+    /// A new global-average-pooling layer.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            in_shape: None,
+        }
+    }
+}
+
+impl Layer for GlobalAvgPool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let x4 = as4(&self.name, x)?;
+        let (n, h, w, c) = x4.dim();
+        let mean = x4
+            .into_shape_with_order((n, h * w, c))
+            .map(|v| v.mean_axis(ndarray::Axis(1)))
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| {
+                x4.mean_axis(ndarray::Axis(1))
+                    .and_then(|m| m.mean_axis(ndarray::Axis(1)))
+                    .unwrap_or_else(|| ndarray::Array2::zeros((n, c)))
+            });
+        self.in_shape = (mode == Mode::Train).then_some([n, h, w, c]);
+        mean.into_shape_with_order(vec![n, 1, 1, c])
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let [n, h, w, c] = *cached(&self.name, &self.in_shape)?;
+        check_grad(&self.name, &grad_out, &[n, 1, 1, c])?;
+        let scale = 1.0 / (h * w).max(1) as f32;
+        let dx = Tensor::from_shape_fn(vec![n, h, w, c], |d| grad_out[[d[0], 0, 0, d[3]]] * scale);
+        Ok(vec![dx])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    #[test]
+    fn max_pool_values_and_gradient() {
+        let x = Tensor::from_shape_vec(vec![1, 2, 2, 1], vec![1.0, 5.0, 3.0, 2.0]).unwrap();
+        let mut p = Pool2d::new("mp", PoolKind::Max, PoolSpec::square(2, 2)).unwrap();
+        assert_eq!(
+            p.forward(&[&x], Mode::Eval).unwrap().as_slice().unwrap(),
+            &[5.0]
+        );
+        // Distinct, well-separated values so no window has a near tie.
+        let mut x = rand_tensor(&[2, 5, 5, 3], 1.0, 1);
+        x.iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = (i as f32 * 0.37).sin() * 3.0 + i as f32 * 1e-3);
+        let mut spec = PoolSpec::square(3, 2);
+        spec.pads = [1, 1, 1, 1];
+        check_layer(
+            &mut Pool2d::new("mp", PoolKind::Max, spec).unwrap(),
+            &[x],
+            1e-3,
+            1e-2,
+            40,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn avg_pool_padding_modes_and_gradient() {
+        let x = Tensor::ones(vec![1, 2, 2, 1]);
+        let mut spec = PoolSpec::square(2, 2);
+        spec.pads = [1, 1, 1, 1];
+        let mut p = Pool2d::new("ap", PoolKind::Avg, spec.clone()).unwrap();
+        assert_eq!(p.forward(&[&x], Mode::Eval).unwrap()[[0, 0, 0, 0]], 1.0);
+        spec.count_include_pad = true;
+        let mut q = Pool2d::new("ap", PoolKind::Avg, spec.clone()).unwrap();
+        assert_eq!(q.forward(&[&x], Mode::Eval).unwrap()[[0, 0, 0, 0]], 0.25);
+        for s in [spec.clone(), PoolSpec::square(3, 1)] {
+            let mut p = Pool2d::new("ap", PoolKind::Avg, s).unwrap();
+            check_layer(
+                &mut p,
+                &[rand_tensor(&[2, 5, 4, 2], 1.0, 2)],
+                1e-2,
+                1e-3,
+                30,
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn global_avg_pool() {
+        let x = rand_tensor(&[2, 3, 4, 5], 1.0, 3);
+        let y = GlobalAvgPool::new("g").forward(&[&x], Mode::Eval).unwrap();
+        assert_eq!(y.shape(), &[2, 1, 1, 5]);
+        let want: f32 = (0..3)
+            .flat_map(|i| (0..4).map(move |j| (i, j)))
+            .map(|(i, j)| x[[1, i, j, 2]])
+            .sum::<f32>()
+            / 12.0;
+        assert!((y[[1, 0, 0, 2]] - want).abs() < 1e-6);
+        check_layer(&mut GlobalAvgPool::new("g"), &[x], 1e-2, 1e-3, 30).unwrap();
+    }
+}

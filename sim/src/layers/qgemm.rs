@@ -1,0 +1,70 @@
+//! The quantized operands shared by conv and linear layers (spec §1.2): quantized weights and
+//! input activation for the forward GEMM, the quantized error for both backward GEMMs, and the
+//! non-identity backward factors of quantizers that have them (DoReFa).
+
+use ndarray::{Array2, ArrayView2};
+
+use super::{Mode, Tensor};
+use crate::quant::LayerQuant;
+
+/// Forward operands of one quantized GEMM layer, kept for backward.
+pub(crate) struct QuantOperands {
+    /// Quantized input activation (a copy; equals the input at fp32).
+    pub x: Tensor,
+    /// Gradient mask of the activation quantizer, if not the identity.
+    pub x_mask: Option<Vec<f32>>,
+    /// Quantized weights `[O, K]`.
+    pub w: Array2<f32>,
+    /// Factor `∂ŵ/∂w` for the weight gradient, if not the identity.
+    pub w_scale: Option<Array2<f32>>,
+}
+
+/// Quantizes the input and weights for the forward GEMM (copies at fp32).
+pub(crate) fn quantize_operands(
+    quant: &mut LayerQuant,
+    x: &Tensor,
+    w: ArrayView2<f32>,
+    mode: Mode,
+) -> QuantOperands {
+    let mut xq = x.as_standard_layout().into_owned();
+    let x_mask = match xq.as_slice_mut() {
+        Some(s) => quant.activations(s, mode == Mode::Train),
+        None => None,
+    };
+    let (w, w_scale) = quant.weights(w).unwrap_or_else(|| (w.to_owned(), None));
+    QuantOperands {
+        x: xq,
+        x_mask,
+        w,
+        w_scale,
+    }
+}
+
+/// The error `dL/dY` quantized in place (stochastic rounding at the layer's backward bits),
+/// in standard layout.
+pub(crate) fn quantize_error(quant: &mut LayerQuant, g: Tensor) -> Tensor {
+    let samples = g.shape().first().copied().unwrap_or(1);
+    let mut gq = if g.is_standard_layout() {
+        g
+    } else {
+        g.as_standard_layout().into_owned()
+    };
+    if let Some(s) = gq.as_slice_mut() {
+        quant.errors(s, samples);
+    }
+    gq
+}
+
+/// Applies the activation quantizer's gradient mask to `dx` (no-op for STE quantizers).
+pub(crate) fn mask_input_grad(dx: &mut Tensor, mask: Option<&Vec<f32>>) {
+    if let (Some(m), Some(d)) = (mask, dx.as_slice_mut()) {
+        d.iter_mut().zip(m).for_each(|(v, k)| *v *= k);
+    }
+}
+
+/// Applies the weight quantizer's backward factor to `dw` (no-op for STE quantizers).
+pub(crate) fn scale_weight_grad(dw: &mut Array2<f32>, scale: Option<&Array2<f32>>) {
+    if let Some(s) = scale {
+        *dw *= s;
+    }
+}

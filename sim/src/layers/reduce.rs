@@ -1,0 +1,41 @@
+//! Deterministic per-channel reductions over channels-last data, parallel over fixed row chunks
+//! whose partial sums are added in chunk order (so results do not depend on the thread count).
+
+use rayon::prelude::*;
+
+/// Rows (positions) per partial sum.
+const ROWS_PER_CHUNK: usize = 2048;
+
+/// For data laid out `[rows, c]`, returns `k` per-channel sums `Σ_rows f(row_index, values)` where
+/// `f` adds its contributions into `acc` (length `k·c`).
+pub(crate) fn channel_sums<F>(data: &[f32], c: usize, k: usize, f: F) -> Vec<f64>
+where
+    F: Fn(usize, &[f32], &mut [f64]) + Sync,
+{
+    if c == 0 {
+        return Vec::new();
+    }
+    let partials: Vec<Vec<f64>> = data
+        .par_chunks(ROWS_PER_CHUNK * c)
+        .enumerate()
+        .map(|(ci, chunk)| {
+            let mut acc = vec![0.0f64; k * c];
+            for (r, row) in chunk.chunks(c).enumerate() {
+                f(ci * ROWS_PER_CHUNK + r, row, &mut acc);
+            }
+            acc
+        })
+        .collect();
+    let mut total = vec![0.0f64; k * c];
+    for p in partials {
+        total.iter_mut().zip(p).for_each(|(t, v)| *t += v);
+    }
+    total
+}
+
+/// Plain per-channel sums of `[rows, c]` data.
+pub(crate) fn sum_channels(data: &[f32], c: usize) -> Vec<f64> {
+    channel_sums(data, c, 1, |_, row, acc| {
+        acc.iter_mut().zip(row).for_each(|(a, &v)| *a += v as f64)
+    })
+}

@@ -1,0 +1,187 @@
+//! The SBM primitive (spec §1.1): affine min/max quantize–dequantize on an unsigned grid.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+/// Elements per independently seeded noise stream in [`fake_quant_stochastic`]. Fixed, so the
+/// noise an element receives does not depend on the thread count.
+pub const NOISE_CHUNK: usize = 1 << 16;
+
+/// Floor of the quantization step (spec §1.1), which makes constant tensors map to `lo`.
+pub const MIN_SCALE: f32 = 1e-8;
+
+/// `2^bits − 1` as f32 (`bits` in 1..=32).
+pub fn levels(bits: u32) -> f32 {
+    ((1u64 << bits.min(32)) - 1) as f32
+}
+
+/// Minimum and maximum of `x`, ignoring NaNs; `(0, 0)` for an empty slice (or all NaN).
+pub fn min_max(x: &[f32]) -> (f32, f32) {
+    let (lo, hi) = x
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    if lo > hi {
+        (0.0, 0.0)
+    } else {
+        (lo, hi)
+    }
+}
+
+/// Round half to even for `u ≥ 0` without a libm call: below 2^23, adding and subtracting 2^23
+/// leaves the nearest integer (ties to even) under IEEE default rounding; from 2^23 on every f32
+/// is already an integer.
+#[inline]
+fn rne_nonneg(u: f32) -> f32 {
+    const TWO23: f32 = 8_388_608.0;
+    let r = (u + TWO23) - TWO23;
+    if u < TWO23 {
+        r
+    } else {
+        u
+    }
+}
+
+fn step(range: f32, bits: u32) -> f32 {
+    (range / levels(bits)).max(MIN_SCALE)
+}
+
+/// Deterministic quantize–dequantize in place: `x ← rne(clamp((x − lo)/s, 0, L))·s + lo` with
+/// `L = 2^bits − 1` and `s = max(range/L, 1e-8)`.
+pub fn fake_quant(x: &mut [f32], lo: f32, range: f32, bits: u32) {
+    let (s, l) = (step(range, bits), levels(bits));
+    for v in x.iter_mut() {
+        let u = ((*v - lo) / s).clamp(0.0, l);
+        *v = rne_nonneg(u) * s + lo;
+    }
+}
+
+/// Stochastic quantize–dequantize in place: as [`fake_quant`] but `U(−½, ½)` noise is added to the
+/// level index before the clamp. The noise comes from ChaCha8 seeded with `seed`, one stream per
+/// [`NOISE_CHUNK`] elements, so results are reproducible for any thread count.
+pub fn fake_quant_stochastic(x: &mut [f32], lo: f32, range: f32, bits: u32, seed: u64) {
+    let (s, l) = (step(range, bits), levels(bits));
+    x.par_chunks_mut(NOISE_CHUNK)
+        .enumerate()
+        .for_each(|(i, chunk)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(i as u64);
+            for v in chunk.iter_mut() {
+                let noise = rng.random::<f32>() - 0.5;
+                let u = ((*v - lo) / s + noise).clamp(0.0, l);
+                *v = rne_nonneg(u) * s + lo;
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_rounding_matches_round_ties_even() {
+        let mut u = 0.0f32;
+        while u < 3.0e7 {
+            assert_eq!(rne_nonneg(u), u.round_ties_even(), "{u}");
+            u = u * 1.013 + 0.25;
+        }
+        for v in [0.5f32, 1.5, 2.5, 8_388_607.5, 8_388_608.0, 4.0e9] {
+            assert_eq!(rne_nonneg(v), v.round_ties_even(), "{v}");
+        }
+    }
+
+    #[test]
+    fn ties_round_half_even() {
+        // bits 2: L = 3, range 3 → step 1, u = x.
+        let mut x = [0.0, 0.5, 1.5, 2.5, 3.0];
+        fake_quant(&mut x, 0.0, 3.0, 2);
+        assert_eq!(x, [0.0, 0.0, 2.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn min_max_ignores_nans_and_handles_remainders() {
+        let x: Vec<f32> = (0..21).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
+        assert_eq!(min_max(&x), (-6.0, 6.0));
+        assert_eq!(min_max(&[f32::NAN, 2.0, -1.0]), (-1.0, 2.0));
+        assert_eq!(min_max(&[]), (0.0, 0.0));
+        assert_eq!(min_max(&[f32::NAN]), (0.0, 0.0));
+    }
+
+    #[test]
+    fn constant_tensor_maps_to_lo() {
+        let mut x = [2.5f32; 7];
+        let (lo, hi) = min_max(&x);
+        fake_quant(&mut x, lo, hi - lo, 4);
+        assert_eq!(x, [2.5f32; 7]);
+    }
+
+    #[test]
+    fn one_bit_maps_to_the_two_ends() {
+        let mut x = [-1.0, -0.2, 0.2, 3.0];
+        fake_quant(&mut x, -1.0, 4.0, 1);
+        // step 4: u = 0, 0.2, 0.3, 1 → 0, 0, 0, 1
+        assert_eq!(x, [-1.0, -1.0, -1.0, 3.0]);
+    }
+
+    #[test]
+    fn thirty_two_bits_is_nearly_lossless() {
+        let orig: Vec<f32> = (0..1000).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut x = orig.clone();
+        let (lo, hi) = min_max(&x);
+        fake_quant(&mut x, lo, hi - lo, 32);
+        for (a, b) in x.iter().zip(&orig) {
+            assert!((a - b).abs() <= 2e-7 * (hi - lo), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn eval_values_outside_range_are_clamped() {
+        let mut x = [-5.0, 0.5, 9.0];
+        fake_quant(&mut x, 0.0, 1.0, 8);
+        assert_eq!(x[0], 0.0);
+        assert_eq!(x[2], 1.0);
+    }
+
+    #[test]
+    fn stochastic_rounding_is_unbiased() {
+        // Tensor holding its own min 0 and max 1, and n copies of 0.3; bits 2 → step 1/3,
+        // u = 0.9: q = 1 w.p. 0.9, 0 w.p. 0.1 (never clamped). E[x̂] = 0.3,
+        // Var[x̂] = 0.9·0.1·(1/3)² = 0.01, so the mean of n copies has std 0.1/√n.
+        let n = 200_000;
+        let mut x = vec![0.3f32; n + 2];
+        x[0] = 0.0;
+        x[1] = 1.0;
+        fake_quant_stochastic(&mut x, 0.0, 1.0, 2, 42);
+        let mean = x[2..].iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+        let sd = 0.1 / (n as f64).sqrt();
+        assert!(
+            (mean - 0.3).abs() < 5.0 * sd,
+            "mean {mean}, 5σ = {}",
+            5.0 * sd
+        );
+        // Only the two neighbouring levels occur.
+        assert!(x[2..]
+            .iter()
+            .all(|&v| (v - 1.0 / 3.0).abs() < 1e-6 || v.abs() < 1e-6));
+        // Deterministic rounding is biased here: 0.3 → 1/3.
+        let mut d = vec![0.3f32; 4];
+        fake_quant(&mut d, 0.0, 1.0, 2);
+        assert!((d[0] - 1.0 / 3.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn stochastic_rounding_is_seeded_and_thread_count_independent() {
+        let base: Vec<f32> = (0..300_000).map(|i| (i as f32 * 0.01).cos()).collect();
+        let run = |threads: usize, seed: u64| {
+            let mut x = base.clone();
+            crate::tests::with_threads(threads, || {
+                fake_quant_stochastic(&mut x, -1.0, 2.0, 3, seed)
+            });
+            x
+        };
+        assert_eq!(run(1, 7), run(2, 7));
+        assert_ne!(run(1, 7), run(1, 8));
+    }
+}

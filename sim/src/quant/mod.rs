@@ -1,0 +1,234 @@
+//! Simulated low-precision arithmetic: the SBM quantizer of spec §1 and the DoReFa and WAGEUBN
+//! baselines, plus the per-layer state ([`LayerQuant`]) a conv or linear layer carries.
+//!
+//! Convention (spec): `bits = 0` means "not quantized" (fp32). `bits_fw = 0` runs the whole layer
+//! in fp32; `bits_bw = 0` with `bits_fw > 0` quantizes the forward operands only.
+
+pub mod affine;
+pub mod dorefa;
+pub mod sbm;
+pub mod wageubn;
+
+use ndarray::{Array2, ArrayView2};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SimError};
+
+/// Which quantizer family simulates low precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuantMethod {
+    /// SBM as the CPT/FracTrain reference code implements it (spec §1).
+    Sbm,
+    /// DoReFa-Net (see [`dorefa`]).
+    Dorefa,
+    /// WAGEUBN power-of-two fixed point (see [`wageubn`]).
+    Wageubn,
+}
+
+impl QuantMethod {
+    /// Parses `sbm`, `dorefa` or `wageubn`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "sbm" => Ok(Self::Sbm),
+            "dorefa" => Ok(Self::Dorefa),
+            "wageubn" => Ok(Self::Wageubn),
+            _ => Err(SimError::invalid(
+                "quantizer",
+                format!("`{s}` (expected sbm, dorefa or wageubn)"),
+            )),
+        }
+    }
+
+    fn min_bits(self) -> u32 {
+        match self {
+            Self::Wageubn => 2,
+            Self::Sbm | Self::Dorefa => 1,
+        }
+    }
+}
+
+/// Exponential moving average of an activation range, `run ← 0.9·run + 0.1·batch`, starting at 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RangeEma {
+    /// Running lower end.
+    pub lo: f32,
+    /// Running range (max − min).
+    pub range: f32,
+}
+
+impl RangeEma {
+    /// Momentum of the running statistics (weight of the old value).
+    pub const MOMENTUM: f32 = 0.9;
+
+    /// Folds one training batch's range into the running values.
+    pub fn update(&mut self, lo: f32, range: f32) {
+        self.lo = Self::MOMENTUM * self.lo + (1.0 - Self::MOMENTUM) * lo;
+        self.range = Self::MOMENTUM * self.range + (1.0 - Self::MOMENTUM) * range;
+    }
+}
+
+/// Quantized weights and, for quantizers whose backward is not the identity, the factor to
+/// multiply the weight gradient by.
+pub type QuantWeights = (Array2<f32>, Option<Array2<f32>>);
+
+/// Quantization state of one conv or linear layer: method, current bits, activation range EMA and
+/// the seed of its error-rounding noise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayerQuant {
+    /// Quantizer family.
+    pub method: QuantMethod,
+    /// Forward bits (weights and input activation); 0 = fp32.
+    pub bits_fw: u32,
+    /// Backward bits (error entering the layer from its output); 0 = fp32.
+    pub bits_bw: u32,
+    /// Running activation range used in eval mode (SBM).
+    pub act_range: RangeEma,
+    /// Seed of this layer's stochastic-rounding noise.
+    pub seed: u64,
+    /// Number of error tensors quantized so far (advances the noise stream).
+    pub error_calls: u64,
+}
+
+/// SplitMix64 finaliser: a well-mixed 64-bit value from `x`.
+pub fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+impl LayerQuant {
+    /// A layer at fp32 (bits 0/0) using `method`, with noise seed `seed`.
+    pub fn new(method: QuantMethod, seed: u64) -> Self {
+        Self {
+            method,
+            bits_fw: 0,
+            bits_bw: 0,
+            act_range: RangeEma::default(),
+            seed,
+            error_calls: 0,
+        }
+    }
+
+    /// Sets the precision for the next iteration; 0 = fp32, otherwise within the method's range.
+    pub fn set_bits(&mut self, bits_fw: u32, bits_bw: u32) -> Result<()> {
+        let min = self.method.min_bits();
+        for (name, b) in [("forward bits", bits_fw), ("backward bits", bits_bw)] {
+            if b != 0 && !(min..=32).contains(&b) {
+                return Err(SimError::invalid(
+                    name,
+                    format!(
+                        "{b} for {:?} (allowed: 0 = fp32, or {min}..=32)",
+                        self.method
+                    ),
+                ));
+            }
+        }
+        self.bits_fw = bits_fw;
+        self.bits_bw = bits_bw;
+        Ok(())
+    }
+
+    /// Quantized copy of the weights `[O, K]` (rows = output channels), or `None` at fp32.
+    pub fn weights(&self, w: ArrayView2<f32>) -> Option<QuantWeights> {
+        let b = self.bits_fw;
+        if b == 0 {
+            return None;
+        }
+        Some(match self.method {
+            QuantMethod::Sbm => (sbm::weights(w, b), None),
+            QuantMethod::Dorefa => {
+                let (q, d) = dorefa::weights(w, b);
+                (q, Some(d))
+            }
+            QuantMethod::Wageubn => {
+                let mut q = w.to_owned();
+                if let Some(s) = q.as_slice_mut() {
+                    wageubn::shift_quantize(s, b, None);
+                } else {
+                    let mut v = q.iter().copied().collect::<Vec<_>>();
+                    wageubn::shift_quantize(&mut v, b, None);
+                    q.iter_mut().zip(v).for_each(|(d, s)| *d = s);
+                }
+                (q, None)
+            }
+        })
+    }
+
+    /// Quantizes the input activation in place (no-op at fp32). Returns a gradient mask for
+    /// quantizers whose backward is not the identity.
+    pub fn activations(&mut self, x: &mut [f32], training: bool) -> Option<Vec<f32>> {
+        let b = self.bits_fw;
+        if b == 0 {
+            return None;
+        }
+        match self.method {
+            QuantMethod::Sbm => {
+                sbm::activations(x, b, &mut self.act_range, training);
+                None
+            }
+            QuantMethod::Dorefa => Some(dorefa::activations(x, b)),
+            QuantMethod::Wageubn => {
+                wageubn::shift_quantize(x, b, None);
+                None
+            }
+        }
+    }
+
+    /// Quantizes the error `dL/dY` in place (`samples` = batch size), with stochastic rounding
+    /// from this layer's noise stream. No-op when either precision is fp32.
+    pub fn errors(&mut self, g: &mut [f32], samples: usize) {
+        let b = self.bits_bw;
+        if b == 0 || self.bits_fw == 0 {
+            return;
+        }
+        let seed = mix64(self.seed ^ mix64(self.error_calls));
+        self.error_calls += 1;
+        match self.method {
+            QuantMethod::Sbm => sbm::errors(g, b, seed),
+            QuantMethod::Dorefa => dorefa::errors(g, samples, b, seed),
+            QuantMethod::Wageubn => wageubn::shift_quantize(g, b, Some(seed)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn fp32_is_a_no_op() {
+        let mut q = LayerQuant::new(QuantMethod::Sbm, 1);
+        assert!(q.weights(array![[1.0f32, 2.0]].view()).is_none());
+        let mut x = [0.123f32, 4.5];
+        assert!(q.activations(&mut x, true).is_none());
+        q.errors(&mut x, 1);
+        assert_eq!(x, [0.123, 4.5]);
+        q.set_bits(8, 0).unwrap();
+        q.errors(&mut x, 1);
+        assert_eq!(x, [0.123, 4.5], "bits_bw = 0 leaves errors fp32");
+    }
+
+    #[test]
+    fn bad_bits_and_methods_are_rejected() {
+        let mut q = LayerQuant::new(QuantMethod::Wageubn, 1);
+        let e = q.set_bits(1, 8).unwrap_err().to_string();
+        assert!(e.contains("forward bits") && e.contains("2..=32"), "{e}");
+        assert!(q.set_bits(8, 33).is_err());
+        assert!(QuantMethod::parse("int8").is_err());
+        assert_eq!(QuantMethod::parse("dorefa").unwrap(), QuantMethod::Dorefa);
+    }
+
+    #[test]
+    fn error_noise_advances_between_calls() {
+        let mut q = LayerQuant::new(QuantMethod::Sbm, 3);
+        q.set_bits(4, 2).unwrap();
+        let base: Vec<f32> = (0..64).map(|i| i as f32 / 63.0).collect();
+        let (mut a, mut b) = (base.clone(), base.clone());
+        q.errors(&mut a, 1);
+        q.errors(&mut b, 1);
+        assert_ne!(a, b);
+    }
+}
