@@ -145,11 +145,12 @@ pub struct AccelConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// Not a built-in name, and no readable file.
-    #[error("accelerator `{name}` is not a built-in ({builtins}) and cannot be read as a config file: {source}")]
+    #[error("accelerator `{name}` is not a built-in ({builtins}) and cannot be read as a config file: {error}")]
     NotFound {
         name: String,
         builtins: String,
-        source: std::io::Error,
+        /// In the message, not a separate `source()`, so `{:#}` prints it once.
+        error: std::io::Error,
     },
     /// The TOML does not parse into a configuration (syntax, unknown key, wrong type).
     #[error("accelerator config {origin}: {message}")]
@@ -200,21 +201,36 @@ pub fn load(name_or_path: &str) -> Result<AccelConfig, ConfigError> {
     if let Some(text) = builtin_text(name_or_path) {
         return parse(text, &format!("built-in `{name_or_path}`"));
     }
-    let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|source| {
+    let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|error| {
         ConfigError::NotFound {
             name: name_or_path.to_string(),
             builtins: builtin_names().join(", "),
-            source,
+            error,
         }
     })?;
     parse(&text, name_or_path)
+}
+
+/// The parser's message on one line, prefixed with the line and column it points at (the
+/// `toml` crate's own rendering adds a multi-line source excerpt).
+fn one_line_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
 }
 
 /// Parses and validates a configuration; `origin` names it in errors.
 pub fn parse(text: &str, origin: &str) -> Result<AccelConfig, ConfigError> {
     let cfg: AccelConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
         origin: origin.to_string(),
-        message: e.to_string().trim_end().to_string(),
+        message: one_line_toml_error(text, &e),
     })?;
     cfg.validate()
         .map_err(|(key, reason)| ConfigError::Invalid {
@@ -406,6 +422,44 @@ mod tests {
         .unwrap_err();
         let s = e.to_string();
         assert!(s.contains("x.toml") && s.contains("turbo"), "{s}");
+    }
+
+    #[test]
+    fn parse_errors_are_one_line_with_position() {
+        let e = parse(
+            &edited("clock_mhz = 500", "clock_mhz = 500\nturbo = true"),
+            "x.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        let line = edited("clock_mhz = 500", "clock_mhz = 500\nturbo = true")
+            .lines()
+            .position(|l| l.starts_with("turbo"))
+            .unwrap()
+            + 1;
+        assert!(!e.contains('\n'), "{e}");
+        assert!(e.contains(&format!("line {line}, column 1")), "{e}");
+        let e = parse("name = [", "bad.toml").unwrap_err().to_string();
+        assert!(!e.contains('\n') && e.contains("line 1, column 9"), "{e}");
+    }
+
+    #[test]
+    fn missing_file_error_has_no_repeated_cause() {
+        let e = load("/no/such/accel.toml").unwrap_err();
+        assert!(std::error::Error::source(&e).is_none());
+        let s = anyhow_like(&e);
+        assert_eq!(s.matches("os error 2").count(), 1, "{s}");
+    }
+
+    /// `{:#}` of an error chain the way `anyhow` prints it: each cause after a colon.
+    fn anyhow_like(e: &dyn std::error::Error) -> String {
+        let mut s = e.to_string();
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            s.push_str(&format!(": {c}"));
+            cause = c.source();
+        }
+        s
     }
 
     #[test]

@@ -130,12 +130,13 @@ pub enum TraceCostError {
         model: String,
         count: usize,
     },
-    #[error("layer `{layer}`, {gemm} GEMM on accelerator `{accel}`: {source}")]
+    #[error("layer `{layer}`, {gemm} GEMM on accelerator `{accel}`: {error}")]
     Gemm {
         layer: String,
         gemm: &'static str,
         accel: String,
-        source: CostError,
+        /// Why (in the message, not a separate `source()`, so `{:#}` prints it once).
+        error: CostError,
     },
 }
 
@@ -179,11 +180,11 @@ pub fn cost_trace(
         for (gi, gemm) in GemmKind::ALL.into_iter().enumerate() {
             let s = cache
                 .cost(li, layer, gemm, row.samples, row.bits)
-                .map_err(|source| TraceCostError::Gemm {
+                .map_err(|error| TraceCostError::Gemm {
                     layer: layer.name.clone(),
                     gemm: gemm.label(),
                     accel: acc.name().to_string(),
-                    source,
+                    error,
                 })?;
             let Some(s) = s else { continue };
             totals.add(&s, iters as f64, cycle_s);

@@ -47,3 +47,14 @@ pub fn stdout(out: &Output) -> String {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Asserts that `err` (a failed run's stderr) is one line and prints no cause twice in a row
+/// (`file: X: X`, the sign of an error that both formats and chains its source).
+pub fn assert_one_clear_line(err: &str) {
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    let parts: Vec<&str> = err.trim_end().split(": ").collect();
+    assert!(
+        parts.windows(2).all(|w| w[0] != w[1]),
+        "repeated cause: {err}"
+    );
+}

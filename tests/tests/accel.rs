@@ -1,7 +1,7 @@
 //! `cptsim layer` and `cptsim accel`: the accelerator models as a user reaches them, including
 //! bad configurations.
 
-use cptsim_e2e::{run, stderr, stdout};
+use cptsim_e2e::{assert_one_clear_line, run, stderr, stdout};
 
 fn layer_json(extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["layer", "--format", "json"];
@@ -247,7 +247,13 @@ fn bad_configs_are_rejected_with_key_and_reason() {
         assert_eq!(out.status.code(), Some(2), "{key}");
         let e = stderr(&out);
         assert!(e.contains(key) && e.contains("bad.toml"), "{key}: {e}");
+        assert_one_clear_line(&e);
     }
+    let out = run_edited("clock_mhz = 500", "clock_mhz = [", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("bad.toml") && e.contains("line "), "{e}");
+    assert_one_clear_line(&e);
 }
 
 #[test]
@@ -266,6 +272,37 @@ fn bits_beyond_the_engine_need_the_extension() {
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
     assert!(e.contains("16-bit") && e.contains("multipass"), "{e}");
+    assert_one_clear_line(&e);
+    // The same through `run`, where the GEMM that failed is named once.
+    let text = stdout(&run(&["accel", "show", "bitfusion"]));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("single.toml");
+    std::fs::write(
+        &path,
+        text.replacen("multipass = true", "multipass = false", 1),
+    )
+    .unwrap();
+    let p = path.to_string_lossy().to_string();
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--schedule",
+        "cosine",
+        "--iters",
+        "10",
+        "--cycles",
+        "1",
+        "--grad-bits",
+        "16",
+        "--accel",
+        &p,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("GEMM") && e.contains("multipass"), "{e}");
+    assert_eq!(e.matches("16-bit operands").count(), 1, "{e}");
+    assert_one_clear_line(&e);
 }
 
 fn run_json(args: &[&str]) -> serde_json::Value {
@@ -381,6 +418,7 @@ fn run_rejects_a_bad_accel_before_working() {
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
     assert!(e.contains("--accel nope.toml"), "{e}");
+    assert_one_clear_line(&e);
     let out = run(&["run", "--model", "zoo:resnet20", "--report", "/tmp/x"]);
     assert_eq!(out.status.code(), Some(2), "--report needs --accel");
 }

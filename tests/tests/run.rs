@@ -3,7 +3,7 @@
 
 #![allow(clippy::approx_constant)] // spec §2.3 GBitOPs values, not approximations of π
 
-use cptsim_e2e::{run, stderr, stdout};
+use cptsim_e2e::{assert_one_clear_line, run, stderr, stdout};
 use serde_json::Value;
 
 /// Runs `cptsim run … --format json` and parses the report.
@@ -161,6 +161,10 @@ fn rejects(args: &[&str], want: &str) {
     let err = stderr(&out);
     assert!(err.contains(want), "{all:?}: stderr lacks '{want}': {err}");
     assert!(!err.contains("panicked"), "{err}");
+    if !err.contains("try '--help'") {
+        // cptsim's own errors (clap's usage errors have their own multi-line layout).
+        assert_one_clear_line(&err);
+    }
 }
 
 #[test]

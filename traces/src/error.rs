@@ -6,12 +6,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The file system refused.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (part of the message, not a separate `source()`, so `{:#}` prints it once).
+        error: std::io::Error,
     },
     /// The file is malformed or truncated at `position`.
     #[error("{}: {position}: {message}", path.display())]
@@ -53,10 +53,10 @@ pub enum TraceError {
 
 impl TraceError {
     /// An I/O error on `path`.
-    pub fn io(path: &std::path::Path, source: std::io::Error) -> TraceError {
+    pub fn io(path: &std::path::Path, error: std::io::Error) -> TraceError {
         TraceError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 

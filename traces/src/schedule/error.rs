@@ -22,12 +22,12 @@ pub enum ScheduleError {
         valid: String,
     },
     /// A schedule file could not be read.
-    #[error("schedule file {}: {source}", path.display())]
+    #[error("schedule file {}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (part of the message, not a separate `source()`, so `{:#}` prints it once).
+        error: std::io::Error,
     },
     /// A schedule file has a bad line.
     #[error("schedule file {}, line {line}: {message}", path.display())]

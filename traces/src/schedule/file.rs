@@ -10,9 +10,9 @@ use super::{check_bits, Precision};
 
 /// Reads and validates a schedule file for a run of `iterations` iterations.
 pub fn read(path: &Path, iterations: u64) -> Result<Steps, ScheduleError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScheduleError::Io {
+    let text = std::fs::read_to_string(path).map_err(|error| ScheduleError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let line_error = |line: usize, message: String| ScheduleError::FileLine {
         path: path.to_path_buf(),
