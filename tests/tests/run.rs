@@ -220,4 +220,15 @@ fn bad_trace_files_are_rejected() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     rejects(&["--model", "zoo:resnet20", "--trace", &csv], "line 2");
+    // A CSV trace cut at a line boundary parses line by line; the layers' sample counts differ.
+    let full = path("r20.csv");
+    let out = run(&["run", "--model", "zoo:resnet20", "--save-trace", &full]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&full).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    std::fs::write(&csv, lines[..lines.len() - 5].join("\n")).unwrap_or_else(|e| panic!("{e}"));
+    rejects(
+        &["--model", "zoo:resnet20", "--trace", &csv],
+        "truncated file",
+    );
 }

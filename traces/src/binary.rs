@@ -13,7 +13,7 @@ use prost::Message;
 
 use crate::atomic::{write_all, write_atomically};
 use crate::error::TraceError;
-use crate::meta::{check_for_writing, row_problem, TraceMeta};
+use crate::meta::{check_for_writing, row_problem, Coverage, TraceMeta};
 use crate::{Bits, TraceRow};
 
 /// First bytes of every binary trace.
@@ -277,6 +277,7 @@ pub fn read(
             message,
         });
     }
+    let mut coverage = Coverage::new(meta.layer_names.len());
     let mut n = 0u64;
     loop {
         let at = cur.offset;
@@ -291,6 +292,7 @@ pub fn read(
         if let Some(problem) = row_problem(&row, meta.layer_names.len(), Some(&meta)) {
             return Err(TraceError::malformed(path, position(), problem));
         }
+        coverage.add(&row);
         visit(&row).map_err(|message| TraceError::Rejected {
             path: path.to_path_buf(),
             position: position(),
@@ -312,6 +314,9 @@ pub fn read(
     if footer.rows != n {
         let m = format!("footer counts {} rows but the file holds {n}", footer.rows);
         return Err(TraceError::malformed(path, format!("byte {footer_at}"), m));
+    }
+    if let Some(problem) = coverage.problem(&meta.layer_names) {
+        return Err(TraceError::malformed(path, format!("row {n}"), problem));
     }
     let mut extra = [0u8; 1];
     if cur

@@ -13,7 +13,8 @@
 //!
 //! Several rows with the same span and layer form a per-sample histogram (DFQ). The file carries
 //! no run metadata: iterations are the largest `iter_end`, the batch the mean samples per
-//! iteration of the most-covered layer.
+//! iteration of the most-covered layer. Every layer must cover the same number of samples, which
+//! catches a file cut short at a line boundary.
 
 use std::path::Path;
 
@@ -21,7 +22,7 @@ use cptsim_models::ModelSummary;
 
 use crate::atomic::write_atomically;
 use crate::error::TraceError;
-use crate::meta::{check_for_writing, row_problem, TraceMeta};
+use crate::meta::{check_for_writing, row_problem, Coverage, TraceMeta};
 use crate::{Bits, TraceRow};
 
 /// The header line's columns.
@@ -95,7 +96,8 @@ pub fn read(
         ));
     }
     let mut iterations = 0u64;
-    let mut samples_per_layer = vec![0u64; model.layers.len()];
+    let mut coverage = Coverage::new(model.layers.len());
+    let mut last_line = 1;
     let mut record = csv::StringRecord::new();
     loop {
         let more = reader.read_record(&mut record);
@@ -109,16 +111,20 @@ pub fn read(
             return Err(TraceError::malformed(path, at(), problem));
         }
         iterations = iterations.max(row.iter_end);
-        if let Some(s) = samples_per_layer.get_mut(row.layer as usize) {
-            *s = s.saturating_add(row.total_samples());
-        }
+        coverage.add(&row);
+        last_line = line;
         visit(&row).map_err(|message| TraceError::Rejected {
             path: path.to_path_buf(),
             position: at(),
             message,
         })?;
     }
-    let samples = samples_per_layer.into_iter().max().unwrap_or(0);
+    let names: Vec<String> = model.layers.iter().map(|l| l.name.clone()).collect();
+    if let Some(problem) = coverage.problem(&names) {
+        let at = format!("after line {last_line}");
+        return Err(TraceError::malformed(path, at, problem));
+    }
+    let samples = coverage.max_samples();
     // Mean samples per iteration, rounded to nearest.
     let batch = (samples + iterations / 2)
         .checked_div(iterations)

@@ -85,27 +85,32 @@ mod tests {
         Ok((meta, rows))
     }
 
-    /// A synthesised CPT trace plus a DFQ-style histogram span.
+    /// Iterations of [`sample_rows`]' run.
+    const ITERS: u64 = 4_001;
+
+    /// A synthesised 4 000-iteration CPT trace plus one more iteration in which layer 3 runs a
+    /// DFQ-style histogram of two precisions.
     fn sample_rows(m: &ModelSummary) -> Vec<TraceRow> {
-        let s = ScheduleArgs::new("cosine", 4_000)
+        let s = ScheduleArgs::new("cosine", ITERS - 1)
             .cycles(2)
             .build()
             .unwrap();
         let mut rows: Vec<TraceRow> = synthesize(&s, m, &Policy::cpt_imagenet(), 128).collect();
-        rows.push(TraceRow {
-            iter_start: 10,
-            iter_end: 11,
-            layer: 3,
-            bits: Bits { w: 4, a: 3, g: 6 },
-            samples: 100,
-        });
-        rows.push(TraceRow {
-            iter_start: 10,
-            iter_end: 11,
-            layer: 3,
-            bits: Bits { w: 4, a: 6, g: 12 },
-            samples: 28,
-        });
+        let last = |layer, bits, samples| TraceRow {
+            iter_start: ITERS - 1,
+            iter_end: ITERS,
+            layer,
+            bits,
+            samples,
+        };
+        for layer in 0..m.layers.len() as u32 {
+            if layer == 3 {
+                rows.push(last(layer, Bits { w: 4, a: 3, g: 6 }, 100));
+                rows.push(last(layer, Bits { w: 4, a: 6, g: 12 }, 28));
+            } else {
+                rows.push(last(layer, Bits::forward_backward(8, 8), 128));
+            }
+        }
         rows
     }
 
@@ -113,7 +118,7 @@ mod tests {
     fn both_formats_round_trip() {
         let m = model(&roles());
         let rows = sample_rows(&m);
-        let meta = TraceMeta::for_model(&m, 128, 4_000);
+        let meta = TraceMeta::for_model(&m, 128, ITERS);
         let dir = tempfile::tempdir().unwrap();
         for name in ["t.csv", "t.pb", "T.PB"] {
             let path = dir.path().join(name);
@@ -131,7 +136,7 @@ mod tests {
     fn binary_is_compact() {
         let m = model(&roles());
         let rows = sample_rows(&m);
-        let meta = TraceMeta::for_model(&m, 128, 4_000);
+        let meta = TraceMeta::for_model(&m, 128, ITERS);
         let dir = tempfile::tempdir().unwrap();
         let (pb, csv) = (dir.path().join("t.pb"), dir.path().join("t.csv"));
         write_trace(&pb, &meta, rows.iter().copied()).unwrap();
@@ -152,7 +157,7 @@ mod tests {
         let rows = sample_rows(&m);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.pb");
-        write_trace(&path, &TraceMeta::for_model(&m, 128, 4_000), rows).unwrap();
+        write_trace(&path, &TraceMeta::for_model(&m, 128, ITERS), rows).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         for len in 0..bytes.len() {
             // A fresh file per cut: rewriting one file makes ext4 flush on every truncation.
@@ -211,7 +216,7 @@ mod tests {
             let path = dir.path().join(name);
             write_trace(
                 &path,
-                &TraceMeta::for_model(&m, 128, 4_000),
+                &TraceMeta::for_model(&m, 128, ITERS),
                 rows.iter().copied(),
             )
             .unwrap();
@@ -220,6 +225,32 @@ mod tests {
                 e.contains(name) && (e.contains("layers") || e.contains("model")),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn traces_cut_at_a_row_boundary_or_with_overlaps_are_rejected() {
+        let m = model(&roles());
+        let rows = sample_rows(&m);
+        let meta = TraceMeta::for_model(&m, 128, ITERS);
+        let dir = tempfile::tempdir().unwrap();
+        let overlap = {
+            let mut r = rows.clone();
+            r[4].iter_end += 1;
+            r
+        };
+        let cases = [
+            (rows[..rows.len() - 3].to_vec(), "covers"),
+            (rows[..1].to_vec(), "covers 0 samples"),
+            (overlap, "overlapping"),
+        ];
+        for (bad, want) in cases {
+            for name in ["t.csv", "t.pb"] {
+                let path = dir.path().join(name);
+                write_trace(&path, &meta, bad.iter().copied()).unwrap();
+                let e = read_all(&path, &m).unwrap_err().to_string();
+                assert!(e.contains(name) && e.contains(want), "{name}: {e}");
+            }
         }
     }
 

@@ -89,6 +89,49 @@ pub fn row_problem(row: &TraceRow, layers: usize, meta: Option<&TraceMeta>) -> O
     None
 }
 
+/// Samples each layer ran over a whole trace, gathered while reading it: every conv / linear layer
+/// sees every sample of the run, so unequal totals mean a file cut short at a line boundary (which
+/// the CSV format cannot otherwise notice) or overlapping / missing spans.
+#[derive(Clone, Debug)]
+pub struct Coverage {
+    samples: Vec<u64>,
+}
+
+impl Coverage {
+    /// No rows yet, for a model of `layers` layers.
+    pub fn new(layers: usize) -> Coverage {
+        Coverage {
+            samples: vec![0; layers],
+        }
+    }
+
+    /// Counts `row` (already checked by [`row_problem`]).
+    pub fn add(&mut self, row: &TraceRow) {
+        if let Some(s) = self.samples.get_mut(row.layer as usize) {
+            *s = s.saturating_add(row.total_samples());
+        }
+    }
+
+    /// The most samples any layer ran.
+    pub fn max_samples(&self) -> u64 {
+        self.samples.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Why the layers (named `names`, in index order) did not all run the same samples, if so.
+    pub fn problem(&self, names: &[String]) -> Option<String> {
+        let most = self.max_samples();
+        let (i, &short) = self.samples.iter().enumerate().find(|(_, &s)| s != most)?;
+        let full = self.samples.iter().position(|&s| s == most).unwrap_or(0);
+        let name = |i: usize| names.get(i).map_or("?", String::as_str);
+        Some(format!(
+            "layer {i} '{}' covers {short} samples but layer {full} '{}' covers {most} \
+             (truncated file, or missing or overlapping spans)",
+            name(i),
+            name(full)
+        ))
+    }
+}
+
 /// Refuses to write row number `n` when it is impossible for `meta` (a zero-sample row would
 /// also be indistinguishable from the binary format's end marker).
 pub fn check_for_writing(
@@ -126,6 +169,27 @@ mod tests {
             .layer_mismatch(&m)
             .unwrap()
             .contains("1 layers, model has 2"));
+    }
+
+    #[test]
+    fn unequal_layer_coverage_is_found() {
+        let names = ["a".to_string(), "b".to_string()];
+        let row = |layer, iter_end, samples| TraceRow {
+            iter_start: 0,
+            iter_end,
+            layer,
+            bits: Bits::forward_backward(4, 8),
+            samples,
+        };
+        let mut c = Coverage::new(2);
+        c.add(&row(0, 10, 128));
+        assert!(c.problem(&names).unwrap().contains("layer 1 'b' covers 0"));
+        c.add(&row(1, 10, 100));
+        c.add(&row(1, 10, 28)); // a DFQ histogram adds up to the batch
+        assert_eq!(c.problem(&names), None);
+        assert_eq!(c.max_samples(), 1280);
+        c.add(&row(0, 1, 1));
+        assert!(c.problem(&names).unwrap().contains("1281"));
     }
 
     #[test]
