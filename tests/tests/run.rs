@@ -152,6 +152,27 @@ fn hardware_accounting_charges_the_fp32_classifier() {
     assert!(num(&all, "bn_gops") > 0.0);
 }
 
+#[test]
+fn schedule_files_report_their_own_bits() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let file = dir.path().join("s.csv");
+    std::fs::write(&file, "iteration,fw_bits,bw_bits\n0,4,6\n50,6,6\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let spec = format!("file:{}", file.display());
+    let base = ["--model", "zoo:resnet20", "--iters", "100"];
+    let with = |extra: &[&str]| run_json(&[&base[..], extra].concat());
+    let v = with(&["--schedule", &spec]);
+    assert_eq!(v["bits"], serde_json::json!([4, 6]), "{v}");
+    assert_eq!(v["grad_bits"], 6, "{v}");
+    let static6 = with(&["--schedule", "static", "--bits", "6", "--grad-bits", "6"]);
+    assert_eq!(v["static_gbitops"], static6["gbitops"], "{v}");
+    // Explicit flags still set the baseline.
+    let v = with(&["--schedule", &spec, "--bits", "3:8", "--grad-bits", "8"]);
+    assert_eq!(v["bits"], serde_json::json!([3, 8]), "{v}");
+    let static8 = with(&["--schedule", "static", "--bits", "8", "--grad-bits", "8"]);
+    assert_eq!(v["static_gbitops"], static8["gbitops"], "{v}");
+}
+
 /// Runs `cptsim run` expecting exit code 2 and a message containing `want`.
 fn rejects(args: &[&str], want: &str) {
     let mut all = vec!["run"];

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
 use cptsim_models::ModelSummary;
-use cptsim_traces::schedule::{parse_bit_range, BitRange, Convention, Schedule, ScheduleArgs};
+use cptsim_traces::schedule::{
+    parse_bit_range, BitRange, Convention, Kind, Schedule, ScheduleArgs,
+};
 use cptsim_traces::{read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow};
 use serde::Serialize;
 
@@ -220,7 +222,7 @@ fn cost_schedule(
     model: &ModelSummary,
     schedule: &Schedule,
 ) -> anyhow::Result<(Report, Vec<TraceRow>)> {
-    let (fw, bw) = (schedule.fw_range(), schedule.bw_range());
+    let (fw, bw) = reported_ranges(args, schedule);
     let policy = match args.policy {
         PolicyArg::All => Policy::all_scheduled(),
         PolicyArg::Cifar => Policy::cpt_cifar(),
@@ -261,6 +263,26 @@ fn cost_schedule(
         trace_rows: written,
     };
     Ok((report(args, model, run), kept))
+}
+
+/// The bit ranges a synthesised run reports and takes its baseline from: a schedule file's own
+/// ranges unless `--bits` / `--grad-bits` were given (as for `--trace`), else the flags'.
+fn reported_ranges(args: &RunArgs, schedule: &Schedule) -> (BitRange, BitRange) {
+    let (fw, bw) = (schedule.fw_range(), schedule.bw_range());
+    match schedule.kind() {
+        Kind::Steps(steps) if schedule.name().starts_with("file:") => {
+            let (file_fw, file_bw) = steps.bit_ranges();
+            (
+                if args.bits.is_some() { fw } else { file_fw },
+                if args.grad_bits.is_some() {
+                    bw
+                } else {
+                    file_bw
+                },
+            )
+        }
+        _ => (fw, bw),
+    }
 }
 
 /// Costs a trace file; the baseline is `--bits`/`--grad-bits` maxima if given, else the trace's.

@@ -1,7 +1,7 @@
 //! A step function of precision over iterations, shared by the PFQ stage schedule and user
 //! schedule files: each step holds from its first iteration until the next step begins.
 
-use super::Precision;
+use super::{BitRange, Precision};
 
 /// Steps sorted by strictly increasing start iteration; the first starts at 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +30,18 @@ impl Steps {
         self.precisions[i.saturating_sub(1)]
     }
 
+    /// The lowest and highest forward and backward bits of any step.
+    pub fn bit_ranges(&self) -> (BitRange, BitRange) {
+        let range = |bits: &dyn Fn(&Precision) -> u8| {
+            let values = self.precisions.iter().map(bits);
+            BitRange {
+                min: values.clone().min().unwrap_or(0),
+                max: values.max().unwrap_or(0),
+            }
+        };
+        (range(&|p| p.fw), range(&|p| p.bw))
+    }
+
     /// Number of steps.
     pub fn len(&self) -> usize {
         self.starts.len()
@@ -56,6 +68,13 @@ mod tests {
         assert_eq!(s.at(9), p(3, 6));
         assert_eq!(s.at(10), p(4, 6));
         assert_eq!(s.at(1_000), p(8, 8));
+    }
+
+    #[test]
+    fn bit_ranges_span_every_step() {
+        let s = Steps::new(vec![(0, p(6, 8)), (10, p(4, 6)), (20, p(5, 7))]).unwrap();
+        let (fw, bw) = s.bit_ranges();
+        assert_eq!((fw.min, fw.max, bw.min, bw.max), (4, 6, 6, 8));
     }
 
     #[test]
