@@ -14,7 +14,8 @@ pub fn write_atomically<T>(
 ) -> Result<T, TraceError> {
     let tmp = temp_path(path);
     let result = (|| {
-        let file = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
+        // Name the file the user asked for, not the hidden temporary one.
+        let file = File::create(&tmp).map_err(|e| TraceError::io(path, e))?;
         let mut out = BufWriter::new(file);
         let value = fill(&mut out)?;
         let file = out
@@ -73,6 +74,7 @@ mod tests {
     fn missing_directory_is_named() {
         let path = Path::new("/no/such/dir/t.pb");
         let e = write_atomically(path, |_| Ok(())).unwrap_err().to_string();
-        assert!(e.contains("/no/such/dir"), "{e}");
+        assert!(e.starts_with("/no/such/dir/t.pb: "), "{e}");
+        assert!(!e.contains(".tmp"), "{e}");
     }
 }
