@@ -23,6 +23,9 @@ pub enum CostError {
     /// Operand bits outside what the configuration runs.
     #[error("{bits}-bit operands: {reason}")]
     Bits { bits: u32, reason: String },
+    /// The problem's counts would not fit the models' 64-bit counters.
+    #[error("layer too large to cost: {0}")]
+    TooLarge(String),
     /// No tiling fits the buffers.
     #[error(transparent)]
     Tiling(#[from] TilingError),
@@ -142,6 +145,9 @@ impl Accelerator {
         first_layer: bool,
     ) -> Result<GemmCost, CostError> {
         self.check_bits(bits)?;
+        if let Some(why) = problem.size_problem() {
+            return Err(CostError::TooLarge(why));
+        }
         let problem = match self.law {
             Law::BitFusion(_) if first_layer => problem.im2col(),
             _ => *problem,
@@ -274,6 +280,31 @@ mod tests {
             .unwrap()
             .check_bits(bits(33, 8))
             .is_err());
+    }
+
+    #[test]
+    fn problems_beyond_the_counters_are_rejected() {
+        let acc = Accelerator::load("stripes").unwrap();
+        let huge = ConvProblem::conv(
+            4_000_000_000,
+            4_000_000_000,
+            4_000_000_000,
+            4_000_000,
+            3,
+            1,
+            1,
+        );
+        let e = acc.cost_problem(&huge, bits(8, 8), false).unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
+        // Wide stride: few MACs but a huge input.
+        let sparse = ConvProblem::conv(1, 1, 1, 1 << 30, 1, 1 << 25, 0);
+        let e = acc.cost_problem(&sparse, bits(8, 8), false).unwrap_err();
+        assert!(e.to_string().contains("input"), "{e}");
+        // Just under the limit still costs, with non-zero counts.
+        let big = ConvProblem::conv(1024, 512, 512, 56, 3, 1, 1);
+        assert!(big.size_problem().is_none());
+        let c = acc.cost_problem(&big, bits(8, 8), false).unwrap();
+        assert!(c.timing.total_cycles > 0 && c.dram_bits > 0);
     }
 
     #[test]

@@ -71,6 +71,11 @@ impl OperandBits {
     }
 }
 
+/// Largest MAC count and input footprint of one GEMM the models cost (2^44 ≈ 1.8·10^13, far
+/// beyond any real layer even at batch 4096), so that bit and cycle counts — MACs times operand
+/// bits times re-fetches — stay well inside `u64`.
+pub const MAX_PROBLEM_SIZE: u64 = 1 << 44;
+
 /// A GEMM as a grouped convolution: per group, `out_ch` filters over `in_ch` channels and a
 /// `kernel_h × kernel_w` window produce an `out_h × out_w` map for each of `batch` samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -125,6 +130,43 @@ impl ConvProblem {
         Self {
             im2col: true,
             ..self
+        }
+    }
+
+    /// Why the problem is too large for the models' 64-bit cycle and bit counters, if it is:
+    /// its MACs or its input footprint exceed [`MAX_PROBLEM_SIZE`] (computed without overflow).
+    pub fn size_problem(&self) -> Option<String> {
+        let g = u128::from(self.groups.max(1));
+        let macs = [
+            self.batch,
+            self.in_ch,
+            self.out_ch,
+            self.out_h,
+            self.out_w,
+            self.kernel_h,
+            self.kernel_w,
+        ]
+        .iter()
+        .fold(g, |acc, &d| acc.saturating_mul(u128::from(d)));
+        let span = |out: u64, k: u64| {
+            u128::from(out.saturating_sub(1))
+                .saturating_mul(u128::from(self.stride))
+                .saturating_add(u128::from(k))
+        };
+        let input = [self.batch, self.in_ch]
+            .iter()
+            .fold(g, |acc, &d| acc.saturating_mul(u128::from(d)))
+            .saturating_mul(span(self.out_h, self.kernel_h))
+            .saturating_mul(span(self.out_w, self.kernel_w));
+        let limit = u128::from(MAX_PROBLEM_SIZE);
+        if macs > limit {
+            Some(format!("{macs} MACs exceed the limit of {limit} per GEMM"))
+        } else if input > limit {
+            Some(format!(
+                "an input of {input} elements exceeds the limit of {limit}"
+            ))
+        } else {
+            None
         }
     }
 

@@ -110,6 +110,62 @@ fn layer_text_output_names_the_accelerator() {
 }
 
 #[test]
+fn layers_beyond_the_counters_are_rejected_not_wrapped() {
+    // Each of these once printed wrapped-around (e.g. zero) cycle counts with exit 0.
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "--ic",
+                "4000000000",
+                "--oc",
+                "4000000000",
+                "--hw",
+                "4000000",
+                "--batch",
+                "4000000000",
+            ],
+            "too large",
+        ),
+        (
+            &[
+                "--ic",
+                "1",
+                "--oc",
+                "1",
+                "--hw",
+                "8",
+                "--pad",
+                "18446744073709551615",
+            ],
+            "--pad",
+        ),
+        (
+            &[
+                "--ic",
+                "100000000",
+                "--oc",
+                "100000000",
+                "--fc",
+                "--batch",
+                "100000000",
+            ],
+            "too large",
+        ),
+    ];
+    for accel in ["bitfusion", "stripes", "zc706"] {
+        for (flags, want) in cases {
+            let mut args = vec!["layer", "--accel", accel];
+            args.extend_from_slice(flags);
+            let out = run(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stdout(&out));
+            let e = stderr(&out);
+            assert!(e.contains(want), "{args:?}: {e}");
+            assert_one_clear_line(&e);
+        }
+    }
+}
+
+#[test]
 fn layer_flag_errors_name_the_flag() {
     let out = run(&["layer", "--accel", "bitfusion", "--ic", "16", "--oc", "16"]);
     assert_eq!(out.status.code(), Some(2));

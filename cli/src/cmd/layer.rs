@@ -84,7 +84,12 @@ fn problem(a: &Args) -> Result<ConvProblem> {
     positive("--hw", hw)?;
     positive("--k", a.k)?;
     positive("--stride", a.stride)?;
-    if a.k > hw + 2 * a.pad {
+    let padded = a
+        .pad
+        .checked_mul(2)
+        .and_then(|p| p.checked_add(hw))
+        .with_context(|| format!("--pad {} with --hw {hw}: padded input too large", a.pad))?;
+    if a.k > padded {
         bail!(
             "--k {} is larger than the padded input ({} + 2·{})",
             a.k,
