@@ -480,6 +480,45 @@ fn run_rejects_a_bad_accel_before_working() {
 }
 
 #[test]
+fn configs_sharing_a_name_keep_separate_rows_and_reports() {
+    // An edited copy of a built-in that kept its `name` used to overwrite the built-in's report
+    // files and print an indistinguishable row.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.toml");
+    let text = stdout(&run(&["accel", "show", "bitfusion"]));
+    std::fs::write(
+        &copy,
+        text.replacen("clock_mhz = 500", "clock_mhz = 250", 1),
+    )
+    .unwrap();
+    let copy = copy.to_string_lossy().to_string();
+    let report = dir.path().join("rep");
+    let accels = format!("bitfusion,{copy}");
+    let v = run_json(&[
+        "--model",
+        "zoo:resnet20",
+        "--iters",
+        "20",
+        "--cycles",
+        "2",
+        "--accel",
+        &accels,
+        "--report",
+        &report.to_string_lossy(),
+    ]);
+    let list = v["accelerators"].as_array().cloned().unwrap_or_default();
+    assert_eq!(list.len(), 2, "{v}");
+    assert_eq!(list[0]["name"], "bitfusion-eyeriss-iso");
+    assert_eq!(
+        list[1]["name"],
+        format!("bitfusion-eyeriss-iso ({copy})").as_str()
+    );
+    let slow = list[1]["latency_s"].as_f64().unwrap();
+    assert!(slow > list[0]["latency_s"].as_f64().unwrap(), "{v}");
+    assert_eq!(std::fs::read_dir(&report).unwrap().count(), 4);
+}
+
+#[test]
 fn compare_prints_one_row_per_configuration() {
     let text = stdout(&run(&["accel", "show", "bitfusion"]));
     let dir = tempfile::tempdir().unwrap();

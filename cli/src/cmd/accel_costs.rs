@@ -8,11 +8,26 @@ use cptsim_accel::{cost_trace, Accelerator, RunSummary};
 use cptsim_models::ModelSummary;
 use cptsim_traces::{Bits, TraceRow};
 
-/// Loads every `--accel` value (built-in name or TOML path).
+/// Loads every `--accel` value (built-in name or TOML path). A configuration whose name repeats
+/// an earlier one (an edited copy that kept its `name`) is labelled with the value that named it,
+/// so table rows, JSON entries and `--report` files stay apart.
 pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
+    let mut seen = std::collections::HashSet::new();
     names
         .iter()
-        .map(|n| Accelerator::load(n).with_context(|| format!("--accel {n}")))
+        .map(|n| {
+            let mut acc = Accelerator::load(n).with_context(|| format!("--accel {n}"))?;
+            let base = acc.config.name.clone();
+            let mut k = 1;
+            while !seen.insert(acc.config.name.clone()) {
+                k += 1;
+                acc.config.name = match k {
+                    2 => format!("{base} ({n})"),
+                    _ => format!("{base} ({n} #{k})"),
+                };
+            }
+            Ok(acc)
+        })
         .collect()
 }
 
@@ -57,8 +72,14 @@ pub fn print_table(summaries: &[RunSummary]) {
     if summaries.is_empty() {
         return;
     }
+    let w = summaries
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(24);
     println!(
-        "{:<24} {:>12} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10}",
+        "{:<w$} {:>12} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10}",
         "accelerator",
         "time (s)",
         "time (h)",
@@ -71,7 +92,7 @@ pub fn print_table(summaries: &[RunSummary]) {
     );
     for s in summaries {
         println!(
-            "{:<24} {:>12.4e} {:>10.3} {:>12.4e} {:>12.4e} {:>10.3} {:>12.4e} {:>9.2} % {:>9.2} %",
+            "{:<w$} {:>12.4e} {:>10.3} {:>12.4e} {:>12.4e} {:>10.3} {:>12.4e} {:>9.2} % {:>9.2} %",
             s.name,
             s.latency_s,
             s.latency_s / 3600.0,
