@@ -11,6 +11,7 @@ pub mod gemm;
 pub mod init;
 pub mod layers;
 pub mod net;
+pub mod npy;
 pub mod optim;
 pub mod quant;
 
