@@ -3,6 +3,7 @@
 pub mod accel;
 pub mod accel_costs;
 pub mod compare;
+pub mod forward;
 pub mod inspect;
 pub mod layer;
 pub mod run;

@@ -227,6 +227,14 @@ impl Network {
         Ok(())
     }
 
+    /// Makes eval-mode forward passes quantize activations with each batch's own range (one-shot
+    /// inference of an imported model, which has no running ranges) instead of the running range.
+    pub fn use_batch_ranges_in_eval(&mut self, on: bool) {
+        for q in self.layer_quants_mut() {
+            q.batch_range_in_eval = on;
+        }
+    }
+
     /// Runs the network on an engine-layout input (`[N, H, W, C]`, or `[N, F]`).
     pub fn forward(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
         self.graph.forward(x, mode)
