@@ -7,6 +7,9 @@
 //! * [`matmul_tn_reduce_par`] splits a long reduction into chunks of [`REDUCE_CHUNK`] and adds the
 //!   partial products in chunk order.
 
+use std::cell::Cell;
+use std::time::Instant;
+
 use gemm::Parallelism;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
@@ -36,6 +39,37 @@ fn check(c: &ArrayViewMut2<f32>, a: &ArrayView2<f32>, b: &ArrayView2<f32>) -> Re
     Ok(())
 }
 
+thread_local! {
+    /// Per-thread GEMM profile `(nanoseconds, FLOPs)`; `None` while profiling is off.
+    static PROFILE: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// GEMM work done while profiling was on: FLOPs and the time spent inside GEMM calls, summed
+/// over threads (so comparable with one core's peak).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GemmProfile {
+    /// Floating-point operations (2 per multiply-add).
+    pub flops: u64,
+    /// Seconds inside [`matmul_into`], summed over all threads.
+    pub seconds: f64,
+}
+
+/// Turns GEMM profiling on or off on the calling thread and every thread of the current rayon
+/// pool, and returns what they counted since the last call (one clock read per GEMM while on).
+pub fn profile(on: bool) -> GemmProfile {
+    let take = || PROFILE.with(|p| p.replace(on.then_some((0, 0))));
+    let mut parts = rayon::broadcast(|_| take());
+    parts.push(take());
+    let (nanos, flops) = parts
+        .into_iter()
+        .flatten()
+        .fold((0, 0), |(a, b), (n, f)| (a + n, b + f));
+    GemmProfile {
+        flops,
+        seconds: nanos as f64 * 1e-9,
+    }
+}
+
 /// `C = A·B` (or `C += A·B` when `accumulate`), single-threaded. Any strides are accepted.
 pub fn matmul_into(
     mut c: ArrayViewMut2<f32>,
@@ -55,6 +89,7 @@ pub fn matmul_into(
         }
         return Ok(());
     }
+    let started = PROFILE.with(|p| p.get().is_some()).then(Instant::now);
     let (cs, as_, bs) = (
         c.strides().to_vec(),
         a.strides().to_vec(),
@@ -85,6 +120,10 @@ pub fn matmul_into(
             false,
             Parallelism::None,
         );
+    }
+    if let Some(t) = started {
+        let (dt, flops) = (t.elapsed().as_nanos() as u64, 2 * (m * n * k) as u64);
+        PROFILE.with(|p| p.set(p.get().map(|(a, b)| (a + dt, b + flops))));
     }
     Ok(())
 }
