@@ -23,6 +23,8 @@ enum Command {
     Version,
     /// One eval-mode forward pass of a model on an .npy input (fp32, or quantized with --bits).
     Forward(cmd::forward::ForwardArgs),
+    /// Benchmarks: training-step throughput and GEMM rate against this machine's peak.
+    Bench(cmd::bench::BenchArgs),
     /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
     Inspect(cmd::inspect::InspectArgs),
     /// List the built-in models and export them as ONNX files.
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Forward(args) => cmd::forward::run(&args),
+        Command::Bench(args) => cmd::bench::run(&args),
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::Zoo(args) => cmd::zoo::run(args),
         Command::Run(args) => cmd::run::run(args),

@@ -61,8 +61,8 @@ pub struct TrainBench {
     pub images_per_cpu_s: f64,
     /// Median wall time of one step, milliseconds.
     pub step_ms_median: f64,
-    /// GFLOP/s of the conv/linear GEMMs over the time spent inside them, summed over threads
-    /// (a per-core rate, comparable with `peak_gflops`).
+    /// GFLOP/s of the conv/linear GEMMs over the thread CPU time spent inside them, summed over
+    /// threads (a per-core rate, comparable with `peak_gflops`).
     pub gemm_gflops: f64,
     /// Share of the process CPU time spent inside GEMMs.
     pub gemm_cpu_share: f64,

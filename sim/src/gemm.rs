@@ -8,12 +8,12 @@
 //!   partial products in chunk order.
 
 use std::cell::Cell;
-use std::time::Instant;
 
 use gemm::Parallelism;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
+use crate::cputime::thread_cpu_seconds;
 use crate::error::{Result, SimError};
 
 /// Rows of the output handled by one task in [`matmul_rows_par`].
@@ -40,34 +40,32 @@ fn check(c: &ArrayViewMut2<f32>, a: &ArrayView2<f32>, b: &ArrayView2<f32>) -> Re
 }
 
 thread_local! {
-    /// Per-thread GEMM profile `(nanoseconds, FLOPs)`; `None` while profiling is off.
-    static PROFILE: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+    /// Per-thread GEMM profile `(CPU seconds, FLOPs)`; `None` while profiling is off.
+    static PROFILE: Cell<Option<(f64, u64)>> = const { Cell::new(None) };
 }
 
-/// GEMM work done while profiling was on: FLOPs and the time spent inside GEMM calls, summed
-/// over threads (so comparable with one core's peak).
+/// GEMM work done while profiling was on: FLOPs and the CPU time spent inside GEMM calls,
+/// summed over threads (so comparable with one core's peak).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GemmProfile {
     /// Floating-point operations (2 per multiply-add).
     pub flops: u64,
-    /// Seconds inside [`matmul_into`], summed over all threads.
+    /// Thread CPU seconds inside [`matmul_into`], summed over all threads.
     pub seconds: f64,
 }
 
 /// Turns GEMM profiling on or off on the calling thread and every thread of the current rayon
-/// pool, and returns what they counted since the last call (one clock read per GEMM while on).
+/// pool, and returns what they counted since the last call (two thread-CPU-clock reads per GEMM
+/// call while on).
 pub fn profile(on: bool) -> GemmProfile {
-    let take = || PROFILE.with(|p| p.replace(on.then_some((0, 0))));
+    let take = || PROFILE.with(|p| p.replace(on.then_some((0.0, 0))));
     let mut parts = rayon::broadcast(|_| take());
     parts.push(take());
-    let (nanos, flops) = parts
+    let (seconds, flops) = parts
         .into_iter()
         .flatten()
-        .fold((0, 0), |(a, b), (n, f)| (a + n, b + f));
-    GemmProfile {
-        flops,
-        seconds: nanos as f64 * 1e-9,
-    }
+        .fold((0.0, 0), |(a, b), (s, f)| (a + s, b + f));
+    GemmProfile { flops, seconds }
 }
 
 /// `C = A·B` (or `C += A·B` when `accumulate`), single-threaded. Any strides are accepted.
@@ -89,7 +87,7 @@ pub fn matmul_into(
         }
         return Ok(());
     }
-    let started = PROFILE.with(|p| p.get().is_some()).then(Instant::now);
+    let started = PROFILE.with(|p| p.get().is_some()).then(thread_cpu_seconds);
     let (cs, as_, bs) = (
         c.strides().to_vec(),
         a.strides().to_vec(),
@@ -121,8 +119,8 @@ pub fn matmul_into(
             Parallelism::None,
         );
     }
-    if let Some(t) = started {
-        let (dt, flops) = (t.elapsed().as_nanos() as u64, 2 * (m * n * k) as u64);
+    if let Some(t0) = started {
+        let (dt, flops) = (thread_cpu_seconds() - t0, 2 * (m * n * k) as u64);
         PROFILE.with(|p| p.set(p.get().map(|(a, b)| (a + dt, b + flops))));
     }
     Ok(())

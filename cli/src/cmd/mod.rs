@@ -2,6 +2,7 @@
 
 pub mod accel;
 pub mod accel_costs;
+pub mod bench;
 pub mod compare;
 pub mod forward;
 pub mod inspect;
