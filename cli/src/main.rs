@@ -21,6 +21,10 @@ enum Command {
     /// Placeholder until the first subcommand lands.
     #[command(hide = true)]
     Version,
+    /// One eval-mode forward pass of a model on an .npy input (fp32, or quantized with --bits).
+    Forward(cmd::forward::ForwardArgs),
+    /// Benchmarks: training-step throughput and GEMM rate against this machine's peak.
+    Bench(cmd::bench::BenchArgs),
     /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
     Inspect(cmd::inspect::InspectArgs),
     /// List the built-in models and export them as ONNX files.
@@ -43,6 +47,8 @@ fn main() -> ExitCode {
             println!("cptsim {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Forward(args) => cmd::forward::run(&args),
+        Command::Bench(args) => cmd::bench::run(&args),
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::Zoo(args) => cmd::zoo::run(args),
         Command::Run(args) => cmd::run::run(args),

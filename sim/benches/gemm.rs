@@ -7,11 +7,10 @@
 
 use std::time::Instant;
 
+use cptsim_sim::bench::{random_matrix as random, time_it};
 use cptsim_sim::cputime::{load_average_1min, process_cpu_seconds};
 use cptsim_sim::gemm::{matmul_into, ROW_TILE};
 use ndarray::{s, Array2, Axis};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 /// Which GEMM of a conv layer a shape belongs to.
 #[derive(Clone, Copy)]
@@ -22,25 +21,6 @@ enum Pass {
     BackwardData,
     /// `dW[N,K] = dYᵀ · col`, a long reduction over M.
     BackwardWeight,
-}
-
-fn random(r: usize, c: usize, seed: u64) -> Array2<f32> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
-}
-
-/// Times `f` repeatedly for at least `min_secs`; returns (wall seconds, cpu seconds) per call.
-fn time_it(min_secs: f64, mut f: impl FnMut()) -> (f64, f64) {
-    f(); // warm-up
-    let (w0, c0) = (Instant::now(), process_cpu_seconds());
-    let mut reps = 0u32;
-    while w0.elapsed().as_secs_f64() < min_secs || reps < 3 {
-        f();
-        reps += 1;
-    }
-    let wall = w0.elapsed().as_secs_f64() / reps as f64;
-    let cpu = (process_cpu_seconds() - c0) / reps as f64;
-    (wall, cpu)
 }
 
 /// (wall, cpu) GFLOP/s of cptsim's GEMM and ndarray's dot on one conv GEMM, computed as the conv

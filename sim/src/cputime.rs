@@ -16,6 +16,20 @@ pub fn process_cpu_seconds() -> f64 {
     secs(u.ru_utime) + secs(u.ru_stime)
 }
 
+/// CPU seconds consumed so far by the calling thread (0 if the OS does not report it).
+pub fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one `timespec` into the pointer we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// The 1-minute load average from `/proc/loadavg`, if available.
 pub fn load_average_1min() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;

@@ -7,10 +7,13 @@
 //! * [`matmul_tn_reduce_par`] splits a long reduction into chunks of [`REDUCE_CHUNK`] and adds the
 //!   partial products in chunk order.
 
+use std::cell::Cell;
+
 use gemm::Parallelism;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
+use crate::cputime::thread_cpu_seconds;
 use crate::error::{Result, SimError};
 
 /// Rows of the output handled by one task in [`matmul_rows_par`].
@@ -36,6 +39,35 @@ fn check(c: &ArrayViewMut2<f32>, a: &ArrayView2<f32>, b: &ArrayView2<f32>) -> Re
     Ok(())
 }
 
+thread_local! {
+    /// Per-thread GEMM profile `(CPU seconds, FLOPs)`; `None` while profiling is off.
+    static PROFILE: Cell<Option<(f64, u64)>> = const { Cell::new(None) };
+}
+
+/// GEMM work done while profiling was on: FLOPs and the CPU time spent inside GEMM calls,
+/// summed over threads (so comparable with one core's peak).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GemmProfile {
+    /// Floating-point operations (2 per multiply-add).
+    pub flops: u64,
+    /// Thread CPU seconds inside [`matmul_into`], summed over all threads.
+    pub seconds: f64,
+}
+
+/// Turns GEMM profiling on or off on the calling thread and every thread of the current rayon
+/// pool, and returns what they counted since the last call (two thread-CPU-clock reads per GEMM
+/// call while on).
+pub fn profile(on: bool) -> GemmProfile {
+    let take = || PROFILE.with(|p| p.replace(on.then_some((0.0, 0))));
+    let mut parts = rayon::broadcast(|_| take());
+    parts.push(take());
+    let (seconds, flops) = parts
+        .into_iter()
+        .flatten()
+        .fold((0.0, 0), |(a, b), (s, f)| (a + s, b + f));
+    GemmProfile { flops, seconds }
+}
+
 /// `C = A·B` (or `C += A·B` when `accumulate`), single-threaded. Any strides are accepted.
 pub fn matmul_into(
     mut c: ArrayViewMut2<f32>,
@@ -55,6 +87,7 @@ pub fn matmul_into(
         }
         return Ok(());
     }
+    let started = PROFILE.with(|p| p.get().is_some()).then(thread_cpu_seconds);
     let (cs, as_, bs) = (
         c.strides().to_vec(),
         a.strides().to_vec(),
@@ -85,6 +118,10 @@ pub fn matmul_into(
             false,
             Parallelism::None,
         );
+    }
+    if let Some(t0) = started {
+        let (dt, flops) = (thread_cpu_seconds() - t0, 2 * (m * n * k) as u64);
+        PROFILE.with(|p| p.set(p.get().map(|(a, b)| (a + dt, b + flops))));
     }
     Ok(())
 }

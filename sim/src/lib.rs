@@ -3,6 +3,8 @@
 //! Tensor conventions: image tensors are 4-D **channels-last** `[N, H, W, C]` (`Array4<f32>`);
 //! flat tensors are `[N, F]`. Weights of conv layers are stored `[O, KH, KW, I/groups]`.
 
+pub mod bench;
+pub mod build;
 pub mod cputime;
 pub mod data;
 pub mod error;
@@ -10,6 +12,7 @@ pub mod gemm;
 pub mod init;
 pub mod layers;
 pub mod net;
+pub mod npy;
 pub mod optim;
 pub mod quant;
 

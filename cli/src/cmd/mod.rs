@@ -2,7 +2,9 @@
 
 pub mod accel;
 pub mod accel_costs;
+pub mod bench;
 pub mod compare;
+pub mod forward;
 pub mod inspect;
 pub mod layer;
 pub mod run;

@@ -88,6 +88,10 @@ pub struct LayerQuant {
     pub seed: u64,
     /// Number of error tensors quantized so far (advances the noise stream).
     pub error_calls: u64,
+    /// Eval mode quantizes activations with the batch's own range instead of the running one
+    /// (for one-shot inference of an imported model, which has no running ranges).
+    #[serde(default)]
+    pub batch_range_in_eval: bool,
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit value from `x`.
@@ -108,6 +112,7 @@ impl LayerQuant {
             act_range: RangeEma::default(),
             seed,
             error_calls: 0,
+            batch_range_in_eval: false,
         }
     }
 
@@ -165,7 +170,8 @@ impl LayerQuant {
         }
         match self.method {
             QuantMethod::Sbm => {
-                sbm::activations(x, b, &mut self.act_range, training);
+                let batch = training || self.batch_range_in_eval;
+                sbm::activations(x, b, &mut self.act_range, batch);
                 None
             }
             QuantMethod::Dorefa => Some(dorefa::activations(x, b)),

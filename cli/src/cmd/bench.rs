@@ -1,0 +1,163 @@
+//! `cptsim bench train`: training-step throughput of a model built from the IR, the GEMM rate it
+//! reaches and this machine's single-core GEMM peak, measured in the same run.
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use cptsim_models::load_graph;
+use cptsim_sim::bench::{train_steps, TrainBench};
+use cptsim_sim::build::{build_network, BuildOptions};
+use cptsim_sim::quant::QuantMethod;
+use serde_json::json;
+
+/// Arguments of `cptsim bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchCommand,
+}
+
+/// What to benchmark.
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Training steps (forward, backward, SGD) on synthetic data.
+    Train(TrainArgs),
+}
+
+/// Arguments of `cptsim bench train`.
+#[derive(Args)]
+pub struct TrainArgs {
+    /// ONNX file path, or `zoo:NAME` for a built-in model.
+    #[arg(long)]
+    pub model: String,
+    /// Batch size.
+    #[arg(long, default_value_t = 128)]
+    pub batch: usize,
+    /// Timed steps (after one warm-up step).
+    #[arg(long, default_value_t = 5)]
+    pub steps: usize,
+    /// `none` (fp32) or `sbm` (in-scope layers at `--bits`, spec §1.4).
+    #[arg(long, value_enum, default_value_t = Quantizer::None)]
+    pub quantizer: Quantizer,
+    /// Forward and backward bits with `--quantizer sbm`.
+    #[arg(long, default_value_t = 8)]
+    pub bits: u32,
+    /// Rayon threads (default: rayon's choice, one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seconds spent measuring the GEMM peak.
+    #[arg(long, default_value_t = 1.0)]
+    pub peak_secs: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Precision of the benchmarked steps.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Quantizer {
+    /// fp32 everywhere.
+    None,
+    /// SBM at `--bits` on the in-scope layers.
+    Sbm,
+}
+
+/// How the result is printed.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    /// Human-readable lines.
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+/// Runs the command.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    match &args.what {
+        BenchCommand::Train(a) => train(a),
+    }
+}
+
+fn train(a: &TrainArgs) -> Result<()> {
+    if a.batch == 0 || a.steps == 0 {
+        anyhow::bail!("--batch and --steps must be at least 1");
+    }
+    let mut pool = rayon::ThreadPoolBuilder::new();
+    if let Some(t) = a.threads {
+        if t == 0 {
+            anyhow::bail!("--threads must be at least 1");
+        }
+        pool = pool.num_threads(t);
+    }
+    let pool = pool
+        .build()
+        .context("--threads: cannot build the thread pool")?;
+    let graph = load_graph(&a.model, a.batch)?;
+    let opts = BuildOptions {
+        method: QuantMethod::Sbm,
+        ..BuildOptions::default()
+    };
+    let mut net = build_network(&graph, &opts).with_context(|| format!("model {}", a.model))?;
+    let bits = match a.quantizer {
+        Quantizer::None => 0,
+        Quantizer::Sbm => a.bits,
+    };
+    net.set_bits(bits, bits).context("--bits")?;
+    let threads = pool.current_num_threads();
+    let r = pool.install(|| train_steps(&mut net, a.batch, a.steps, a.peak_secs))?;
+    match a.format {
+        Format::Json => println!("{:#}", to_json(&r, a, threads)),
+        Format::Table => print!("{}", table(&r, a, threads)),
+    }
+    Ok(())
+}
+
+fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
+    json!({
+        "model": a.model,
+        "batch": a.batch,
+        "steps": a.steps,
+        "threads": threads,
+        "quantizer": match a.quantizer { Quantizer::None => "none", Quantizer::Sbm => "sbm" },
+        "bits": match a.quantizer { Quantizer::None => 0, Quantizer::Sbm => a.bits },
+        "images_per_s": r.images_per_s,
+        "images_per_cpu_s": r.images_per_cpu_s,
+        "step_ms_median": r.step_ms_median,
+        "gemm_gflops": r.gemm_gflops,
+        "gemm_gflops_basis": "GEMM FLOPs over thread CPU time inside GEMM calls, summed over threads (per core)",
+        "gemm_cpu_share": r.gemm_cpu_share,
+        "gemm_gflop_per_step": r.gemm_gflop_per_step,
+        "peak_gflops": r.peak_gflops,
+        "load_avg": r.load_avg[0],
+        "load_avg_end": r.load_avg[1],
+    })
+}
+
+fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
+    let load = |l: Option<f64>| l.map_or("n/a".to_string(), |v| format!("{v:.2}"));
+    let q = match a.quantizer {
+        Quantizer::None => "fp32".to_string(),
+        Quantizer::Sbm => format!("SBM {0}/{0}", a.bits),
+    };
+    format!(
+        "{} batch {} {q}, {} steps, {threads} thread(s)\n\
+         throughput      {:9.1} images/s, {:.1} images per CPU-second\n\
+         step (median)   {:9.1} ms\n\
+         GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak; {:.2} GFLOP per step, {:.0} % of CPU time)\n\
+         peak            {:9.1} GFLOP/s (single-thread {}³ GEMM, same run)\n\
+         load average    {} → {}\n",
+        a.model,
+        a.batch,
+        a.steps,
+        r.images_per_s,
+        r.images_per_cpu_s,
+        r.step_ms_median,
+        r.gemm_gflops,
+        100.0 * r.gemm_gflops / r.peak_gflops.max(1e-9),
+        r.gemm_gflop_per_step,
+        100.0 * r.gemm_cpu_share,
+        r.peak_gflops,
+        1536,
+        load(r.load_avg[0]),
+        load(r.load_avg[1]),
+    )
+}

@@ -1,0 +1,55 @@
+//! `cptsim bench train`: the JSON fields of the issue, sane values, clear errors.
+
+use cptsim_e2e::{run, stderr, stdout};
+
+#[test]
+fn bench_train_prints_the_issue_fields() {
+    let out = run(&[
+        "bench",
+        "train",
+        "--model",
+        "zoo:lenet5",
+        "--batch",
+        "16",
+        "--steps",
+        "2",
+        "--quantizer",
+        "sbm",
+        "--threads",
+        "1",
+        "--peak-secs",
+        "0.1",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for key in [
+        "images_per_s",
+        "images_per_cpu_s",
+        "step_ms_median",
+        "gemm_gflops",
+        "peak_gflops",
+    ] {
+        let x = v[key].as_f64().unwrap_or(-1.0);
+        assert!(x > 0.0 && x.is_finite(), "{key} = {}", v[key]);
+    }
+    assert!(v.get("load_avg").is_some());
+    assert_eq!(v["threads"], 1);
+    // Three GEMMs per layer at 2 FLOPs per MAC: 6 · 416 520 MACs · 16 images.
+    let per_step = v["gemm_gflop_per_step"].as_f64().unwrap();
+    assert!(
+        (per_step - 6.0 * 416_520.0 * 16.0 / 1e9).abs() < 1e-9,
+        "{per_step}"
+    );
+}
+
+#[test]
+fn bench_rejects_bad_flags() {
+    let out = run(&["bench", "train", "--model", "zoo:lenet5", "--threads", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--threads"), "{}", stderr(&out));
+    let out = run(&["bench", "train", "--model", "zoo:nope", "--steps", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("nope"), "{}", stderr(&out));
+}

@@ -1,0 +1,130 @@
+//! `cptsim forward`: .npy in, eval-mode forward, .npy out; errors for bad inputs.
+
+use std::path::Path;
+
+use cptsim_e2e::{run, stderr};
+
+/// A float32 C-order `.npy` (version 1.0) of `shape` filled with `f(i)`.
+fn write_npy(path: &Path, shape: &[usize], f: impl Fn(usize) -> f32) {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(", ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    let n: usize = shape.iter().product();
+    for i in 0..n {
+        bytes.extend_from_slice(&f(i).to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// (shape, values) of a float32 `.npy` written by cptsim.
+fn read_npy(path: &Path) -> (String, Vec<f32>) {
+    let b = std::fs::read(path).unwrap();
+    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+    let header = String::from_utf8_lossy(&b[10..10 + hlen]).to_string();
+    let shape = header
+        .split("'shape': ")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap()
+        .to_string()
+        + ")";
+    let data = b[10 + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    (shape, data)
+}
+
+#[test]
+fn forward_writes_logits_fp32_and_quantized() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y, yq) = (
+        dir.path().join("x.npy"),
+        dir.path().join("y.npy"),
+        dir.path().join("yq.npy"),
+    );
+    write_npy(&x, &[3, 1, 28, 28], |i| {
+        ((i * 37) % 101) as f32 / 50.0 - 1.0
+    });
+    let args = |out: &Path, bits: Option<&str>| {
+        let mut a = vec![
+            "forward",
+            "--model",
+            "zoo:lenet5",
+            "--input",
+            x.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ];
+        if let Some(b) = bits {
+            a.extend(["--bits", b]);
+        }
+        run(&a)
+    };
+    let out = args(&y, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (shape, fp) = read_npy(&y);
+    assert_eq!(shape, "(3, 10)");
+    assert!(fp.iter().all(|v| v.is_finite()) && fp.iter().any(|&v| v != 0.0));
+    let out = args(&yq, Some("4"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (shape, q) = read_npy(&yq);
+    assert_eq!(shape, "(3, 10)");
+    // 4-bit weights and activations change the logits, but not beyond recognition.
+    let diff: f32 = fp
+        .iter()
+        .zip(&q)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    let scale: f32 = fp.iter().map(|v| v.abs()).fold(0.0, f32::max);
+    assert!(diff > 0.0 && diff < scale, "diff {diff}, scale {scale}");
+    // Deterministic.
+    let out = args(&yq, Some("4"));
+    assert!(out.status.success());
+    assert_eq!(read_npy(&yq).1, q);
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
+    let fwd = |model: &str| {
+        run(&[
+            "forward",
+            "--model",
+            model,
+            "--input",
+            x.to_str().unwrap(),
+            "--output",
+            y.to_str().unwrap(),
+        ])
+    };
+
+    write_npy(&x, &[2, 3, 32, 32], |_| 0.5);
+    let out = fwd("zoo:lenet5");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("[2, 1, 28, 28]"), "{}", stderr(&out));
+
+    std::fs::write(&x, b"\x93NUMPY\x01\x00").unwrap();
+    let out = fwd("zoo:lenet5");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("x.npy"), "{}", stderr(&out));
+
+    write_npy(&x, &[2, 3, 8, 8], |_| 0.5);
+    let out = fwd("tests/fixtures/mixed_legacy_opset11.onnx");
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("/Pad") && err.contains("op Pad"), "{err}");
+    assert!(!y.exists(), "no output on error");
+}
