@@ -1,9 +1,11 @@
-//! `cptsim forward`: one eval-mode forward pass of a model on an `.npy` input, written as `.npy`.
+//! `cptsim forward`: one eval-mode forward pass of a model on an `.npy` input, written as `.npy`
+//! (BatchNorm nodes exported in training mode use batch statistics, as the file asks).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use cptsim_models::ir::Op;
 use cptsim_models::load_graph;
 use cptsim_sim::build::{build_network, BuildOptions};
 use cptsim_sim::layers::Mode;
@@ -55,7 +57,19 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     let input = net
         .input_from_ir(&x)
         .with_context(|| format!("{}", args.input.display()))?;
-    let y = net.forward(input, Mode::Eval)?;
+    // A file exported in training mode asks for batch statistics in its BatchNorm nodes
+    // (ONNX `training_mode = 1`); honour it, as onnxruntime does.
+    let training_bn = graph
+        .nodes
+        .iter()
+        .any(|n| matches!(&n.op, Op::BatchNorm(b) if b.training_mode));
+    let mode = if training_bn {
+        eprintln!("note: the model's BatchNorm nodes are in training mode: using batch statistics");
+        Mode::Train
+    } else {
+        Mode::Eval
+    };
+    let y = net.forward(input, mode)?;
     let y = net.output_to_ir(y)?;
     npy::write(&args.output, &y)?;
     Ok(())
