@@ -46,6 +46,19 @@ fn read_npy(path: &Path) -> (String, Vec<f32>) {
     (shape, data)
 }
 
+/// `cptsim forward --model MODEL --input X --output Y`.
+fn forward(model: &str, x: &Path, y: &Path) -> std::process::Output {
+    run(&[
+        "forward",
+        "--model",
+        model,
+        "--input",
+        x.to_str().unwrap(),
+        "--output",
+        y.to_str().unwrap(),
+    ])
+}
+
 #[test]
 fn forward_writes_logits_fp32_and_quantized() {
     let dir = tempfile::tempdir().unwrap();
@@ -99,17 +112,7 @@ fn forward_writes_logits_fp32_and_quantized() {
 fn bad_inputs_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
-    let fwd = |model: &str| {
-        run(&[
-            "forward",
-            "--model",
-            model,
-            "--input",
-            x.to_str().unwrap(),
-            "--output",
-            y.to_str().unwrap(),
-        ])
-    };
+    let fwd = |model: &str| forward(model, &x, &y);
 
     write_npy(&x, &[2, 3, 32, 32], |_| 0.5);
     let out = fwd("zoo:lenet5");
@@ -130,15 +133,7 @@ fn pytorch_fixture_with_pad_slice_concat_sigmoid_runs() {
     let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
     write_npy(&x, &[2, 3, 16, 16], |i| (i as f32 * 0.1).sin());
     let model = "tests/fixtures/mixed_legacy_opset11.onnx";
-    let out = run(&[
-        "forward",
-        "--model",
-        model,
-        "--input",
-        x.to_str().unwrap(),
-        "--output",
-        y.to_str().unwrap(),
-    ]);
+    let out = forward(model, &x, &y);
     assert!(out.status.success(), "{}", stderr(&out));
     let (shape, v) = read_npy(&y);
     assert_eq!(shape, "(2, 10)");
