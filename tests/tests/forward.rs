@@ -106,6 +106,25 @@ fn forward_writes_logits_fp32_and_quantized() {
     let out = args(&yq, Some("4"));
     assert!(out.status.success());
     assert_eq!(read_npy(&yq).1, q);
+    // The classifier is fp32 by default (spec §1.4); quantizing it too changes the logits.
+    let mut a = vec![
+        "forward",
+        "--model",
+        "zoo:lenet5",
+        "--input",
+        x.to_str().unwrap(),
+    ];
+    a.extend([
+        "--output",
+        yq.to_str().unwrap(),
+        "--bits",
+        "4",
+        "--quantize-last",
+        "true",
+    ]);
+    let out = run(&a);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ne!(read_npy(&yq).1, q);
 }
 
 #[test]

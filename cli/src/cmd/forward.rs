@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::Args;
 use cptsim_models::ir::Op;
@@ -31,6 +32,9 @@ pub struct ForwardArgs {
     /// Quantizer used with `--bits`: sbm, dorefa or wageubn.
     #[arg(long, default_value = "sbm")]
     pub quantizer: String,
+    /// Which layers are quantized.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
 }
 
 /// Runs the command.
@@ -47,6 +51,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     let graph = load_graph(&args.model, batch)?;
     let opts = BuildOptions {
         method: QuantMethod::parse(&args.quantizer).context("--quantizer")?,
+        scope: args.scope.scope(),
         ..BuildOptions::default()
     };
     let mut net = build_network(&graph, &opts).with_context(|| format!("model {}", args.model))?;
