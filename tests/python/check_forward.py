@@ -24,11 +24,7 @@ ZOO = [("resnet20", 2), ("resnet56", 2), ("mobilenetv2", 2), ("lenet5", 4), ("ml
        ("resnet18", 1)]
 
 # Fixtures the trainer engine cannot run, with the reason (printed, never silently skipped).
-EXPECTED_UNSUPPORTED = {
-    "mixed_dynamo_opset18.onnx": "Pad, Slice, Concat, Sigmoid and a general Clip have no engine layer",
-    "mixed_legacy_opset11.onnx": "Pad, Slice, Concat, Sigmoid and a general Clip have no engine layer",
-    "mixed_legacy_opset14_train.onnx": "Pad, Slice, Concat, Sigmoid and a general Clip have no engine layer",
-}
+EXPECTED_UNSUPPORTED = {}
 
 
 def input_shape(model, batch):

@@ -1,6 +1,7 @@
 //! `cptsim bench train`: training-step throughput of a model built from the IR, the GEMM rate it
 //! reaches and this machine's single-core GEMM peak, measured in the same run.
 
+use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use cptsim_models::load_graph;
@@ -41,6 +42,9 @@ pub struct TrainArgs {
     /// Forward and backward bits with `--quantizer sbm`.
     #[arg(long, default_value_t = 8)]
     pub bits: u32,
+    /// Which layers are quantized.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
     /// Rayon threads (default: rayon's choice, one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -94,6 +98,7 @@ fn train(a: &TrainArgs) -> Result<()> {
     let graph = load_graph(&a.model, a.batch)?;
     let opts = BuildOptions {
         method: QuantMethod::Sbm,
+        scope: a.scope.scope(),
         ..BuildOptions::default()
     };
     let mut net = build_network(&graph, &opts).with_context(|| format!("model {}", a.model))?;

@@ -1,9 +1,12 @@
-//! `cptsim forward`: one eval-mode forward pass of a model on an `.npy` input, written as `.npy`.
+//! `cptsim forward`: one eval-mode forward pass of a model on an `.npy` input, written as `.npy`
+//! (BatchNorm nodes exported in training mode use batch statistics, as the file asks).
 
 use std::path::PathBuf;
 
+use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::Args;
+use cptsim_models::ir::Op;
 use cptsim_models::load_graph;
 use cptsim_sim::build::{build_network, BuildOptions};
 use cptsim_sim::layers::Mode;
@@ -29,6 +32,9 @@ pub struct ForwardArgs {
     /// Quantizer used with `--bits`: sbm, dorefa or wageubn.
     #[arg(long, default_value = "sbm")]
     pub quantizer: String,
+    /// Which layers are quantized.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
 }
 
 /// Runs the command.
@@ -45,6 +51,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     let graph = load_graph(&args.model, batch)?;
     let opts = BuildOptions {
         method: QuantMethod::parse(&args.quantizer).context("--quantizer")?,
+        scope: args.scope.scope(),
         ..BuildOptions::default()
     };
     let mut net = build_network(&graph, &opts).with_context(|| format!("model {}", args.model))?;
@@ -55,7 +62,19 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     let input = net
         .input_from_ir(&x)
         .with_context(|| format!("{}", args.input.display()))?;
-    let y = net.forward(input, Mode::Eval)?;
+    // A file exported in training mode asks for batch statistics in its BatchNorm nodes
+    // (ONNX `training_mode = 1`); honour it, as onnxruntime does.
+    let training_bn = graph
+        .nodes
+        .iter()
+        .any(|n| matches!(&n.op, Op::BatchNorm(b) if b.training_mode));
+    let mode = if training_bn {
+        eprintln!("note: the model's BatchNorm nodes are in training mode: using batch statistics");
+        Mode::Train
+    } else {
+        Mode::Eval
+    };
+    let y = net.forward(input, mode)?;
     let y = net.output_to_ir(y)?;
     npy::write(&args.output, &y)?;
     Ok(())

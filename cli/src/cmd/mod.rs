@@ -7,5 +7,6 @@ pub mod compare;
 pub mod forward;
 pub mod inspect;
 pub mod layer;
+pub mod quant_scope;
 pub mod run;
 pub mod zoo;

@@ -352,6 +352,19 @@ mod tests {
         }
     }
 
+    /// A PyTorch export with Clip, Pad, Slice, Concat, Sigmoid and MatMul trains too.
+    #[test]
+    fn pytorch_fixture_trains() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/mixed_legacy_opset11.onnx"
+        );
+        let mut net = build(path, 3, &BuildOptions::default());
+        assert_eq!(net.param_count(), net.summary().params);
+        net.set_bits(8, 8).unwrap();
+        assert_eq!(train_step(&mut net, 3).shape(), &[3, 10]);
+    }
+
     #[test]
     fn scope_follows_spec_1_4() {
         let mut net = build("zoo:resnet20", 2, &BuildOptions::default());
@@ -458,13 +471,16 @@ mod tests {
 
     #[test]
     fn unsupported_ops_name_the_node_and_op() {
-        let mut g = ir::Graph::new("m", "test", 1, "x", vec![1, 4]);
-        g.output = g.push("act/sig", Op::Sigmoid, vec![g.input], "y").unwrap();
+        let mut g = ir::Graph::new("m", "test", 2, "x", vec![2, 4]);
+        let perm = vec![1, 0];
+        g.output = g
+            .push("act/t", Op::Transpose { perm }, vec![g.input], "y")
+            .unwrap();
         let err = build_network(&g, &BuildOptions::default())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("act/sig") && err.contains("Sigmoid"), "{err}");
+        assert!(err.contains("act/t") && err.contains("Transpose"), "{err}");
     }
 
     #[test]

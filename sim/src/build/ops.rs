@@ -10,8 +10,8 @@ use super::Init;
 use crate::error::{Result, SimError};
 use crate::init::{conv_weight, linear_weight_bias, uniform};
 use crate::layers::{
-    Activation, ActivationKind, Add, BatchNorm, Conv2d, Conv2dSpec, Flatten, GlobalAvgPool, Linear,
-    Pool2d, PoolKind, PoolSpec, Tensor,
+    Activation, ActivationKind, Add, BatchNorm, Clip, Concat, Conv2d, Conv2dSpec, Flatten,
+    GlobalAvgPool, Layer, Linear, Pad, Pool2d, PoolKind, PoolSpec, Sigmoid, SliceLayer, Tensor,
 };
 use crate::net::Graph;
 use crate::quant::LayerQuant;
@@ -26,6 +26,16 @@ pub(super) enum Layout {
 }
 
 impl Layout {
+    /// The engine axis holding IR axis `axis`.
+    pub(super) fn engine_axis(self, axis: usize) -> usize {
+        match (self, axis) {
+            (Layout::Image, 1) => 3,
+            (Layout::Image, 2) => 1,
+            (Layout::Image, 3) => 2,
+            _ => axis,
+        }
+    }
+
     /// The engine layout of an IR tensor of this shape.
     pub(super) fn of(node: &str, shape: &[usize]) -> Result<Self> {
         match shape.len() {
@@ -63,6 +73,17 @@ fn unsupported(node: &Node, why: impl std::fmt::Display) -> SimError {
             node.op.name()
         ),
     )
+}
+
+/// The single input of a node, whatever its layout.
+fn one_any(node: &Node, ins: &[Val]) -> Result<Val> {
+    match ins {
+        [v] => Ok(*v),
+        _ => Err(unsupported(
+            node,
+            format!("{} inputs, expected 1", ins.len()),
+        )),
+    }
 }
 
 /// A tensor's data as an owned standard-layout engine tensor.
@@ -124,6 +145,44 @@ impl<R: Rng> Ctx<'_, R> {
             Op::Clip { min, max } if *min == 0.0 && *max == f32::INFINITY => {
                 self.activation(node, ins, ActivationKind::Relu)
             }
+            Op::Clip { min, max } => {
+                let x = one_any(node, ins)?;
+                self.same_layout(Clip::new(name, *min, *max), x)
+            }
+            Op::Sigmoid => {
+                let x = one_any(node, ins)?;
+                self.same_layout(Sigmoid::new(name), x)
+            }
+            Op::Pad { pads, value } => {
+                let x = one_any(node, ins)?;
+                let mut engine = vec![(0, 0); pads.len()];
+                for (a, &p) in pads.iter().enumerate() {
+                    if let Some(slot) = engine.get_mut(x.layout.engine_axis(a)) {
+                        *slot = p;
+                    }
+                }
+                self.same_layout(Pad::new(name, engine, *value), x)
+            }
+            Op::Slice { axes } => {
+                let x = one_any(node, ins)?;
+                let engine = axes
+                    .iter()
+                    .map(|s| (x.layout.engine_axis(s.axis), s.start, s.len, s.step))
+                    .collect();
+                self.same_layout(SliceLayer::new(name, engine), x)
+            }
+            Op::Concat { axis } => {
+                let first = ins.first().ok_or_else(|| unsupported(node, "no inputs"))?;
+                if ins.iter().any(|v| v.layout != first.layout) {
+                    return Err(unsupported(node, "inputs of different ranks"));
+                }
+                let ids: Vec<usize> = ins.iter().map(|v| v.id).collect();
+                let layer = Concat::new(name, first.layout.engine_axis(*axis));
+                Ok(Val {
+                    id: self.net.push(layer, &ids)?,
+                    layout: first.layout,
+                })
+            }
             Op::Binary(b) if b.kind == ir::BinaryKind::Add && b.constant.is_none() => {
                 let [a, c] = ins else {
                     return Err(unsupported(node, "Add needs two tensor inputs"));
@@ -175,6 +234,14 @@ impl<R: Rng> Ctx<'_, R> {
             }
             _ => Err(unsupported(node, "no engine layer for it")),
         }
+    }
+
+    /// Appends a one-input layer whose output has its input's layout.
+    fn same_layout(&mut self, layer: impl Layer + 'static, x: Val) -> Result<Val> {
+        Ok(Val {
+            id: self.net.push(layer, &[x.id])?,
+            layout: x.layout,
+        })
     }
 
     fn activation(&mut self, node: &Node, ins: &[Val], kind: ActivationKind) -> Result<Val> {

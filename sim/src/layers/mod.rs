@@ -12,9 +12,11 @@ pub mod conv2d;
 pub mod flatten;
 pub mod linear;
 pub mod loss;
+pub mod pointwise;
 pub mod pool;
 mod qgemm;
 mod reduce;
+pub mod tensor_ops;
 
 #[cfg(test)]
 pub(crate) mod gradcheck;
@@ -31,7 +33,9 @@ pub use conv2d::{Conv2d, Conv2dSpec};
 pub use flatten::Flatten;
 pub use linear::Linear;
 pub use loss::SoftmaxCrossEntropy;
+pub use pointwise::{Clip, Sigmoid};
 pub use pool::{GlobalAvgPool, Pool2d, PoolKind, PoolSpec};
+pub use tensor_ops::{Concat, Pad, SliceLayer};
 
 /// The tensor type flowing between layers.
 pub type Tensor = ArrayD<f32>;

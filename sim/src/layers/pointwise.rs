@@ -1,0 +1,113 @@
+//! Element-wise layers beyond ReLU: a general clip to `[lo, hi]` and the logistic sigmoid.
+
+use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use crate::error::Result;
+
+/// `min(max(x, lo), hi)`; the gradient passes where `lo < x < hi`.
+pub struct Clip {
+    name: String,
+    lo: f32,
+    hi: f32,
+    mask: Option<(Vec<usize>, Tensor)>,
+}
+
+impl Clip {
+    /// A clip layer (either bound may be infinite).
+    pub fn new(name: &str, lo: f32, hi: f32) -> Self {
+        Self {
+            name: name.to_string(),
+            lo,
+            hi,
+            mask: None,
+        }
+    }
+}
+
+impl Layer for Clip {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let (lo, hi) = (self.lo, self.hi);
+        self.mask = (mode == Mode::Train).then(|| {
+            let m = x.mapv(|v| if v > lo && v < hi { 1.0 } else { 0.0 });
+            (x.shape().to_vec(), m)
+        });
+        Ok(x.mapv(|v| v.max(lo).min(hi)))
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let (shape, mask) = cached(&self.name, &self.mask)?;
+        check_grad(&self.name, &grad_out, shape)?;
+        Ok(vec![grad_out * mask])
+    }
+}
+
+/// `1 / (1 + e^(−x))`.
+pub struct Sigmoid {
+    name: String,
+    out: Option<Tensor>,
+}
+
+impl Sigmoid {
+    /// A sigmoid layer.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            out: None,
+        }
+    }
+}
+
+impl Layer for Sigmoid {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let y = x.mapv(|v| 1.0 / (1.0 + (-v).exp()));
+        self.out = (mode == Mode::Train).then(|| y.clone());
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let y = cached(&self.name, &self.out)?;
+        check_grad(&self.name, &grad_out, y.shape())?;
+        Ok(vec![grad_out * &y.mapv(|s| s * (1.0 - s))])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    #[test]
+    fn clip_values_and_gradient() {
+        let mut c = Clip::new("c", -1.0, 2.0);
+        let x = Tensor::from_shape_vec(vec![1, 4], vec![-3.0, 0.5, 2.5, 1.0]).unwrap();
+        let y = c.forward(&[&x], Mode::Eval).unwrap();
+        assert_eq!(y.as_slice().unwrap(), &[-1.0, 0.5, 2.0, 1.0]);
+        // Kept away from the kinks so finite differences are valid.
+        let x = rand_tensor(&[2, 3, 3, 2], 4.0, 1).mapv(|v| {
+            if (v + 1.0).abs() < 0.05 || (v - 2.0).abs() < 0.05 {
+                v + 0.2
+            } else {
+                v
+            }
+        });
+        check_layer(&mut c, &[x], 1e-2, 1e-3, 30).unwrap();
+    }
+
+    #[test]
+    fn sigmoid_values_and_gradient() {
+        let mut s = Sigmoid::new("s");
+        let x = Tensor::from_shape_vec(vec![1, 2], vec![0.0, 2.0]).unwrap();
+        let y = s.forward(&[&x], Mode::Eval).unwrap();
+        assert!((y[[0, 0]] - 0.5).abs() < 1e-7 && (y[[0, 1]] - 0.880_797_1).abs() < 1e-6);
+        check_layer(&mut s, &[rand_tensor(&[3, 5], 3.0, 2)], 1e-2, 1e-3, 15).unwrap();
+    }
+}
