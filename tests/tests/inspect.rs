@@ -130,6 +130,21 @@ fn bad_models_give_one_clear_error_line() {
 }
 
 #[test]
+fn absurd_batches_are_rejected_not_wrapped() {
+    // Shape products used to wrap around, giving wrong shapes or confusing Reshape errors.
+    for model in ["zoo:resnet50", &fixture("mixed_legacy_opset11.onnx")] {
+        let out = run(&["inspect", model, "--batch", "18446744073709551615"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{model}: {err}");
+        assert_eq!(err.lines().count(), 1, "{model}: {err}");
+        assert!(
+            err.contains("graph input") && err.contains("2^40 elements"),
+            "{model}: {err}"
+        );
+    }
+}
+
+#[test]
 fn empty_random_and_truncated_files_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let write = |name: &str, bytes: &[u8]| {

@@ -241,6 +241,11 @@ fn bad_trace_files_are_rejected() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     rejects(&["--model", "zoo:resnet20", "--trace", &csv], "line 2");
+    // A trace carries its batch; a --batch beside it would be silently ignored.
+    rejects(
+        &["--model", "zoo:resnet20", "--trace", &r20, "--batch", "64"],
+        "cannot be used with",
+    );
     // A CSV trace cut at a line boundary parses line by line; the layers' sample counts differ.
     let full = path("r20.csv");
     let out = run(&["run", "--model", "zoo:resnet20", "--save-trace", &full]);

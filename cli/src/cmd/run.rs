@@ -37,8 +37,8 @@ pub struct RunArgs {
     /// Training iterations.
     #[arg(long, default_value_t = 64_000, conflicts_with = "trace")]
     iters: u64,
-    /// Samples per iteration.
-    #[arg(long, default_value_t = 128)]
+    /// Samples per iteration (a `--trace` file carries its own).
+    #[arg(long, default_value_t = 128, conflicts_with = "trace")]
     batch: u64,
     /// Cost rule: `paper` (methods.md §2.3) or `hardware` (fp32 layers at 32 bits, BN apart).
     #[arg(long, value_enum, default_value_t = AccountingArg::Paper)]

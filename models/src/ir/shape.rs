@@ -4,6 +4,17 @@
 
 use super::op::{Op, Pool};
 
+/// Most elements one tensor may hold (2^40 ≈ 1.1·10^12): beyond any real model at any sensible
+/// batch, and small enough that element, parameter and MAC counts cannot overflow.
+pub const MAX_ELEMENTS: usize = 1 << 40;
+
+/// Elements of a tensor of shape `dims`, if at most [`MAX_ELEMENTS`] (computed without overflow).
+pub fn element_count(dims: &[usize]) -> Option<usize> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&c| c <= MAX_ELEMENTS)
+}
+
 /// Output shape of `op` applied to inputs of the given shapes.
 pub fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
     let want = match op {
@@ -72,7 +83,9 @@ pub fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             vec![x[..*axis].iter().product(), x[*axis..].iter().product()]
         }
         Op::Reshape { shape } => {
-            let (a, b) = (x.iter().product::<usize>(), shape.iter().product::<usize>());
+            let a = x.iter().product::<usize>();
+            let b = element_count(shape)
+                .ok_or_else(|| format!("reshape target {shape:?} is too large"))?;
             if a != b {
                 return Err(format!(
                     "cannot reshape {x:?} ({a} elements) to {shape:?} ({b} elements)"
@@ -141,6 +154,11 @@ pub fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
     };
     if out.contains(&0) {
         return Err(format!("output shape {out:?} has a zero-size dimension"));
+    }
+    if element_count(&out).is_none() {
+        return Err(format!(
+            "output shape {out:?} has more than 2^40 elements (too large a batch?)"
+        ));
     }
     Ok(out)
 }
@@ -342,5 +360,17 @@ mod tests {
     fn matmul_broadcasts_batch_axes() {
         assert_eq!(matmul(&[2, 1, 3, 4], &[5, 4, 6]), Ok(vec![2, 5, 3, 6]));
         assert!(matmul(&[3, 4], &[5, 6]).is_err());
+    }
+
+    #[test]
+    fn element_counts_never_overflow() {
+        assert_eq!(element_count(&[2, 3, 4]), Some(24));
+        assert_eq!(element_count(&[1 << 20, 1 << 20]), Some(MAX_ELEMENTS));
+        assert_eq!(element_count(&[1 << 20, (1 << 20) + 1]), None);
+        assert_eq!(element_count(&[usize::MAX, 3, 224, 224]), None);
+        assert_eq!(element_count(&[1 << 32, 1 << 32, 0]), None);
+        // A huge output is an error, not a wrapped-around shape.
+        let e = infer(&Op::Flatten { axis: 1 }, &[&[1 << 30, 1 << 30]]).unwrap_err();
+        assert!(e.contains("2^40"), "{e}");
     }
 }

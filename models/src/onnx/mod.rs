@@ -212,6 +212,11 @@ fn bind_input_shape(input: &ValueInfoProto, batch: usize) -> Result<Vec<usize>, 
         };
         shape.push(v);
     }
+    if crate::ir::shape::element_count(&shape).is_none() {
+        return Err(format!(
+            "shape {shape:?} (batch {batch}) has more than 2^40 elements"
+        ));
+    }
     Ok(shape)
 }
 

@@ -42,7 +42,8 @@ pub fn constant_of_shape(imp: &mut Importer, node: &NodeView) -> Result<Val, Mod
         .map(usize::try_from)
         .collect::<Result<_, _>>()
         .map_err(|_| node.err("negative dimension in the shape input"))?;
-    if shape.iter().product::<usize>() > 1 << 24 {
+    let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    if count.is_none_or(|c| c > 1 << 24) {
         return Err(node.err(format!("shape {shape:?} is too large for a constant")));
     }
     let fill = node

@@ -76,7 +76,8 @@ pub fn resolve_reshape(
             }
         }
     }
-    let known: usize = out.iter().product();
+    let known = crate::ir::shape::element_count(&out)
+        .ok_or_else(|| format!("target shape {target:?} is too large"))?;
     if let Some(i) = infer {
         if known == 0 || !total.is_multiple_of(known) {
             return Err(format!(
@@ -204,5 +205,13 @@ mod tests {
         assert!(resolve_reshape(&[8, 64], &[0, 3], true).is_err());
         assert!(resolve_reshape(&[8, 64], &[-1, -1], false).is_err());
         assert!(resolve_reshape(&[8, 64], &[5, -1], false).is_err());
+    }
+
+    #[test]
+    fn oversized_targets_are_errors_not_overflows() {
+        let e = resolve_reshape(&[2, 8], &[1 << 33, 1 << 33, -1], false).unwrap_err();
+        assert!(e.contains("too large"), "{e}");
+        let e = resolve_reshape(&[2, 8], &[1 << 62, 4], false).unwrap_err();
+        assert!(e.contains("too large"), "{e}");
     }
 }
