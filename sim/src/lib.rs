@@ -12,6 +12,7 @@ pub mod layers;
 pub mod net;
 pub mod optim;
 pub mod quant;
+pub mod train;
 
 pub use error::{Result, SimError};
 
