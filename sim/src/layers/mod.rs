@@ -17,7 +17,7 @@ mod qgemm;
 mod reduce;
 
 #[cfg(test)]
-mod gradcheck;
+pub(crate) mod gradcheck;
 
 use ndarray::{ArrayD, Ix2, Ix4};
 

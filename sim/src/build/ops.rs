@@ -1,0 +1,319 @@
+//! Translation of one IR node into engine layers.
+//!
+//! IR tensors of rank 4 (NCHW) live in the engine as channels-last `[N, H, W, C]` tensors; rank-2
+//! tensors `[N, F]` are the same in both. Every other rank is rejected.
+
+use cptsim_models::ir::{self, Node, Op};
+use rand::Rng;
+
+use super::Init;
+use crate::error::{Result, SimError};
+use crate::init::{conv_weight, linear_weight_bias, uniform};
+use crate::layers::{
+    Activation, ActivationKind, Add, BatchNorm, Conv2d, Conv2dSpec, Flatten, GlobalAvgPool, Linear,
+    Pool2d, PoolKind, PoolSpec, Tensor,
+};
+use crate::net::Graph;
+use crate::quant::LayerQuant;
+
+/// Where an IR tensor lives in the engine network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Layout {
+    /// IR `[N, C, H, W]` held as `[N, H, W, C]`.
+    Image,
+    /// IR `[N, F]` held as is.
+    Flat,
+}
+
+impl Layout {
+    /// The engine layout of an IR tensor of this shape.
+    pub(super) fn of(node: &str, shape: &[usize]) -> Result<Self> {
+        match shape.len() {
+            4 => Ok(Layout::Image),
+            2 => Ok(Layout::Flat),
+            r => Err(SimError::shape(
+                node,
+                format!("rank-{r} tensor {shape:?}: the engine runs only [N, C, H, W] and [N, F]"),
+            )),
+        }
+    }
+}
+
+/// An engine value: its id in the [`Graph`] and its layout.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Val {
+    pub id: usize,
+    pub layout: Layout,
+}
+
+/// What the builder needs while translating one node.
+pub(super) struct Ctx<'a, R: Rng> {
+    pub net: &'a mut Graph,
+    pub ir: &'a ir::Graph,
+    pub init: Init,
+    pub rng: &'a mut R,
+}
+
+/// The error for an IR op (or an attribute of it) the engine cannot run.
+fn unsupported(node: &Node, why: impl std::fmt::Display) -> SimError {
+    SimError::shape(
+        &node.name,
+        format!(
+            "op {} cannot run in the trainer engine: {why}",
+            node.op.name()
+        ),
+    )
+}
+
+/// A tensor's data as an owned standard-layout engine tensor.
+fn owned(t: &ndarray::ArrayD<f32>) -> Tensor {
+    t.as_standard_layout().into_owned()
+}
+
+impl<R: Rng> Ctx<'_, R> {
+    fn shape(&self, id: ir::ValueId) -> &[usize] {
+        self.ir.shape(id)
+    }
+
+    /// Appends the engine layer(s) for `node` reading `ins`; returns the value of its output.
+    /// `quant` is consumed by conv and linear nodes.
+    pub fn node(&mut self, node: &Node, ins: &[Val], quant: LayerQuant) -> Result<Val> {
+        let name = node.name.as_str();
+        let one = |layout: Layout| -> Result<Val> {
+            match ins {
+                [v] if v.layout == layout => Ok(*v),
+                [v] => Err(unsupported(
+                    node,
+                    format!("input layout {:?}, expected {layout:?}", v.layout),
+                )),
+                _ => Err(unsupported(
+                    node,
+                    format!("{} inputs, expected 1", ins.len()),
+                )),
+            }
+        };
+        let image = |id: usize| Val {
+            id,
+            layout: Layout::Image,
+        };
+        let flat = |id: usize| Val {
+            id,
+            layout: Layout::Flat,
+        };
+        match &node.op {
+            Op::Conv(c) => {
+                let x = one(Layout::Image)?;
+                let layer = self.conv(node, c, quant)?;
+                Ok(image(self.net.push(layer, &[x.id])?))
+            }
+            Op::BatchNorm(b) => {
+                let x = ins
+                    .first()
+                    .copied()
+                    .ok_or_else(|| unsupported(node, "no input"))?;
+                let layer = self.batch_norm(name, b)?;
+                Ok(Val {
+                    id: self.net.push(layer, &[x.id])?,
+                    layout: x.layout,
+                })
+            }
+            Op::Relu => self.activation(node, ins, ActivationKind::Relu),
+            Op::Clip { min, max } if *min == 0.0 && *max == 6.0 => {
+                self.activation(node, ins, ActivationKind::Relu6)
+            }
+            Op::Clip { min, max } if *min == 0.0 && *max == f32::INFINITY => {
+                self.activation(node, ins, ActivationKind::Relu)
+            }
+            Op::Binary(b) if b.kind == ir::BinaryKind::Add && b.constant.is_none() => {
+                let [a, c] = ins else {
+                    return Err(unsupported(node, "Add needs two tensor inputs"));
+                };
+                let (sa, sc) = (node.inputs[0], node.inputs[1]);
+                if self.shape(sa) != self.shape(sc) || a.layout != c.layout {
+                    return Err(unsupported(
+                        node,
+                        format!(
+                            "broadcasting add of {:?} and {:?}",
+                            self.shape(sa),
+                            self.shape(sc)
+                        ),
+                    ));
+                }
+                Ok(Val {
+                    id: self.net.push(Add::new(name), &[a.id, c.id])?,
+                    layout: a.layout,
+                })
+            }
+            Op::MaxPool(p) => {
+                let x = one(Layout::Image)?;
+                let layer = self.pool(node, PoolKind::Max, p, false)?;
+                Ok(image(self.net.push(layer, &[x.id])?))
+            }
+            Op::AveragePool(a) => {
+                let x = one(Layout::Image)?;
+                let layer = self.pool(node, PoolKind::Avg, &a.pool, a.count_include_pad)?;
+                Ok(image(self.net.push(layer, &[x.id])?))
+            }
+            Op::GlobalAveragePool => {
+                let x = one(Layout::Image)?;
+                Ok(image(self.net.push(GlobalAvgPool::new(name), &[x.id])?))
+            }
+            Op::ReduceMean { axes, keepdims } if axes.as_slice() == [2, 3] => {
+                let x = one(Layout::Image)?;
+                let id = self.net.push(GlobalAvgPool::new(name), &[x.id])?;
+                if *keepdims {
+                    return Ok(image(id));
+                }
+                let flat_name = format!("{name}/flatten");
+                Ok(flat(self.net.push(Flatten::new(&flat_name), &[id])?))
+            }
+            Op::Flatten { axis: 1 } | Op::Reshape { .. } => self.flatten(node, ins),
+            Op::Linear(l) => {
+                let x = one(Layout::Flat)?;
+                let layer = self.linear(node, l, quant)?;
+                Ok(flat(self.net.push(layer, &[x.id])?))
+            }
+            _ => Err(unsupported(node, "no engine layer for it")),
+        }
+    }
+
+    fn activation(&mut self, node: &Node, ins: &[Val], kind: ActivationKind) -> Result<Val> {
+        let [x] = ins else {
+            return Err(unsupported(node, "expected one input"));
+        };
+        Ok(Val {
+            id: self.net.push(Activation::new(&node.name, kind), &[x.id])?,
+            layout: x.layout,
+        })
+    }
+
+    /// Flatten (axis 1) or a reshape that is one: `[N, C, H, W] → [N, C·H·W]` in NCHW order, or
+    /// `[N, F] → [N, F]` (no layer).
+    fn flatten(&mut self, node: &Node, ins: &[Val]) -> Result<Val> {
+        let [x] = ins else {
+            return Err(unsupported(node, "expected one input"));
+        };
+        let in_shape = self.shape(node.inputs[0]);
+        let out_shape = self.shape(node.output);
+        let n = in_shape.first().copied().unwrap_or(0);
+        let per_sample: usize = in_shape.iter().skip(1).product();
+        if out_shape != [n, per_sample] {
+            return Err(unsupported(
+                node,
+                format!("reshape {in_shape:?} → {out_shape:?} is not a flatten to [N, features]"),
+            ));
+        }
+        match x.layout {
+            Layout::Flat => Ok(*x),
+            Layout::Image => Ok(Val {
+                id: self.net.push(Flatten::new(&node.name), &[x.id])?,
+                layout: Layout::Flat,
+            }),
+        }
+    }
+
+    fn conv(&mut self, node: &Node, c: &ir::Conv, quant: LayerQuant) -> Result<Conv2d> {
+        let in_shape = self.shape(node.inputs[0]);
+        let in_channels = in_shape.get(1).copied().unwrap_or(0);
+        let kernel = c.kernel();
+        let spec = Conv2dSpec {
+            in_channels,
+            out_channels: c.out_channels(),
+            kernel,
+            stride: c.strides,
+            pads: c.pads,
+            dilation: c.dilations,
+            groups: c.groups,
+        };
+        spec.validate(&node.name)?;
+        let (weight, bias) = match self.init {
+            Init::FromModel => (
+                Conv2d::weight_from_oihw(&c.weight)
+                    .map_err(|e| SimError::shape(&node.name, e.to_string()))?,
+                c.bias.as_ref().map(owned),
+            ),
+            Init::Seeded(_) => {
+                let ipg = in_channels / c.groups.max(1);
+                let w = conv_weight(self.rng, spec.out_channels, kernel, ipg);
+                // PyTorch's default conv bias: U(±1/√fan_in).
+                let fan_in = (ipg * kernel[0] * kernel[1]).max(1) as f32;
+                let b = c
+                    .bias
+                    .as_ref()
+                    .map(|b| uniform(self.rng, b.shape(), fan_in.sqrt().recip()));
+                (w, b)
+            }
+        };
+        Conv2d::new(&node.name, spec, weight, bias, quant)
+    }
+
+    fn linear(&mut self, node: &Node, l: &ir::Linear, quant: LayerQuant) -> Result<Linear> {
+        let (weight, bias) = match self.init {
+            Init::FromModel => (owned(&l.weight), l.bias.as_ref().map(owned)),
+            Init::Seeded(_) => {
+                let (w, b) = linear_weight_bias(self.rng, l.out_features(), l.in_features());
+                (w, l.bias.as_ref().map(|_| b))
+            }
+        };
+        Linear::new(&node.name, weight, bias, quant)
+    }
+
+    fn batch_norm(&mut self, name: &str, b: &ir::BatchNorm) -> Result<BatchNorm> {
+        let c = b.scale.len();
+        let mut bn = BatchNorm::new(name, c);
+        // ONNX weighs the old running value by `momentum`; the engine weighs the new batch value.
+        bn.momentum = 1.0 - b.momentum;
+        bn.eps = b.epsilon;
+        if self.init == Init::FromModel {
+            let vec1 = |t: &ndarray::ArrayD<f32>, what: &str| -> Result<Vec<f32>> {
+                if t.len() != c {
+                    return Err(SimError::shape(
+                        name,
+                        format!("{what} has {} entries, expected {c}", t.len()),
+                    ));
+                }
+                Ok(t.iter().copied().collect())
+            };
+            bn.gamma.value = Tensor::from_shape_vec(vec![c], vec1(&b.scale, "scale")?)
+                .map_err(|e| SimError::shape(name, e.to_string()))?;
+            bn.beta.value = Tensor::from_shape_vec(vec![c], vec1(&b.bias, "bias")?)
+                .map_err(|e| SimError::shape(name, e.to_string()))?;
+            bn.running_mean = vec1(&b.mean, "mean")?;
+            bn.running_var = vec1(&b.var, "var")?;
+        }
+        Ok(bn)
+    }
+
+    fn pool(
+        &mut self,
+        node: &Node,
+        kind: PoolKind,
+        p: &ir::Pool,
+        count_include_pad: bool,
+    ) -> Result<Pool2d> {
+        if p.dilations != [1, 1] {
+            return Err(unsupported(node, format!("dilation {:?}", p.dilations)));
+        }
+        let spec = PoolSpec {
+            kernel: p.kernel,
+            stride: p.strides,
+            pads: p.pads,
+            count_include_pad,
+        };
+        // The engine rounds the output size down; ceil_mode is fine when it changes nothing.
+        let (ins, outs) = (self.shape(node.inputs[0]), self.shape(node.output));
+        let floor = |i: usize| {
+            let padded = ins[i + 2] + p.pads[i] + p.pads[i + 2];
+            padded
+                .checked_sub(p.kernel[i])
+                .map(|d| d / p.strides[i] + 1)
+        };
+        if ins.len() != 4 || floor(0) != outs.get(2).copied() || floor(1) != outs.get(3).copied() {
+            return Err(unsupported(
+                node,
+                format!("ceil_mode output {outs:?} differs from the engine's floor rounding"),
+            ));
+        }
+        Pool2d::new(&node.name, kind, spec)
+    }
+}
