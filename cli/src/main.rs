@@ -21,6 +21,8 @@ enum Command {
     /// Placeholder until the first subcommand lands.
     #[command(hide = true)]
     Version,
+    /// Train a model with simulated low precision under a schedule, PFQ or PRT; record its trace.
+    Train(Box<cmd::train::TrainArgs>),
     /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
     Inspect(cmd::inspect::InspectArgs),
     /// List the built-in models and export them as ONNX files.
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
             println!("cptsim {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Train(args) => cmd::train::run(*args),
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::Zoo(args) => cmd::zoo::run(args),
         Command::Run(args) => cmd::run::run(args),

@@ -261,18 +261,10 @@ mod tests {
     use super::super::trainer::tests::{config, small_data, small_net};
     use super::*;
     use cptsim_traces::schedule::ScheduleArgs;
-    use cptsim_traces::Policy;
 
     fn trainer<'a>(data: &'a super::super::trainer::TrainData) -> Trainer<'a> {
         let s = ScheduleArgs::new("cosine", 30).cycles(3).build().unwrap();
-        Trainer::new(
-            small_net(7),
-            data,
-            config(30),
-            PrecisionPolicy::Schedule(s),
-            Policy::all_scheduled(),
-        )
-        .unwrap()
+        Trainer::new(small_net(7), data, config(30), PrecisionPolicy::Schedule(s)).unwrap()
     }
 
     #[test]

@@ -1,9 +1,8 @@
 //! A network ready for training: the layer graph plus, for each of its quantizable layers (in
-//! [`Graph::quant_layers_mut`] order), the model-summary index and role the trace and the
-//! layer-role precision rules use.
+//! [`Graph::quant_layers_mut`] order), the model-summary index the trace uses and whether the
+//! layer follows the precision policy (spec §1.4 scope) or stays fp32.
 
-use cptsim_models::LayerRole;
-
+use crate::build::Network;
 use crate::error::{Result, SimError};
 use crate::net::Graph;
 
@@ -12,8 +11,8 @@ use crate::net::Graph;
 pub struct QuantSlot {
     /// Index in `ModelSummary::layers` (the trace's layer index).
     pub layer: u32,
-    /// Role deciding its precision rule (spec §1.4).
-    pub role: LayerRole,
+    /// Whether it follows the precision policy (otherwise fp32).
+    pub quantized: bool,
 }
 
 /// A trainable network with its layer mapping and data shapes.
@@ -52,5 +51,31 @@ impl TrainNet {
             input,
             classes,
         })
+    }
+
+    /// The network built from an imported model; the classes are the output features.
+    pub fn from_network(net: Network) -> Result<Self> {
+        let input = net.input_chw();
+        let (graph, summary, quantized) = net.into_parts();
+        let classes = summary.layers.last().map_or(0, |l| l.out_shape[0]);
+        if classes == 0 {
+            return Err(SimError::invalid(
+                "model",
+                format!("`{}` has no classifier layer", summary.name),
+            ));
+        }
+        let slots = quantized
+            .iter()
+            .enumerate()
+            .map(|(i, &q)| {
+                let layer =
+                    u32::try_from(i).map_err(|_| SimError::invalid("model", "too many layers"))?;
+                Ok(QuantSlot {
+                    layer,
+                    quantized: q,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::new(graph, slots, input, classes)
     }
 }

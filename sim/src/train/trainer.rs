@@ -4,7 +4,7 @@
 //! bits of the last training iteration, spec §1.5), and a NaN or exploding loss stops the run.
 
 use cptsim_traces::schedule::Precision;
-use cptsim_traces::{Bits, Policy, TraceRow};
+use cptsim_traces::{Bits, TraceRow};
 use serde::{Deserialize, Serialize};
 
 use super::net::TrainNet;
@@ -148,8 +148,6 @@ pub struct Trainer<'a> {
     pub config: TrainConfig,
     /// Precision policy with its state.
     pub policy: PrecisionPolicy,
-    /// Which layer roles follow the policy (spec §1.4).
-    pub roles: Policy,
     /// Optimiser with its velocities.
     pub opt: Sgd,
     /// Progress.
@@ -166,7 +164,6 @@ impl<'a> Trainer<'a> {
         data: &'a TrainData,
         config: TrainConfig,
         policy: PrecisionPolicy,
-        roles: Policy,
     ) -> Result<Self> {
         if config.iterations == 0 || config.eval_every == 0 || config.eval_batch == 0 {
             return Err(SimError::invalid(
@@ -196,7 +193,6 @@ impl<'a> Trainer<'a> {
             net,
             config,
             policy,
-            roles,
             opt,
             state: RunState::default(),
             data,
@@ -220,14 +216,14 @@ impl<'a> Trainer<'a> {
         self.state.recorder.rows()
     }
 
-    /// Sets every quantizable layer to the bits its role gets at precision `p`; returns the
+    /// Sets every in-scope quantizable layer to precision `p` (the others to fp32); returns the
     /// (summary index, bits) pairs for the trace.
     fn apply_bits(&mut self, p: Precision) -> Result<Vec<(u32, Bits)>> {
         let slots = &self.net.slots;
         let mut out = Vec::with_capacity(slots.len());
         for ((name, q), slot) in self.net.graph.quant_layers_mut().into_iter().zip(slots) {
-            let bits = if self.config.quantize {
-                self.roles.bits(slot.role, p)
+            let bits = if self.config.quantize && slot.quantized {
+                Bits::forward_backward(p.fw, p.bw)
             } else {
                 Bits::FP32
             };
@@ -355,13 +351,13 @@ pub(crate) mod tests {
     use crate::net::Graph;
     use crate::quant::{LayerQuant, QuantMethod};
     use crate::train::net::QuantSlot;
-    use cptsim_models::LayerRole;
     use cptsim_traces::schedule::ScheduleArgs;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
     /// conv-bn-relu-pool → fc on 1×8×8 inputs, 4 classes; slots 0 (first) and 1 (last).
-    pub(crate) fn small_net(seed: u64) -> TrainNet {
+    /// All layers quantized when `all`, else the classifier stays fp32.
+    pub(crate) fn small_net_scoped(seed: u64, all: bool) -> TrainNet {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut g = Graph::new();
         let spec = Conv2dSpec::square(1, 6, 3, 1, 1);
@@ -379,14 +375,21 @@ pub(crate) mod tests {
         let slots = vec![
             QuantSlot {
                 layer: 0,
-                role: LayerRole::First,
+                quantized: true,
             },
             QuantSlot {
                 layer: 1,
-                role: LayerRole::Last,
+                quantized: false,
             },
         ];
-        TrainNet::new(g, slots, [1, 8, 8], 4).unwrap()
+        let mut net = TrainNet::new(g, slots, [1, 8, 8], 4).unwrap();
+        net.slots[1].quantized = all;
+        net
+    }
+
+    /// The classifier stays fp32 (CIFAR scope).
+    pub(crate) fn small_net(seed: u64) -> TrainNet {
+        small_net_scoped(seed, false)
     }
 
     pub(crate) fn small_data() -> TrainData {
@@ -418,14 +421,7 @@ pub(crate) mod tests {
     #[test]
     fn learns_records_rle_trace_and_evaluates() {
         let data = small_data();
-        let mut tr = Trainer::new(
-            small_net(1),
-            &data,
-            config(40),
-            cosine(40),
-            Policy::cpt_cifar(),
-        )
-        .unwrap();
+        let mut tr = Trainer::new(small_net(1), &data, config(40), cosine(40)).unwrap();
         let mut evals = 0;
         while !tr.done() {
             evals += usize::from(tr.step().unwrap().eval.is_some());
@@ -454,14 +450,7 @@ pub(crate) mod tests {
         let data = small_data();
         let run = |threads: usize| {
             crate::tests::with_threads(threads, || {
-                let mut tr = Trainer::new(
-                    small_net(2),
-                    &data,
-                    config(15),
-                    cosine(15),
-                    Policy::all_scheduled(),
-                )
-                .unwrap();
+                let mut tr = Trainer::new(small_net(2), &data, config(15), cosine(15)).unwrap();
                 while !tr.done() {
                     tr.step().unwrap();
                 }
@@ -490,14 +479,7 @@ pub(crate) mod tests {
             max_loss: 50.0,
             ..config(30)
         };
-        let mut tr = Trainer::new(
-            small_net(3),
-            &data,
-            cfg,
-            cosine(30),
-            Policy::all_scheduled(),
-        )
-        .unwrap();
+        let mut tr = Trainer::new(small_net(3), &data, cfg, cosine(30)).unwrap();
         let err = loop {
             match tr.step() {
                 Ok(_) => continue,
@@ -516,8 +498,7 @@ pub(crate) mod tests {
             quantize: false,
             ..config(3)
         };
-        let mut tr =
-            Trainer::new(small_net(4), &data, cfg, cosine(3), Policy::all_scheduled()).unwrap();
+        let mut tr = Trainer::new(small_net(4), &data, cfg, cosine(3)).unwrap();
         while !tr.done() {
             tr.step().unwrap();
         }
