@@ -53,6 +53,16 @@ fn tensor_values(t: &Tensor) -> Vec<f32> {
     t.iter().copied().collect()
 }
 
+/// The shape of every parameter, in order.
+fn param_shapes(tr: &mut Trainer<'_>) -> Vec<Vec<usize>> {
+    tr.net
+        .graph
+        .params_mut()
+        .iter()
+        .map(|p| p.value.shape().to_vec())
+        .collect()
+}
+
 /// Writes the trainer's complete state with the caller's `settings` to `path` (atomically).
 pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<()> {
     let quant = tr
@@ -69,13 +79,7 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         .iter()
         .map(|p| tensor_values(&p.value))
         .collect();
-    let shapes = tr
-        .net
-        .graph
-        .params_mut()
-        .iter()
-        .map(|p| p.value.shape().to_vec())
-        .collect();
+    let shapes = param_shapes(tr);
     let buffers: Vec<Vec<f32>> = tr
         .net
         .graph
@@ -182,13 +186,7 @@ impl Checkpoint {
         let h = self.header;
         let path = self.path;
         let mismatch = |what: String| bad(&path, 16, format!("does not fit the network: {what}"));
-        let shapes: Vec<Vec<usize>> = tr
-            .net
-            .graph
-            .params_mut()
-            .iter()
-            .map(|p| p.value.shape().to_vec())
-            .collect();
+        let shapes = param_shapes(tr);
         if shapes != h.params {
             return Err(mismatch(format!(
                 "{} parameter tensors in the checkpoint, {} in the network (or shapes differ)",
