@@ -263,7 +263,6 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         eprintln!("resumed at iteration {}/{iterations}", tr.state.iteration);
     }
     let stop = args.stop_at.unwrap_or(iterations).min(iterations);
-    let cpu0 = cptsim_sim::cputime::process_cpu_seconds();
     let mut progress = Progress::new(tr.state.iteration, iterations);
     let out = args.out.clone();
     let save = |tr: &mut Trainer<'_>, progress: &Progress| -> anyhow::Result<()> {
@@ -311,7 +310,7 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
     let rows = tr.rows();
     let (gbitops, static_gbitops) =
         output::cost(&summary, &rows, Bits::forward_backward(fw.max, bw.max))?;
-    let cpu = cptsim_sim::cputime::process_cpu_seconds() - cpu0;
+    let cpu = progress.train_cpu_seconds();
     let secs = progress.seconds();
     let last = tr.state.evals.last();
     let result = Summary {
@@ -321,7 +320,7 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         static_gbitops,
         iterations: tr.state.iteration,
         seconds: seconds_before + secs,
-        images_per_s: progress.images() as f64 / secs.max(1e-9),
+        images_per_s: progress.images() as f64 / progress.train_seconds().max(1e-9),
         cpu_seconds: cpu,
         images_per_cpu_s: progress.images() as f64 / cpu.max(1e-9),
         load_average: cptsim_sim::cputime::load_average_1min(),

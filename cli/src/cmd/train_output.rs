@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use cptsim_accel::{Accounting, BitOpsCounter};
 use cptsim_models::ModelSummary;
+use cptsim_sim::cputime::process_cpu_seconds;
 use cptsim_sim::train::{EvalRecord, StepReport};
 use cptsim_traces::{write_atomically, write_trace, Bits, TraceError, TraceMeta, TraceRow};
 use serde::Serialize;
@@ -23,7 +24,8 @@ pub(crate) struct Summary {
     pub(crate) iterations: u64,
     pub(crate) seconds: f64,
     pub(crate) images_per_s: f64,
-    /// CPU seconds of this invocation (all threads) and images per CPU-second.
+    /// Training CPU seconds of this invocation (all threads, evaluations excluded) and training
+    /// images per CPU-second; `images_per_s` likewise excludes evaluation time.
     pub(crate) cpu_seconds: f64,
     pub(crate) images_per_cpu_s: f64,
     /// 1-minute load average at the end of the run.
@@ -109,13 +111,17 @@ pub(crate) fn write_summary(dir: &Path, summary: &Summary) -> anyhow::Result<()>
     .with_context(|| format!("writing {}", path.display()))
 }
 
-/// The progress line on stderr: at most about once a second, and at every evaluation.
+/// The progress line on stderr (at most about once a second, and at every evaluation), and the
+/// training-only wall and CPU time (evaluations excluded) of this invocation.
 pub(crate) struct Progress {
     start: Instant,
+    cpu_start: f64,
     last: Option<Instant>,
     first_iteration: u64,
     images: u64,
     total: u64,
+    eval_wall: f64,
+    eval_cpu: f64,
 }
 
 impl Progress {
@@ -123,11 +129,24 @@ impl Progress {
     pub(crate) fn new(first_iteration: u64, total: u64) -> Self {
         Self {
             start: Instant::now(),
+            cpu_start: process_cpu_seconds(),
             last: None,
             first_iteration,
             images: 0,
             total,
+            eval_wall: 0.0,
+            eval_cpu: 0.0,
         }
+    }
+
+    /// Wall seconds spent training (evaluations excluded).
+    pub(crate) fn train_seconds(&self) -> f64 {
+        self.seconds() - self.eval_wall
+    }
+
+    /// CPU seconds spent training (evaluations excluded).
+    pub(crate) fn train_cpu_seconds(&self) -> f64 {
+        process_cpu_seconds() - self.cpu_start - self.eval_cpu
     }
 
     /// Seconds since the start of this invocation.
@@ -143,6 +162,8 @@ impl Progress {
     /// Reports one iteration.
     pub(crate) fn step(&mut self, r: &StepReport) {
         self.images += r.samples as u64;
+        self.eval_wall += r.eval_seconds.0;
+        self.eval_cpu += r.eval_seconds.1;
         let now = Instant::now();
         let due = self
             .last
@@ -153,7 +174,7 @@ impl Progress {
         self.last = Some(now);
         let secs = self.seconds().max(1e-9);
         let done = r.iteration + 1 - self.first_iteration;
-        let rate = self.images as f64 / secs;
+        let rate = self.images as f64 / self.train_seconds().max(1e-9);
         let eta = secs / done as f64 * self.total.saturating_sub(r.iteration + 1) as f64;
         eprintln!(
             "iter {}/{}  loss {:.4}  train acc {:.1}%  bits {}/{}  {:.0} img/s  ETA {}",

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::net::TrainNet;
 use super::policy::PrecisionPolicy;
 use super::recorder::Recorder;
+use crate::cputime::process_cpu_seconds;
 use crate::data::{eval_batches, Adaptation, Dataset, Loader};
 use crate::error::{Result, SimError};
 use crate::layers::{Mode, SoftmaxCrossEntropy};
@@ -138,6 +139,8 @@ pub struct StepReport {
     pub samples: usize,
     /// The evaluation run after this iteration, if any.
     pub eval: Option<EvalRecord>,
+    /// Wall and CPU seconds the evaluation took (0 without one), to tell training throughput apart.
+    pub eval_seconds: (f64, f64),
 }
 
 /// A training run in progress.
@@ -275,8 +278,11 @@ impl<'a> Trainer<'a> {
         s.correct += correct as u64;
         s.seen += samples as u64;
         s.steps += 1;
+        let mut eval_seconds = (0.0, 0.0);
         let eval = if s.iteration % self.config.eval_every == 0 || self.done() {
+            let (wall, cpu) = (std::time::Instant::now(), process_cpu_seconds());
             let e = self.evaluation(precision, lr)?;
+            eval_seconds = (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu);
             self.policy.check(t);
             Some(e)
         } else {
@@ -289,6 +295,7 @@ impl<'a> Trainer<'a> {
             precision,
             samples,
             eval,
+            eval_seconds,
         })
     }
 
