@@ -18,37 +18,33 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Placeholder until the first subcommand lands.
-    #[command(hide = true)]
-    Version,
-    /// One eval-mode forward pass of a model on an .npy input (fp32, or quantized with --bits).
-    Forward(cmd::forward::ForwardArgs),
-    /// Benchmarks: training-step throughput and GEMM rate against this machine's peak.
-    Bench(cmd::bench::BenchArgs),
-    /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
-    Inspect(cmd::inspect::InspectArgs),
-    /// List the built-in models and export them as ONNX files.
-    Zoo(cmd::zoo::ZooArgs),
     /// Cost a training run in BitOPs: synthesise a precision schedule's trace (or read one) and
     /// compare it with the static baseline.
     Run(cmd::run::RunArgs),
+    /// Cost one run on several accelerator configurations, one table row each.
+    Compare(cmd::compare::CompareArgs),
     /// Cost one inference layer on one accelerator.
     Layer(cmd::layer::Args),
     /// List the built-in accelerators or print one's TOML config.
     Accel(cmd::accel::Args),
-    /// Cost one run on several accelerator configurations, one table row each.
-    Compare(cmd::compare::CompareArgs),
+    /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
+    Inspect(cmd::inspect::InspectArgs),
+    /// List the built-in models and export them as ONNX files.
+    Zoo(cmd::zoo::ZooArgs),
+    /// Train a model with simulated low precision under a schedule, PFQ or PRT; record its trace.
+    Train(Box<cmd::train::TrainArgs>),
+    /// One eval-mode forward pass of a model on an .npy input (fp32, or quantized with --bits).
+    Forward(cmd::forward::ForwardArgs),
+    /// Benchmarks: training-step throughput and GEMM rate against this machine's peak.
+    Bench(cmd::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
-        Command::Version => {
-            println!("cptsim {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
-        }
         Command::Forward(args) => cmd::forward::run(&args),
         Command::Bench(args) => cmd::bench::run(&args),
+        Command::Train(args) => cmd::train::run(*args),
         Command::Inspect(args) => cmd::inspect::run(&args),
         Command::Zoo(args) => cmd::zoo::run(args),
         Command::Run(args) => cmd::run::run(args),

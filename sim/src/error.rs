@@ -37,6 +37,18 @@ pub enum SimError {
         /// What is wrong.
         msg: String,
     },
+    /// The training loss became NaN/infinite or exceeded the divergence limit.
+    #[error("training diverged at iteration {iteration}: loss {loss} (forward {fw} bits, backward {bw} bits)")]
+    Diverged {
+        /// The 0-based iteration whose loss was bad.
+        iteration: u64,
+        /// The loss seen.
+        loss: f32,
+        /// Forward bits of that iteration.
+        fw: u8,
+        /// Backward bits of that iteration.
+        bw: u8,
+    },
     /// An I/O error while reading a file.
     #[error("{}: {source}", path.display())]
     Io {

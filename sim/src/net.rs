@@ -130,6 +130,14 @@ impl Graph {
             .collect()
     }
 
+    /// Every layer's non-trainable state (batch-norm running statistics), in a fixed order.
+    pub fn buffers_mut(&mut self) -> Vec<&mut Vec<f32>> {
+        self.nodes
+            .iter_mut()
+            .flat_map(|n| n.layer.buffers_mut())
+            .collect()
+    }
+
     /// The quantization states of the conv/linear layers, with their layer names, in node order.
     pub fn quant_layers_mut(&mut self) -> Vec<(String, &mut LayerQuant)> {
         self.nodes

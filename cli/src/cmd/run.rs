@@ -86,8 +86,9 @@ enum PolicyArg {
 }
 
 /// `--convention` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum ConventionArg {
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ConventionArg {
     Cpt,
     Wk,
 }
@@ -195,7 +196,12 @@ fn accounting(args: &RunArgs) -> Accounting {
     }
 }
 
-fn bit_range(flag: &'static str, text: Option<&str>, default: &str) -> anyhow::Result<BitRange> {
+/// Parses a `--bits`/`--grad-bits` value (`text`, or `default` when the flag is absent).
+pub(crate) fn bit_range(
+    flag: &'static str,
+    text: Option<&str>,
+    default: &str,
+) -> anyhow::Result<BitRange> {
     Ok(parse_bit_range(flag, text.unwrap_or(default))?)
 }
 
@@ -203,16 +209,22 @@ fn bit_range(flag: &'static str, text: Option<&str>, default: &str) -> anyhow::R
 fn build_schedule(args: &RunArgs) -> anyhow::Result<Schedule> {
     let fw = bit_range("--bits", args.bits.as_deref(), "3:8")?;
     let bw = bit_range("--grad-bits", args.grad_bits.as_deref(), "8")?;
-    let convention = match args.convention {
-        ConventionArg::Cpt => Convention::Cpt,
-        ConventionArg::Wk => Convention::WolfeKyrillidis,
-    };
     Ok(ScheduleArgs::new(args.schedule.as_str(), args.iters)
         .cycles(args.cycles)
         .bits(fw)
         .grad_bits(bw)
-        .convention(convention)
+        .convention(args.convention.rule())
         .build()?)
+}
+
+impl ConventionArg {
+    /// The traces crate's convention.
+    pub(crate) fn rule(self) -> Convention {
+        match self {
+            ConventionArg::Cpt => Convention::Cpt,
+            ConventionArg::Wk => Convention::WolfeKyrillidis,
+        }
+    }
 }
 
 /// Synthesises the schedule's trace (writing it if asked) and costs it in the same pass; returns

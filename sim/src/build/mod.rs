@@ -281,6 +281,11 @@ impl Network {
         nchw_nhwc(x, [0, 2, 3, 1])
     }
 
+    /// Splits the network into its engine graph, summary and per-layer quantization scope.
+    pub fn into_parts(self) -> (Graph, ModelSummary, Vec<bool>) {
+        (self.graph, self.summary, self.quantized)
+    }
+
     /// Converts an engine-layout output to the IR layout (`[N, H, W, C]` → `[N, C, H, W]`).
     pub fn output_to_ir(&self, y: Tensor) -> Result<Tensor> {
         match self.output_layout {

@@ -207,6 +207,23 @@ impl<'a> Loader<'a> {
         self.epoch
     }
 
+    /// Batches handed out so far.
+    pub fn batches_done(&self) -> u64 {
+        self.batch_index
+    }
+
+    /// Puts the loader where it is after `batches` calls of [`Loader::next_batch`] from a fresh
+    /// start (to resume a run exactly).
+    pub fn seek(&mut self, batches: u64) {
+        let n = self.data.len() as u64;
+        let b = self.batch as u64;
+        let per_epoch = n.div_ceil(b);
+        self.epoch = batches / per_epoch;
+        self.reshuffle();
+        self.pos = ((batches % per_epoch) * b).min(n) as usize;
+        self.batch_index = batches;
+    }
+
     /// The next training batch.
     pub fn next_batch(&mut self) -> Result<Batch> {
         if self.pos >= self.order.len() {
@@ -321,5 +338,18 @@ mod tests {
         );
         assert_eq!(ba, bb);
         assert_ne!(ba, bc);
+    }
+
+    #[test]
+    fn seek_resumes_the_batch_stream() {
+        let d = synthetic(10, [1, 4, 4], 3, 30.0, 1).unwrap();
+        let mut a = Loader::new(&d, 4, [1, 4, 4], true, 7).unwrap();
+        let stream: Vec<Batch> = (0..8).map(|_| a.next_batch().unwrap()).collect();
+        for k in 0..8 {
+            let mut b = Loader::new(&d, 4, [1, 4, 4], true, 7).unwrap();
+            b.seek(k as u64);
+            assert_eq!(b.batches_done(), k as u64);
+            assert_eq!(b.next_batch().unwrap(), stream[k], "after {k} batches");
+        }
     }
 }

@@ -97,6 +97,12 @@ pub trait Layer: Send {
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
         None
     }
+
+    /// Non-trainable state that evaluation depends on (batch-norm running statistics), for
+    /// checkpoints. Empty for most layers.
+    fn buffers_mut(&mut self) -> Vec<&mut Vec<f32>> {
+        Vec::new()
+    }
 }
 
 /// The parameter list of a layer with a weight and an optional bias.

@@ -1,0 +1,213 @@
+//! What `cptsim train` writes into `--out` (all atomically): the trace (`trace.pb`, `trace.csv`),
+//! `metrics.csv` (one line per evaluation), `checkpoint.bin` and `summary.json`; and the progress
+//! line on stderr.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Context;
+use cptsim_accel::{Accounting, BitOpsCounter};
+use cptsim_models::ModelSummary;
+use cptsim_sim::cputime::process_cpu_seconds;
+use cptsim_sim::train::{EvalRecord, StepReport};
+use cptsim_traces::{write_atomically, write_trace, Bits, TraceError, TraceMeta, TraceRow};
+use serde::Serialize;
+
+/// The JSON summary of a finished run (`summary.json`, and stdout with `--format json`).
+#[derive(Serialize, Debug)]
+pub(crate) struct Summary {
+    pub(crate) final_test_acc: f64,
+    pub(crate) best_test_acc: f64,
+    pub(crate) gbitops: f64,
+    pub(crate) static_gbitops: f64,
+    pub(crate) iterations: u64,
+    pub(crate) seconds: f64,
+    pub(crate) images_per_s: f64,
+    /// Training CPU seconds of this invocation (all threads, evaluations excluded) and training
+    /// images per CPU-second; `images_per_s` likewise excludes evaluation time.
+    pub(crate) cpu_seconds: f64,
+    pub(crate) images_per_cpu_s: f64,
+    /// 1-minute load average at the end of the run.
+    pub(crate) load_average: Option<f64>,
+    /// The PRT's bound, when `--prt` ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) prt_bits: Option<u8>,
+    /// PFQ turning iterations, when the PFQ indicator ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pfq_turns: Option<Vec<u64>>,
+}
+
+/// GBitOPs of the trace and of its static baseline at `baseline` bits (paper accounting).
+pub(crate) fn cost(
+    model: &ModelSummary,
+    rows: &[TraceRow],
+    baseline: Bits,
+) -> anyhow::Result<(f64, f64)> {
+    let mut counter = BitOpsCounter::new(model);
+    counter.add_all(rows)?;
+    Ok((
+        counter.totals().gbitops(Accounting::Paper),
+        counter.static_totals(baseline).gbitops(Accounting::Paper),
+    ))
+}
+
+/// Writes `trace.pb` and `trace.csv` for the iterations done.
+pub(crate) fn write_traces(
+    dir: &Path,
+    model: &ModelSummary,
+    batch: u64,
+    iterations: u64,
+    rows: &[TraceRow],
+) -> anyhow::Result<()> {
+    let meta = TraceMeta::for_model(model, batch, iterations);
+    for name in ["trace.pb", "trace.csv"] {
+        write_trace(&dir.join(name), &meta, rows.iter().copied())
+            .with_context(|| format!("writing {}", dir.join(name).display()))?;
+    }
+    Ok(())
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.6}")).unwrap_or_default()
+}
+
+/// Writes `metrics.csv`: one line per evaluation.
+pub(crate) fn write_metrics(dir: &Path, evals: &[EvalRecord]) -> anyhow::Result<()> {
+    let path = dir.join("metrics.csv");
+    write_atomically(&path, |out| {
+        let mut text = String::from(
+            "iteration,train_loss,train_acc,test_loss,test_acc,val_acc,fw_bits,bw_bits,lr\n",
+        );
+        for e in evals {
+            text.push_str(&format!(
+                "{},{:.6},{:.6},{:.6},{:.6},{},{},{},{}\n",
+                e.iteration,
+                e.train_loss,
+                e.train_acc,
+                e.test_loss,
+                e.test_acc,
+                opt(e.val_acc),
+                e.fw,
+                e.bw,
+                e.lr
+            ));
+        }
+        out.write_all(text.as_bytes())
+            .map_err(|e| TraceError::io(&path, e))
+    })
+    .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes `summary.json`.
+pub(crate) fn write_summary(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
+    let path = dir.join("summary.json");
+    let text = serde_json::to_string_pretty(summary)?;
+    write_atomically(&path, |out| {
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.write_all(b"\n"))
+            .map_err(|e| TraceError::io(&path, e))
+    })
+    .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The progress line on stderr (at most about once a second, and at every evaluation), and the
+/// training-only wall and CPU time (evaluations excluded) of this invocation.
+pub(crate) struct Progress {
+    start: Instant,
+    cpu_start: f64,
+    last: Option<Instant>,
+    first_iteration: u64,
+    images: u64,
+    total: u64,
+    eval_wall: f64,
+    eval_cpu: f64,
+}
+
+impl Progress {
+    /// Progress of a run of `total` iterations starting (or resuming) at `first_iteration`.
+    pub(crate) fn new(first_iteration: u64, total: u64) -> Self {
+        Self {
+            start: Instant::now(),
+            cpu_start: process_cpu_seconds(),
+            last: None,
+            first_iteration,
+            images: 0,
+            total,
+            eval_wall: 0.0,
+            eval_cpu: 0.0,
+        }
+    }
+
+    /// Wall seconds spent training (evaluations excluded).
+    pub(crate) fn train_seconds(&self) -> f64 {
+        self.seconds() - self.eval_wall
+    }
+
+    /// CPU seconds spent training (evaluations excluded).
+    pub(crate) fn train_cpu_seconds(&self) -> f64 {
+        process_cpu_seconds() - self.cpu_start - self.eval_cpu
+    }
+
+    /// Seconds since the start of this invocation.
+    pub(crate) fn seconds(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Images trained in this invocation.
+    pub(crate) fn images(&self) -> u64 {
+        self.images
+    }
+
+    /// Reports one iteration.
+    pub(crate) fn step(&mut self, r: &StepReport) {
+        self.images += r.samples as u64;
+        self.eval_wall += r.eval_seconds.0;
+        self.eval_cpu += r.eval_seconds.1;
+        let now = Instant::now();
+        let due = self
+            .last
+            .is_none_or(|l| now.duration_since(l).as_secs_f64() >= 1.0);
+        if !(due || r.eval.is_some()) {
+            return;
+        }
+        self.last = Some(now);
+        let secs = self.seconds().max(1e-9);
+        let done = r.iteration + 1 - self.first_iteration;
+        let rate = self.images as f64 / self.train_seconds().max(1e-9);
+        let eta = secs / done as f64 * self.total.saturating_sub(r.iteration + 1) as f64;
+        eprintln!(
+            "iter {}/{}  loss {:.4}  train acc {:.1}%  bits {}/{}  {:.0} img/s  ETA {}",
+            r.iteration + 1,
+            self.total,
+            r.loss,
+            100.0 * r.train_acc,
+            r.precision.fw,
+            r.precision.bw,
+            rate,
+            clock(eta)
+        );
+        if let Some(e) = &r.eval {
+            let val = e
+                .val_acc
+                .map(|v| format!("  val acc {:.2}%", 100.0 * v))
+                .unwrap_or_default();
+            eprintln!(
+                "eval @ {}: test loss {:.4}  test acc {:.2}%{val}",
+                e.iteration,
+                e.test_loss,
+                100.0 * e.test_acc
+            );
+        }
+    }
+}
+
+/// `h:mm:ss` or `m:ss`.
+fn clock(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}

@@ -1,0 +1,321 @@
+//! Checkpoints that resume a run exactly: one file holding a JSON header (progress, policy state,
+//! quantizer states, tensor sizes, and the caller's own settings) followed by every parameter,
+//! optimiser velocity and batch-norm statistic as little-endian f32. Written atomically.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::policy::PolicyState;
+use super::trainer::{RunState, Trainer};
+use crate::error::{Result, SimError};
+use crate::layers::Tensor;
+use crate::quant::LayerQuant;
+
+const MAGIC: &[u8; 8] = b"CPTSIMCK";
+const VERSION: u32 = 1;
+
+/// The JSON part of a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Header {
+    /// Format version.
+    pub version: u32,
+    /// Whatever the caller needs to rebuild the run (the command-line settings).
+    pub settings: serde_json::Value,
+    /// Progress.
+    pub state: RunState,
+    /// Precision policy state.
+    pub policy: PolicyState,
+    /// Quantizer state of each quantizable layer (EMA ranges, noise counters).
+    pub quant: Vec<LayerQuant>,
+    /// Shape of each parameter, in [`crate::net::Graph::params_mut`] order.
+    pub params: Vec<Vec<usize>>,
+    /// Whether optimiser velocities follow the parameters.
+    pub velocity: bool,
+    /// Length of each buffer (batch-norm statistics).
+    pub buffers: Vec<usize>,
+}
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> SimError {
+    SimError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+fn put(out: &mut impl Write, values: &[f32]) -> std::io::Result<()> {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    out.write_all(&bytes)
+}
+
+fn tensor_values(t: &Tensor) -> Vec<f32> {
+    t.iter().copied().collect()
+}
+
+/// The shape of every parameter, in order.
+fn param_shapes(tr: &mut Trainer<'_>) -> Vec<Vec<usize>> {
+    tr.net
+        .graph
+        .params_mut()
+        .iter()
+        .map(|p| p.value.shape().to_vec())
+        .collect()
+}
+
+/// Writes the trainer's complete state with the caller's `settings` to `path` (atomically).
+pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<()> {
+    let quant = tr
+        .net
+        .graph
+        .quant_layers_mut()
+        .into_iter()
+        .map(|(_, q)| q.clone())
+        .collect();
+    let params: Vec<Vec<f32>> = tr
+        .net
+        .graph
+        .params_mut()
+        .iter()
+        .map(|p| tensor_values(&p.value))
+        .collect();
+    let shapes = param_shapes(tr);
+    let buffers: Vec<Vec<f32>> = tr
+        .net
+        .graph
+        .buffers_mut()
+        .into_iter()
+        .map(|b| b.clone())
+        .collect();
+    let header = Header {
+        version: VERSION,
+        settings,
+        state: tr.state.clone(),
+        policy: tr.policy.state(),
+        quant,
+        params: shapes,
+        velocity: !tr.opt.velocity.is_empty(),
+        buffers: buffers.iter().map(Vec::len).collect(),
+    };
+    let json = serde_json::to_vec(&header).map_err(|e| io_err(path, e))?;
+    cptsim_traces::write_atomically(path, |out| {
+        let werr = |e: std::io::Error| cptsim_traces::TraceError::io(path, e);
+        out.write_all(MAGIC).map_err(werr)?;
+        out.write_all(&(json.len() as u64).to_le_bytes())
+            .map_err(werr)?;
+        out.write_all(&json).map_err(werr)?;
+        for p in &params {
+            put(out, p).map_err(werr)?;
+        }
+        for v in &tr.opt.velocity {
+            put(out, &tensor_values(v)).map_err(werr)?;
+        }
+        for b in &buffers {
+            put(out, b).map_err(werr)?;
+        }
+        Ok(())
+    })
+    .map_err(|e| io_err(path, e))
+}
+
+/// A loaded checkpoint.
+pub struct Checkpoint {
+    /// The JSON part.
+    pub header: Header,
+    values: Vec<f32>,
+    path: std::path::PathBuf,
+}
+
+fn bad(path: &Path, offset: u64, msg: impl Into<String>) -> SimError {
+    SimError::Data {
+        path: path.to_path_buf(),
+        offset,
+        msg: msg.into(),
+    }
+}
+
+/// Reads a checkpoint file.
+pub fn load(path: &Path) -> Result<Checkpoint> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|source| SimError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(bad(path, 0, "not a cptsim checkpoint (bad magic)"));
+    }
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&bytes[8..16]);
+    let len = usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX);
+    let json = bytes
+        .get(16..16usize.saturating_add(len))
+        .ok_or_else(|| bad(path, 16, format!("header of {len} bytes is truncated")))?;
+    let header: Header =
+        serde_json::from_slice(json).map_err(|e| bad(path, 16, format!("header: {e}")))?;
+    if header.version != VERSION {
+        return Err(bad(
+            path,
+            16,
+            format!("version {} (this build reads {VERSION})", header.version),
+        ));
+    }
+    let body = &bytes[16 + len..];
+    if body.len() % 4 != 0 {
+        return Err(bad(
+            path,
+            bytes.len() as u64,
+            "tensor data is not a whole number of f32",
+        ));
+    }
+    let values = body
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Ok(Checkpoint {
+        header,
+        values,
+        path: path.to_path_buf(),
+    })
+}
+
+impl Checkpoint {
+    /// Restores this state into a trainer freshly built from the same settings.
+    pub fn restore(self, tr: &mut Trainer<'_>) -> Result<()> {
+        let h = self.header;
+        let path = self.path;
+        let mismatch = |what: String| bad(&path, 16, format!("does not fit the network: {what}"));
+        let shapes = param_shapes(tr);
+        if shapes != h.params {
+            return Err(mismatch(format!(
+                "{} parameter tensors in the checkpoint, {} in the network (or shapes differ)",
+                h.params.len(),
+                shapes.len()
+            )));
+        }
+        let buf_lens: Vec<usize> = tr.net.graph.buffers_mut().iter().map(|b| b.len()).collect();
+        if buf_lens != h.buffers {
+            return Err(mismatch("batch-norm statistics differ in size".into()));
+        }
+        let sizes: Vec<usize> = shapes.iter().map(|s| s.iter().product()).collect();
+        let total: usize = sizes.iter().sum::<usize>() * if h.velocity { 2 } else { 1 }
+            + buf_lens.iter().sum::<usize>();
+        if total != self.values.len() {
+            return Err(bad(
+                &path,
+                0,
+                format!(
+                    "{} tensor values stored, {total} expected (truncated file?)",
+                    self.values.len()
+                ),
+            ));
+        }
+        let mut rest = self.values.as_slice();
+        let mut take = |n: usize| {
+            let (a, b) = rest.split_at(n);
+            rest = b;
+            a.to_vec()
+        };
+        let tensor = |shape: &[usize], v: Vec<f32>| {
+            Tensor::from_shape_vec(shape.to_vec(), v).map_err(|e| mismatch(e.to_string()))
+        };
+        for (p, shape) in tr.net.graph.params_mut().into_iter().zip(&shapes) {
+            p.value = tensor(shape, take(shape.iter().product()))?;
+        }
+        tr.opt.velocity = if h.velocity {
+            shapes
+                .iter()
+                .map(|s| tensor(s, take(s.iter().product())))
+                .collect::<Result<_>>()?
+        } else {
+            Vec::new()
+        };
+        for b in tr.net.graph.buffers_mut() {
+            let n = b.len();
+            *b = take(n);
+        }
+        let mut layers = tr.net.graph.quant_layers_mut();
+        if layers.len() != h.quant.len() {
+            return Err(mismatch(format!(
+                "{} quantizer states for {} layers",
+                h.quant.len(),
+                layers.len()
+            )));
+        }
+        for ((_, q), saved) in layers.iter_mut().zip(h.quant) {
+            **q = saved;
+        }
+        tr.policy.restore(h.policy)?;
+        tr.seek_data(h.state.iteration);
+        tr.state = h.state;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::policy::PrecisionPolicy;
+    use super::super::trainer::tests::{config, small_data, small_net};
+    use super::*;
+    use cptsim_traces::schedule::ScheduleArgs;
+
+    fn trainer<'a>(data: &'a super::super::trainer::TrainData) -> Trainer<'a> {
+        let s = ScheduleArgs::new("cosine", 30).cycles(3).build().unwrap();
+        Trainer::new(small_net(7), data, config(30), PrecisionPolicy::Schedule(s)).unwrap()
+    }
+
+    #[test]
+    fn resume_equals_uninterrupted_run() {
+        let data = small_data();
+        let mut full = trainer(&data);
+        while !full.done() {
+            full.step().unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ck.bin");
+        let mut first = trainer(&data);
+        for _ in 0..13 {
+            first.step().unwrap();
+        }
+        save(&path, &mut first, serde_json::json!({"k": 1})).unwrap();
+        let ck = load(&path).unwrap();
+        assert_eq!(ck.header.settings["k"], 1);
+        let mut second = trainer(&data);
+        ck.restore(&mut second).unwrap();
+        while !second.done() {
+            second.step().unwrap();
+        }
+        assert_eq!(second.state, full.state);
+        let p = |t: &mut Trainer<'_>| {
+            t.net
+                .graph
+                .params_mut()
+                .iter()
+                .map(|p| p.value.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(p(&mut second), p(&mut full));
+    }
+
+    #[test]
+    fn truncated_or_foreign_files_are_rejected() {
+        let data = small_data();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ck.bin");
+        let mut tr = trainer(&data);
+        tr.step().unwrap();
+        save(&path, &mut tr, serde_json::Value::Null).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 8]).unwrap();
+        let e = load(&path)
+            .unwrap()
+            .restore(&mut trainer(&data))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ck.bin") && e.contains("truncated"), "{e}");
+        std::fs::write(&path, b"hello world, not a checkpoint").unwrap();
+        let e = load(&path).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("bad magic"), "{e}");
+    }
+}

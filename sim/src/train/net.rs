@@ -1,0 +1,81 @@
+//! A network ready for training: the layer graph plus, for each of its quantizable layers (in
+//! [`Graph::quant_layers_mut`] order), the model-summary index the trace uses and whether the
+//! layer follows the precision policy (spec §1.4 scope) or stays fp32.
+
+use crate::build::Network;
+use crate::error::{Result, SimError};
+use crate::net::Graph;
+
+/// Where one quantizable layer of the graph sits in the model summary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantSlot {
+    /// Index in `ModelSummary::layers` (the trace's layer index).
+    pub layer: u32,
+    /// Whether it follows the precision policy (otherwise fp32).
+    pub quantized: bool,
+}
+
+/// A trainable network with its layer mapping and data shapes.
+pub struct TrainNet {
+    /// The layers.
+    pub graph: Graph,
+    /// One slot per quantizable layer, in graph order.
+    pub slots: Vec<QuantSlot>,
+    /// Input image shape `[C, H, W]`.
+    pub input: [usize; 3],
+    /// Number of output classes.
+    pub classes: usize,
+}
+
+impl TrainNet {
+    /// Bundles a graph with its mapping; the slot count must equal the quantizable layers.
+    pub fn new(
+        mut graph: Graph,
+        slots: Vec<QuantSlot>,
+        input: [usize; 3],
+        classes: usize,
+    ) -> Result<Self> {
+        let n = graph.quant_layers_mut().len();
+        if n != slots.len() {
+            return Err(SimError::invalid(
+                "layer mapping",
+                format!(
+                    "{} slots for {n} quantizable layers of the network",
+                    slots.len()
+                ),
+            ));
+        }
+        Ok(Self {
+            graph,
+            slots,
+            input,
+            classes,
+        })
+    }
+
+    /// The network built from an imported model; the classes are the output features.
+    pub fn from_network(net: Network) -> Result<Self> {
+        let input = net.input_chw();
+        let (graph, summary, quantized) = net.into_parts();
+        let classes = summary.layers.last().map_or(0, |l| l.out_shape[0]);
+        if classes == 0 {
+            return Err(SimError::invalid(
+                "model",
+                format!("`{}` has no classifier layer", summary.name),
+            ));
+        }
+        let slots = quantized
+            .iter()
+            .enumerate()
+            .map(|(i, &q)| {
+                let layer =
+                    u32::try_from(i).map_err(|_| SimError::invalid("model", "too many layers"))?;
+                Ok(QuantSlot {
+                    layer,
+                    quantized: q,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::new(graph, slots, input, classes)
+    }
+}

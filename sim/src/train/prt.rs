@@ -1,0 +1,189 @@
+//! The Precision Range Test (CPT, spec §3.2): starting at a low forward precision, train a fixed
+//! number of iterations per precision step while averaging the training accuracy over the last
+//! iterations of each step; the first precision whose average beats the previous step's by more
+//! than a threshold is the lower bound `B_min` of the cyclic schedule. The published procedure
+//! leaves these parameters open, so all are exposed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SimError};
+
+/// Parameters of the test.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrtConfig {
+    /// First forward precision tried.
+    pub start_bits: u8,
+    /// Highest precision tried (the schedule's `B_max`).
+    pub max_bits: u8,
+    /// Training iterations per precision step.
+    pub iters_per_step: u64,
+    /// Iterations at the end of each step whose training accuracy is averaged.
+    pub window: u64,
+    /// Improvement of the averaged training accuracy, in percentage points, that marks `B_min`.
+    pub threshold_pp: f64,
+}
+
+impl PrtConfig {
+    /// Defaults: 2 → `max_bits` in steps of one bit, 60 iterations per step averaged over the last
+    /// 10, threshold 4 percentage points.
+    pub fn new(max_bits: u8) -> Self {
+        Self {
+            start_bits: 2,
+            max_bits,
+            iters_per_step: 60,
+            window: 10,
+            threshold_pp: 4.0,
+        }
+    }
+
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=32).contains(&self.start_bits) || self.start_bits > self.max_bits {
+            return Err(SimError::invalid(
+                "PRT bits",
+                format!(
+                    "start {} must lie in 1..={}",
+                    self.start_bits, self.max_bits
+                ),
+            ));
+        }
+        if self.window == 0 || self.window > self.iters_per_step {
+            return Err(SimError::invalid(
+                "PRT window",
+                format!(
+                    "{} must lie in 1..={} (iterations per step)",
+                    self.window, self.iters_per_step
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Iterations the whole test may take (every step up to `max_bits`).
+    pub fn max_iterations(&self) -> u64 {
+        u64::from(self.max_bits - self.start_bits + 1) * self.iters_per_step
+    }
+}
+
+/// One finished step.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrtStep {
+    /// Forward bits of the step.
+    pub bits: u8,
+    /// Mean training accuracy (%) over the step's last `window` iterations.
+    pub train_acc: f64,
+}
+
+/// The running test.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prt {
+    /// Parameters.
+    pub config: PrtConfig,
+    /// Finished steps.
+    pub steps: Vec<PrtStep>,
+    /// The bound, once found (or once every step ran).
+    pub found: Option<u8>,
+    in_step: u64,
+    acc_sum: f64,
+}
+
+impl Prt {
+    /// A test at its first step.
+    pub fn new(config: PrtConfig) -> Result<Self> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            steps: Vec::new(),
+            found: None,
+            in_step: 0,
+            acc_sum: 0.0,
+        })
+    }
+
+    /// Forward bits of the current step.
+    pub fn bits(&self) -> u8 {
+        self.config.start_bits + self.steps.len() as u8
+    }
+
+    /// Adds one iteration's training accuracy (fraction 0..1); returns the bound when the test
+    /// ends. If no step improves by the threshold, the lowest precision already trained as well as
+    /// any higher one, and the bound is `start_bits`.
+    pub fn observe(&mut self, train_acc: f64) -> Option<u8> {
+        if self.found.is_some() {
+            return self.found;
+        }
+        self.in_step += 1;
+        if self.in_step > self.config.iters_per_step - self.config.window {
+            self.acc_sum += 100.0 * train_acc;
+        }
+        if self.in_step < self.config.iters_per_step {
+            return None;
+        }
+        let step = PrtStep {
+            bits: self.bits(),
+            train_acc: self.acc_sum / self.config.window as f64,
+        };
+        (self.in_step, self.acc_sum) = (0, 0.0);
+        let jump = self
+            .steps
+            .last()
+            .is_some_and(|prev| step.train_acc - prev.train_acc > self.config.threshold_pp);
+        self.steps.push(step);
+        if jump {
+            self.found = Some(step.bits);
+        } else if step.bits >= self.config.max_bits {
+            self.found = Some(self.config.start_bits);
+        }
+        self.found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(prt: &mut Prt, accs: &[f64]) -> Option<u8> {
+        let mut out = None;
+        for &a in accs {
+            for _ in 0..prt.config.iters_per_step {
+                out = prt.observe(a);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn first_jump_above_threshold_is_the_bound() {
+        let cfg = PrtConfig {
+            iters_per_step: 20,
+            window: 5,
+            ..PrtConfig::new(8)
+        };
+        let mut prt = Prt::new(cfg.clone()).unwrap();
+        // 2 bits: chance; 3 bits: +30 pp → bound 3.
+        assert_eq!(run(&mut prt, &[0.10, 0.40]), Some(3));
+        assert_eq!(prt.steps.len(), 2);
+        assert!((prt.steps[1].train_acc - 40.0).abs() < 1e-9);
+        // Small gains only: bound stays at the start after the last step.
+        let mut flat = Prt::new(cfg.clone()).unwrap();
+        assert_eq!(run(&mut flat, &[0.5, 0.52, 0.53, 0.54, 0.55, 0.56]), None);
+        assert_eq!(run(&mut flat, &[0.57]), Some(2));
+        assert_eq!(flat.steps.len(), 7);
+        assert!(Prt::new(PrtConfig { window: 30, ..cfg }).is_err());
+    }
+
+    #[test]
+    fn only_the_window_is_averaged() {
+        let mut prt = Prt::new(PrtConfig {
+            iters_per_step: 4,
+            window: 2,
+            ..PrtConfig::new(3)
+        })
+        .unwrap();
+        for a in [0.0, 0.0, 0.5, 1.0] {
+            prt.observe(a);
+        }
+        assert!((prt.steps[0].train_acc - 75.0).abs() < 1e-9);
+        assert_eq!(prt.bits(), 3);
+    }
+}

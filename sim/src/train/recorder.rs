@@ -1,0 +1,106 @@
+//! The precision trace of a training run, run-length encoded: consecutive iterations in which every
+//! layer ran at the same bits on the same number of samples share one [`TraceRow`] per layer.
+
+use cptsim_traces::{Bits, TraceRow};
+use serde::{Deserialize, Serialize};
+
+/// One open span: the bits of every layer and the samples per iteration, from `start`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Open {
+    start: u64,
+    end: u64,
+    bits: Vec<(u32, Bits)>,
+    samples: u64,
+}
+
+/// Collects trace rows iteration by iteration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recorder {
+    rows: Vec<TraceRow>,
+    open: Option<Open>,
+}
+
+impl Recorder {
+    /// An empty trace.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records iteration `t`: layer `bits[i].0` (its model-summary index) ran `samples` samples
+    /// at `bits[i].1`. Iterations must be recorded in order without gaps.
+    pub fn record(&mut self, t: u64, bits: &[(u32, Bits)], samples: u64) {
+        if let Some(open) = &mut self.open {
+            if open.end == t && open.samples == samples && open.bits == bits {
+                open.end = t + 1;
+                return;
+            }
+        }
+        self.close();
+        self.open = Some(Open {
+            start: t,
+            end: t + 1,
+            bits: bits.to_vec(),
+            samples,
+        });
+    }
+
+    fn close(&mut self) {
+        if let Some(open) = self.open.take() {
+            self.rows
+                .extend(open.bits.iter().map(|&(layer, bits)| TraceRow {
+                    iter_start: open.start,
+                    iter_end: open.end,
+                    layer,
+                    bits,
+                    samples: open.samples,
+                }));
+        }
+    }
+
+    /// All rows so far (the open span included), span-major, layers in recording order.
+    pub fn rows(&self) -> Vec<TraceRow> {
+        let mut copy = self.clone();
+        copy.close();
+        copy.rows
+    }
+
+    /// Iterations recorded.
+    pub fn iterations(&self) -> u64 {
+        self.open
+            .as_ref()
+            .map(|o| o.end)
+            .or_else(|| self.rows.last().map(|r| r.iter_end))
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_iterations_share_rows() {
+        let b8 = Bits::forward_backward(8, 8);
+        let b4 = Bits::forward_backward(4, 8);
+        let mut r = Recorder::new();
+        for t in 0..3 {
+            r.record(t, &[(0, b8), (2, Bits::FP32)], 128);
+        }
+        r.record(3, &[(0, b4), (2, Bits::FP32)], 128);
+        r.record(4, &[(0, b4), (2, Bits::FP32)], 16);
+        let rows = r.rows();
+        assert_eq!(rows.len(), 6);
+        assert_eq!(
+            (rows[0].iter_start, rows[0].iter_end, rows[0].bits),
+            (0, 3, b8)
+        );
+        assert_eq!((rows[1].layer, rows[1].bits), (2, Bits::FP32));
+        assert_eq!(
+            (rows[2].iter_start, rows[2].iter_end, rows[2].bits),
+            (3, 4, b4)
+        );
+        assert_eq!((rows[4].samples, rows[4].iter_end), (16, 5));
+        assert_eq!(r.iterations(), 5);
+        assert_eq!(Recorder::new().iterations(), 0);
+    }
+}

@@ -1,0 +1,514 @@
+//! The training loop: per iteration the precision policy picks the bits, the layer-role rules
+//! map them onto each quantizable layer, then forward, backward and an SGD step run; the trace is
+//! recorded run-length encoded, the test set is evaluated every `eval_every` iterations (at the
+//! bits of the last training iteration, spec §1.5), and a NaN or exploding loss stops the run.
+
+use cptsim_traces::schedule::Precision;
+use cptsim_traces::{Bits, TraceRow};
+use serde::{Deserialize, Serialize};
+
+use super::net::TrainNet;
+use super::policy::PrecisionPolicy;
+use super::recorder::Recorder;
+use crate::cputime::process_cpu_seconds;
+use crate::data::{eval_batches, Adaptation, Dataset, Loader};
+use crate::error::{Result, SimError};
+use crate::layers::{Mode, SoftmaxCrossEntropy};
+use crate::optim::{LrPolicy, Sgd};
+
+/// Settings of a run (everything but the network, data and precision policy).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Iterations of the whole run.
+    pub iterations: u64,
+    /// Samples per iteration.
+    pub batch: usize,
+    /// Learning rate and its schedule.
+    pub lr: LrPolicy,
+    /// SGD momentum.
+    pub momentum: f32,
+    /// Weight decay (every parameter, as the reference code).
+    pub weight_decay: f32,
+    /// Seed of the data order and augmentation.
+    pub seed: u64,
+    /// Evaluate (and call the policy's check point) every this many iterations, and at the end.
+    pub eval_every: u64,
+    /// Images per evaluation batch.
+    pub eval_batch: usize,
+    /// Random crop and flip when the dataset asks for it.
+    pub augment: bool,
+    /// A loss above this (or NaN) stops the run.
+    pub max_loss: f32,
+    /// False runs every layer in fp32 (`--quantizer none`).
+    pub quantize: bool,
+}
+
+impl TrainConfig {
+    /// The paper's optimiser (momentum 0.9, weight decay 1e-4) at a constant rate `lr`, evaluating
+    /// every 390 iterations, batch 128.
+    pub fn new(iterations: u64, lr: f32) -> Self {
+        Self {
+            iterations,
+            batch: 128,
+            lr: LrPolicy {
+                base_lr: lr,
+                schedule: crate::optim::LrSchedule::Constant,
+                warmup: 0,
+            },
+            momentum: 0.9,
+            weight_decay: 1e-4,
+            seed: 0,
+            eval_every: 390,
+            eval_batch: 500,
+            augment: true,
+            max_loss: 1e3,
+            quantize: true,
+        }
+    }
+}
+
+/// Training, test and optional validation sets.
+pub struct TrainData {
+    /// Training images.
+    pub train: Dataset,
+    /// Test images.
+    pub test: Dataset,
+    /// Held-out part of the training set (`--val-split`).
+    pub val: Option<Dataset>,
+}
+
+/// One evaluation: training statistics since the previous one and test (and validation) results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalRecord {
+    /// Iterations done.
+    pub iteration: u64,
+    /// Mean training loss since the previous evaluation.
+    pub train_loss: f64,
+    /// Training accuracy since the previous evaluation (fraction).
+    pub train_acc: f64,
+    /// Test loss.
+    pub test_loss: f64,
+    /// Test accuracy (fraction).
+    pub test_acc: f64,
+    /// Validation accuracy, with `--val-split`.
+    pub val_acc: Option<f64>,
+    /// Forward bits of the last iteration (those evaluated at).
+    pub fw: u8,
+    /// Backward bits of the last iteration.
+    pub bw: u8,
+    /// Learning rate of the last iteration.
+    pub lr: f32,
+}
+
+/// The resumable progress of a run (with the network, optimiser and policy state).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// Iterations done.
+    pub iteration: u64,
+    /// The trace so far.
+    pub recorder: Recorder,
+    /// Every evaluation so far.
+    pub evals: Vec<EvalRecord>,
+    /// Images trained on.
+    pub images: u64,
+    loss_sum: f64,
+    correct: u64,
+    seen: u64,
+    steps: u64,
+}
+
+impl RunState {
+    /// Best test accuracy over the evaluations (0 before the first).
+    pub fn best_test_acc(&self) -> f64 {
+        self.evals.iter().map(|e| e.test_acc).fold(0.0, f64::max)
+    }
+}
+
+/// What one iteration did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepReport {
+    /// The 0-based iteration.
+    pub iteration: u64,
+    /// Minibatch loss.
+    pub loss: f32,
+    /// Minibatch accuracy (fraction).
+    pub train_acc: f64,
+    /// The policy's precision.
+    pub precision: Precision,
+    /// Images in the batch.
+    pub samples: usize,
+    /// The evaluation run after this iteration, if any.
+    pub eval: Option<EvalRecord>,
+    /// Wall and CPU seconds the evaluation took (0 without one), to tell training throughput apart.
+    pub eval_seconds: (f64, f64),
+}
+
+/// A training run in progress.
+pub struct Trainer<'a> {
+    /// The network.
+    pub net: TrainNet,
+    /// Settings.
+    pub config: TrainConfig,
+    /// Precision policy with its state.
+    pub policy: PrecisionPolicy,
+    /// Optimiser with its velocities.
+    pub opt: Sgd,
+    /// Progress.
+    pub state: RunState,
+    data: &'a TrainData,
+    loader: Loader<'a>,
+    loss: SoftmaxCrossEntropy,
+}
+
+impl<'a> Trainer<'a> {
+    /// A run at iteration 0.
+    pub fn new(
+        net: TrainNet,
+        data: &'a TrainData,
+        config: TrainConfig,
+        policy: PrecisionPolicy,
+    ) -> Result<Self> {
+        if config.iterations == 0 || config.eval_every == 0 || config.eval_batch == 0 {
+            return Err(SimError::invalid(
+                "training settings",
+                format!(
+                    "iterations {}, eval interval {} and eval batch {} must be positive",
+                    config.iterations, config.eval_every, config.eval_batch
+                ),
+            ));
+        }
+        for (what, d) in [("training set", &data.train), ("test set", &data.test)] {
+            if d.classes > net.classes {
+                return Err(SimError::invalid(
+                    what,
+                    format!(
+                        "{} has {} classes but the model outputs {}",
+                        d.name, d.classes, net.classes
+                    ),
+                ));
+            }
+        }
+        let augment = config.augment && data.train.augment;
+        let loader = Loader::new(&data.train, config.batch, net.input, augment, config.seed)?;
+        Adaptation::new(data.test.shape, net.input)?;
+        let opt = Sgd::new(config.momentum, config.weight_decay);
+        Ok(Self {
+            net,
+            config,
+            policy,
+            opt,
+            state: RunState::default(),
+            data,
+            loader,
+            loss: SoftmaxCrossEntropy::new(),
+        })
+    }
+
+    /// How the dataset's images are fitted to the model input.
+    pub fn adaptation(&self) -> Adaptation {
+        *self.loader.adaptation()
+    }
+
+    /// True when every iteration has run.
+    pub fn done(&self) -> bool {
+        self.state.iteration >= self.config.iterations
+    }
+
+    /// The trace so far.
+    pub fn rows(&self) -> Vec<TraceRow> {
+        self.state.recorder.rows()
+    }
+
+    /// Sets every in-scope quantizable layer to precision `p` (the others to fp32); returns the
+    /// (summary index, bits) pairs for the trace.
+    fn apply_bits(&mut self, p: Precision) -> Result<Vec<(u32, Bits)>> {
+        let slots = &self.net.slots;
+        let mut out = Vec::with_capacity(slots.len());
+        for ((name, q), slot) in self.net.graph.quant_layers_mut().into_iter().zip(slots) {
+            let bits = if self.config.quantize && slot.quantized {
+                Bits::forward_backward(p.fw, p.bw)
+            } else {
+                Bits::FP32
+            };
+            q.set_bits(u32::from(bits.w), u32::from(bits.g))
+                .map_err(|e| {
+                    SimError::invalid(&format!("bits of layer `{name}`"), e.to_string())
+                })?;
+            out.push((slot.layer, bits));
+        }
+        Ok(out)
+    }
+
+    /// Runs one iteration (and the evaluation due after it).
+    pub fn step(&mut self) -> Result<StepReport> {
+        let t = self.state.iteration;
+        if self.done() {
+            return Err(SimError::invalid(
+                "iteration",
+                format!(
+                    "the run already did its {} iterations",
+                    self.config.iterations
+                ),
+            ));
+        }
+        let precision = self.policy.precision(t);
+        let bits = self.apply_bits(precision)?;
+        let batch = self.loader.next_batch()?;
+        let samples = batch.labels.len();
+        let out = self.net.graph.forward(batch.images, Mode::Train)?;
+        let (loss, correct) = self.loss.forward(&out, &batch.labels)?;
+        if !loss.is_finite() || loss > self.config.max_loss {
+            return Err(SimError::Diverged {
+                iteration: t,
+                loss,
+                fw: precision.fw,
+                bw: precision.bw,
+            });
+        }
+        self.net.graph.backward(self.loss.backward()?)?;
+        let lr = self.config.lr.lr_at(t);
+        self.opt.step(&mut self.net.graph.params_mut(), lr)?;
+        self.state.recorder.record(t, &bits, samples as u64);
+        let train_acc = correct as f64 / samples.max(1) as f64;
+        self.policy.observe(loss, train_acc)?;
+        let s = &mut self.state;
+        s.iteration = t + 1;
+        s.images += samples as u64;
+        s.loss_sum += f64::from(loss);
+        s.correct += correct as u64;
+        s.seen += samples as u64;
+        s.steps += 1;
+        let mut eval_seconds = (0.0, 0.0);
+        let eval = if s.iteration % self.config.eval_every == 0 || self.done() {
+            let (wall, cpu) = (std::time::Instant::now(), process_cpu_seconds());
+            let e = self.evaluation(precision, lr)?;
+            eval_seconds = (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu);
+            self.policy.check(t);
+            Some(e)
+        } else {
+            None
+        };
+        Ok(StepReport {
+            iteration: t,
+            loss,
+            train_acc,
+            precision,
+            samples,
+            eval,
+            eval_seconds,
+        })
+    }
+
+    fn evaluation(&mut self, p: Precision, lr: f32) -> Result<EvalRecord> {
+        let data = self.data;
+        let (test_loss, test_acc) = self.evaluate(&data.test)?;
+        let val_acc = match &data.val {
+            Some(v) => Some(self.evaluate(v)?.1),
+            None => None,
+        };
+        let s = &mut self.state;
+        let rec = EvalRecord {
+            iteration: s.iteration,
+            train_loss: s.loss_sum / s.steps.max(1) as f64,
+            train_acc: s.correct as f64 / s.seen.max(1) as f64,
+            test_loss,
+            test_acc,
+            val_acc,
+            fw: p.fw,
+            bw: p.bw,
+            lr,
+        };
+        (s.loss_sum, s.correct, s.seen, s.steps) = (0.0, 0, 0, 0);
+        s.evals.push(rec.clone());
+        Ok(rec)
+    }
+
+    /// Mean loss and accuracy on `data` in evaluation mode at the current bits.
+    pub fn evaluate(&mut self, data: &Dataset) -> Result<(f64, f64)> {
+        let (mut loss, mut correct) = (0.0f64, 0usize);
+        let chunk = self.config.eval_batch;
+        let mut start = 0;
+        while start < data.len() {
+            let end = (start + chunk).min(data.len());
+            let part = data.select(&(start..end).collect::<Vec<_>>());
+            for b in eval_batches(&part, chunk, self.net.input)? {
+                let out = self.net.graph.forward(b.images, Mode::Eval)?;
+                let (l, c) = self.loss.forward(&out, &b.labels)?;
+                loss += f64::from(l) * b.labels.len() as f64;
+                correct += c;
+            }
+            start = end;
+        }
+        let n = data.len().max(1) as f64;
+        Ok((loss / n, correct as f64 / n))
+    }
+
+    /// Puts the data stream where it is after `iterations` (used when resuming).
+    pub(crate) fn seek_data(&mut self, iterations: u64) {
+        self.loader.seek(iterations);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::data::synthetic;
+    use crate::init::{conv_weight, linear_weight_bias};
+    use crate::layers::*;
+    use crate::net::Graph;
+    use crate::quant::{LayerQuant, QuantMethod};
+    use crate::train::net::QuantSlot;
+    use cptsim_traces::schedule::ScheduleArgs;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    /// conv-bn-relu-pool → fc on 1×8×8 inputs, 4 classes; slots 0 (first) and 1 (last).
+    /// All layers quantized when `all`, else the classifier stays fp32.
+    pub(crate) fn small_net_scoped(seed: u64, all: bool) -> TrainNet {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut g = Graph::new();
+        let spec = Conv2dSpec::square(1, 6, 3, 1, 1);
+        let q = |i: u64| LayerQuant::new(QuantMethod::Sbm, seed ^ i);
+        g.then(Conv2d::new("c1", spec, conv_weight(&mut rng, 6, [3, 3], 1), None, q(1)).unwrap())
+            .unwrap();
+        g.then(BatchNorm::new("b1", 6)).unwrap();
+        g.then(Activation::new("r1", ActivationKind::Relu)).unwrap();
+        g.then(Pool2d::new("p1", PoolKind::Max, PoolSpec::square(2, 2)).unwrap())
+            .unwrap();
+        g.then(Flatten::new("flat")).unwrap();
+        let (w, b) = linear_weight_bias(&mut rng, 4, 6 * 4 * 4);
+        g.then(Linear::new("fc", w, Some(b), q(2)).unwrap())
+            .unwrap();
+        let slots = vec![
+            QuantSlot {
+                layer: 0,
+                quantized: true,
+            },
+            QuantSlot {
+                layer: 1,
+                quantized: false,
+            },
+        ];
+        let mut net = TrainNet::new(g, slots, [1, 8, 8], 4).unwrap();
+        net.slots[1].quantized = all;
+        net
+    }
+
+    /// The classifier stays fp32 (CIFAR scope).
+    pub(crate) fn small_net(seed: u64) -> TrainNet {
+        small_net_scoped(seed, false)
+    }
+
+    pub(crate) fn small_data() -> TrainData {
+        let all = synthetic(712, [1, 8, 8], 4, 40.0, 5).unwrap();
+        let (train, test) = all.split_validation(200.0 / 712.0, 1).unwrap();
+        TrainData {
+            train,
+            test,
+            val: None,
+        }
+    }
+
+    pub(crate) fn config(iters: u64) -> TrainConfig {
+        TrainConfig {
+            batch: 32,
+            eval_every: 10,
+            ..TrainConfig::new(iters, 0.05)
+        }
+    }
+
+    fn cosine(iters: u64) -> PrecisionPolicy {
+        let s = ScheduleArgs::new("cosine", iters)
+            .cycles(2)
+            .build()
+            .unwrap();
+        PrecisionPolicy::Schedule(s)
+    }
+
+    #[test]
+    fn learns_records_rle_trace_and_evaluates() {
+        let data = small_data();
+        let mut tr = Trainer::new(small_net(1), &data, config(40), cosine(40)).unwrap();
+        let mut evals = 0;
+        while !tr.done() {
+            evals += usize::from(tr.step().unwrap().eval.is_some());
+        }
+        assert_eq!(evals, 4);
+        let last = tr.state.evals.last().unwrap();
+        assert!(last.test_acc > 0.8, "{last:?}");
+        assert_eq!((last.fw, last.bw), (8, 8), "end of a cycle is B_max");
+        let rows = tr.rows();
+        // Two cycles of 20 iterations, FW 3..8: six spans each, two layers per span.
+        let spans: Vec<_> = rows.iter().filter(|r| r.layer == 0).collect();
+        assert_eq!(spans.len(), 12);
+        assert_eq!(spans[0].bits, Bits::forward_backward(3, 8));
+        assert_eq!(spans.last().map(|r| r.iter_end), Some(40));
+        assert!(rows
+            .iter()
+            .filter(|r| r.layer == 1)
+            .all(|r| r.bits.is_fp32()));
+        let covered: u64 = spans.iter().map(|r| r.iterations()).sum();
+        assert_eq!(covered, 40);
+        assert!(tr.step().is_err(), "no iteration past the end");
+    }
+
+    #[test]
+    fn same_seed_same_run_and_threads_do_not_matter() {
+        let data = small_data();
+        let run = |threads: usize| {
+            crate::tests::with_threads(threads, || {
+                let mut tr = Trainer::new(small_net(2), &data, config(15), cosine(15)).unwrap();
+                while !tr.done() {
+                    tr.step().unwrap();
+                }
+                (
+                    tr.state.clone(),
+                    tr.net
+                        .graph
+                        .params_mut()
+                        .iter()
+                        .map(|p| p.value.clone())
+                        .collect::<Vec<_>>(),
+                )
+            })
+        };
+        assert_eq!(run(1), run(2));
+    }
+
+    #[test]
+    fn exploding_loss_stops_with_a_clear_error() {
+        let data = small_data();
+        let cfg = TrainConfig {
+            lr: LrPolicy {
+                base_lr: 1e4,
+                ..config(1).lr
+            },
+            max_loss: 50.0,
+            ..config(30)
+        };
+        let mut tr = Trainer::new(small_net(3), &data, cfg, cosine(30)).unwrap();
+        let err = loop {
+            match tr.step() {
+                Ok(_) => continue,
+                Err(e) => break e,
+            }
+        };
+        let msg = err.to_string();
+        assert!(matches!(err, SimError::Diverged { .. }), "{msg}");
+        assert!(msg.contains("diverged at iteration"), "{msg}");
+    }
+
+    #[test]
+    fn quantizer_none_records_fp32() {
+        let data = small_data();
+        let cfg = TrainConfig {
+            quantize: false,
+            ..config(3)
+        };
+        let mut tr = Trainer::new(small_net(4), &data, cfg, cosine(3)).unwrap();
+        while !tr.done() {
+            tr.step().unwrap();
+        }
+        assert!(tr.rows().iter().all(|r| r.bits.is_fp32()));
+    }
+}

@@ -1,0 +1,309 @@
+//! `cptsim train`: LeNet-5 on real MNIST reaches ≥ 97 %, a resumed run equals an uninterrupted one,
+//! the written trace is costed by `cptsim run --trace` to the same GBitOPs, PFQ and PRT runs report
+//! their decisions, and bad input exits 2 with a clear line.
+
+use std::path::{Path, PathBuf};
+
+use cptsim_e2e::{run, stderr, stdout, workspace_root};
+use serde_json::Value;
+
+/// The shared data folder (`../shared/data` beside the workspace), or `None` with a printed reason
+/// when it is missing and `CPTSIM_REQUIRE_DATA` is not `1`.
+fn shared_data(sub: &str) -> Option<PathBuf> {
+    let dir = workspace_root().join("../shared/data").join(sub);
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var("CPTSIM_REQUIRE_DATA").as_deref() != Ok("1"),
+        "CPTSIM_REQUIRE_DATA=1 but {} is missing",
+        dir.display()
+    );
+    eprintln!(
+        "skipped: {} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
+        dir.display()
+    );
+    None
+}
+
+fn train(args: &[&str]) -> std::process::Output {
+    let mut all = vec!["train"];
+    all.extend_from_slice(args);
+    run(&all)
+}
+
+fn train_ok(args: &[&str]) -> String {
+    let out = train(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+fn json_file(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}: {text}", path.display()))
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn lenet5_reaches_97_percent_on_mnist_static_8_8() {
+    let Some(dir) = shared_data("mnist") else {
+        return;
+    };
+    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let data = format!("mnist:{}", dir.display());
+    let o = out.path().to_string_lossy().into_owned();
+    let args = [
+        "--model",
+        "zoo:lenet5",
+        "--data",
+        &data,
+        "--schedule",
+        "static",
+        "--bits",
+        "8",
+        "--grad-bits",
+        "8",
+        "--iters",
+        "300",
+        "--batch",
+        "128",
+        "--out",
+        &o,
+    ];
+    let printed = train_ok(&args);
+    let s = json_file(&out.path().join("summary.json"));
+    let acc = s["final_test_acc"].as_f64().unwrap_or(0.0);
+    eprintln!("LeNet-5, MNIST, SBM 8/8, 300 × 128: test accuracy {acc:.4}\n{printed}");
+    assert!(acc >= 0.97, "final test accuracy {acc}: {s}");
+    assert_eq!(s["iterations"], 300);
+    assert_eq!(
+        s["gbitops"], s["static_gbitops"],
+        "static run costs its own baseline"
+    );
+    for key in ["best_test_acc", "seconds", "images_per_s"] {
+        assert!(s[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {s}");
+    }
+}
+
+/// Runs a 40-iteration run of LeNet-5 on synthetic data into `out`, with extra flags.
+
+const COSINE: [&str; 6] = [
+    "--schedule",
+    "cosine",
+    "--cycles",
+    "2",
+    "--eval-every",
+    "10",
+];
+fn synthetic_run(out: &Path, extra: &[&str]) -> std::process::Output {
+    let o = out.to_string_lossy().into_owned();
+    let mut args = vec![
+        "--model",
+        "zoo:lenet5",
+        "--data",
+        "synthetic",
+        "--bits",
+        "3:8",
+        "--iters",
+        "40",
+        "--batch",
+        "32",
+        "--seed",
+        "3",
+        "--out",
+        &o,
+    ];
+    args.extend_from_slice(extra);
+    train(&args)
+}
+
+#[test]
+fn resumed_run_equals_uninterrupted_and_trace_feeds_run() {
+    let full = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = synthetic_run(full.path(), &COSINE);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let split = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = synthetic_run(split.path(), &[&COSINE[..], &["--stop-at", "17"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--resume"), "{}", stderr(&out));
+    assert!(!split.path().join("summary.json").exists());
+    let dir = split.path().to_string_lossy().into_owned();
+    let out = train(&["--resume", &dir]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("resumed at iteration 17/40"),
+        "{}",
+        stderr(&out)
+    );
+    for f in ["metrics.csv", "trace.csv"] {
+        assert_eq!(
+            read(&full.path().join(f)),
+            read(&split.path().join(f)),
+            "{f}"
+        );
+    }
+    let (a, b) = (
+        json_file(&full.path().join("summary.json")),
+        json_file(&split.path().join("summary.json")),
+    );
+    for key in [
+        "final_test_acc",
+        "best_test_acc",
+        "gbitops",
+        "static_gbitops",
+        "iterations",
+    ] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+    assert_eq!(read(&full.path().join("metrics.csv")).lines().count(), 5);
+    // The trace is costed by `cptsim run` exactly as the trainer costed it.
+    for name in ["trace.pb", "trace.csv"] {
+        let path = full.path().join(name).to_string_lossy().into_owned();
+        let out = run(&[
+            "run",
+            "--model",
+            "zoo:lenet5",
+            "--trace",
+            &path,
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let r: Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+        let (g, mine) = (r["gbitops"].as_f64(), a["gbitops"].as_f64());
+        assert!(g.is_some() && g == mine, "{name}: run {r} vs train {a}");
+        assert_eq!(r["static_gbitops"], a["static_gbitops"], "{name}");
+        assert_eq!(r["iterations"], 40, "{name}");
+    }
+    let g = a["gbitops"].as_f64().unwrap_or(0.0);
+    let s = a["static_gbitops"].as_f64().unwrap_or(0.0);
+    assert!(g > 0.0 && g < s, "cyclic 3:8 costs less than static 8: {a}");
+}
+
+#[test]
+fn pfq_and_prt_report_their_decisions() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = synthetic_run(
+        dir.path(),
+        &[
+            "--schedule",
+            "pfq",
+            "--pfq-fw",
+            "3,8",
+            "--pfq-bw",
+            "8,8",
+            "--pfq-eps",
+            "10",
+            "--eval-every",
+            "2",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+    // ε = 10 makes every 5-check window a plateau: the stage rises after check 5 (iteration 10).
+    assert_eq!(s["pfq_turns"], serde_json::json!([10]), "{s}");
+    let trace = read(&dir.path().join("trace.csv"));
+    assert!(trace.contains("\n0,10,0,conv1,3,3,8,32"), "{trace}");
+    assert!(trace.contains("\n10,40,0,conv1,8,8,8,32"), "{trace}");
+    let out = synthetic_run(
+        dir.path(),
+        &[
+            "--prt",
+            "--prt-iters-per-step",
+            "4",
+            "--prt-window",
+            "2",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+    let bits = s["prt_bits"].as_u64().unwrap_or(0);
+    assert!((2..=8).contains(&bits), "{s}");
+    let trace = read(&dir.path().join("trace.csv"));
+    assert!(
+        trace.contains("\n0,4,0,conv1,2,2,8,32"),
+        "PRT starts at 2 bits: {trace}"
+    );
+}
+
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let out = train(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    let err = stderr(&out);
+    let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or("");
+    for n in needles {
+        assert!(line.contains(n), "{args:?}: `{n}` not in {err}");
+    }
+}
+
+#[test]
+fn bad_inputs_exit_2_with_a_clear_line() {
+    let base = ["--model", "zoo:lenet5", "--iters", "2"];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        v
+    }
+    fails_with(
+        &with(&base, &["--data", "imagenet:/tmp"]),
+        &["unknown dataset kind `imagenet`", "mnist:DIR"],
+    );
+    fails_with(
+        &with(&base, &["--data", "mnist:/nonexistent/mnist"]),
+        &["/nonexistent/mnist", "not found"],
+    );
+    fails_with(
+        &with(&base, &["--data", "synthetic", "--bits", "3:99"]),
+        &["--bits"],
+    );
+    fails_with(
+        &with(&base, &["--data", "synthetic", "--schedule", "wavy"]),
+        &["wavy"],
+    );
+    fails_with(
+        &with(
+            &base,
+            &[
+                "--data",
+                "synthetic",
+                "--quantizer",
+                "sbm",
+                "--grad-bits",
+                "0",
+            ],
+        ),
+        &["--grad-bits"],
+    );
+    // A truncated MNIST file names the file and the byte offset.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut images = vec![0u8, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28];
+    images.extend(vec![7u8; 28 * 28]); // one image of the two announced
+    for split in ["train", "t10k"] {
+        std::fs::write(
+            dir.path().join(format!("{split}-images-idx3-ubyte")),
+            &images,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.path().join(format!("{split}-labels-idx1-ubyte")),
+            [0u8, 0, 8, 1, 0, 0, 0, 2, 1, 2],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let data = format!("mnist:{}", dir.path().display());
+    fails_with(
+        &with(&base, &["--data", &data]),
+        &["train-images-idx3-ubyte", "at byte"],
+    );
+    fails_with(
+        &["--resume", "/nonexistent/run"],
+        &["--resume", "checkpoint.bin"],
+    );
+}
