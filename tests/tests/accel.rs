@@ -475,6 +475,19 @@ fn run_rejects_a_bad_accel_before_working() {
     let e = stderr(&out);
     assert!(e.contains("--accel nope.toml"), "{e}");
     assert_one_clear_line(&e);
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--accel",
+        "zc706,,stripes",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("empty accelerator name"),
+        "{}",
+        stderr(&out)
+    );
     let out = run(&["run", "--model", "zoo:resnet20", "--report", "/tmp/x"]);
     assert_eq!(out.status.code(), Some(2), "--report needs --accel");
 }
