@@ -475,6 +475,19 @@ fn run_rejects_a_bad_accel_before_working() {
     let e = stderr(&out);
     assert!(e.contains("--accel nope.toml"), "{e}");
     assert_one_clear_line(&e);
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--accel",
+        "zc706,,stripes",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("empty accelerator name"),
+        "{}",
+        stderr(&out)
+    );
     let out = run(&["run", "--model", "zoo:resnet20", "--report", "/tmp/x"]);
     assert_eq!(out.status.code(), Some(2), "--report needs --accel");
 }
@@ -516,6 +529,78 @@ fn configs_sharing_a_name_keep_separate_rows_and_reports() {
     let slow = list[1]["latency_s"].as_f64().unwrap();
     assert!(slow > list[0]["latency_s"].as_f64().unwrap(), "{v}");
     assert_eq!(std::fs::read_dir(&report).unwrap().count(), 4);
+}
+
+#[test]
+fn layers_a_trace_omits_run_fp32_on_accelerators_too() {
+    // BitOPs counts a layer absent from a trace as fp32; the accelerators used to skip it.
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.csv");
+    let full_s = full.to_string_lossy().to_string();
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--iters",
+        "20",
+        "--cycles",
+        "2",
+        "--save-trace",
+        &full_s,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&full).unwrap();
+    let (omitted, fp32): (Vec<&str>, Vec<String>) = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let as_fp32 = if f[2] == "5" {
+                format!("{},{},{},{},0,0,0,{}", f[0], f[1], f[2], f[3], f[7])
+            } else {
+                l.to_string()
+            };
+            (if f[2] == "5" { "" } else { l }, as_fp32)
+        })
+        .unzip();
+    let write = |name: &str, lines: Vec<String>| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        p.to_string_lossy().to_string()
+    };
+    let omitted = write(
+        "omitted.csv",
+        omitted
+            .into_iter()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect(),
+    );
+    let fp32 = write("fp32.csv", fp32);
+    let cost = |trace: &str| {
+        let v = run_json(&[
+            "--model",
+            "zoo:resnet20",
+            "--trace",
+            trace,
+            "--accel",
+            "zc706,bitfusion",
+        ]);
+        (v["gbitops"].clone(), v["accelerators"].clone())
+    };
+    let ((g1, a1), (g2, a2)) = (cost(&omitted), cost(&fp32));
+    assert_eq!(g1, g2);
+    for (x, y) in a1.as_array().unwrap().iter().zip(a2.as_array().unwrap()) {
+        for key in [
+            "latency_s",
+            "energy_j",
+            "dram_bytes",
+            "static_latency_s",
+            "static_energy_j",
+        ] {
+            let (p, q) = (x[key].as_f64().unwrap(), y[key].as_f64().unwrap());
+            assert!((p - q).abs() <= 1e-9 * q.abs(), "{key}: {p} vs {q}");
+        }
+    }
 }
 
 #[test]

@@ -13,8 +13,8 @@
 //!
 //! Several rows with the same span and layer form a per-sample histogram (DFQ). The file carries
 //! no run metadata: iterations are the largest `iter_end`, the batch the mean samples per
-//! iteration of the most-covered layer. Every layer must cover the same number of samples, which
-//! catches a file cut short at a line boundary.
+//! iteration of the most-covered layer. Every layer with rows must cover the same number of
+//! samples, which catches a file cut short at a line boundary.
 
 use std::path::Path;
 

@@ -241,9 +241,16 @@ mod tests {
         };
         let cases = [
             (rows[..rows.len() - 3].to_vec(), "covers"),
-            (rows[..1].to_vec(), "covers 0 samples"),
+            (rows[..m.layers.len() + 1].to_vec(), "covers"),
             (overlap, "overlapping"),
         ];
+        // A trace that lists only some layers (the rest ran fp32) is fine.
+        let some: Vec<TraceRow> = rows.iter().copied().filter(|r| r.layer != 2).collect();
+        for name in ["t.csv", "t.pb"] {
+            let path = dir.path().join(name);
+            write_trace(&path, &meta, some.iter().copied()).unwrap();
+            assert_eq!(read_all(&path, &m).unwrap().1, some, "{name}");
+        }
         for (bad, want) in cases {
             for name in ["t.csv", "t.pb"] {
                 let path = dir.path().join(name);

@@ -90,8 +90,10 @@ pub fn row_problem(row: &TraceRow, layers: usize, meta: Option<&TraceMeta>) -> O
 }
 
 /// Samples each layer ran over a whole trace, gathered while reading it: every conv / linear layer
-/// sees every sample of the run, so unequal totals mean a file cut short at a line boundary (which
-/// the CSV format cannot otherwise notice) or overlapping / missing spans.
+/// the trace lists sees every sample of the run, so unequal totals mean a file cut short at a line
+/// boundary (which the CSV format cannot otherwise notice) or overlapping / missing spans. Layers
+/// with no rows at all are allowed: a trace may list only its quantized layers, and consumers
+/// treat absent layers as fp32.
 #[derive(Clone, Debug)]
 pub struct Coverage {
     samples: Vec<u64>,
@@ -117,10 +119,15 @@ impl Coverage {
         self.samples.iter().copied().max().unwrap_or(0)
     }
 
-    /// Why the layers (named `names`, in index order) did not all run the same samples, if so.
+    /// Why the layers with rows (named `names`, in index order) did not all run the same
+    /// samples, if so.
     pub fn problem(&self, names: &[String]) -> Option<String> {
         let most = self.max_samples();
-        let (i, &short) = self.samples.iter().enumerate().find(|(_, &s)| s != most)?;
+        let (i, &short) = self
+            .samples
+            .iter()
+            .enumerate()
+            .find(|(_, &s)| s != most && s != 0)?;
         let full = self.samples.iter().position(|&s| s == most).unwrap_or(0);
         let name = |i: usize| names.get(i).map_or("?", String::as_str);
         Some(format!(
@@ -183,7 +190,14 @@ mod tests {
         };
         let mut c = Coverage::new(2);
         c.add(&row(0, 10, 128));
-        assert!(c.problem(&names).unwrap().contains("layer 1 'b' covers 0"));
+        assert_eq!(c.problem(&names), None, "absent layers are fp32");
+        c.add(&row(1, 5, 128));
+        assert!(c
+            .problem(&names)
+            .unwrap()
+            .contains("layer 1 'b' covers 640"));
+        let mut c = Coverage::new(2);
+        c.add(&row(0, 10, 128));
         c.add(&row(1, 10, 100));
         c.add(&row(1, 10, 28)); // a DFQ histogram adds up to the batch
         assert_eq!(c.problem(&names), None);

@@ -16,6 +16,11 @@ pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
     names
         .iter()
         .map(|n| {
+            if n.trim().is_empty() {
+                anyhow::bail!(
+                    "--accel: empty accelerator name (list built-in names or TOML paths, comma-separated)"
+                );
+            }
             let mut acc = Accelerator::load(n).with_context(|| format!("--accel {n}"))?;
             let base = acc.config.name.clone();
             let mut k = 1;

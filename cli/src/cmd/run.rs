@@ -316,6 +316,9 @@ fn cost_trace_file(
         counter.add(r).map_err(|e| e.to_string())
     })
     .context("--trace")?;
+    if keep {
+        kept.extend(absent_layers_as_fp32(&kept, model, &meta));
+    }
     let Some((lo, hi)) = counter.bit_bounds() else {
         bail!(
             "--trace {}: no quantized rows, nothing to compare with a static baseline",
@@ -346,6 +349,32 @@ fn cost_trace_file(
         trace_rows: Some(rows),
     };
     Ok((report(args, model, run), kept))
+}
+
+/// fp32 rows for the layers a trace does not list (a trace may list only its quantized layers),
+/// so that accelerators cost them as the BitOPs count does: every sample of the run at fp32.
+fn absent_layers_as_fp32(
+    rows: &[TraceRow],
+    model: &ModelSummary,
+    meta: &TraceMeta,
+) -> Vec<TraceRow> {
+    let mut listed = vec![false; model.layers.len()];
+    for r in rows {
+        if let Some(l) = listed.get_mut(r.layer as usize) {
+            *l = true;
+        }
+    }
+    (0..model.layers.len())
+        .filter(|&i| !listed[i] && meta.iterations > 0)
+        .filter_map(|i| u32::try_from(i).ok())
+        .map(|layer| TraceRow {
+            iter_start: 0,
+            iter_end: meta.iterations,
+            layer,
+            bits: Bits::FP32,
+            samples: meta.batch,
+        })
+        .collect()
 }
 
 /// Totals of the run and of its static baseline (every quantized layer-sample at FW max, BW max).
