@@ -4,27 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use cptsim_e2e::{run, stderr, stdout, workspace_root};
+use cptsim_e2e::{run, shared_data, stderr, stdout, workspace_root};
 use serde_json::Value;
-
-/// The shared data folder (`../shared/data` beside the workspace), or `None` with a printed reason
-/// when it is missing and `CPTSIM_REQUIRE_DATA` is not `1`.
-fn shared_data(sub: &str) -> Option<PathBuf> {
-    let dir = workspace_root().join("../shared/data").join(sub);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var("CPTSIM_REQUIRE_DATA").as_deref() != Ok("1"),
-        "CPTSIM_REQUIRE_DATA=1 but {} is missing",
-        dir.display()
-    );
-    eprintln!(
-        "skipped: {} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
-        dir.display()
-    );
-    None
-}
 
 fn train(args: &[&str]) -> std::process::Output {
     let mut all = vec!["train"];

@@ -310,27 +310,7 @@ pub(crate) mod tests {
     use super::*;
     use std::io::Write;
 
-    /// `../shared/data` next to the repository (or `$CPTSIM_DATA_DIR` when set), or `None` (with a
-    /// printed reason) when absent and `CPTSIM_REQUIRE_DATA` is not `1`.
-    pub(crate) fn shared_data(sub: &str) -> Option<std::path::PathBuf> {
-        let root = std::env::var_os("CPTSIM_DATA_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
-        let dir = root.join(sub);
-        if dir.is_dir() {
-            return Some(dir);
-        }
-        assert!(
-            std::env::var("CPTSIM_REQUIRE_DATA").as_deref() != Ok("1"),
-            "CPTSIM_REQUIRE_DATA=1 but {} is missing",
-            dir.display()
-        );
-        eprintln!(
-            "skipped: {} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
-            dir.display()
-        );
-        None
-    }
+    pub(crate) use cptsim_e2e::shared_data;
 
     #[test]
     fn real_mnist_and_fashion_load_with_published_counts() {
