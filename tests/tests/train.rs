@@ -2,9 +2,9 @@
 //! the written trace is costed by `cptsim run --trace` to the same GBitOPs, PFQ and PRT runs report
 //! their decisions, and bad input exits 2 with a clear line.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use cptsim_e2e::{run, shared_data, stderr, stdout, workspace_root};
+use cptsim_e2e::{run, shared_data, stderr, stdout};
 use serde_json::Value;
 
 fn train(args: &[&str]) -> std::process::Output {
