@@ -1,6 +1,7 @@
 //! cptsim's model layer: the layer IR, ONNX import and export, shape inference, MAC counts and
 //! the built-in model zoo.
 
+pub mod atomic;
 pub mod error;
 pub mod export;
 pub mod ir;

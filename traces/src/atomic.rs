@@ -1,44 +1,18 @@
-//! Atomic file output: write to a temporary file in the target's directory, then rename it over
-//! the target, so readers never see a half-written file.
+//! Atomic trace output: the project's atomic writer with trace errors.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::TraceError;
 
-/// Writes `path` through `fill`; the file appears only if `fill` and the flush succeed.
+/// Writes `path` through `fill`; the file appears only if `fill` and the flush succeed
+/// (the project's one atomic writer, [`cptsim_models::atomic::write_atomically`]).
 pub fn write_atomically<T>(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<File>) -> Result<T, TraceError>,
 ) -> Result<T, TraceError> {
-    let tmp = temp_path(path);
-    let result = (|| {
-        // Name the file the user asked for, not the hidden temporary one.
-        let file = File::create(&tmp).map_err(|e| TraceError::io(path, e))?;
-        let mut out = BufWriter::new(file);
-        let value = fill(&mut out)?;
-        let file = out
-            .into_inner()
-            .map_err(|e| TraceError::io(&tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| TraceError::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| TraceError::io(path, e))?;
-        Ok(value)
-    })();
-    if result.is_err() {
-        // Best effort: the temp file may not exist if creating it failed.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// `dir/.name.tmp-PID` beside `path`.
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+    cptsim_models::atomic::write_atomically(path, fill, TraceError::io)
 }
 
 /// Shorthand for mapping a write error on `path`.

@@ -1,8 +1,7 @@
 //! Atomic file output: write a temporary sibling, then rename it over the target.
 
-use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use onnx_protobuf::{Message, ModelProto};
 
@@ -18,48 +17,24 @@ pub fn model_bytes(model: &ModelProto) -> Result<Vec<u8>, ExportError> {
     Ok(model.write_to_bytes()?)
 }
 
-/// Writes `bytes` to `path` so that readers see either the old file or the complete new one:
-/// the data goes to a temporary file in the same directory, is synced, and is renamed over
-/// `path`. On failure the temporary file is removed and `path` is left untouched.
+/// Writes `bytes` to `path` atomically (see [`crate::atomic::write_atomically`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
-    if path.is_dir() {
-        return Err(ExportError::Io {
-            path: path.to_path_buf(),
-            cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory"),
-        });
-    }
-    let tmp = temp_sibling(path)?;
-    let io_err = |cause| ExportError::Io {
-        path: path.to_path_buf(),
+    let io_err = |p: &Path, cause| ExportError::Io {
+        path: p.to_path_buf(),
         cause,
     };
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        // Best effort: the temporary file may not exist if creating it failed.
-        let _ = fs::remove_file(&tmp);
-        return Err(io_err(e));
-    }
-    Ok(())
-}
-
-/// `dir/.name.<pid>.tmp` beside `path`.
-fn temp_sibling(path: &Path) -> Result<PathBuf, ExportError> {
-    let name = path.file_name().ok_or_else(|| ExportError::Io {
-        path: path.to_path_buf(),
-        cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
-    })?;
-    let tmp_name = format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id());
-    Ok(path.with_file_name(tmp_name))
+    crate::atomic::write_atomically(
+        path,
+        |out| out.write_all(bytes).map_err(|e| io_err(path, e)),
+        io_err,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::path::PathBuf;
 
     fn scratch_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("cptsim-write-{tag}-{}", std::process::id()));
