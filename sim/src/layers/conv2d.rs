@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::qgemm::{
     mask_input_grad, quantize_error, quantize_operands, scale_weight_grad, QuantOperands,
 };
-use super::reduce::sum_channels;
+use super::reduce::bias_grad;
 use super::{as4, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::gemm::{matmul_into, ROW_TILE};
@@ -528,9 +528,7 @@ impl Layer for Conv2d {
         let wshape = self.weight.value.raw_dim();
         self.weight.grad = dw.into_shape_with_order(wshape).map_err(shape_err(name))?;
         if let Some(b) = &mut self.bias {
-            let sums = sum_channels(data(name, &gq)?, o);
-            b.grad = Tensor::from_shape_vec(vec![o], sums.iter().map(|&v| v as f32).collect())
-                .map_err(shape_err(name))?;
+            b.grad = bias_grad(data(name, &gq)?, o);
         }
         let mut dx = Tensor::from_shape_vec(vec![n, h, w, c], dx).map_err(shape_err(name))?;
         mask_input_grad(&mut dx, cache.ops.x_mask.as_ref());

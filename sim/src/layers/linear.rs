@@ -6,7 +6,7 @@ use ndarray::{Array2, Ix2};
 use super::qgemm::{
     mask_input_grad, quantize_error, quantize_operands, scale_weight_grad, QuantOperands,
 };
-use super::reduce::sum_channels;
+use super::reduce::bias_grad;
 use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::gemm::{matmul_rows_par, matmul_tn_reduce_par};
@@ -115,10 +115,7 @@ impl Layer for Linear {
             let data = gq
                 .as_slice()
                 .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
-            let sums = sum_channels(data, g2.ncols());
-            b.grad =
-                Tensor::from_shape_vec(vec![sums.len()], sums.iter().map(|&v| v as f32).collect())
-                    .map_err(shape_err(&self.name))?;
+            b.grad = bias_grad(data, g2.ncols());
         }
         Ok(vec![dx])
     }

@@ -34,6 +34,13 @@ where
 }
 
 /// Plain per-channel sums of `[rows, c]` data.
+/// The bias gradient of a layer whose output gradient is `data` laid out `[rows, c]`: the
+/// per-channel sums as an f32 tensor of shape `[c]`.
+pub(crate) fn bias_grad(data: &[f32], c: usize) -> crate::layers::Tensor {
+    let sums: Vec<f32> = sum_channels(data, c).iter().map(|&v| v as f32).collect();
+    ndarray::Array1::from(sums).into_dyn()
+}
+
 pub(crate) fn sum_channels(data: &[f32], c: usize) -> Vec<f64> {
     channel_sums(data, c, 1, |_, row, acc| {
         acc.iter_mut().zip(row).for_each(|(a, &v)| *a += v as f64)
