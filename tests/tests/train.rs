@@ -214,6 +214,54 @@ fn pfq_and_prt_report_their_decisions() {
     );
 }
 
+#[test]
+fn depthwise_convs_run_at_the_fixed_precision_given() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let o = dir.path().to_string_lossy().into_owned();
+    train_ok(&[
+        "--model",
+        "zoo:mobilenetv2",
+        "--data",
+        "synthetic",
+        "--schedule",
+        "static",
+        "--bits",
+        "4",
+        "--iters",
+        "2",
+        "--batch",
+        "4",
+        "--stop-at",
+        "1",
+        "--depthwise-bits",
+        "8/16",
+        "--out",
+        &o,
+    ]);
+    let csv = read(&dir.path().join("trace.csv"));
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let fixed = rows.iter().filter(|r| r[4..7] == ["8", "8", "16"]).count();
+    let scheduled = rows.iter().filter(|r| r[4..7] == ["4", "4", "8"]).count();
+    // MobileNetV2 (CIFAR) has 17 depthwise convs; the other in-scope convs follow the schedule.
+    assert_eq!(fixed, 17, "{csv}");
+    assert!(scheduled > 30, "{csv}");
+    fails_with(
+        &[
+            "--model",
+            "zoo:mobilenetv2",
+            "--data",
+            "synthetic",
+            "--depthwise-bits",
+            "8-16",
+        ],
+        &["--depthwise-bits", "FW/BW"],
+    );
+}
+
 fn fails_with(args: &[&str], needles: &[&str]) {
     let out = train(args);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));

@@ -58,6 +58,10 @@ pub struct TrainArgs {
     /// Quantize depthwise convs (default: yes).
     #[arg(long)]
     pub(crate) quantize_depthwise: Option<bool>,
+    /// Run depthwise convs at a fixed precision FW/BW instead of the schedule (FracTrain's model
+    /// file uses 8/16; spec §1.4) [default: follow the schedule].
+    #[arg(long, value_name = "FW/BW")]
+    pub(crate) depthwise_bits: Option<String>,
     /// Training iterations [default: 390].
     #[arg(long, conflicts_with = "epochs")]
     pub(crate) iters: Option<u64>,
@@ -248,7 +252,9 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
     };
     let network = build_network(&graph, &opts).with_context(|| format!("--model {model_spec}"))?;
     let summary = network.summary().clone();
-    let net = TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
+    let mut net =
+        TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
+    setup::fix_depthwise(&args, &summary, &mut net)?;
     let data = setup::load_data(&args, net.input, net.classes)?;
     let iterations = setup::iterations(&args, data.train.len())?;
     let (policy, fw, bw) = setup::policy(&args, iterations)?;

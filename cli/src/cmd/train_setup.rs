@@ -4,10 +4,14 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use cptsim_models::{LayerRole, ModelSummary};
 use cptsim_sim::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
 use cptsim_sim::optim::{LrPolicy, LrSchedule};
-use cptsim_sim::train::{Pfq, PfqConfig, PrecisionPolicy, Prt, PrtConfig, TrainConfig, TrainData};
+use cptsim_sim::train::{
+    Pfq, PfqConfig, PrecisionPolicy, Prt, PrtConfig, TrainConfig, TrainData, TrainNet,
+};
 use cptsim_traces::schedule::{BitRange, ScheduleArgs};
+use cptsim_traces::Bits;
 
 use super::run::bit_range;
 use super::train::{LrArg, TrainArgs};
@@ -218,4 +222,47 @@ pub(crate) fn config(args: &TrainArgs, iterations: u64) -> anyhow::Result<TrainC
         max_loss: args.max_loss,
         quantize: args.quantizer.method().is_some(),
     })
+}
+
+/// Applies `--depthwise-bits FW/BW`: depthwise convs run at that fixed precision.
+pub(crate) fn fix_depthwise(
+    args: &TrainArgs,
+    summary: &ModelSummary,
+    net: &mut TrainNet,
+) -> anyhow::Result<()> {
+    let Some(text) = args.depthwise_bits.as_deref() else {
+        return Ok(());
+    };
+    let (fw, bw) = parse_fw_bw(text).map_err(|m| anyhow::anyhow!("--depthwise-bits: {m}"))?;
+    if args.quantize_depthwise == Some(false) {
+        bail!("--depthwise-bits {text} contradicts --quantize-depthwise false (drop one of them)");
+    }
+    let depthwise = |i: u32| {
+        summary
+            .layers
+            .get(i as usize)
+            .is_some_and(|l| l.role == LayerRole::Depthwise)
+    };
+    let n = net.fix_bits(depthwise, Bits::forward_backward(fw, bw));
+    if n == 0 {
+        eprintln!(
+            "note: --depthwise-bits has no effect: `{}` has no depthwise convs",
+            summary.name
+        );
+    }
+    Ok(())
+}
+
+/// Parses `FW/BW` (each a bit-width in 1..=32).
+fn parse_fw_bw(text: &str) -> Result<(u8, u8), String> {
+    let bad = || format!("expected FW/BW such as 8/16, got '{text}'");
+    let (fw, bw) = text.split_once('/').ok_or_else(bad)?;
+    let one = |s: &str| match s.trim().parse::<u8>() {
+        Ok(b) if (1..=32).contains(&b) => Ok(b),
+        _ => Err(format!(
+            "'{}' is not a bit-width in 1..=32 (in '{text}')",
+            s.trim()
+        )),
+    };
+    Ok((one(fw)?, one(bw)?))
 }

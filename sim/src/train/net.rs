@@ -2,6 +2,8 @@
 //! [`Graph::quant_layers_mut`] order), the model-summary index the trace uses and whether the
 //! layer follows the precision policy (spec §1.4 scope) or stays fp32.
 
+use cptsim_traces::Bits;
+
 use crate::build::Network;
 use crate::error::{Result, SimError};
 use crate::net::Graph;
@@ -13,6 +15,8 @@ pub struct QuantSlot {
     pub layer: u32,
     /// Whether it follows the precision policy (otherwise fp32).
     pub quantized: bool,
+    /// A precision that overrides the policy for this layer (e.g. depthwise convs at 8/16).
+    pub fixed: Option<Bits>,
 }
 
 /// A trainable network with its layer mapping and data shapes.
@@ -53,6 +57,21 @@ impl TrainNet {
         })
     }
 
+    /// Runs every in-scope layer whose summary index satisfies `pick` at the fixed precision
+    /// `bits` instead of the policy's; returns how many layers that covers.
+    pub fn fix_bits(&mut self, pick: impl Fn(u32) -> bool, bits: Bits) -> usize {
+        let mut n = 0;
+        for s in self
+            .slots
+            .iter_mut()
+            .filter(|s| s.quantized && pick(s.layer))
+        {
+            s.fixed = Some(bits);
+            n += 1;
+        }
+        n
+    }
+
     /// The network built from an imported model; the classes are the output features.
     pub fn from_network(net: Network) -> Result<Self> {
         let input = net.input_chw();
@@ -73,6 +92,7 @@ impl TrainNet {
                 Ok(QuantSlot {
                     layer,
                     quantized: q,
+                    fixed: None,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

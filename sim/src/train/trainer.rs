@@ -226,7 +226,8 @@ impl<'a> Trainer<'a> {
         let mut out = Vec::with_capacity(slots.len());
         for ((name, q), slot) in self.net.graph.quant_layers_mut().into_iter().zip(slots) {
             let bits = if self.config.quantize && slot.quantized {
-                Bits::forward_backward(p.fw, p.bw)
+                slot.fixed
+                    .unwrap_or_else(|| Bits::forward_backward(p.fw, p.bw))
             } else {
                 Bits::FP32
             };
@@ -383,10 +384,12 @@ pub(crate) mod tests {
             QuantSlot {
                 layer: 0,
                 quantized: true,
+                fixed: None,
             },
             QuantSlot {
                 layer: 1,
                 quantized: false,
+                fixed: None,
             },
         ];
         let mut net = TrainNet::new(g, slots, [1, 8, 8], 4).unwrap();
