@@ -44,6 +44,20 @@ impl Recorder {
         });
     }
 
+    /// Records iteration `t` as a per-sample mix (DFQ): one `(layer, bits, samples)` per
+    /// precision a layer ran at, so several rows of one layer form that iteration's histogram.
+    pub fn record_mix(&mut self, t: u64, rows: &[(u32, Bits, u64)]) {
+        self.close();
+        self.rows
+            .extend(rows.iter().map(|&(layer, bits, samples)| TraceRow {
+                iter_start: t,
+                iter_end: t + 1,
+                layer,
+                bits,
+                samples,
+            }));
+    }
+
     fn close(&mut self) {
         if let Some(open) = self.open.take() {
             self.rows
