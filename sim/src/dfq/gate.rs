@@ -264,7 +264,7 @@ mod tests {
             let n = g.params_mut()[pi].value.len();
             for j in (0..n).step_by(7) {
                 let analytic = g.params_mut()[pi].grad.iter().nth(j).copied().unwrap() as f64;
-                let mut nudge = |g: &mut Gate, d: f32| {
+                let nudge = |g: &mut Gate, d: f32| {
                     if let Some(v) = g.params_mut()[pi].value.iter_mut().nth(j) {
                         *v += d;
                     }

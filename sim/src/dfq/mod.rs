@@ -393,3 +393,172 @@ impl Dfq {
         self.gate.params_mut()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::{build_network, BuildOptions, Init};
+    use crate::data::synthetic;
+    use crate::train::{checkpoint, PrecisionPolicy, TrainConfig, TrainData, TrainNet, Trainer};
+    use cptsim_traces::schedule::ScheduleArgs;
+
+    fn data() -> TrainData {
+        let all = synthetic(96, [3, 32, 32], 10, 20.0, 3).unwrap();
+        let (train, test) = all.split_validation(32.0 / 96.0, 1).unwrap();
+        TrainData {
+            train,
+            test,
+            val: None,
+        }
+    }
+
+    fn trainer(data: &TrainData, iters: u64, fractrain: bool) -> Trainer<'_> {
+        let ir = cptsim_models::load_graph("zoo:resnet20", 8).unwrap();
+        let summary = ir.summary();
+        let opts = BuildOptions {
+            init: Init::Seeded(1),
+            ..BuildOptions::default()
+        };
+        let mut net = TrainNet::from_network(build_network(&ir, &opts).unwrap()).unwrap();
+        let blocks = find_blocks(&ir, &summary).unwrap();
+        let mut cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
+        if fractrain {
+            cfg.target_cp = 1.5;
+            cfg.fractrain = Some(FracTrainConfig {
+                cp_step: 0.5,
+                turns: 3,
+                epsilon: 10.0,
+                alpha: 1.0,
+            });
+        }
+        let dfq = Dfq::new(cfg, &blocks, &summary, &mut net.graph, 1).unwrap();
+        let config = TrainConfig {
+            batch: 8,
+            eval_every: 1,
+            eval_batch: 16,
+            ..TrainConfig::new(iters, 0.05)
+        };
+        let s = ScheduleArgs::new("static", iters).build().unwrap();
+        Trainer::new(net, data, config, PrecisionPolicy::Schedule(s))
+            .unwrap()
+            .with_dfq(dfq)
+    }
+
+    #[test]
+    fn resnet20_trains_with_per_sample_mix_in_the_trace_and_resumes_exactly() {
+        let data = data();
+        let mut tr = trainer(&data, 3, false);
+        assert_eq!(tr.dfq.as_ref().map(Dfq::blocks), Some(9));
+        while !tr.done() {
+            tr.step().unwrap();
+        }
+        let rows = tr.rows();
+        let roles: Vec<_> = cptsim_models::load_summary("zoo:resnet20", 1)
+            .unwrap()
+            .layers
+            .iter()
+            .map(|l| l.role)
+            .collect();
+        assert_eq!(roles.len(), 22);
+        for t in 0..3 {
+            for layer in 0..22u32 {
+                let at: Vec<_> = rows
+                    .iter()
+                    .filter(|r| r.layer == layer && r.iter_start == t)
+                    .collect();
+                let n: u64 = at.iter().map(|r| r.samples).sum();
+                assert_eq!(n, 8, "layer {layer}, iteration {t}");
+                let gated = at.iter().all(|r| r.bits.w == 4 && r.bits.a > 0);
+                let fp32 = at.iter().all(|r| r.bits.is_fp32());
+                assert!(gated != fp32, "layer {layer}: {at:?}");
+                // stem, 1×1 projection shortcuts and classifier stay fp32
+                let role = roles[layer as usize];
+                assert_eq!(
+                    fp32,
+                    role != cptsim_models::LayerRole::Body,
+                    "layer {layer}"
+                );
+            }
+        }
+        let d = tr.dfq.as_ref().unwrap();
+        assert_eq!(d.state.cp.len(), 3);
+        assert!(d.state.cp.iter().all(|&c| (1.75..=4.7).contains(&c)));
+        assert!((d.achieved() - d.state.cp[2]).abs() < 1e-12);
+
+        // checkpoint after 2 iterations, resume, finish: identical to the uninterrupted run
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ck.bin");
+        let mut part = trainer(&data, 3, false);
+        part.step().unwrap();
+        part.step().unwrap();
+        checkpoint::save(&path, &mut part, serde_json::Value::Null).unwrap();
+        let mut resumed = trainer(&data, 3, false);
+        checkpoint::load(&path)
+            .unwrap()
+            .restore(&mut resumed)
+            .unwrap();
+        resumed.step().unwrap();
+        assert_eq!(resumed.rows(), rows);
+        assert_eq!(resumed.dfq.as_ref().unwrap().state, d.state);
+        let gate = |t: &mut Trainer<'_>| {
+            t.params_mut()
+                .iter()
+                .map(|p| p.value.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(gate(&mut resumed), gate(&mut tr));
+    }
+
+    #[test]
+    fn cost_term_pushes_the_gate_towards_the_target() {
+        // Far below a high target the sign is −1: the gate's cost gradient raises expensive
+        // options, so cp rises over a few steps with a large β; far above a low target it falls.
+        let data = data();
+        for (target, rising) in [(20.0, true), (0.5, false)] {
+            let mut tr = trainer(&data, 12, false);
+            if let Some(d) = &mut tr.dfq {
+                d.config.target_cp = target;
+                d.config.beta = 2.0;
+            }
+            while !tr.done() {
+                tr.step().unwrap();
+            }
+            let cp = &tr.dfq.as_ref().unwrap().state.cp;
+            let (first, last) = (cp[0], cp[cp.len() - 1]);
+            assert!(
+                if rising { last > first } else { last < first },
+                "target {target}: {cp:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fractrain_steps_the_target_at_turning_points() {
+        let data = data();
+        // ε = 10 with α = 1: every fifth check is a plateau.
+        let mut tr = trainer(&data, 10, true);
+        assert_eq!(tr.dfq.as_ref().unwrap().target(), 1.5);
+        while !tr.done() {
+            tr.step().unwrap();
+        }
+        let d = tr.dfq.as_ref().unwrap();
+        assert_eq!(
+            d.state.pfq.as_ref().map(|p| p.turns.clone()),
+            Some(vec![5, 10])
+        );
+        assert_eq!(d.target(), 2.5);
+    }
+
+    #[test]
+    fn bad_settings_are_rejected() {
+        assert!(DfqConfig::new(CandidateSet::Cifar, 1, 3.0)
+            .validate()
+            .is_err());
+        assert!(DfqConfig::new(CandidateSet::Cifar, 4, 0.0)
+            .validate()
+            .is_err());
+        assert!(DfqConfig::new(CandidateSet::Imagenet, 6, 3.0)
+            .validate()
+            .is_ok());
+    }
+}
