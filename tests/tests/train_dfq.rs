@@ -7,9 +7,9 @@ use std::path::Path;
 use cptsim_e2e::{assert_one_clear_line, run, stderr, stdout};
 use serde_json::Value;
 
-fn train(out: &Path, extra: &[&str]) -> Value {
-    let o = out.to_string_lossy().into_owned();
-    let mut args = vec![
+/// `cptsim train` on ResNet-20 and synthetic data, 4 iterations of 8, into `out`.
+fn train_args(out: &str, extra: &[&'static str]) -> Vec<String> {
+    let mut args: Vec<String> = [
         "train",
         "--model",
         "zoo:resnet20",
@@ -20,14 +20,27 @@ fn train(out: &Path, extra: &[&str]) -> Value {
         "--batch",
         "8",
         "--out",
-        &o,
-        "--format",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    let res = run(&args);
+        out,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+fn run_ok(args: &[String]) -> String {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let res = run(&refs);
     assert!(res.status.success(), "{args:?}: {}", stderr(&res));
-    serde_json::from_str(&stdout(&res)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&res)))
+    stdout(&res)
+}
+
+fn train(out: &Path, extra: &[&'static str]) -> Value {
+    let mut args = train_args(&out.to_string_lossy(), extra);
+    args.extend(["--format".to_string(), "json".to_string()]);
+    let text = run_ok(&args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 #[test]
@@ -97,29 +110,18 @@ fn fractrain_resume_is_exact() {
     assert_eq!(a["target"].as_f64(), Some(1.5));
     let part = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let p = part.path().to_string_lossy().into_owned();
-    let res = run(&[
-        "train",
-        "--model",
-        "zoo:resnet20",
-        "--data",
-        "synthetic",
-        "--iters",
-        "4",
-        "--batch",
-        "8",
-        "--out",
-        &p,
+    let stop = [
         "--policy",
         "fractrain",
         "--eval-every",
         "2",
         "--stop-at",
         "2",
-    ]);
-    assert!(res.status.success(), "{}", stderr(&res));
-    let res = run(&["train", "--resume", &p, "--format", "json"]);
-    assert!(res.status.success(), "{}", stderr(&res));
-    let b: Value = serde_json::from_str(&stdout(&res)).unwrap_or(Value::Null);
+    ];
+    run_ok(&train_args(&p, &stop));
+    let resume = ["train", "--resume", &p, "--format", "json"].map(String::from);
+    let text = run_ok(&resume);
+    let b: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     for k in ["final_test_acc", "gbitops", "achieved", "target"] {
         assert_eq!(a[k], b[k], "{k}");
     }

@@ -257,31 +257,13 @@ mod tests {
             assert!(m.iter().all(|&k| k < 5));
         }
         g.backward(&rs).unwrap();
-        let count = g.params_mut().len();
-        let eps = 1e-2f32;
-        let mut checked = 0;
-        for pi in 0..count {
-            let n = g.params_mut()[pi].value.len();
-            for j in (0..n).step_by(7) {
-                let analytic = g.params_mut()[pi].grad.iter().nth(j).copied().unwrap() as f64;
-                let nudge = |g: &mut Gate, d: f32| {
-                    if let Some(v) = g.params_mut()[pi].value.iter_mut().nth(j) {
-                        *v += d;
-                    }
-                };
-                nudge(&mut g, eps);
-                let up = surrogate(&mut g, &xs, &rs);
-                nudge(&mut g, -2.0 * eps);
-                let down = surrogate(&mut g, &xs, &rs);
-                nudge(&mut g, eps);
-                let numeric = (up - down) / (2.0 * eps as f64);
-                assert!(
-                    (analytic - numeric).abs() <= 2e-3 + 3e-2 * numeric.abs(),
-                    "param {pi}[{j}]: analytic {analytic} vs numeric {numeric}"
-                );
-                checked += 1;
-            }
-        }
+        let checked = crate::dfq::check_param_grads(
+            &mut g,
+            Gate::params_mut,
+            |g| surrogate(g, &xs, &rs),
+            7,
+            3e-2,
+        );
         assert!(checked > 100, "{checked}");
     }
 

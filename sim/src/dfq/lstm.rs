@@ -190,26 +190,13 @@ mod tests {
                 close(name, a[[r, k]] as f64, (up - down) / (2.0 * eps as f64));
             }
         }
-        for p in 0..3 {
-            let n = cell.params_mut()[p].value.len();
-            for j in (0..n).step_by(3) {
-                let analytic = cell.params_mut()[p].grad.iter().nth(j).copied().unwrap() as f64;
-                let nudge = |cell: &mut LstmCell, d: f32| {
-                    if let Some(v) = cell.params_mut()[p].value.iter_mut().nth(j) {
-                        *v += d;
-                    }
-                };
-                nudge(&mut cell, eps);
-                let up = num(&cell, &x, &h, &c);
-                nudge(&mut cell, -2.0 * eps);
-                let down = num(&cell, &x, &h, &c);
-                nudge(&mut cell, eps);
-                close(
-                    &format!("param {p}[{j}]"),
-                    analytic,
-                    (up - down) / (2.0 * eps as f64),
-                );
-            }
-        }
+        let checked = crate::dfq::check_param_grads(
+            &mut cell,
+            LstmCell::params_mut,
+            |cell| loss(cell, &x, &h, &c),
+            3,
+            2e-2,
+        );
+        assert!(checked > 30, "{checked}");
     }
 }

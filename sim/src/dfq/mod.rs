@@ -394,6 +394,49 @@ impl Dfq {
     }
 }
 
+/// Test helper: checks every `stride`-th entry of each parameter's stored gradient against a
+/// central finite difference (step 1e-2) of `loss`; returns how many entries were checked.
+#[cfg(test)]
+pub(crate) fn check_param_grads<T>(
+    model: &mut T,
+    params: fn(&mut T) -> Vec<&mut Param>,
+    loss: impl Fn(&mut T) -> f64,
+    stride: usize,
+    rel_tol: f64,
+) -> usize {
+    let eps = 1e-2f32;
+    let mut checked = 0;
+    for p in 0..params(model).len() {
+        let n = params(model)[p].value.len();
+        for j in (0..n).step_by(stride) {
+            let analytic = params(model)[p]
+                .grad
+                .iter()
+                .nth(j)
+                .copied()
+                .unwrap_or(f32::NAN);
+            let nudge = |m: &mut T, d: f32| {
+                if let Some(v) = params(m)[p].value.iter_mut().nth(j) {
+                    *v += d;
+                }
+            };
+            nudge(model, eps);
+            let up = loss(model);
+            nudge(model, -2.0 * eps);
+            let down = loss(model);
+            nudge(model, eps);
+            let numeric = (up - down) / (2.0 * f64::from(eps));
+            let analytic = f64::from(analytic);
+            assert!(
+                (analytic - numeric).abs() <= 3e-4 + rel_tol * numeric.abs().max(analytic.abs()),
+                "param {p}[{j}]: analytic {analytic} vs numeric {numeric}"
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
