@@ -553,6 +553,22 @@ mod tests {
     }
 
     #[test]
+    fn one_and_two_threads_give_the_same_run() {
+        let data = data();
+        let run = |threads: usize| {
+            crate::tests::with_threads(threads, || {
+                let mut tr = trainer(&data, 2, false);
+                while !tr.done() {
+                    tr.step().unwrap();
+                }
+                let params: Vec<_> = tr.params_mut().iter().map(|p| p.value.clone()).collect();
+                (tr.rows(), params)
+            })
+        };
+        assert_eq!(run(1), run(2));
+    }
+
+    #[test]
     fn cost_term_pushes_the_gate_towards_the_target() {
         // Far below a high target the sign is −1: the gate's cost gradient raises expensive
         // options, so cp rises over a few steps with a large β; far above a low target it falls.
