@@ -158,4 +158,15 @@ fn bad_dfq_input_exits_2_with_one_clear_line() {
         assert!(err.contains(want), "{err}");
         assert_one_clear_line(&err);
     }
+    let out = run(&[
+        "train",
+        "--model",
+        "zoo:resnet20",
+        "--data",
+        "synthetic",
+        "--target-cp",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--policy dfq"), "{}", stderr(&out));
 }

@@ -52,6 +52,9 @@ pub(crate) fn build(
     net: &mut TrainNet,
 ) -> anyhow::Result<Option<Dfq>> {
     let fractrain = match args.policy {
+        PolicyArg::Schedule if args.target_cp.is_some() => {
+            bail!("--target-cp needs --policy dfq or fractrain")
+        }
         PolicyArg::Schedule => return Ok(None),
         PolicyArg::Dfq => false,
         PolicyArg::Fractrain => true,
