@@ -7,6 +7,7 @@ pub mod bench;
 pub mod build;
 pub mod cputime;
 pub mod data;
+pub mod dfq;
 pub mod error;
 pub mod gemm;
 pub mod init;

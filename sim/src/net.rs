@@ -12,6 +12,20 @@ struct Node {
     inputs: Vec<usize>,
 }
 
+/// The layers a forward hook may still change: nodes `first..` of the graph.
+pub struct Pending<'a> {
+    nodes: &'a mut [Node],
+    first: usize,
+}
+
+impl Pending<'_> {
+    /// The quantization state of node `node` if it has not run yet and is a conv/linear layer.
+    pub fn quant(&mut self, node: usize) -> Option<&mut LayerQuant> {
+        let i = node.checked_sub(self.first)?;
+        self.nodes.get_mut(i)?.layer.quant_mut()
+    }
+}
+
 /// A network of layers.
 #[derive(Default)]
 pub struct Graph {
@@ -53,6 +67,17 @@ impl Graph {
 
     /// Runs the network; intermediate values are dropped after their last use.
     pub fn forward(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
+        self.forward_with(x, mode, &mut |_, _, _| Ok(()))
+    }
+
+    /// As [`Graph::forward`], calling `hook(value id, value, layers not yet run)` after every
+    /// node; the hook may change the quantization state of the layers still to run (DFQ gates).
+    pub fn forward_with(
+        &mut self,
+        x: Tensor,
+        mode: Mode,
+        hook: &mut dyn FnMut(usize, &Tensor, Pending<'_>) -> Result<()>,
+    ) -> Result<Tensor> {
         let n = self.nodes.len();
         let mut last_use = vec![0usize; n + 1];
         for (i, node) in self.nodes.iter().enumerate() {
@@ -82,6 +107,14 @@ impl Graph {
                     values[v] = None;
                 }
             }
+            hook(
+                i + 1,
+                &out,
+                Pending {
+                    nodes: &mut self.nodes[i + 1..],
+                    first: i + 1,
+                },
+            )?;
             values[i + 1] = Some(out);
         }
         values[n]
@@ -147,6 +180,18 @@ impl Graph {
                 n.layer.quant_mut().map(|q| (name, q))
             })
             .collect()
+    }
+
+    /// Node indices of the conv/linear layers (those with a quantization state), in node order.
+    pub fn quant_nodes(&mut self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].layer.quant_mut().is_some())
+            .collect()
+    }
+
+    /// The values node `node` reads (`None` past the end).
+    pub fn node_inputs(&self, node: usize) -> Option<&[usize]> {
+        self.nodes.get(node).map(|n| n.inputs.as_slice())
     }
 
     /// Number of layers.

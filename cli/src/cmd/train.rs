@@ -13,6 +13,7 @@ use cptsim_traces::Bits;
 use serde::{Deserialize, Serialize};
 
 use super::run::ConventionArg;
+use super::train_dfq::{self, CandidatesArg, PolicyArg};
 use super::train_output::{self as output, Progress, Summary};
 use super::train_setup as setup;
 
@@ -121,6 +122,43 @@ pub struct TrainArgs {
     /// PFQ threshold decay α.
     #[arg(long, default_value_t = 0.3)]
     pub(crate) pfq_alpha: f64,
+    /// How precision is chosen: `schedule` (--schedule for every in-scope layer), `dfq` (an LSTM
+    /// gate picks each sample's activation/error bits per residual block, weights at
+    /// --weight-bits; the gate learns from the cost term only — the cheap per-sample execution
+    /// does not compute the unselected candidates its task-loss gradient needs) or `fractrain`
+    /// (DFQ whose cp target the PFQ indicator raises by --cp-step, see --pfq-eps/--pfq-alpha).
+    #[arg(long, value_enum, default_value_t = PolicyArg::Schedule)]
+    #[serde(default)]
+    pub(crate) policy: PolicyArg,
+    /// DFQ/FracTrain cost target cp in percent of an fp32 iteration [default: 3 for dfq, the
+    /// initial 1.5 for fractrain].
+    #[arg(long)]
+    #[serde(default)]
+    pub(crate) target_cp: Option<f64>,
+    /// DFQ: fixed weight bits of the gated convs.
+    #[arg(long, default_value_t = 4)]
+    #[serde(default)]
+    pub(crate) weight_bits: u32,
+    /// DFQ candidate (activation, error) bit pairs: cifar (5 options) or imagenet (4).
+    #[arg(long, value_enum, default_value_t = CandidatesArg::Cifar)]
+    #[serde(default)]
+    pub(crate) candidates: CandidatesArg,
+    /// FracTrain: target increase per turning point Δcp.
+    #[arg(long, default_value_t = 0.5)]
+    #[serde(default)]
+    pub(crate) cp_step: f64,
+    /// FracTrain: turning points K.
+    #[arg(long, default_value_t = 3)]
+    #[serde(default)]
+    pub(crate) cp_turns: usize,
+    /// DFQ cost-term weight β.
+    #[arg(long, default_value_t = 1e-3)]
+    #[serde(default)]
+    pub(crate) dfq_beta: f64,
+    /// DFQ sign-rule dead band (cp within target ± this gets ±0.1; 0 = none).
+    #[arg(long, default_value_t = 0.0)]
+    #[serde(default)]
+    pub(crate) dfq_relax: f64,
     /// Run the Precision Range Test first and use the bound it finds as B_min of the schedule.
     #[arg(long)]
     pub(crate) prt: bool,
@@ -255,11 +293,15 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
     let mut net =
         TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
     setup::fix_depthwise(&args, &summary, &mut net)?;
+    let dfq = train_dfq::build(&args, &graph, &summary, &mut net)?;
     let data = setup::load_data(&args, net.input, net.classes)?;
     let iterations = setup::iterations(&args, data.train.len())?;
     let (policy, fw, bw) = setup::policy(&args, iterations)?;
     let config = setup::config(&args, iterations)?;
     let mut tr = Trainer::new(net, &data, config, policy)?;
+    if let Some(d) = dfq {
+        tr = tr.with_dfq(d);
+    }
     let adaptation = tr.adaptation();
     if adaptation.is_needed() {
         eprintln!("{}", adaptation.describe());
@@ -335,6 +377,9 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
             cptsim_sim::train::PrecisionPolicy::Pfq(p) => Some(p.turns.clone()),
             _ => None,
         },
+        policy: args.policy.name(),
+        target: tr.dfq.as_ref().map(|d| d.target()),
+        achieved: tr.dfq.as_ref().map(|d| d.achieved()),
     };
     if let Some(dir) = &out {
         output::write_summary(dir, &result)?;
@@ -361,6 +406,12 @@ fn print(args: &TrainArgs, s: &Summary, fw: u8, bw: u8, out: Option<&Path>) {
     }
     if let Some(t) = &s.pfq_turns {
         println!("PFQ turns       {t:?}");
+    }
+    if let (Some(t), Some(a)) = (s.target, s.achieved) {
+        println!("policy          {}", s.policy);
+        println!(
+            "cp target       {t:.3} %, achieved {a:.3} % (mean of the last 10 % of iterations)"
+        );
     }
     println!("iterations      {}", s.iterations);
     println!("final test acc  {:.2} %", 100.0 * s.final_test_acc);

@@ -36,6 +36,14 @@ pub(crate) struct Summary {
     /// PFQ turning iterations, when the PFQ indicator ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) pfq_turns: Option<Vec<u64>>,
+    /// `--policy`: schedule, dfq or fractrain.
+    pub(crate) policy: &'static str,
+    /// DFQ/FracTrain: the cp target at the end (percent of an fp32 iteration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) target: Option<f64>,
+    /// DFQ/FracTrain: mean cp over the last 10 % of iterations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) achieved: Option<f64>,
 }
 
 /// GBitOPs of the trace and of its static baseline at `baseline` bits (paper accounting).

@@ -6,6 +6,7 @@
 
 pub mod affine;
 pub mod dorefa;
+pub mod per_sample;
 pub mod sbm;
 pub mod wageubn;
 
@@ -92,6 +93,10 @@ pub struct LayerQuant {
     /// (for one-shot inference of an imported model, which has no running ranges).
     #[serde(default)]
     pub batch_range_in_eval: bool,
+    /// DFQ: per-sample (activation bits, error bits) overriding `bits_fw` for the activation and
+    /// `bits_bw` for the error (SBM only; weights stay at `bits_fw`). Set per forward pass.
+    #[serde(skip)]
+    pub per_sample: Option<Vec<(u32, u32)>>,
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit value from `x`.
@@ -113,6 +118,7 @@ impl LayerQuant {
             seed,
             error_calls: 0,
             batch_range_in_eval: false,
+            per_sample: None,
         }
     }
 
@@ -168,6 +174,12 @@ impl LayerQuant {
         if b == 0 {
             return None;
         }
+        if let Some(ps) = &self.per_sample {
+            let bits: Vec<u32> = ps.iter().map(|p| p.0).collect();
+            let batch = training || self.batch_range_in_eval;
+            per_sample::activations(x, &bits, &mut self.act_range, batch);
+            return None;
+        }
         match self.method {
             QuantMethod::Sbm => {
                 let batch = training || self.batch_range_in_eval;
@@ -191,6 +203,11 @@ impl LayerQuant {
         }
         let seed = mix64(self.seed ^ mix64(self.error_calls));
         self.error_calls += 1;
+        if let Some(ps) = &self.per_sample {
+            let bits: Vec<u32> = ps.iter().map(|p| p.1).collect();
+            per_sample::errors(g, &bits, seed);
+            return;
+        }
         match self.method {
             QuantMethod::Sbm => sbm::errors(g, b, seed),
             QuantMethod::Dorefa => dorefa::errors(g, samples, b, seed),

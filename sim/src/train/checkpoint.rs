@@ -27,9 +27,12 @@ pub struct Header {
     pub state: RunState,
     /// Precision policy state.
     pub policy: PolicyState,
+    /// DFQ/FracTrain state (cp history, indicator), when gating ran.
+    #[serde(default)]
+    pub dfq: Option<crate::dfq::DfqState>,
     /// Quantizer state of each quantizable layer (EMA ranges, noise counters).
     pub quant: Vec<LayerQuant>,
-    /// Shape of each parameter, in [`crate::net::Graph::params_mut`] order.
+    /// Shape of each parameter, in [`Trainer::params_mut`] order (network, then DFQ gate).
     pub params: Vec<Vec<usize>>,
     /// Whether optimiser velocities follow the parameters.
     pub velocity: bool,
@@ -55,9 +58,7 @@ fn tensor_values(t: &Tensor) -> Vec<f32> {
 
 /// The shape of every parameter, in order.
 fn param_shapes(tr: &mut Trainer<'_>) -> Vec<Vec<usize>> {
-    tr.net
-        .graph
-        .params_mut()
+    tr.params_mut()
         .iter()
         .map(|p| p.value.shape().to_vec())
         .collect()
@@ -73,8 +74,6 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         .map(|(_, q)| q.clone())
         .collect();
     let params: Vec<Vec<f32>> = tr
-        .net
-        .graph
         .params_mut()
         .iter()
         .map(|p| tensor_values(&p.value))
@@ -92,6 +91,7 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         settings,
         state: tr.state.clone(),
         policy: tr.policy.state(),
+        dfq: tr.dfq.as_ref().map(|d| d.state.clone()),
         quant,
         params: shapes,
         velocity: !tr.opt.velocity.is_empty(),
@@ -220,7 +220,7 @@ impl Checkpoint {
         let tensor = |shape: &[usize], v: Vec<f32>| {
             Tensor::from_shape_vec(shape.to_vec(), v).map_err(|e| mismatch(e.to_string()))
         };
-        for (p, shape) in tr.net.graph.params_mut().into_iter().zip(&shapes) {
+        for (p, shape) in tr.params_mut().into_iter().zip(&shapes) {
             p.value = tensor(shape, take(shape.iter().product()))?;
         }
         tr.opt.velocity = if h.velocity {
@@ -247,6 +247,15 @@ impl Checkpoint {
             **q = saved;
         }
         tr.policy.restore(h.policy)?;
+        match (&mut tr.dfq, h.dfq) {
+            (Some(d), Some(state)) => d.state = state,
+            (None, None) => {}
+            _ => {
+                return Err(mismatch(
+                    "DFQ gating on in only one of run and checkpoint".into(),
+                ))
+            }
+        }
         tr.seek_data(h.state.iteration);
         tr.state = h.state;
         Ok(())

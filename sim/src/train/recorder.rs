@@ -44,6 +44,20 @@ impl Recorder {
         });
     }
 
+    /// Records iteration `t` as a per-sample mix (DFQ): one `(layer, bits, samples)` per
+    /// precision a layer ran at, so several rows of one layer form that iteration's histogram.
+    pub fn record_mix(&mut self, t: u64, rows: &[(u32, Bits, u64)]) {
+        self.close();
+        self.rows
+            .extend(rows.iter().map(|&(layer, bits, samples)| TraceRow {
+                iter_start: t,
+                iter_end: t + 1,
+                layer,
+                bits,
+                samples,
+            }));
+    }
+
     fn close(&mut self) {
         if let Some(open) = self.open.take() {
             self.rows
@@ -102,5 +116,25 @@ mod tests {
         assert_eq!((rows[4].samples, rows[4].iter_end), (16, 5));
         assert_eq!(r.iterations(), 5);
         assert_eq!(Recorder::new().iterations(), 0);
+    }
+
+    #[test]
+    fn a_mix_gives_one_row_per_layer_and_precision() {
+        let b8 = Bits::forward_backward(8, 8);
+        let mut r = Recorder::new();
+        r.record(0, &[(0, b8)], 8);
+        let mix = [
+            (0, Bits::FP32, 8),
+            (1, Bits { w: 4, a: 3, g: 6 }, 5),
+            (1, Bits { w: 4, a: 6, g: 12 }, 3),
+        ];
+        r.record_mix(1, &mix);
+        let rows = r.rows();
+        assert_eq!(rows.len(), 4);
+        assert_eq!((rows[0].iter_end, rows[0].bits), (1, b8));
+        let at1: Vec<_> = rows.iter().filter(|x| x.layer == 1).collect();
+        assert_eq!(at1.iter().map(|x| x.samples).sum::<u64>(), 8);
+        assert!(at1.iter().all(|x| (x.iter_start, x.iter_end) == (1, 2)));
+        assert_eq!(r.iterations(), 2);
     }
 }

@@ -12,8 +12,9 @@ use super::policy::PrecisionPolicy;
 use super::recorder::Recorder;
 use crate::cputime::process_cpu_seconds;
 use crate::data::{eval_batches, Adaptation, Dataset, Loader};
+use crate::dfq::Dfq;
 use crate::error::{Result, SimError};
-use crate::layers::{Mode, SoftmaxCrossEntropy};
+use crate::layers::{Mode, Param, SoftmaxCrossEntropy};
 use crate::optim::{LrPolicy, Sgd};
 
 /// Settings of a run (everything but the network, data and precision policy).
@@ -155,6 +156,8 @@ pub struct Trainer<'a> {
     pub opt: Sgd,
     /// Progress.
     pub state: RunState,
+    /// DFQ/FracTrain gating, when on (overrides the policy's bits; see [`Trainer::with_dfq`]).
+    pub dfq: Option<Dfq>,
     data: &'a TrainData,
     loader: Loader<'a>,
     loss: SoftmaxCrossEntropy,
@@ -198,10 +201,31 @@ impl<'a> Trainer<'a> {
             policy,
             opt,
             state: RunState::default(),
+            dfq: None,
             data,
             loader,
             loss: SoftmaxCrossEntropy::new(),
         })
+    }
+
+    /// Runs DFQ gating (spec §6): the gate picks each sample's bits per block, and the gate's
+    /// parameters train with the network.
+    pub fn with_dfq(mut self, dfq: Dfq) -> Self {
+        self.dfq = Some(dfq);
+        self
+    }
+
+    /// The network's parameters followed by the DFQ gate's (the optimiser's order).
+    pub fn params_mut(&mut self) -> Vec<&mut Param> {
+        all_params(&mut self.net, &mut self.dfq)
+    }
+
+    /// Forward pass, through the DFQ gate when on.
+    fn forward(&mut self, x: crate::layers::Tensor, mode: Mode) -> Result<crate::layers::Tensor> {
+        match &mut self.dfq {
+            Some(d) => d.forward(&mut self.net.graph, x, mode),
+            None => self.net.graph.forward(x, mode),
+        }
     }
 
     /// How the dataset's images are fitted to the model input.
@@ -253,10 +277,16 @@ impl<'a> Trainer<'a> {
             ));
         }
         let precision = self.policy.precision(t);
-        let bits = self.apply_bits(precision)?;
+        let bits = match &self.dfq {
+            Some(d) => {
+                let slots: Vec<u32> = self.net.slots.iter().map(|s| s.layer).collect();
+                d.apply_bits(&mut self.net.graph, &slots)?
+            }
+            None => self.apply_bits(precision)?,
+        };
         let batch = self.loader.next_batch()?;
         let samples = batch.labels.len();
-        let out = self.net.graph.forward(batch.images, Mode::Train)?;
+        let out = self.forward(batch.images, Mode::Train)?;
         let (loss, correct) = self.loss.forward(&out, &batch.labels)?;
         if !loss.is_finite() || loss > self.config.max_loss {
             return Err(SimError::Diverged {
@@ -267,9 +297,23 @@ impl<'a> Trainer<'a> {
             });
         }
         self.net.graph.backward(self.loss.backward()?)?;
+        if let Some(d) = &mut self.dfq {
+            d.cost_backward()?;
+            d.observe(loss);
+        }
         let lr = self.config.lr.lr_at(t);
-        self.opt.step(&mut self.net.graph.params_mut(), lr)?;
-        self.state.recorder.record(t, &bits, samples as u64);
+        let mut params = all_params(&mut self.net, &mut self.dfq);
+        self.opt.step(&mut params, lr)?;
+        match &self.dfq {
+            Some(d) => {
+                let mut rows: Vec<(u32, Bits, u64)> =
+                    bits.iter().map(|&(l, b)| (l, b, samples as u64)).collect();
+                rows.extend(d.trace_rows());
+                rows.sort_by_key(|r| r.0);
+                self.state.recorder.record_mix(t, &rows);
+            }
+            None => self.state.recorder.record(t, &bits, samples as u64),
+        }
         let train_acc = correct as f64 / samples.max(1) as f64;
         self.policy.observe(loss, train_acc)?;
         let s = &mut self.state;
@@ -285,6 +329,9 @@ impl<'a> Trainer<'a> {
             let e = self.evaluation(precision, lr)?;
             eval_seconds = (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu);
             self.policy.check(t);
+            if let Some(d) = &mut self.dfq {
+                d.check(t);
+            }
             Some(e)
         } else {
             None
@@ -333,7 +380,7 @@ impl<'a> Trainer<'a> {
             let end = (start + chunk).min(data.len());
             let part = data.select(&(start..end).collect::<Vec<_>>());
             for b in eval_batches(&part, chunk, self.net.input)? {
-                let out = self.net.graph.forward(b.images, Mode::Eval)?;
+                let out = self.forward(b.images, Mode::Eval)?;
                 let (l, c) = self.loss.forward(&out, &b.labels)?;
                 loss += f64::from(l) * b.labels.len() as f64;
                 correct += c;
@@ -348,6 +395,15 @@ impl<'a> Trainer<'a> {
     pub(crate) fn seek_data(&mut self, iterations: u64) {
         self.loader.seek(iterations);
     }
+}
+
+/// The network's parameters followed by the DFQ gate's.
+fn all_params<'b>(net: &'b mut TrainNet, dfq: &'b mut Option<Dfq>) -> Vec<&'b mut Param> {
+    let mut p = net.graph.params_mut();
+    if let Some(d) = dfq {
+        p.extend(d.params_mut());
+    }
+    p
 }
 
 #[cfg(test)]

@@ -1,0 +1,88 @@
+//! `cptsim train --policy dfq|fractrain`: the DFQ gate (spec §6) and FracTrain's target stepping
+//! (§7) built from the command line and attached to the imported model's residual blocks.
+
+use anyhow::{bail, Context};
+use cptsim_models::{Graph as IrGraph, ModelSummary};
+use cptsim_sim::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig};
+use cptsim_sim::train::TrainNet;
+use serde::{Deserialize, Serialize};
+
+use super::train::{QuantizerArg, TrainArgs};
+
+/// `--policy` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum PolicyArg {
+    /// The precision of --schedule (static, cosine, …, pfq) for every in-scope layer.
+    #[default]
+    Schedule,
+    /// DFQ: an LSTM gate picks each sample's (activation, error) bits per residual block.
+    Dfq,
+    /// FracTrain: DFQ whose cp target the PFQ indicator raises by --cp-step per turning point.
+    Fractrain,
+}
+
+impl PolicyArg {
+    /// The name written to `summary.json`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Schedule => "schedule",
+            Self::Dfq => "dfq",
+            Self::Fractrain => "fractrain",
+        }
+    }
+}
+
+/// `--candidates` values (spec §6.1).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum CandidatesArg {
+    /// (3,6) (4,6) (4,8) (6,8) (6,12).
+    #[default]
+    Cifar,
+    /// (3,6) (4,8) (6,12) (8,16).
+    Imagenet,
+}
+
+/// The DFQ controller for `--policy dfq|fractrain`, attached to `net`; `None` for schedules.
+pub(crate) fn build(
+    args: &TrainArgs,
+    ir: &IrGraph,
+    summary: &ModelSummary,
+    net: &mut TrainNet,
+) -> anyhow::Result<Option<Dfq>> {
+    let fractrain = match args.policy {
+        PolicyArg::Schedule if args.target_cp.is_some() => {
+            bail!("--target-cp needs --policy dfq or fractrain")
+        }
+        PolicyArg::Schedule => return Ok(None),
+        PolicyArg::Dfq => false,
+        PolicyArg::Fractrain => true,
+    };
+    let policy = args.policy.name();
+    if !matches!(args.quantizer, QuantizerArg::Sbm) {
+        bail!("--policy {policy} runs on the SBM quantizer only (drop --quantizer)");
+    }
+    let target = args.target_cp.unwrap_or(if fractrain { 1.5 } else { 3.0 });
+    let set = match args.candidates {
+        CandidatesArg::Cifar => CandidateSet::Cifar,
+        CandidatesArg::Imagenet => CandidateSet::Imagenet,
+    };
+    let mut cfg = DfqConfig::new(set, args.weight_bits, target);
+    cfg.beta = args.dfq_beta;
+    cfg.relax = args.dfq_relax;
+    if fractrain {
+        cfg.fractrain = Some(FracTrainConfig {
+            cp_step: args.cp_step,
+            turns: args.cp_turns,
+            epsilon: args.pfq_eps,
+            alpha: args.pfq_alpha,
+        });
+    }
+    cfg.validate()?;
+    let model = args.model.as_deref().unwrap_or_default();
+    let blocks = find_blocks(ir, summary).with_context(|| format!("--model {model}"))?;
+    let dfq = Dfq::new(cfg, &blocks, summary, &mut net.graph, args.seed)
+        .with_context(|| format!("--policy {policy} on --model {model}"))?;
+    Ok(Some(dfq))
+}

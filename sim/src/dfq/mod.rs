@@ -1,0 +1,623 @@
+//! DFQ — dynamic fractional quantization (spec §6) and FracTrain (§7): an LSTM gate picks, per
+//! sample and residual block, one of K candidate (activation, error) bit pairs; weights run at a
+//! fixed precision; a cost term with the sign rule pulls the measured cost `cp` to a target,
+//! which FracTrain raises at the PFQ indicator's turning points.
+//!
+//! Execution (the cheap path of §6.3, the only one built): one pass per block in which each
+//! sample's activations and errors are quantized at its own candidate's bits, with one range per
+//! tensor as SBM (see [`crate::quant::per_sample`]), so batch norm sees the whole batch. The
+//! gate's task-loss gradient `⟨dL/dx, y_k⟩` needs the outputs of unselected candidates, which
+//! this path does not compute: the gate is trained by the cost term only (`cost-only`). This is
+//! the zeroth-order estimate `y_k ≈ y_selected`: with equal inner products for every k, the
+//! softmax Jacobian cancels the task term exactly.
+
+pub mod blocks;
+pub mod cost;
+pub mod dense;
+pub mod gate;
+pub mod lstm;
+
+use cptsim_models::ModelSummary;
+use cptsim_traces::Bits;
+use ndarray::Array2;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SimError};
+use crate::layers::{Mode, Param, Tensor};
+use crate::net::Graph;
+use crate::train::pfq::{Pfq, PfqConfig};
+
+pub use blocks::{find_blocks, Block};
+pub use cost::{Candidate, CandidateSet};
+pub use gate::Gate;
+
+/// β of the cost term (spec §6.5).
+pub const BETA: f64 = 1e-3;
+
+/// FracTrain: the PFQ indicator steps the target `cp_0 + k·Δcp`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FracTrainConfig {
+    /// Target increase per turning point Δcp (percent).
+    pub cp_step: f64,
+    /// Turning points K.
+    pub turns: usize,
+    /// Indicator threshold ε.
+    pub epsilon: f64,
+    /// Threshold decay α.
+    pub alpha: f64,
+}
+
+/// DFQ settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DfqConfig {
+    /// Candidate (activation, error) bit pairs.
+    pub candidates: Vec<Candidate>,
+    /// Fixed weight bits of the gated layers.
+    pub weight_bits: u32,
+    /// Target cp in percent (FracTrain: the initial target `cp_0`).
+    pub target_cp: f64,
+    /// Cost-term weight β.
+    pub beta: f64,
+    /// Dead band of the sign rule (0 = none).
+    pub relax: f64,
+    /// FracTrain's target stepping, if on.
+    pub fractrain: Option<FracTrainConfig>,
+}
+
+impl DfqConfig {
+    /// DFQ with the candidate list `set`, weights at `weight_bits`, target `target_cp` %.
+    pub fn new(set: CandidateSet, weight_bits: u32, target_cp: f64) -> Self {
+        Self {
+            candidates: set.candidates(),
+            weight_bits,
+            target_cp,
+            beta: BETA,
+            relax: 0.0,
+            fractrain: None,
+        }
+    }
+
+    /// Checks the bits and target.
+    pub fn validate(&self) -> Result<()> {
+        if !(2..=32).contains(&self.weight_bits) {
+            return Err(SimError::invalid(
+                "--weight-bits",
+                format!("{} (DFQ weight bits must be in 2..=32)", self.weight_bits),
+            ));
+        }
+        cost::check_target("--target-cp", self.target_cp)?;
+        if self.candidates.is_empty()
+            || self
+                .candidates
+                .iter()
+                .any(|c| !(1..=32).contains(&c.act) || !(1..=32).contains(&c.err))
+        {
+            return Err(SimError::invalid(
+                "--candidates",
+                "every candidate needs activation and error bits in 1..=32",
+            ));
+        }
+        if let Some(f) = &self.fractrain {
+            if !(f.cp_step >= 0.0) || f.turns == 0 {
+                return Err(SimError::invalid(
+                    "--cp-step",
+                    format!(
+                        "{} with {} turning points (need Δcp ≥ 0, K ≥ 1)",
+                        f.cp_step, f.turns
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One gated block mapped onto the engine graph.
+#[derive(Clone, Debug)]
+struct GatedBlock {
+    /// The value whose arrival triggers this block's decision (the block's input).
+    attach: usize,
+    /// Engine node indices of the gated convs.
+    nodes: Vec<usize>,
+    /// Their summary indices (trace layers).
+    layers: Vec<u32>,
+}
+
+/// The resumable part of a DFQ run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DfqState {
+    /// cp (percent) of every training iteration so far.
+    pub cp: Vec<f64>,
+    /// The FracTrain indicator.
+    pub pfq: Option<Pfq>,
+}
+
+/// The DFQ controller of one network: gate, blocks, cost rule and state.
+pub struct Dfq {
+    /// Settings.
+    pub config: DfqConfig,
+    blocks: Vec<GatedBlock>,
+    /// The gate.
+    pub gate: Gate,
+    /// Resumable state.
+    pub state: DfqState,
+    /// Decisions of the current forward pass, per block (one option index per sample).
+    choices: Vec<Vec<usize>>,
+    gated_nodes: Vec<usize>,
+}
+
+impl Dfq {
+    /// The controller for `graph` (built from the model of `summary`) with residual `blocks`;
+    /// the gate is initialised from `seed`.
+    pub fn new(
+        config: DfqConfig,
+        blocks: &[Block],
+        summary: &ModelSummary,
+        graph: &mut Graph,
+        seed: u64,
+    ) -> Result<Self> {
+        config.validate()?;
+        let quant_nodes = graph.quant_nodes();
+        let mut mapped = Vec::with_capacity(blocks.len());
+        let mut channels = Vec::with_capacity(blocks.len());
+        for (i, b) in blocks.iter().enumerate() {
+            let nodes = b
+                .layers
+                .iter()
+                .map(|&l| {
+                    quant_nodes.get(l as usize).copied().ok_or_else(|| {
+                        SimError::invalid(
+                            "dfq",
+                            format!("block {i}: layer {l} is not in the network"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let first = *nodes
+                .first()
+                .ok_or_else(|| SimError::invalid("dfq", format!("block {i} has no gated layer")))?;
+            let attach = graph
+                .node_inputs(first)
+                .and_then(|v| v.first().copied())
+                .ok_or_else(|| SimError::invalid("dfq", format!("block {i}: no input")))?;
+            let info = summary.layers.get(b.layers[0] as usize).ok_or_else(|| {
+                SimError::invalid("dfq", format!("block {i}: layer missing in the summary"))
+            })?;
+            channels.push(info.in_shape[0]);
+            mapped.push(GatedBlock {
+                attach,
+                nodes,
+                layers: b.layers.clone(),
+            });
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(crate::quant::mix64(seed ^ 0xDF0));
+        let gate = Gate::new(&mut rng, &channels, config.candidates.len());
+        let pfq = match &config.fractrain {
+            Some(f) => Some(Pfq::new(PfqConfig {
+                // Only the number of stages matters: the stage index k steps the cp target.
+                fw: vec![8; f.turns + 1],
+                bw: vec![8; f.turns + 1],
+                epsilon: f.epsilon,
+                alpha: f.alpha,
+            })?),
+            None => None,
+        };
+        let gated_nodes = mapped.iter().flat_map(|b| b.nodes.clone()).collect();
+        Ok(Self {
+            config,
+            blocks: mapped,
+            gate,
+            state: DfqState {
+                cp: Vec::new(),
+                pfq,
+            },
+            choices: Vec::new(),
+            gated_nodes,
+        })
+    }
+
+    /// Number of gated blocks.
+    pub fn blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Sets every conv/linear layer's static bits: gated layers at the weight bits (their
+    /// activation and error bits come per sample), every other layer fp32. Returns the trace
+    /// bits of the non-gated layers (`slots[i]` = summary index of quantizable layer `i`).
+    pub fn apply_bits(&self, graph: &mut Graph, slots: &[u32]) -> Result<Vec<(u32, Bits)>> {
+        let nodes = graph.quant_nodes();
+        let max_err = self
+            .config
+            .candidates
+            .iter()
+            .map(|c| c.err)
+            .max()
+            .unwrap_or(8);
+        let mut out = Vec::new();
+        for ((i, (name, q)), node) in graph.quant_layers_mut().into_iter().enumerate().zip(nodes) {
+            let gated = self.gated_nodes.contains(&node);
+            let (fw, bw) = if gated {
+                (self.config.weight_bits, max_err)
+            } else {
+                (0, 0)
+            };
+            q.set_bits(fw, bw).map_err(|e| {
+                SimError::invalid(&format!("bits of layer `{name}`"), e.to_string())
+            })?;
+            if !gated {
+                q.per_sample = None;
+                out.push((slots.get(i).copied().unwrap_or(i as u32), Bits::FP32));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs the network with the gate deciding each block's per-sample bits.
+    pub fn forward(&mut self, graph: &mut Graph, x: Tensor, mode: Mode) -> Result<Tensor> {
+        self.gate.reset();
+        self.choices.clear();
+        let train = mode == Mode::Train;
+        let (blocks, gate, choices, cands) = (
+            &self.blocks,
+            &mut self.gate,
+            &mut self.choices,
+            &self.config.candidates,
+        );
+        let out = graph.forward_with(x, mode, &mut |v, t, mut pending| {
+            while let Some(b) = blocks.get(choices.len()).filter(|b| b.attach == v) {
+                let i = choices.len();
+                let probs = gate.step(i, t, train)?;
+                let pick = gate::argmax_rows(&probs);
+                let bits: Vec<(u32, u32)> =
+                    pick.iter().map(|&k| (cands[k].act, cands[k].err)).collect();
+                for &n in &b.nodes {
+                    let q = pending.quant(n).ok_or_else(|| {
+                        SimError::invalid("dfq", format!("block {i}'s layer ran before its gate"))
+                    })?;
+                    q.per_sample = Some(bits.clone());
+                }
+                choices.push(pick);
+            }
+            Ok(())
+        })?;
+        if self.choices.len() != self.blocks.len() {
+            return Err(SimError::invalid(
+                "dfq",
+                format!(
+                    "only {} of {} block gates ran (a block input was never produced)",
+                    self.choices.len(),
+                    self.blocks.len()
+                ),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The cost target (percent) now: the configured one, or FracTrain's current step.
+    pub fn target(&self) -> f64 {
+        match (&self.config.fractrain, &self.state.pfq) {
+            (Some(f), Some(p)) => cost::fractrain_target(self.config.target_cp, f.cp_step, p.stage),
+            _ => self.config.target_cp,
+        }
+    }
+
+    /// cp (percent) of the last forward pass.
+    pub fn last_cp(&self) -> f64 {
+        let w = self.config.weight_bits;
+        let cost: f64 = self
+            .choices
+            .iter()
+            .flatten()
+            .map(|&k| self.config.candidates[k].cost(w))
+            .sum();
+        let samples = self.choices.first().map_or(0, Vec::len);
+        cost::cp_percent(cost, samples, self.blocks.len() as f64)
+    }
+
+    /// After a training forward pass: records cp, applies the sign rule and back-propagates the
+    /// cost term `reg·β·cost/mean(info)` (info = 1 per block) through the straight-through
+    /// masks into the gate. Returns `(cp, reg)`.
+    pub fn cost_backward(&mut self) -> Result<(f64, f64)> {
+        let cp = self.last_cp();
+        let reg = cost::reg_sign(cp, self.target(), self.config.relax);
+        let w = self.config.weight_bits;
+        let scale = reg * self.config.beta;
+        let row: Vec<f32> = self
+            .config
+            .candidates
+            .iter()
+            .map(|c| (scale * c.cost(w)) as f32)
+            .collect();
+        let dprobs: Vec<Array2<f32>> = self
+            .choices
+            .iter()
+            .map(|pick| Array2::from_shape_fn((pick.len(), row.len()), |(_, k)| row[k]))
+            .collect();
+        self.gate.backward(&dprobs)?;
+        self.state.cp.push(cp);
+        Ok((cp, reg))
+    }
+
+    /// The trace rows of the gated layers for the last forward pass: per layer one
+    /// `(layer, bits, samples)` per candidate chosen, in option order.
+    pub fn trace_rows(&self) -> Vec<(u32, Bits, u64)> {
+        let k = self.config.candidates.len();
+        let to8 = |b: u32| u8::try_from(b).unwrap_or(u8::MAX);
+        let mut rows = Vec::new();
+        for (b, pick) in self.blocks.iter().zip(&self.choices) {
+            let mut counts = vec![0u64; k];
+            pick.iter().for_each(|&c| counts[c] += 1);
+            for &layer in &b.layers {
+                for (c, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
+                    let cand = self.config.candidates[c];
+                    let bits = Bits {
+                        w: to8(self.config.weight_bits),
+                        a: to8(cand.act),
+                        g: to8(cand.err),
+                    };
+                    rows.push((layer, bits, n));
+                }
+            }
+        }
+        rows
+    }
+
+    /// Feeds a minibatch loss to FracTrain's indicator.
+    pub fn observe(&mut self, loss: f32) {
+        if let Some(p) = &mut self.state.pfq {
+            p.observe(loss);
+        }
+    }
+
+    /// A check point after iteration `t` (FracTrain may step the target).
+    pub fn check(&mut self, t: u64) {
+        if let Some(p) = &mut self.state.pfq {
+            p.check(t);
+        }
+    }
+
+    /// Mean cp over the last 10 % of the iterations (at least one).
+    pub fn achieved(&self) -> f64 {
+        let n = self.state.cp.len();
+        let tail = (n / 10).max(1).min(n);
+        if tail == 0 {
+            return 0.0;
+        }
+        self.state.cp[n - tail..].iter().sum::<f64>() / tail as f64
+    }
+
+    /// The gate's parameters (trained by the same SGD as the network).
+    pub fn params_mut(&mut self) -> Vec<&mut Param> {
+        self.gate.params_mut()
+    }
+}
+
+/// Test helper: checks every `stride`-th entry of each parameter's stored gradient against a
+/// central finite difference (step 1e-2) of `loss`; returns how many entries were checked.
+#[cfg(test)]
+pub(crate) fn check_param_grads<T>(
+    model: &mut T,
+    params: fn(&mut T) -> Vec<&mut Param>,
+    loss: impl Fn(&mut T) -> f64,
+    stride: usize,
+    rel_tol: f64,
+) -> usize {
+    let eps = 1e-2f32;
+    let mut checked = 0;
+    for p in 0..params(model).len() {
+        let n = params(model)[p].value.len();
+        for j in (0..n).step_by(stride) {
+            let analytic = params(model)[p]
+                .grad
+                .iter()
+                .nth(j)
+                .copied()
+                .unwrap_or(f32::NAN);
+            let nudge = |m: &mut T, d: f32| {
+                if let Some(v) = params(m)[p].value.iter_mut().nth(j) {
+                    *v += d;
+                }
+            };
+            nudge(model, eps);
+            let up = loss(model);
+            nudge(model, -2.0 * eps);
+            let down = loss(model);
+            nudge(model, eps);
+            let numeric = (up - down) / (2.0 * f64::from(eps));
+            let analytic = f64::from(analytic);
+            assert!(
+                (analytic - numeric).abs() <= 3e-4 + rel_tol * numeric.abs().max(analytic.abs()),
+                "param {p}[{j}]: analytic {analytic} vs numeric {numeric}"
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::{build_network, BuildOptions, Init};
+    use crate::data::synthetic;
+    use crate::train::{checkpoint, PrecisionPolicy, TrainConfig, TrainData, TrainNet, Trainer};
+    use cptsim_traces::schedule::ScheduleArgs;
+
+    fn data() -> TrainData {
+        let all = synthetic(96, [3, 32, 32], 10, 20.0, 3).unwrap();
+        let (train, test) = all.split_validation(32.0 / 96.0, 1).unwrap();
+        TrainData {
+            train,
+            test,
+            val: None,
+        }
+    }
+
+    fn trainer(data: &TrainData, iters: u64, fractrain: bool) -> Trainer<'_> {
+        let ir = cptsim_models::load_graph("zoo:resnet20", 8).unwrap();
+        let summary = ir.summary();
+        let opts = BuildOptions {
+            init: Init::Seeded(1),
+            ..BuildOptions::default()
+        };
+        let mut net = TrainNet::from_network(build_network(&ir, &opts).unwrap()).unwrap();
+        let blocks = find_blocks(&ir, &summary).unwrap();
+        let mut cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
+        if fractrain {
+            cfg.target_cp = 1.5;
+            cfg.fractrain = Some(FracTrainConfig {
+                cp_step: 0.5,
+                turns: 3,
+                epsilon: 10.0,
+                alpha: 1.0,
+            });
+        }
+        let dfq = Dfq::new(cfg, &blocks, &summary, &mut net.graph, 1).unwrap();
+        let config = TrainConfig {
+            batch: 8,
+            eval_every: 1,
+            eval_batch: 16,
+            ..TrainConfig::new(iters, 0.05)
+        };
+        let s = ScheduleArgs::new("static", iters).build().unwrap();
+        Trainer::new(net, data, config, PrecisionPolicy::Schedule(s))
+            .unwrap()
+            .with_dfq(dfq)
+    }
+
+    #[test]
+    fn resnet20_trains_with_per_sample_mix_in_the_trace_and_resumes_exactly() {
+        let data = data();
+        let mut tr = trainer(&data, 3, false);
+        assert_eq!(tr.dfq.as_ref().map(Dfq::blocks), Some(9));
+        while !tr.done() {
+            tr.step().unwrap();
+        }
+        let rows = tr.rows();
+        let roles: Vec<_> = cptsim_models::load_summary("zoo:resnet20", 1)
+            .unwrap()
+            .layers
+            .iter()
+            .map(|l| l.role)
+            .collect();
+        assert_eq!(roles.len(), 22);
+        for t in 0..3 {
+            for layer in 0..22u32 {
+                let at: Vec<_> = rows
+                    .iter()
+                    .filter(|r| r.layer == layer && r.iter_start == t)
+                    .collect();
+                let n: u64 = at.iter().map(|r| r.samples).sum();
+                assert_eq!(n, 8, "layer {layer}, iteration {t}");
+                let gated = at.iter().all(|r| r.bits.w == 4 && r.bits.a > 0);
+                let fp32 = at.iter().all(|r| r.bits.is_fp32());
+                assert!(gated != fp32, "layer {layer}: {at:?}");
+                // stem, 1×1 projection shortcuts and classifier stay fp32
+                let role = roles[layer as usize];
+                assert_eq!(
+                    fp32,
+                    role != cptsim_models::LayerRole::Body,
+                    "layer {layer}"
+                );
+            }
+        }
+        let d = tr.dfq.as_ref().unwrap();
+        assert_eq!(d.state.cp.len(), 3);
+        assert!(d.state.cp.iter().all(|&c| (1.75..=4.7).contains(&c)));
+        assert!((d.achieved() - d.state.cp[2]).abs() < 1e-12);
+
+        // checkpoint after 2 iterations, resume, finish: identical to the uninterrupted run
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ck.bin");
+        let mut part = trainer(&data, 3, false);
+        part.step().unwrap();
+        part.step().unwrap();
+        checkpoint::save(&path, &mut part, serde_json::Value::Null).unwrap();
+        let mut resumed = trainer(&data, 3, false);
+        checkpoint::load(&path)
+            .unwrap()
+            .restore(&mut resumed)
+            .unwrap();
+        resumed.step().unwrap();
+        assert_eq!(resumed.rows(), rows);
+        assert_eq!(resumed.dfq.as_ref().unwrap().state, d.state);
+        let gate = |t: &mut Trainer<'_>| {
+            t.params_mut()
+                .iter()
+                .map(|p| p.value.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(gate(&mut resumed), gate(&mut tr));
+    }
+
+    #[test]
+    fn one_and_two_threads_give_the_same_run() {
+        let data = data();
+        let run = |threads: usize| {
+            crate::tests::with_threads(threads, || {
+                let mut tr = trainer(&data, 2, false);
+                while !tr.done() {
+                    tr.step().unwrap();
+                }
+                let params: Vec<_> = tr.params_mut().iter().map(|p| p.value.clone()).collect();
+                (tr.rows(), params)
+            })
+        };
+        assert_eq!(run(1), run(2));
+    }
+
+    #[test]
+    fn cost_term_pushes_the_gate_towards_the_target() {
+        // Far below a high target the sign is −1: the gate's cost gradient raises expensive
+        // options, so cp rises over a few steps with a large β; far above a low target it falls.
+        let data = data();
+        for (target, rising) in [(20.0, true), (0.5, false)] {
+            let mut tr = trainer(&data, 12, false);
+            if let Some(d) = &mut tr.dfq {
+                d.config.target_cp = target;
+                d.config.beta = 2.0;
+            }
+            while !tr.done() {
+                tr.step().unwrap();
+            }
+            let cp = &tr.dfq.as_ref().unwrap().state.cp;
+            let (first, last) = (cp[0], cp[cp.len() - 1]);
+            assert!(
+                if rising { last > first } else { last < first },
+                "target {target}: {cp:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fractrain_steps_the_target_at_turning_points() {
+        let data = data();
+        // ε = 10 with α = 1: every fifth check is a plateau.
+        let mut tr = trainer(&data, 10, true);
+        assert_eq!(tr.dfq.as_ref().unwrap().target(), 1.5);
+        while !tr.done() {
+            tr.step().unwrap();
+        }
+        let d = tr.dfq.as_ref().unwrap();
+        assert_eq!(
+            d.state.pfq.as_ref().map(|p| p.turns.clone()),
+            Some(vec![5, 10])
+        );
+        assert_eq!(d.target(), 2.5);
+    }
+
+    #[test]
+    fn bad_settings_are_rejected() {
+        assert!(DfqConfig::new(CandidateSet::Cifar, 1, 3.0)
+            .validate()
+            .is_err());
+        assert!(DfqConfig::new(CandidateSet::Cifar, 4, 0.0)
+            .validate()
+            .is_err());
+        assert!(DfqConfig::new(CandidateSet::Imagenet, 6, 3.0)
+            .validate()
+            .is_ok());
+    }
+}
