@@ -6,6 +6,7 @@
 
 pub mod affine;
 pub mod dorefa;
+pub mod lsq;
 pub mod sbm;
 pub mod wageubn;
 
@@ -92,6 +93,9 @@ pub struct LayerQuant {
     /// (for one-shot inference of an imported model, which has no running ranges).
     #[serde(default)]
     pub batch_range_in_eval: bool,
+    /// LDP's step-size sensitivity record (off unless LDP turns it on; not checkpointed).
+    #[serde(skip)]
+    pub step_probe: lsq::StepProbe,
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit value from `x`.
@@ -113,6 +117,7 @@ impl LayerQuant {
             seed,
             error_calls: 0,
             batch_range_in_eval: false,
+            step_probe: lsq::StepProbe::default(),
         }
     }
 

@@ -252,7 +252,8 @@ impl<'a> Trainer<'a> {
             ));
         }
         let precision = self.policy.precision(t);
-        let bits = self.apply_bits(precision)?;
+        let mut bits = self.apply_bits(precision)?;
+        self.policy.layer_bits(&mut self.net, &mut bits)?;
         let batch = self.loader.next_batch()?;
         let samples = batch.labels.len();
         let out = self.net.graph.forward(batch.images, Mode::Train)?;
@@ -266,6 +267,7 @@ impl<'a> Trainer<'a> {
             });
         }
         self.net.graph.backward(self.loss.backward()?)?;
+        self.policy.learn(&mut self.net);
         let lr = self.config.lr.lr_at(t);
         self.opt.step(&mut self.net.graph.params_mut(), lr)?;
         self.state.recorder.record(t, &bits, samples as u64);
