@@ -10,6 +10,7 @@ pub mod layer;
 pub mod quant_scope;
 pub mod run;
 pub mod train;
+pub mod train_ldp;
 pub mod train_output;
 pub mod train_setup;
 pub mod zoo;

@@ -13,6 +13,7 @@ use cptsim_traces::Bits;
 use serde::{Deserialize, Serialize};
 
 use super::run::ConventionArg;
+use super::train_ldp::{self as ldp, LdpArgs};
 use super::train_output::{self as output, Progress, Summary};
 use super::train_setup as setup;
 
@@ -27,6 +28,15 @@ pub struct TrainArgs {
     /// Training data: mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR or synthetic.
     #[arg(long, required_unless_present = "resume")]
     pub(crate) data: Option<String>,
+    /// Who decides the precision: `schedule` (--schedule, PFQ or PRT) or `ldp` (learned per-layer
+    /// forward bits in --bits MIN:MAX at fixed --grad-bits, see --target and --ldp-*).
+    #[arg(long, value_enum, default_value_t = PolicyArg::Schedule)]
+    #[serde(default)]
+    pub(crate) policy: PolicyArg,
+    /// LDP settings.
+    #[command(flatten)]
+    #[serde(default)]
+    pub(crate) ldp: LdpArgs,
     /// Precision schedule (any name `cptsim run` accepts), or `pfq` for the PFQ loss-plateau
     /// indicator (see --pfq-*).
     #[arg(long, default_value = "static")]
@@ -150,6 +160,27 @@ pub struct TrainArgs {
     pub(crate) format: FormatArg,
 }
 
+/// `--policy` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum PolicyArg {
+    /// The precision follows --schedule (static, cyclic, pfq) or --prt.
+    #[default]
+    Schedule,
+    /// LDP: learnable per-layer precision (spec §8).
+    Ldp,
+}
+
+impl PolicyArg {
+    /// The name the summary reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Schedule => "schedule",
+            Self::Ldp => "ldp",
+        }
+    }
+}
+
 /// `--quantizer` values.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -251,7 +282,10 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
     let net = TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
     let data = setup::load_data(&args, net.input, net.classes)?;
     let iterations = setup::iterations(&args, data.train.len())?;
-    let (policy, fw, bw) = setup::policy(&args, iterations)?;
+    let (policy, fw, bw) = match args.policy {
+        PolicyArg::Schedule => setup::policy(&args, iterations)?,
+        PolicyArg::Ldp => ldp::policy(&args, &net, &summary)?,
+    };
     let config = setup::config(&args, iterations)?;
     let mut tr = Trainer::new(net, &data, config, policy)?;
     let adaptation = tr.adaptation();
@@ -274,6 +308,7 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         checkpoint::save(&dir.join(CHECKPOINT), tr, serde_json::to_value(saved)?)?;
         let rows = tr.rows();
         output::write_traces(dir, &summary, args.batch as u64, tr.state.iteration, &rows)?;
+        ldp::write_plot(dir, tr, &rows)?;
         output::write_metrics(dir, &tr.state.evals)
     };
     while tr.state.iteration < stop {
@@ -312,8 +347,13 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         output::cost(&summary, &rows, Bits::forward_backward(fw.max, bw.max))?;
     let cpu = progress.train_cpu_seconds();
     let secs = progress.seconds();
+    let ldp_report = ldp::report(&mut tr, &rows);
     let last = tr.state.evals.last();
     let result = Summary {
+        policy: args.policy.name(),
+        target: ldp_report.as_ref().map(|r| r.0),
+        achieved: ldp_report.as_ref().and_then(|r| r.1),
+        ldp: ldp_report.map(|r| r.2),
         final_test_acc: last.map_or(0.0, |e| e.test_acc),
         best_test_acc: tr.state.best_test_acc(),
         gbitops,
@@ -355,6 +395,20 @@ fn print(args: &TrainArgs, s: &Summary, fw: u8, bw: u8, out: Option<&Path>) {
     }
     if let Some(t) = &s.pfq_turns {
         println!("PFQ turns       {t:?}");
+    }
+    if let Some(l) = &s.ldp {
+        println!("policy          ldp");
+        println!(
+            "LDP cost        target {:.3}  achieved {}  (C/T_static, last 10 % of iterations)",
+            s.target.unwrap_or_default(),
+            s.achieved.map_or("-".into(), |a| format!("{a:.3}"))
+        );
+        let bits: Vec<String> = l.final_bits.iter().map(|b| b.bits.to_string()).collect();
+        println!("final bits      {}", bits.join(" "));
+        println!(
+            "inference       {:.4} GBitOPs/image  (static {:.4}, Σ MAC·b²)",
+            l.inference_gbitops, l.static_inference_gbitops
+        );
     }
     println!("iterations      {}", s.iterations);
     println!("final test acc  {:.2} %", 100.0 * s.final_test_acc);

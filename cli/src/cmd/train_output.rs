@@ -17,6 +17,17 @@ use serde::Serialize;
 /// The JSON summary of a finished run (`summary.json`, and stdout with `--format json`).
 #[derive(Serialize, Debug)]
 pub(crate) struct Summary {
+    /// `--policy`.
+    pub(crate) policy: &'static str,
+    /// LDP: target forward-cost ratio T/T_static.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) target: Option<f64>,
+    /// LDP: mean C/T_static over the last 10 % of the iterations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) achieved: Option<f64>,
+    /// LDP: final per-layer bits and inference cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) ldp: Option<super::train_ldp::LdpReport>,
     pub(crate) final_test_acc: f64,
     pub(crate) best_test_acc: f64,
     pub(crate) gbitops: f64,
