@@ -78,7 +78,7 @@ mod tests {
         let g = cost_grad(&macs, &bits, n, c, c);
         // C as a function of continuous β (b = β·n): central difference per layer.
         let h = 1e-4;
-        for l in 0..3 {
+        for (l, &gl) in g.iter().enumerate() {
             let cont = |db: f64| -> f64 {
                 (0..3)
                     .map(|k| {
@@ -88,7 +88,7 @@ mod tests {
                     .sum()
             };
             let fd = (cont(h) - cont(-h)) / (2.0 * h);
-            assert!((fd - g[l]).abs() < 1e-6 * fd.abs(), "{l}: {fd} vs {}", g[l]);
+            assert!((fd - gl).abs() < 1e-6 * fd.abs(), "{l}: {fd} vs {gl}");
         }
         assert!(cost_grad(&macs, &bits, n, c, c + 1.0)
             .iter()

@@ -440,9 +440,7 @@ mod tests {
     /// ResNet-20-like MACs (stem, 3 stages of 6 convs, 2 projection shortcuts).
     fn resnet20_like() -> Vec<LdpLayer> {
         let mut macs = vec![442_368.0];
-        for _ in 0..18 {
-            macs.push(2_359_296.0);
-        }
+        macs.extend([2_359_296.0; 18]);
         macs.extend([131_072.0, 131_072.0]);
         macs.iter()
             .enumerate()
