@@ -12,6 +12,7 @@ pub mod error;
 pub mod gemm;
 pub mod init;
 pub mod layers;
+pub mod ldp;
 pub mod net;
 pub mod npy;
 pub mod optim;

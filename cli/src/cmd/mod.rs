@@ -11,6 +11,7 @@ pub mod quant_scope;
 pub mod run;
 pub mod train;
 pub mod train_dfq;
+pub mod train_ldp;
 pub mod train_output;
 pub mod train_setup;
 pub mod zoo;

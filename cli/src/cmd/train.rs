@@ -13,7 +13,8 @@ use cptsim_traces::Bits;
 use serde::{Deserialize, Serialize};
 
 use super::run::ConventionArg;
-use super::train_dfq::{self, CandidatesArg, PolicyArg};
+use super::train_dfq::{self, CandidatesArg};
+use super::train_ldp::{self as ldp, LdpArgs};
 use super::train_output::{self as output, Progress, Summary};
 use super::train_setup as setup;
 
@@ -28,6 +29,20 @@ pub struct TrainArgs {
     /// Training data: mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR or synthetic.
     #[arg(long, required_unless_present = "resume")]
     pub(crate) data: Option<String>,
+    /// Who decides the precision: `schedule` (--schedule, PFQ or PRT, for every in-scope layer),
+    /// `ldp` (learned per-layer forward bits in --bits MIN:MAX at fixed --grad-bits, see --target
+    /// and --ldp-*), `dfq` (an LSTM gate picks each sample's activation/error bits per residual
+    /// block, weights at --weight-bits; the gate learns from the cost term only — the cheap
+    /// per-sample execution does not compute the unselected candidates its task-loss gradient
+    /// needs) or `fractrain` (DFQ whose cp target the PFQ indicator raises by --cp-step, see
+    /// --pfq-eps/--pfq-alpha).
+    #[arg(long, value_enum, default_value_t = PolicyArg::Schedule)]
+    #[serde(default)]
+    pub(crate) policy: PolicyArg,
+    /// LDP settings.
+    #[command(flatten)]
+    #[serde(default)]
+    pub(crate) ldp: LdpArgs,
     /// Precision schedule (any name `cptsim run` accepts), or `pfq` for the PFQ loss-plateau
     /// indicator (see --pfq-*).
     #[arg(long, default_value = "static")]
@@ -122,14 +137,6 @@ pub struct TrainArgs {
     /// PFQ threshold decay α.
     #[arg(long, default_value_t = 0.3)]
     pub(crate) pfq_alpha: f64,
-    /// How precision is chosen: `schedule` (--schedule for every in-scope layer), `dfq` (an LSTM
-    /// gate picks each sample's activation/error bits per residual block, weights at
-    /// --weight-bits; the gate learns from the cost term only — the cheap per-sample execution
-    /// does not compute the unselected candidates its task-loss gradient needs) or `fractrain`
-    /// (DFQ whose cp target the PFQ indicator raises by --cp-step, see --pfq-eps/--pfq-alpha).
-    #[arg(long, value_enum, default_value_t = PolicyArg::Schedule)]
-    #[serde(default)]
-    pub(crate) policy: PolicyArg,
     /// DFQ/FracTrain cost target cp in percent of an fp32 iteration [default: 3 for dfq, the
     /// initial 1.5 for fractrain].
     #[arg(long)]
@@ -190,6 +197,33 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]
     #[serde(skip)]
     pub(crate) format: FormatArg,
+}
+
+/// `--policy` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum PolicyArg {
+    /// The precision follows --schedule (static, cyclic, pfq) or --prt.
+    #[default]
+    Schedule,
+    /// LDP: learnable per-layer precision (spec §8).
+    Ldp,
+    /// DFQ: an LSTM gate picks each sample's (activation, error) bits per residual block (§6).
+    Dfq,
+    /// FracTrain: DFQ whose cp target the PFQ indicator raises by --cp-step per turning point (§7).
+    Fractrain,
+}
+
+impl PolicyArg {
+    /// The name the summary reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Schedule => "schedule",
+            Self::Ldp => "ldp",
+            Self::Dfq => "dfq",
+            Self::Fractrain => "fractrain",
+        }
+    }
 }
 
 /// `--quantizer` values.
@@ -296,7 +330,12 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
     let dfq = train_dfq::build(&args, &graph, &summary, &mut net)?;
     let data = setup::load_data(&args, net.input, net.classes)?;
     let iterations = setup::iterations(&args, data.train.len())?;
-    let (policy, fw, bw) = setup::policy(&args, iterations)?;
+    let (policy, fw, bw) = match args.policy {
+        PolicyArg::Schedule | PolicyArg::Dfq | PolicyArg::Fractrain => {
+            setup::policy(&args, iterations)?
+        }
+        PolicyArg::Ldp => ldp::policy(&args, &net, &summary)?,
+    };
     let config = setup::config(&args, iterations)?;
     let mut tr = Trainer::new(net, &data, config, policy)?;
     if let Some(d) = dfq {
@@ -322,6 +361,7 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         checkpoint::save(&dir.join(CHECKPOINT), tr, serde_json::to_value(saved)?)?;
         let rows = tr.rows();
         output::write_traces(dir, &summary, args.batch as u64, tr.state.iteration, &rows)?;
+        ldp::write_plot(dir, tr, &rows)?;
         output::write_metrics(dir, &tr.state.evals)
     };
     while tr.state.iteration < stop {
@@ -360,8 +400,19 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         output::cost(&summary, &rows, Bits::forward_backward(fw.max, bw.max))?;
     let cpu = progress.train_cpu_seconds();
     let secs = progress.seconds();
+    let ldp_report = ldp::report(&mut tr, &rows);
     let last = tr.state.evals.last();
     let result = Summary {
+        policy: args.policy.name(),
+        target: match &tr.dfq {
+            Some(d) => Some(d.target()),
+            None => ldp_report.as_ref().map(|r| r.0),
+        },
+        achieved: match &tr.dfq {
+            Some(d) => Some(d.achieved()),
+            None => ldp_report.as_ref().and_then(|r| r.1),
+        },
+        ldp: ldp_report.map(|r| r.2),
         final_test_acc: last.map_or(0.0, |e| e.test_acc),
         best_test_acc: tr.state.best_test_acc(),
         gbitops,
@@ -377,9 +428,6 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
             cptsim_sim::train::PrecisionPolicy::Pfq(p) => Some(p.turns.clone()),
             _ => None,
         },
-        policy: args.policy.name(),
-        target: tr.dfq.as_ref().map(|d| d.target()),
-        achieved: tr.dfq.as_ref().map(|d| d.achieved()),
     };
     if let Some(dir) = &out {
         output::write_summary(dir, &result)?;
@@ -407,10 +455,24 @@ fn print(args: &TrainArgs, s: &Summary, fw: u8, bw: u8, out: Option<&Path>) {
     if let Some(t) = &s.pfq_turns {
         println!("PFQ turns       {t:?}");
     }
-    if let (Some(t), Some(a)) = (s.target, s.achieved) {
+    if let (Some(t), Some(a), true) = (s.target, s.achieved, s.ldp.is_none()) {
         println!("policy          {}", s.policy);
         println!(
             "cp target       {t:.3} %, achieved {a:.3} % (mean of the last 10 % of iterations)"
+        );
+    }
+    if let Some(l) = &s.ldp {
+        println!("policy          ldp");
+        println!(
+            "LDP cost        target {:.3}  achieved {}  (C/T_static, last 10 % of iterations)",
+            s.target.unwrap_or_default(),
+            s.achieved.map_or("-".into(), |a| format!("{a:.3}"))
+        );
+        let bits: Vec<String> = l.final_bits.iter().map(|b| b.bits.to_string()).collect();
+        println!("final bits      {}", bits.join(" "));
+        println!(
+            "inference       {:.4} GBitOPs/image  (static {:.4}, Σ MAC·b²)",
+            l.inference_gbitops, l.static_inference_gbitops
         );
     }
     println!("iterations      {}", s.iterations);

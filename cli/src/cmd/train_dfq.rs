@@ -7,31 +7,7 @@ use cptsim_sim::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig
 use cptsim_sim::train::TrainNet;
 use serde::{Deserialize, Serialize};
 
-use super::train::{QuantizerArg, TrainArgs};
-
-/// `--policy` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum PolicyArg {
-    /// The precision of --schedule (static, cosine, …, pfq) for every in-scope layer.
-    #[default]
-    Schedule,
-    /// DFQ: an LSTM gate picks each sample's (activation, error) bits per residual block.
-    Dfq,
-    /// FracTrain: DFQ whose cp target the PFQ indicator raises by --cp-step per turning point.
-    Fractrain,
-}
-
-impl PolicyArg {
-    /// The name written to `summary.json`.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Schedule => "schedule",
-            Self::Dfq => "dfq",
-            Self::Fractrain => "fractrain",
-        }
-    }
-}
+use super::train::{PolicyArg, QuantizerArg, TrainArgs};
 
 /// `--candidates` values (spec §6.1).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, Serialize, Deserialize)]
@@ -55,7 +31,7 @@ pub(crate) fn build(
         PolicyArg::Schedule if args.target_cp.is_some() => {
             bail!("--target-cp needs --policy dfq or fractrain")
         }
-        PolicyArg::Schedule => return Ok(None),
+        PolicyArg::Schedule | PolicyArg::Ldp => return Ok(None),
         PolicyArg::Dfq => false,
         PolicyArg::Fractrain => true,
     };

@@ -17,6 +17,19 @@ use serde::Serialize;
 /// The JSON summary of a finished run (`summary.json`, and stdout with `--format json`).
 #[derive(Serialize, Debug)]
 pub(crate) struct Summary {
+    /// `--policy`: schedule, ldp, dfq or fractrain.
+    pub(crate) policy: &'static str,
+    /// LDP: target forward-cost ratio T/T_static; DFQ/FracTrain: the cp target at the end
+    /// (percent of an fp32 iteration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) target: Option<f64>,
+    /// LDP: mean C/T_static over the last 10 % of the iterations; DFQ/FracTrain: mean cp (%)
+    /// over the last 10 % of iterations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) achieved: Option<f64>,
+    /// LDP: final per-layer bits and inference cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) ldp: Option<super::train_ldp::LdpReport>,
     pub(crate) final_test_acc: f64,
     pub(crate) best_test_acc: f64,
     pub(crate) gbitops: f64,
@@ -36,14 +49,6 @@ pub(crate) struct Summary {
     /// PFQ turning iterations, when the PFQ indicator ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) pfq_turns: Option<Vec<u64>>,
-    /// `--policy`: schedule, dfq or fractrain.
-    pub(crate) policy: &'static str,
-    /// DFQ/FracTrain: the cp target at the end (percent of an fp32 iteration).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) target: Option<f64>,
-    /// DFQ/FracTrain: mean cp over the last 10 % of iterations.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) achieved: Option<f64>,
 }
 
 /// GBitOPs of the trace and of its static baseline at `baseline` bits (paper accounting).

@@ -7,7 +7,8 @@ use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, Ix4};
 use rayon::prelude::*;
 
 use super::qgemm::{
-    mask_input_grad, quantize_error, quantize_operands, scale_weight_grad, QuantOperands,
+    mask_input_grad, quantize_error, quantize_operands, record_step_grad, scale_weight_grad,
+    QuantOperands,
 };
 use super::reduce::bias_grad;
 use super::{as4, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
@@ -524,6 +525,13 @@ impl Layer for Conv2d {
         for p in &partials {
             dw += p;
         }
+        record_step_grad(
+            &mut quant,
+            &cache.ops,
+            self.weight_matrix()?,
+            dw.view(),
+            &dx,
+        );
         scale_weight_grad(&mut dw, cache.ops.w_scale.as_ref());
         let wshape = self.weight.value.raw_dim();
         self.weight.grad = dw.into_shape_with_order(wshape).map_err(shape_err(name))?;

@@ -4,7 +4,8 @@
 use ndarray::{Array2, Ix2};
 
 use super::qgemm::{
-    mask_input_grad, quantize_error, quantize_operands, scale_weight_grad, QuantOperands,
+    mask_input_grad, quantize_error, quantize_operands, record_step_grad, scale_weight_grad,
+    QuantOperands,
 };
 use super::reduce::bias_grad;
 use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
@@ -105,9 +106,15 @@ impl Layer for Linear {
         let g2 = as2(&self.name, &gq)?;
         let mut dw = Array2::<f32>::zeros(ops.w.raw_dim());
         matmul_tn_reduce_par(dw.view_mut(), g2, xq, false)?;
-        scale_weight_grad(&mut dw, ops.w_scale.as_ref());
         let mut dx = Array2::<f32>::zeros(xq.raw_dim());
         matmul_rows_par(dx.view_mut(), g2, ops.w.view(), false)?;
+        if let (Some(d), Ok(w)) = (
+            dx.as_slice(),
+            self.weight.value.view().into_dimensionality(),
+        ) {
+            record_step_grad(&mut self.quant, ops, w, dw.view(), d);
+        }
+        scale_weight_grad(&mut dw, ops.w_scale.as_ref());
         let mut dx = dx.into_dyn();
         mask_input_grad(&mut dx, ops.x_mask.as_ref());
         self.weight.grad = dw.into_dyn();

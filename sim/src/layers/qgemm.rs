@@ -5,7 +5,7 @@
 use ndarray::{Array2, ArrayView2};
 
 use super::{Mode, Tensor};
-use crate::quant::LayerQuant;
+use crate::quant::{lsq, LayerQuant};
 
 /// Forward operands of one quantized GEMM layer, kept for backward.
 pub(crate) struct QuantOperands {
@@ -17,6 +17,8 @@ pub(crate) struct QuantOperands {
     pub w: Array2<f32>,
     /// Factor `∂ŵ/∂w` for the weight gradient, if not the identity.
     pub w_scale: Option<Array2<f32>>,
+    /// `X̂ − X`, kept only while the layer's [`crate::quant::lsq::StepProbe`] is on (LDP).
+    pub x_residual: Option<Vec<f32>>,
 }
 
 /// Quantizes the input and weights for the forward GEMM (copies at fp32).
@@ -27,17 +29,46 @@ pub(crate) fn quantize_operands(
     mode: Mode,
 ) -> QuantOperands {
     let mut xq = x.as_standard_layout().into_owned();
+    let probe = quant.step_probe.enabled && mode == Mode::Train && quant.bits_fw > 0;
+    let x_orig = probe.then(|| xq.iter().copied().collect::<Vec<f32>>());
     let x_mask = match xq.as_slice_mut() {
         Some(s) => quant.activations(s, mode == Mode::Train),
         None => None,
     };
+    let x_residual = x_orig.map(|mut r| {
+        r.iter_mut().zip(xq.iter()).for_each(|(r, q)| *r = q - *r);
+        r
+    });
     let (w, w_scale) = quant.weights(w).unwrap_or_else(|| (w.to_owned(), None));
     QuantOperands {
         x: xq,
         x_mask,
         w,
         w_scale,
+        x_residual,
     }
+}
+
+/// With the step probe on, stores `Σ dL/dQ·(Q − I)` over the weights (`dw` = gradient w.r.t. the
+/// quantized weights, before any backward factor; `w` = the fp32 master weights `[O, K]`) and
+/// the input activation (`dx` = gradient w.r.t. the quantized input, before any mask).
+pub(crate) fn record_step_grad(
+    quant: &mut LayerQuant,
+    ops: &QuantOperands,
+    w: ArrayView2<f32>,
+    dw: ArrayView2<f32>,
+    dx: &[f32],
+) {
+    if !quant.step_probe.enabled {
+        return;
+    }
+    let x_part = ops.x_residual.as_ref().map_or(0.0, |r| lsq::dot(dx, r));
+    let w_part = if quant.bits_fw > 0 {
+        lsq::residual_dot_2d(dw, ops.w.view(), w)
+    } else {
+        0.0
+    };
+    quant.step_probe.residual_dot = x_part + w_part;
 }
 
 /// The error `dL/dY` quantized in place (stochastic rounding at the layer's backward bits),

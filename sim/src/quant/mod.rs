@@ -6,6 +6,7 @@
 
 pub mod affine;
 pub mod dorefa;
+pub mod lsq;
 pub mod per_sample;
 pub mod sbm;
 pub mod wageubn;
@@ -97,6 +98,9 @@ pub struct LayerQuant {
     /// `bits_bw` for the error (SBM only; weights stay at `bits_fw`). Set per forward pass.
     #[serde(skip)]
     pub per_sample: Option<Vec<(u32, u32)>>,
+    /// LDP's step-size sensitivity record (off unless LDP turns it on; not checkpointed).
+    #[serde(skip)]
+    pub step_probe: lsq::StepProbe,
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit value from `x`.
@@ -119,6 +123,7 @@ impl LayerQuant {
             error_calls: 0,
             batch_range_in_eval: false,
             per_sample: None,
+            step_probe: lsq::StepProbe::default(),
         }
     }
 

@@ -5,9 +5,12 @@
 use cptsim_traces::schedule::{BitRange, Precision, Schedule, ScheduleArgs};
 use serde::{Deserialize, Serialize};
 
+use super::net::TrainNet;
 use super::pfq::Pfq;
 use super::prt::Prt;
 use crate::error::{Result, SimError};
+use crate::ldp::{Ldp, LdpState};
+use cptsim_traces::Bits;
 
 /// A precision policy with its state.
 #[derive(Clone, Debug)]
@@ -27,6 +30,8 @@ pub enum PrecisionPolicy {
         /// The schedule once the bound is known.
         schedule: Option<Schedule>,
     },
+    /// LDP: learned per-layer forward bits (spec §8).
+    Ldp(Ldp),
 }
 
 /// What a checkpoint keeps of a policy.
@@ -39,6 +44,8 @@ pub enum PolicyState {
     Pfq(Pfq),
     /// PRT state.
     Prt(Prt),
+    /// LDP's β per layer.
+    Ldp(LdpState),
 }
 
 fn schedule_err(e: impl std::fmt::Display) -> SimError {
@@ -73,13 +80,30 @@ impl PrecisionPolicy {
                     bw: *grad_bits,
                 },
             },
+            Self::Ldp(l) => l.precision(),
+        }
+    }
+
+    /// Per-layer precision on top of the uniform one (LDP): adjusts the layers and the trace
+    /// entries `bits` that [`Self::precision`] set.
+    pub fn layer_bits(&self, net: &mut TrainNet, bits: &mut [(u32, Bits)]) -> Result<()> {
+        match self {
+            Self::Ldp(l) => l.apply(net, bits),
+            _ => Ok(()),
+        }
+    }
+
+    /// Learns from the backward pass just done (LDP's β step).
+    pub fn learn(&mut self, net: &mut TrainNet) {
+        if let Self::Ldp(l) = self {
+            l.learn(net);
         }
     }
 
     /// Feeds iteration `t`'s minibatch loss and training accuracy (fraction).
     pub fn observe(&mut self, loss: f32, train_acc: f64) -> Result<()> {
         match self {
-            Self::Schedule(_) => Ok(()),
+            Self::Schedule(_) | Self::Ldp(_) => Ok(()),
             Self::Pfq(p) => {
                 p.observe(loss);
                 Ok(())
@@ -121,6 +145,7 @@ impl PrecisionPolicy {
             Self::Schedule(_) => PolicyState::Schedule,
             Self::Pfq(p) => PolicyState::Pfq(p.clone()),
             Self::Prt { prt, .. } => PolicyState::Prt(prt.clone()),
+            Self::Ldp(l) => PolicyState::Ldp(l.state.clone()),
         }
     }
 
@@ -132,6 +157,7 @@ impl PrecisionPolicy {
                 *p = s;
                 Ok(())
             }
+            (Self::Ldp(l), PolicyState::Ldp(s)) => l.restore(s),
             (
                 Self::Prt {
                     prt,

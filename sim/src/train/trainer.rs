@@ -282,7 +282,11 @@ impl<'a> Trainer<'a> {
                 let slots: Vec<u32> = self.net.slots.iter().map(|s| s.layer).collect();
                 d.apply_bits(&mut self.net.graph, &slots)?
             }
-            None => self.apply_bits(precision)?,
+            None => {
+                let mut bits = self.apply_bits(precision)?;
+                self.policy.layer_bits(&mut self.net, &mut bits)?;
+                bits
+            }
         };
         let batch = self.loader.next_batch()?;
         let samples = batch.labels.len();
@@ -301,6 +305,7 @@ impl<'a> Trainer<'a> {
             d.cost_backward()?;
             d.observe(loss);
         }
+        self.policy.learn(&mut self.net);
         let lr = self.config.lr.lr_at(t);
         let mut params = all_params(&mut self.net, &mut self.dfq);
         self.opt.step(&mut params, lr)?;
