@@ -15,6 +15,7 @@ pub mod net;
 pub mod npy;
 pub mod optim;
 pub mod quant;
+mod simd;
 pub mod train;
 
 pub use error::{Result, SimError};
