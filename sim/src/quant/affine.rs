@@ -19,17 +19,18 @@ pub fn levels(bits: u32) -> f32 {
 crate::simd::multiversion! {
     /// Minimum and maximum of `x`, ignoring NaNs; `(0, 0)` for an empty slice (or all NaN).
     pub fn min_max(x: &[f32]) -> (f32, f32) {
-        // Eight independent running extrema (vectorisable), merged at the end: min and max are
-        // exact, so the result does not depend on the grouping (up to the sign of a zero
-        // extremum, which no caller can observe: they only use `lo` and `hi − lo`).
-        const LANES: usize = 8;
+        // 32 independent running extrema (four AVX2 registers each, so the loop is not bound by
+        // the latency of one chain), merged at the end. `if v < lo` skips NaNs like `f32::min`;
+        // min and max are exact, so the result does not depend on the grouping (up to the sign of
+        // a zero extremum, which no caller can observe: they only use `lo` and `hi − lo`).
+        const LANES: usize = 32;
         let (mut lo, mut hi) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
         let chunks = x.chunks_exact(LANES);
         let rest = chunks.remainder();
         for ch in chunks {
             for i in 0..LANES {
-                lo[i] = lo[i].min(ch[i]);
-                hi[i] = hi[i].max(ch[i]);
+                lo[i] = if ch[i] < lo[i] { ch[i] } else { lo[i] };
+                hi[i] = if ch[i] > hi[i] { ch[i] } else { hi[i] };
             }
         }
         let init = (f32::INFINITY, f32::NEG_INFINITY);
