@@ -59,7 +59,8 @@ crate::simd::multiversion! {
     fn mask(g: &mut [f32], pass: &[bool]) {
         g.iter_mut()
             .zip(pass)
-            .for_each(|(g, &p)| *g = if p { *g } else { 0.0 });
+            // `if p { g } else { +0.0 }` as a bit mask (no branch or blend).
+            .for_each(|(g, &p)| *g = f32::from_bits(g.to_bits() & 0u32.wrapping_sub(u32::from(p))));
     }
 }
 

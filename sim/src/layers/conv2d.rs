@@ -161,6 +161,7 @@ impl Im2col<'_> {
     }
 
     /// Visits every (row of a sample, kernel tap) with the input offset it reads (or `None`).
+    #[inline(always)]
     fn for_each_tap(&self, mut f: impl FnMut(usize, Option<usize>)) {
         let (w, c) = (self.in_hw.1, self.spec.in_channels);
         let mut t = 0;
@@ -191,6 +192,7 @@ impl Im2col<'_> {
     /// the kernel row lies in the vertical padding, the valid kernel columns `kx0..kx1` and the
     /// input offset of tap `kx0` (taps outside `kx0..kx1` are in the horizontal padding).
     /// Only for geometries where [`Self::rows_are_runs`] holds.
+    #[inline(always)]
     fn for_each_run(&self, mut f: impl FnMut(usize, Option<(usize, usize, usize)>)) {
         let sp = self.spec;
         let (h, w, c) = (self.in_hw.0, self.in_hw.1, sp.in_channels);
@@ -224,20 +226,44 @@ impl Im2col<'_> {
 
     /// Fills `col` `[samples·OH·OW, K]` with the group-`g` patches of the samples in `x`.
     fn gather(&self, x: &[f32], g: usize, col: &mut [f32]) {
-        let cpg = self.spec.in_channels / self.spec.groups;
-        let taps = self.rows_per_sample() * self.spec.kernel[0] * self.spec.kernel[1];
-        let kw = self.spec.kernel[1];
+        gather_kernel(self, x, g, col);
+    }
+
+    /// Adds the group-`g` columns `dcol` back into `dx` (the same samples as `gather`).
+    fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
+        scatter_add_kernel(self, dcol, g, dx);
+    }
+}
+
+/// `dst.copy_from_slice(src)` for short runs (a few hundred bytes): whole groups of eight copied
+/// inline rather than through a `memcpy` call per run.
+#[inline(always)]
+fn copy_run(dst: &mut [f32], src: &[f32]) {
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (a, b) in (&mut d).zip(&mut s) {
+        a.copy_from_slice(b);
+    }
+    d.into_remainder().copy_from_slice(s.remainder());
+}
+
+crate::simd::multiversion! {
+    /// The body of [`Im2col::gather`].
+    fn gather_kernel(geo: &Im2col<'_>, x: &[f32], g: usize, col: &mut [f32]) {
+        let cpg = geo.spec.in_channels / geo.spec.groups;
+        let taps = geo.rows_per_sample() * geo.spec.kernel[0] * geo.spec.kernel[1];
+        let kw = geo.spec.kernel[1];
         for (cs, xs) in col
             .chunks_mut(taps * cpg)
-            .zip(x.chunks(self.in_per_sample()))
+            .zip(x.chunks(geo.in_per_sample()))
         {
-            if self.rows_are_runs() {
-                self.for_each_run(|t, run| {
+            if geo.rows_are_runs() {
+                geo.for_each_run(|t, run| {
                     let dst = &mut cs[t * cpg..(t + kw) * cpg];
                     match run {
                         Some((a, b, src)) => {
                             dst[..a * cpg].fill(0.0);
-                            dst[a * cpg..b * cpg].copy_from_slice(&xs[src..src + (b - a) * cpg]);
+                            copy_run(&mut dst[a * cpg..b * cpg], &xs[src..src + (b - a) * cpg]);
                             dst[b * cpg..].fill(0.0);
                         }
                         None => dst.fill(0.0),
@@ -245,7 +271,7 @@ impl Im2col<'_> {
                 });
                 continue;
             }
-            self.for_each_tap(|t, at| {
+            geo.for_each_tap(|t, at| {
                 let dst = &mut cs[t * cpg..(t + 1) * cpg];
                 match at {
                     Some(a) => dst.copy_from_slice(&xs[a + g * cpg..a + (g + 1) * cpg]),
@@ -254,7 +280,9 @@ impl Im2col<'_> {
             });
         }
     }
+}
 
+impl Im2col<'_> {
     /// Depthwise forward (one input channel per group, multiplier 1) for the samples in `x`:
     /// `y[pos, c] = Σ_taps x[src, c]·w[tap, c]` with weights `w` laid out `[taps, C]`.
     fn depthwise_forward(&self, x: &[f32], w: &[f32], y: &mut [f32]) {
@@ -304,19 +332,21 @@ impl Im2col<'_> {
             });
         }
     }
+}
 
-    /// Adds the group-`g` columns `dcol` back into `dx` (the same samples as `gather`).
-    fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
-        let cpg = self.spec.in_channels / self.spec.groups;
-        let taps = self.rows_per_sample() * self.spec.kernel[0] * self.spec.kernel[1];
+crate::simd::multiversion! {
+    /// The body of [`Im2col::scatter_add`].
+    fn scatter_add_kernel(geo: &Im2col<'_>, dcol: &[f32], g: usize, dx: &mut [f32]) {
+        let cpg = geo.spec.in_channels / geo.spec.groups;
+        let taps = geo.rows_per_sample() * geo.spec.kernel[0] * geo.spec.kernel[1];
         for (cs, xs) in dcol
             .chunks(taps * cpg)
-            .zip(dx.chunks_mut(self.in_per_sample()))
+            .zip(dx.chunks_mut(geo.in_per_sample()))
         {
-            if self.rows_are_runs() {
+            if geo.rows_are_runs() {
                 // Same additions in the same order as the per-tap loop below: within one run
                 // every tap writes different input pixels.
-                self.for_each_run(|t, run| {
+                geo.for_each_run(|t, run| {
                     if let Some((a, b, at)) = run {
                         let src = &cs[(t + a) * cpg..(t + b) * cpg];
                         let dst = &mut xs[at..at + (b - a) * cpg];
@@ -325,7 +355,7 @@ impl Im2col<'_> {
                 });
                 continue;
             }
-            self.for_each_tap(|t, at| {
+            geo.for_each_tap(|t, at| {
                 if let Some(a) = at {
                     let src = &cs[t * cpg..(t + 1) * cpg];
                     let dst = &mut xs[a + g * cpg..a + (g + 1) * cpg];
