@@ -43,7 +43,7 @@ impl Activation {
 crate::simd::multiversion! {
     /// `clamp(x, 0, hi)` element-wise.
     fn clamped(x: &[f32], hi: f32) -> Vec<f32> {
-        x.iter().map(|v| v.clamp(0.0, hi)).collect()
+        x.iter().map(|&v| crate::simd::clamp(v, 0.0, hi)).collect()
     }
 }
 

@@ -4,6 +4,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use crate::simd::clamp;
+
 /// Elements per independently seeded noise stream in [`fake_quant_stochastic`]. Fixed, so the
 /// noise an element receives does not depend on the thread count.
 pub const NOISE_CHUNK: usize = 1 << 16;
@@ -72,7 +74,7 @@ crate::simd::multiversion! {
     pub fn fake_quant(x: &mut [f32], lo: f32, range: f32, bits: u32) {
         let (s, l) = (step(range, bits), levels(bits));
         for v in x.iter_mut() {
-            let u = ((*v - lo) / s).clamp(0.0, l);
+            let u = clamp((*v - lo) / s, 0.0, l);
             *v = rne_nonneg(u) * s + lo;
         }
     }
@@ -109,7 +111,7 @@ crate::simd::multiversion! {
         const SCALE: f32 = 1.0 / (1u32 << 24) as f32;
         for (v, &w) in x.iter_mut().zip(words) {
             let noise = SCALE * (w >> 8) as f32 - 0.5;
-            let u = ((*v - lo) / s + noise).clamp(0.0, l);
+            let u = clamp((*v - lo) / s + noise, 0.0, l);
             *v = rne_nonneg(u) * s + lo;
         }
     }
