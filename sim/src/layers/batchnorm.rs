@@ -181,18 +181,31 @@ impl Layer for BatchNorm {
         };
         let gamma = slice(&self.name, &self.gamma)?;
         let beta = slice(&self.name, &self.beta)?;
-        let mut xhat = vec![0.0f32; data.len()];
         let mut y = vec![0.0f32; data.len()];
-        xhat.par_chunks_mut(ROWS * c)
-            .zip(y.par_chunks_mut(ROWS * c))
-            .zip(data.par_chunks(ROWS * c))
-            .for_each(|((h, yo), xs)| normalize(xs, h, yo, [&mean[..], &inv_std[..], gamma, beta]));
+        let per_channel = [&mean[..], &inv_std[..], gamma, beta];
         let shape = x.shape().to_vec();
         if mode == Mode::Train {
+            // x̂ is kept for backward: reuse the previous step's buffer (every element is
+            // overwritten) instead of allocating and zeroing a new one.
+            let mut xhat = match self.cache.take() {
+                Some(old) if old.xhat.len() == data.len() => old.xhat.into_raw_vec_and_offset().0,
+                _ => vec![0.0f32; data.len()],
+            };
+            xhat.par_chunks_mut(ROWS * c)
+                .zip(y.par_chunks_mut(ROWS * c))
+                .zip(data.par_chunks(ROWS * c))
+                .for_each(|((h, yo), xs)| normalize(xs, h, yo, per_channel));
             let xhat = Tensor::from_shape_vec(shape.clone(), xhat)
                 .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
             self.cache = Some(BnCache { xhat, inv_std });
         } else {
+            // Eval needs no x̂: a small scratch per chunk of rows.
+            y.par_chunks_mut(ROWS * c)
+                .zip(data.par_chunks(ROWS * c))
+                .for_each(|(yo, xs)| {
+                    let mut h = vec![0.0f32; xs.len()];
+                    normalize(xs, &mut h, yo, per_channel)
+                });
             self.cache = None;
         }
         Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
