@@ -235,18 +235,6 @@ impl Im2col<'_> {
     }
 }
 
-/// `dst.copy_from_slice(src)` for short runs (a few hundred bytes): whole groups of eight copied
-/// inline rather than through a `memcpy` call per run.
-#[inline(always)]
-fn copy_run(dst: &mut [f32], src: &[f32]) {
-    let mut d = dst.chunks_exact_mut(8);
-    let mut s = src.chunks_exact(8);
-    for (a, b) in (&mut d).zip(&mut s) {
-        a.copy_from_slice(b);
-    }
-    d.into_remainder().copy_from_slice(s.remainder());
-}
-
 crate::simd::multiversion! {
     /// The body of [`Im2col::gather`].
     fn gather_kernel(geo: &Im2col<'_>, x: &[f32], g: usize, col: &mut [f32]) {
@@ -263,7 +251,7 @@ crate::simd::multiversion! {
                     match run {
                         Some((a, b, src)) => {
                             dst[..a * cpg].fill(0.0);
-                            copy_run(&mut dst[a * cpg..b * cpg], &xs[src..src + (b - a) * cpg]);
+                            dst[a * cpg..b * cpg].copy_from_slice(&xs[src..src + (b - a) * cpg]);
                             dst[b * cpg..].fill(0.0);
                         }
                         None => dst.fill(0.0),
