@@ -11,6 +11,7 @@ pub mod error;
 pub mod gemm;
 pub mod init;
 pub mod layers;
+pub mod malloc;
 pub mod net;
 pub mod npy;
 pub mod optim;
