@@ -13,10 +13,12 @@ pub mod gemm;
 pub mod init;
 pub mod layers;
 pub mod ldp;
+pub mod malloc;
 pub mod net;
 pub mod npy;
 pub mod optim;
 pub mod quant;
+mod simd;
 pub mod train;
 
 pub use error::{Result, SimError};

@@ -76,6 +76,7 @@ pub enum Format {
 
 /// Runs the command.
 pub fn run(args: &BenchArgs) -> Result<()> {
+    cptsim_sim::malloc::keep_large_blocks();
     match &args.what {
         BenchCommand::Train(a) => train(a),
     }

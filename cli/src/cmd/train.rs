@@ -282,6 +282,7 @@ struct Saved {
 
 /// Runs the subcommand.
 pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
+    cptsim_sim::malloc::keep_large_blocks();
     let mut seconds_before = 0.0;
     let resume = match args.resume.clone() {
         Some(dir) => {

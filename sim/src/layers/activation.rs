@@ -40,6 +40,30 @@ impl Activation {
     }
 }
 
+crate::simd::multiversion! {
+    /// `clamp(x, 0, hi)` element-wise.
+    fn clamped(x: &[f32], hi: f32) -> Vec<f32> {
+        x.iter().map(|&v| crate::simd::clamp(v, 0.0, hi)).collect()
+    }
+}
+
+crate::simd::multiversion! {
+    /// Where the gradient passes: `0 < x < hi`.
+    fn passes(x: &[f32], hi: f32) -> Vec<bool> {
+        x.iter().map(|&v| v > 0.0 && v < hi).collect()
+    }
+}
+
+crate::simd::multiversion! {
+    /// Zeroes the gradient where it does not pass.
+    fn mask(g: &mut [f32], pass: &[bool]) {
+        g.iter_mut()
+            .zip(pass)
+            // `if p { g } else { +0.0 }` as a bit mask (no branch or blend).
+            .for_each(|(g, &p)| *g = f32::from_bits(g.to_bits() & 0u32.wrapping_sub(u32::from(p))));
+    }
+}
+
 impl Layer for Activation {
     fn name(&self) -> &str {
         &self.name
@@ -52,14 +76,9 @@ impl Layer for Activation {
         let data = xs
             .as_slice()
             .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
-        let y = Tensor::from_shape_vec(x.shape(), data.iter().map(|v| v.clamp(0.0, hi)).collect())
+        let y = Tensor::from_shape_vec(x.shape(), clamped(data, hi))
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        self.cache = (mode == Mode::Train).then(|| {
-            (
-                x.shape().to_vec(),
-                data.iter().map(|&v| v > 0.0 && v < hi).collect(),
-            )
-        });
+        self.cache = (mode == Mode::Train).then(|| (x.shape().to_vec(), passes(data, hi)));
         Ok(y)
     }
 
@@ -74,9 +93,7 @@ impl Layer for Activation {
         let d = dx
             .as_slice_mut()
             .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
-        d.iter_mut()
-            .zip(pass)
-            .for_each(|(g, &p)| *g = if p { *g } else { 0.0 });
+        mask(d, pass);
         Ok(vec![dx])
     }
 }

@@ -19,6 +19,13 @@ impl Add {
     }
 }
 
+crate::simd::multiversion! {
+    /// `a + b` element-wise.
+    fn add_slices(a: &[f32], b: &[f32]) -> Vec<f32> {
+        a.iter().zip(b).map(|(x, y)| x + y).collect()
+    }
+}
+
 impl Layer for Add {
     fn name(&self) -> &str {
         &self.name
@@ -37,7 +44,12 @@ impl Layer for Add {
             ));
         }
         self.shape = (mode == Mode::Train).then(|| v[0].shape().to_vec());
-        Ok(v[0] + v[1])
+        match (v[0].as_slice(), v[1].as_slice()) {
+            // The usual case: both standard layout, added as flat slices.
+            (Some(a), Some(b)) => Tensor::from_shape_vec(v[0].shape(), add_slices(a, b))
+                .map_err(|e| SimError::shape(&self.name, e.to_string())),
+            _ => Ok(v[0] + v[1]),
+        }
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {

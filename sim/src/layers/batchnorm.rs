@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::reduce::channel_sums;
+use super::reduce::chunk_sums;
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 
@@ -72,6 +72,69 @@ fn slice<'a>(layer: &str, p: &'a Param) -> Result<&'a [f32]> {
         .ok_or_else(|| SimError::shape(layer, "parameter is not contiguous"))
 }
 
+crate::simd::multiversion! {
+    /// Adds `Σ x` and `Σ x²` per channel of the rows `x` (`[rows, c]`) into `acc = [Σx | Σx²]`
+    /// (`2c` values), row by row.
+    fn sums_and_squares(x: &[f32], acc: &mut [f64]) {
+        let c = acc.len() / 2;
+        let (a, b) = acc.split_at_mut(c);
+        for row in x.chunks_exact(c) {
+            for ((s1, s2), &v) in a.iter_mut().zip(b.iter_mut()).zip(row) {
+                *s1 += v as f64;
+                *s2 += v as f64 * v as f64;
+            }
+        }
+    }
+}
+
+crate::simd::multiversion! {
+    /// Adds `Σ g` and `Σ g·x̂` per channel of the rows `g`, `xhat` (`[rows, c]`) into
+    /// `acc = [Σg | Σg·x̂]`, row by row.
+    fn sums_and_products(g: &[f32], xhat: &[f32], acc: &mut [f64]) {
+        let c = acc.len() / 2;
+        let (a, b) = acc.split_at_mut(c);
+        for (gr, hr) in g.chunks_exact(c).zip(xhat.chunks_exact(c)) {
+            for ((s1, s2), (&gv, &hv)) in a.iter_mut().zip(b.iter_mut()).zip(gr.iter().zip(hr)) {
+                *s1 += gv as f64;
+                *s2 += gv as f64 * hv as f64;
+            }
+        }
+    }
+}
+
+crate::simd::multiversion! {
+    /// `x̂ = (x − mean)·inv_std` and `y = γ·x̂ + β` for the rows of `x`, with
+    /// `per_channel = [mean, inv_std, γ, β]`.
+    fn normalize(x: &[f32], xhat: &mut [f32], y: &mut [f32], per_channel: [&[f32]; 4]) {
+        let [mean, inv_std, gamma, beta] = per_channel;
+        let c = mean.len();
+        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
+        let rows = xhat.chunks_exact_mut(c).zip(y.chunks_exact_mut(c)).zip(x.chunks_exact(c));
+        for ((hr, yr), xr) in rows {
+            for i in 0..c {
+                hr[i] = (xr[i] - mean[i]) * inv_std[i];
+                yr[i] = gamma[i] * hr[i] + beta[i];
+            }
+        }
+    }
+}
+
+crate::simd::multiversion! {
+    /// The input gradient `dx = k·(m·g − Σg − x̂·Σg·x̂)` for the rows of `g` and `xhat`, with
+    /// `per_channel = [k, Σg, Σg·x̂]`.
+    fn input_grad(g: &[f32], xhat: &[f32], dx: &mut [f32], m: f32, per_channel: [&[f32]; 3]) {
+        let [k, dbeta, dgamma] = per_channel;
+        let c = k.len();
+        let (dbeta, dgamma) = (&dbeta[..c], &dgamma[..c]);
+        let rows = dx.chunks_exact_mut(c).zip(g.chunks_exact(c)).zip(xhat.chunks_exact(c));
+        for ((dr, gr), hr) in rows {
+            for i in 0..c {
+                dr[i] = k[i] * (m * gr[i] - dbeta[i] - hr[i] * dgamma[i]);
+            }
+        }
+    }
+}
+
 impl Layer for BatchNorm {
     fn name(&self) -> &str {
         &self.name
@@ -89,13 +152,7 @@ impl Layer for BatchNorm {
                     "training needs more than one value per channel",
                 ));
             }
-            let s = channel_sums(data, c, 2, |_, row, acc| {
-                let (a, b) = acc.split_at_mut(c);
-                for ((s1, s2), &v) in a.iter_mut().zip(b.iter_mut()).zip(row) {
-                    *s1 += v as f64;
-                    *s2 += v as f64 * v as f64;
-                }
-            });
+            let s = chunk_sums(data, c, 2, |_, rows, acc| sums_and_squares(rows, acc));
             let m = rows as f64;
             let mean: Vec<f64> = s[..c].iter().map(|v| v / m).collect();
             let var: Vec<f64> = s[c..]
@@ -124,25 +181,31 @@ impl Layer for BatchNorm {
         };
         let gamma = slice(&self.name, &self.gamma)?;
         let beta = slice(&self.name, &self.beta)?;
-        let mut xhat = vec![0.0f32; data.len()];
         let mut y = vec![0.0f32; data.len()];
-        xhat.par_chunks_mut(ROWS * c)
-            .zip(y.par_chunks_mut(ROWS * c))
-            .zip(data.par_chunks(ROWS * c))
-            .for_each(|((h, yo), xs)| {
-                for ((hr, yr), xr) in h.chunks_mut(c).zip(yo.chunks_mut(c)).zip(xs.chunks(c)) {
-                    for i in 0..c {
-                        hr[i] = (xr[i] - mean[i]) * inv_std[i];
-                        yr[i] = gamma[i] * hr[i] + beta[i];
-                    }
-                }
-            });
+        let per_channel = [&mean[..], &inv_std[..], gamma, beta];
         let shape = x.shape().to_vec();
         if mode == Mode::Train {
+            // x̂ is kept for backward: reuse the previous step's buffer (every element is
+            // overwritten) instead of allocating and zeroing a new one.
+            let mut xhat = match self.cache.take() {
+                Some(old) if old.xhat.len() == data.len() => old.xhat.into_raw_vec_and_offset().0,
+                _ => vec![0.0f32; data.len()],
+            };
+            xhat.par_chunks_mut(ROWS * c)
+                .zip(y.par_chunks_mut(ROWS * c))
+                .zip(data.par_chunks(ROWS * c))
+                .for_each(|((h, yo), xs)| normalize(xs, h, yo, per_channel));
             let xhat = Tensor::from_shape_vec(shape.clone(), xhat)
                 .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
             self.cache = Some(BnCache { xhat, inv_std });
         } else {
+            // Eval needs no x̂: a small scratch per chunk of rows.
+            y.par_chunks_mut(ROWS * c)
+                .zip(data.par_chunks(ROWS * c))
+                .for_each(|(yo, xs)| {
+                    let mut h = vec![0.0f32; xs.len()];
+                    normalize(xs, &mut h, yo, per_channel)
+                });
             self.cache = None;
         }
         Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
@@ -158,13 +221,8 @@ impl Layer for BatchNorm {
         let xhat = cache.xhat.as_slice().ok_or_else(err)?;
         let rows = g.len() / c;
         // Σ dy and Σ dy·x̂ per channel, row r of g paired with row r of x̂.
-        let s = channel_sums(g, c, 2, |r, row, acc| {
-            let (a, b) = acc.split_at_mut(c);
-            let h = &xhat[r * c..(r + 1) * c];
-            for i in 0..c {
-                a[i] += row[i] as f64;
-                b[i] += row[i] as f64 * h[i] as f64;
-            }
+        let s = chunk_sums(g, c, 2, |r, rows, acc| {
+            sums_and_products(rows, &xhat[r * c..r * c + rows.len()], acc)
         });
         let dbeta: Vec<f32> = s[..c].iter().map(|&v| v as f32).collect();
         let dgamma: Vec<f32> = s[c..].iter().map(|&v| v as f32).collect();
@@ -175,13 +233,7 @@ impl Layer for BatchNorm {
         dx.par_chunks_mut(ROWS * c)
             .zip(g.par_chunks(ROWS * c))
             .zip(xhat.par_chunks(ROWS * c))
-            .for_each(|((d, gs), hs)| {
-                for ((dr, gr), hr) in d.chunks_mut(c).zip(gs.chunks(c)).zip(hs.chunks(c)) {
-                    for i in 0..c {
-                        dr[i] = k[i] * (m * gr[i] - dbeta[i] - hr[i] * dgamma[i]);
-                    }
-                }
-            });
+            .for_each(|((d, gs), hs)| input_grad(gs, hs, d, m, [&k[..], &dbeta[..], &dgamma[..]]));
         self.gamma.grad = Tensor::from_shape_vec(vec![c], dgamma)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         self.beta.grad = Tensor::from_shape_vec(vec![c], dbeta)

@@ -162,6 +162,7 @@ impl Im2col<'_> {
     }
 
     /// Visits every (row of a sample, kernel tap) with the input offset it reads (or `None`).
+    #[inline(always)]
     fn for_each_tap(&self, mut f: impl FnMut(usize, Option<usize>)) {
         let (w, c) = (self.in_hw.1, self.spec.in_channels);
         let mut t = 0;
@@ -181,15 +182,85 @@ impl Im2col<'_> {
         }
     }
 
+    /// True when the kernel columns of one kernel row read consecutive input pixels whose
+    /// channels are all in the patch (one group, no horizontal dilation): each row of taps is then
+    /// one contiguous run in both the input and the column matrix.
+    fn rows_are_runs(&self) -> bool {
+        self.spec.groups == 1 && self.spec.dilation[1] == 1
+    }
+
+    /// Visits every (row of a sample, kernel row) with the index of its first tap and, unless
+    /// the kernel row lies in the vertical padding, the valid kernel columns `kx0..kx1` and the
+    /// input offset of tap `kx0` (taps outside `kx0..kx1` are in the horizontal padding).
+    /// Only for geometries where [`Self::rows_are_runs`] holds.
+    #[inline(always)]
+    fn for_each_run(&self, mut f: impl FnMut(usize, Option<(usize, usize, usize)>)) {
+        let sp = self.spec;
+        let (h, w, c) = (self.in_hw.0, self.in_hw.1, sp.in_channels);
+        let (kh, kw) = (sp.kernel[0], sp.kernel[1]);
+        let mut t = 0;
+        for oy in 0..self.out_hw.0 {
+            for ox in 0..self.out_hw.1 {
+                // Column of the input read by kernel column 0 (may be left of the image).
+                let left = ox * sp.stride[1];
+                let kx0 = sp.pads[1].saturating_sub(left).min(kw);
+                let kx1 = (w + sp.pads[1]).saturating_sub(left).min(kw).max(kx0);
+                for ky in 0..kh {
+                    let iy = (oy * sp.stride[0] + ky * sp.dilation[0])
+                        .checked_sub(sp.pads[0])
+                        .filter(|&iy| iy < h);
+                    let run = iy.map(|iy| {
+                        // The offset only matters for a non-empty run (then `left + kx0 ≥ pad`).
+                        let at = if kx0 < kx1 {
+                            (iy * w + left + kx0 - sp.pads[1]) * c
+                        } else {
+                            0
+                        };
+                        (kx0, kx1, at)
+                    });
+                    f(t, run);
+                    t += kw;
+                }
+            }
+        }
+    }
+
     /// Fills `col` `[samples·OH·OW, K]` with the group-`g` patches of the samples in `x`.
     fn gather(&self, x: &[f32], g: usize, col: &mut [f32]) {
-        let cpg = self.spec.in_channels / self.spec.groups;
-        let taps = self.rows_per_sample() * self.spec.kernel[0] * self.spec.kernel[1];
+        gather_kernel(self, x, g, col);
+    }
+
+    /// Adds the group-`g` columns `dcol` back into `dx` (the same samples as `gather`).
+    fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
+        scatter_add_kernel(self, dcol, g, dx);
+    }
+}
+
+crate::simd::multiversion! {
+    /// The body of [`Im2col::gather`].
+    fn gather_kernel(geo: &Im2col<'_>, x: &[f32], g: usize, col: &mut [f32]) {
+        let cpg = geo.spec.in_channels / geo.spec.groups;
+        let taps = geo.rows_per_sample() * geo.spec.kernel[0] * geo.spec.kernel[1];
+        let kw = geo.spec.kernel[1];
         for (cs, xs) in col
             .chunks_mut(taps * cpg)
-            .zip(x.chunks(self.in_per_sample()))
+            .zip(x.chunks(geo.in_per_sample()))
         {
-            self.for_each_tap(|t, at| {
+            if geo.rows_are_runs() {
+                geo.for_each_run(|t, run| {
+                    let dst = &mut cs[t * cpg..(t + kw) * cpg];
+                    match run {
+                        Some((a, b, src)) => {
+                            dst[..a * cpg].fill(0.0);
+                            dst[a * cpg..b * cpg].copy_from_slice(&xs[src..src + (b - a) * cpg]);
+                            dst[b * cpg..].fill(0.0);
+                        }
+                        None => dst.fill(0.0),
+                    }
+                });
+                continue;
+            }
+            geo.for_each_tap(|t, at| {
                 let dst = &mut cs[t * cpg..(t + 1) * cpg];
                 match at {
                     Some(a) => dst.copy_from_slice(&xs[a + g * cpg..a + (g + 1) * cpg]),
@@ -198,7 +269,9 @@ impl Im2col<'_> {
             });
         }
     }
+}
 
+impl Im2col<'_> {
     /// Depthwise forward (one input channel per group, multiplier 1) for the samples in `x`:
     /// `y[pos, c] = Σ_taps x[src, c]·w[tap, c]` with weights `w` laid out `[taps, C]`.
     fn depthwise_forward(&self, x: &[f32], w: &[f32], y: &mut [f32]) {
@@ -248,16 +321,30 @@ impl Im2col<'_> {
             });
         }
     }
+}
 
-    /// Adds the group-`g` columns `dcol` back into `dx` (the same samples as `gather`).
-    fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
-        let cpg = self.spec.in_channels / self.spec.groups;
-        let taps = self.rows_per_sample() * self.spec.kernel[0] * self.spec.kernel[1];
+crate::simd::multiversion! {
+    /// The body of [`Im2col::scatter_add`].
+    fn scatter_add_kernel(geo: &Im2col<'_>, dcol: &[f32], g: usize, dx: &mut [f32]) {
+        let cpg = geo.spec.in_channels / geo.spec.groups;
+        let taps = geo.rows_per_sample() * geo.spec.kernel[0] * geo.spec.kernel[1];
         for (cs, xs) in dcol
             .chunks(taps * cpg)
-            .zip(dx.chunks_mut(self.in_per_sample()))
+            .zip(dx.chunks_mut(geo.in_per_sample()))
         {
-            self.for_each_tap(|t, at| {
+            if geo.rows_are_runs() {
+                // Same additions in the same order as the per-tap loop below: within one run
+                // every tap writes different input pixels.
+                geo.for_each_run(|t, run| {
+                    if let Some((a, b, at)) = run {
+                        let src = &cs[(t + a) * cpg..(t + b) * cpg];
+                        let dst = &mut xs[at..at + (b - a) * cpg];
+                        dst.iter_mut().zip(src).for_each(|(d, v)| *d += v);
+                    }
+                });
+                continue;
+            }
+            geo.for_each_tap(|t, at| {
                 if let Some(a) = at {
                     let src = &cs[t * cpg..(t + 1) * cpg];
                     let dst = &mut xs[a + g * cpg..a + (g + 1) * cpg];
@@ -732,6 +819,83 @@ mod tests {
             LayerQuant::new(QuantMethod::Sbm, 0)
         )
         .is_err());
+    }
+
+    /// The per-tap im2col of one group (the general path), as the reference for the run path.
+    fn gather_per_tap(geo: &Im2col, x: &[f32]) -> Vec<f32> {
+        let c = geo.spec.in_channels;
+        let taps = geo.rows_per_sample() * geo.spec.kernel[0] * geo.spec.kernel[1];
+        let mut col = Vec::new();
+        for xs in x.chunks(geo.in_per_sample()) {
+            let start = col.len();
+            col.resize(start + taps * c, f32::NAN);
+            geo.for_each_tap(|t, at| {
+                let dst = &mut col[start + t * c..start + (t + 1) * c];
+                match at {
+                    Some(a) => dst.copy_from_slice(&xs[a..a + c]),
+                    None => dst.fill(0.0),
+                }
+            });
+        }
+        col
+    }
+
+    #[test]
+    fn row_runs_equal_the_per_tap_im2col_and_its_scatter() {
+        let mut cases = vec![
+            Conv2dSpec::square(3, 4, 3, 1, 1),
+            Conv2dSpec::square(5, 4, 3, 2, 1),
+            Conv2dSpec::square(2, 4, 1, 2, 0),
+            Conv2dSpec::square(2, 2, 5, 1, 4),
+            Conv2dSpec::square(2, 2, 2, 3, 0),
+        ];
+        let mut odd = Conv2dSpec::square(3, 2, 3, 2, 1);
+        odd.pads = [0, 7, 2, 1];
+        odd.kernel = [2, 4];
+        odd.dilation = [2, 1];
+        cases.push(odd);
+        for (i, sp) in cases.into_iter().enumerate() {
+            let (h, w) = (7, 6);
+            let Ok(out_hw) = sp.output_hw("t", h, w) else {
+                continue;
+            };
+            let geo = Im2col {
+                spec: &sp,
+                in_hw: (h, w),
+                out_hw,
+            };
+            assert!(geo.rows_are_runs());
+            let x = rand_tensor(&[2, h, w, sp.in_channels], 1.0, 90 + i as u64);
+            let x = x.as_slice().unwrap();
+            let want = gather_per_tap(&geo, x);
+            let mut col = vec![f32::NAN; want.len()];
+            geo.gather(x, 0, &mut col);
+            assert_eq!(col, want, "{sp:?}");
+
+            // Scatter: the run path adds in the same order as the per-tap path, so bit-equal.
+            let dcol = rand_tensor(&[want.len()], 1.0, 120 + i as u64);
+            let dcol = dcol.as_slice().unwrap();
+            let mut dx = rand_tensor(&[x.len()], 1.0, 150 + i as u64)
+                .into_raw_vec_and_offset()
+                .0;
+            let mut dx_ref = dx.clone();
+            geo.scatter_add(dcol, 0, &mut dx);
+            let c = sp.in_channels;
+            let taps = want.len() / 2 / c;
+            for (cs, xs) in dcol
+                .chunks(taps * c)
+                .zip(dx_ref.chunks_mut(geo.in_per_sample()))
+            {
+                geo.for_each_tap(|t, at| {
+                    if let Some(a) = at {
+                        for k in 0..c {
+                            xs[a + k] += cs[t * c + k];
+                        }
+                    }
+                });
+            }
+            assert_eq!(dx, dx_ref, "{sp:?}");
+        }
     }
 
     #[test]

@@ -264,7 +264,20 @@ impl Layer for GlobalAvgPool {
         let [n, h, w, c] = *cached(&self.name, &self.in_shape)?;
         check_grad(&self.name, &grad_out, &[n, 1, 1, c])?;
         let scale = 1.0 / (h * w).max(1) as f32;
-        let dx = Tensor::from_shape_fn(vec![n, h, w, c], |d| grad_out[[d[0], 0, 0, d[3]]] * scale);
+        let g = grad_out.as_standard_layout();
+        let g = g
+            .as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
+        // Every position of sample `b` receives `g[b]·scale`, the scaled row computed once.
+        let mut dx = Vec::with_capacity(n * h * w * c);
+        for gb in g.chunks_exact(c.max(1)).take(n) {
+            let row: Vec<f32> = gb.iter().map(|&v| v * scale).collect();
+            for _ in 0..h * w {
+                dx.extend_from_slice(&row);
+            }
+        }
+        let dx = Tensor::from_shape_vec(vec![n, h, w, c], dx)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         Ok(vec![dx])
     }
 }

@@ -12,6 +12,20 @@ pub(crate) fn channel_sums<F>(data: &[f32], c: usize, k: usize, f: F) -> Vec<f64
 where
     F: Fn(usize, &[f32], &mut [f64]) + Sync,
 {
+    chunk_sums(data, c, k, |first, chunk, acc| {
+        for (r, row) in chunk.chunks(c).enumerate() {
+            f(first + r, row, acc);
+        }
+    })
+}
+
+/// As [`channel_sums`], with `f(first_row, rows, acc)` called once per fixed chunk of rows (in
+/// row order within the chunk, so the sums are the same as row by row) — for kernels that loop
+/// over the rows themselves.
+pub(crate) fn chunk_sums<F>(data: &[f32], c: usize, k: usize, f: F) -> Vec<f64>
+where
+    F: Fn(usize, &[f32], &mut [f64]) + Sync,
+{
     if c == 0 {
         return Vec::new();
     }
@@ -20,9 +34,7 @@ where
         .enumerate()
         .map(|(ci, chunk)| {
             let mut acc = vec![0.0f64; k * c];
-            for (r, row) in chunk.chunks(c).enumerate() {
-                f(ci * ROWS_PER_CHUNK + r, row, &mut acc);
-            }
+            f(ci * ROWS_PER_CHUNK, chunk, &mut acc);
             acc
         })
         .collect();

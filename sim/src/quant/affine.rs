@@ -4,6 +4,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use crate::simd::clamp;
+
 /// Elements per independently seeded noise stream in [`fake_quant_stochastic`]. Fixed, so the
 /// noise an element receives does not depend on the thread count.
 pub const NOISE_CHUNK: usize = 1 << 16;
@@ -16,17 +18,35 @@ pub fn levels(bits: u32) -> f32 {
     ((1u64 << bits.min(32)) - 1) as f32
 }
 
-/// Minimum and maximum of `x`, ignoring NaNs; `(0, 0)` for an empty slice (or all NaN).
-pub fn min_max(x: &[f32]) -> (f32, f32) {
-    let (lo, hi) = x
-        .iter()
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
-            (lo.min(v), hi.max(v))
-        });
-    if lo > hi {
-        (0.0, 0.0)
-    } else {
-        (lo, hi)
+crate::simd::multiversion! {
+    /// Minimum and maximum of `x`, ignoring NaNs; `(0, 0)` for an empty slice (or all NaN).
+    pub fn min_max(x: &[f32]) -> (f32, f32) {
+        // 32 independent running extrema (four AVX2 registers each, so the loop is not bound by
+        // the latency of one chain), merged at the end. `if v < lo` skips NaNs like `f32::min`;
+        // min and max are exact, so the result does not depend on the grouping (up to the sign of
+        // a zero extremum, which no caller can observe: they only use `lo` and `hi − lo`).
+        const LANES: usize = 32;
+        let (mut lo, mut hi) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
+        let chunks = x.chunks_exact(LANES);
+        let rest = chunks.remainder();
+        for ch in chunks {
+            for i in 0..LANES {
+                lo[i] = if ch[i] < lo[i] { ch[i] } else { lo[i] };
+                hi[i] = if ch[i] > hi[i] { ch[i] } else { hi[i] };
+            }
+        }
+        let init = (f32::INFINITY, f32::NEG_INFINITY);
+        let (lo, hi) = lo
+            .iter()
+            .zip(&hi)
+            .map(|(&l, &h)| (l, h))
+            .chain(rest.iter().map(|&v| (v, v)))
+            .fold(init, |(lo, hi), (l, h)| (lo.min(l), hi.max(h)));
+        if lo > hi {
+            (0.0, 0.0)
+        } else {
+            (lo, hi)
+        }
     }
 }
 
@@ -48,15 +68,20 @@ fn step(range: f32, bits: u32) -> f32 {
     (range / levels(bits)).max(MIN_SCALE)
 }
 
-/// Deterministic quantize–dequantize in place: `x ← rne(clamp((x − lo)/s, 0, L))·s + lo` with
-/// `L = 2^bits − 1` and `s = max(range/L, 1e-8)`.
-pub fn fake_quant(x: &mut [f32], lo: f32, range: f32, bits: u32) {
-    let (s, l) = (step(range, bits), levels(bits));
-    for v in x.iter_mut() {
-        let u = ((*v - lo) / s).clamp(0.0, l);
-        *v = rne_nonneg(u) * s + lo;
+crate::simd::multiversion! {
+    /// Deterministic quantize–dequantize in place: `x ← rne(clamp((x − lo)/s, 0, L))·s + lo` with
+    /// `L = 2^bits − 1` and `s = max(range/L, 1e-8)`.
+    pub fn fake_quant(x: &mut [f32], lo: f32, range: f32, bits: u32) {
+        let (s, l) = (step(range, bits), levels(bits));
+        for v in x.iter_mut() {
+            let u = clamp((*v - lo) / s, 0.0, l);
+            *v = rne_nonneg(u) * s + lo;
+        }
     }
 }
+
+/// Elements quantized per batch of random words in [`fake_quant_stochastic`].
+const NOISE_BATCH: usize = 256;
 
 /// Stochastic quantize–dequantize in place: as [`fake_quant`] but `U(−½, ½)` noise is added to the
 /// level index before the clamp. The noise comes from ChaCha8 seeded with `seed`, one stream per
@@ -68,12 +93,28 @@ pub fn fake_quant_stochastic(x: &mut [f32], lo: f32, range: f32, bits: u32, seed
         .for_each(|(i, chunk)| {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             rng.set_stream(i as u64);
-            for v in chunk.iter_mut() {
-                let noise = rng.random::<f32>() - 0.5;
-                let u = ((*v - lo) / s + noise).clamp(0.0, l);
-                *v = rne_nonneg(u) * s + lo;
+            // The same words, in the same order, as one `next_u32` per element.
+            let mut words = [0u32; NOISE_BATCH];
+            for part in chunk.chunks_mut(NOISE_BATCH) {
+                let w = &mut words[..part.len()];
+                rng.fill(w);
+                stochastic_batch(part, w, lo, s, l);
             }
         });
+}
+
+crate::simd::multiversion! {
+    /// One batch of [`fake_quant_stochastic`] (step `s`, top level `l`): the noise of element `j`
+    /// is `U(0,1) − ½` drawn from `words[j]` exactly as `rand`'s `random::<f32>()` draws it
+    /// (the top 24 bits times 2⁻²⁴).
+    fn stochastic_batch(x: &mut [f32], words: &[u32], lo: f32, s: f32, l: f32) {
+        const SCALE: f32 = 1.0 / (1u32 << 24) as f32;
+        for (v, &w) in x.iter_mut().zip(words) {
+            let noise = SCALE * (w >> 8) as f32 - 0.5;
+            let u = clamp((*v - lo) / s + noise, 0.0, l);
+            *v = rne_nonneg(u) * s + lo;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +131,82 @@ mod tests {
         for v in [0.5f32, 1.5, 2.5, 8_388_607.5, 8_388_608.0, 4.0e9] {
             assert_eq!(rne_nonneg(v), v.round_ties_even(), "{v}");
         }
+    }
+
+    /// The original one-element-at-a-time forms, as references for the batched kernels.
+    fn min_max_sequential(x: &[f32]) -> (f32, f32) {
+        let (lo, hi) = x
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+                (lo.min(v), hi.max(v))
+            });
+        if lo > hi {
+            (0.0, 0.0)
+        } else {
+            (lo, hi)
+        }
+    }
+
+    fn stochastic_per_element(x: &mut [f32], lo: f32, range: f32, bits: u32, seed: u64) {
+        let (s, l) = (step(range, bits), levels(bits));
+        for (i, chunk) in x.chunks_mut(NOISE_CHUNK).enumerate() {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(i as u64);
+            for v in chunk.iter_mut() {
+                let noise = rng.random::<f32>() - 0.5;
+                let u = ((*v - lo) / s + noise).clamp(0.0, l);
+                *v = rne_nonneg(u) * s + lo;
+            }
+        }
+    }
+
+    #[test]
+    fn batched_kernels_equal_the_per_element_forms_bit_for_bit() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for n in [
+            0usize,
+            1,
+            7,
+            8,
+            255,
+            256,
+            1000,
+            NOISE_CHUNK + 300,
+            3 * NOISE_CHUNK - 1,
+        ] {
+            let base: Vec<f32> = (0..n).map(|_| rng.random_range(-3.0f32..2.0)).collect();
+            let (lo, hi) = min_max(&base);
+            let (l2, h2) = min_max_sequential(&base);
+            assert_eq!(
+                (lo.to_bits(), hi.to_bits()),
+                (l2.to_bits(), h2.to_bits()),
+                "n={n}"
+            );
+            for bits in [2, 3, 8] {
+                let (mut a, mut b) = (base.clone(), base.clone());
+                fake_quant_stochastic(&mut a, lo, hi - lo, bits, 11 + n as u64);
+                stochastic_per_element(&mut b, lo, hi - lo, bits, 11 + n as u64);
+                assert!(
+                    a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "n={n}"
+                );
+            }
+        }
+        let mut with_nan = vec![
+            1.0f32,
+            f32::NAN,
+            -4.0,
+            3.0,
+            0.5,
+            2.0,
+            -1.0,
+            0.0,
+            9.0,
+            f32::NAN,
+        ];
+        assert_eq!(min_max(&with_nan), min_max_sequential(&with_nan));
+        with_nan.truncate(9);
+        assert_eq!(min_max(&with_nan), (-4.0, 9.0));
     }
 
     #[test]
