@@ -191,6 +191,32 @@ fn pfq_and_prt_report_their_decisions() {
     let trace = read(&dir.path().join("trace.csv"));
     assert!(trace.contains("\n0,10,0,conv1,3,3,8,32"), "{trace}");
     assert!(trace.contains("\n10,40,0,conv1,8,8,8,32"), "{trace}");
+    // --pfq-check-every decouples the indicator from the evaluations: checks after every
+    // iteration, so the turn comes after check 5 = iteration 5, with one evaluation at the end.
+    let out = synthetic_run(
+        dir.path(),
+        &[
+            "--schedule",
+            "pfq",
+            "--pfq-fw",
+            "3,8",
+            "--pfq-bw",
+            "8,8",
+            "--pfq-eps",
+            "10",
+            "--pfq-check-every",
+            "1",
+            "--eval-every",
+            "40",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+    assert_eq!(s["pfq_turns"], serde_json::json!([5]), "{s}");
+    let trace = read(&dir.path().join("trace.csv"));
+    assert!(trace.contains("\n5,40,0,conv1,8,8,8,32"), "{trace}");
     let out = synthetic_run(
         dir.path(),
         &[

@@ -137,6 +137,12 @@ pub struct TrainArgs {
     /// PFQ threshold decay α.
     #[arg(long, default_value_t = 0.3)]
     pub(crate) pfq_alpha: f64,
+    /// PFQ/FracTrain: check the loss-plateau indicator every N iterations [default: at each
+    /// evaluation, every --eval-every, as the reference code]. Short runs need checks more often
+    /// than evaluations: the indicator needs 5 checks per turning point.
+    #[arg(long, value_name = "N")]
+    #[serde(default)]
+    pub(crate) pfq_check_every: Option<u64>,
     /// DFQ/FracTrain cost target cp in percent of an fp32 iteration [default: 3 for dfq, the
     /// initial 1.5 for fractrain].
     #[arg(long)]

@@ -193,6 +193,9 @@ pub(crate) fn config(args: &TrainArgs, iterations: u64) -> anyhow::Result<TrainC
     if args.eval_every == Some(0) {
         bail!("--eval-every: must be at least 1");
     }
+    if args.pfq_check_every == Some(0) {
+        bail!("--pfq-check-every: must be at least 1");
+    }
     let schedule = match args.lr_schedule {
         LrArg::Constant => LrSchedule::Constant,
         LrArg::Cosine => LrSchedule::Cosine {
@@ -217,6 +220,7 @@ pub(crate) fn config(args: &TrainArgs, iterations: u64) -> anyhow::Result<TrainC
         weight_decay: args.weight_decay,
         seed: args.seed,
         eval_every: args.eval_every.unwrap_or(390),
+        check_every: args.pfq_check_every,
         eval_batch: 500,
         augment: !args.no_augment,
         max_loss: args.max_loss,

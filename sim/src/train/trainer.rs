@@ -34,6 +34,10 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Evaluate (and call the policy's check point) every this many iterations, and at the end.
     pub eval_every: u64,
+    /// Call the PFQ/FracTrain indicator's check point every this many iterations instead of at
+    /// the evaluations (which is what the reference code does, at its 390–400 iterations).
+    #[serde(default)]
+    pub check_every: Option<u64>,
     /// Images per evaluation batch.
     pub eval_batch: usize,
     /// Random crop and flip when the dataset asks for it.
@@ -60,6 +64,7 @@ impl TrainConfig {
             weight_decay: 1e-4,
             seed: 0,
             eval_every: 390,
+            check_every: None,
             eval_batch: 500,
             augment: true,
             max_loss: 1e3,
@@ -329,18 +334,25 @@ impl<'a> Trainer<'a> {
         s.seen += samples as u64;
         s.steps += 1;
         let mut eval_seconds = (0.0, 0.0);
-        let eval = if s.iteration % self.config.eval_every == 0 || self.done() {
+        let evaluate = self.state.iteration % self.config.eval_every == 0 || self.done();
+        let check = match self.config.check_every {
+            Some(n) => self.state.iteration % n == 0,
+            None => evaluate,
+        };
+        let eval = if evaluate {
             let (wall, cpu) = (std::time::Instant::now(), process_cpu_seconds());
             let e = self.evaluation(precision, lr)?;
             eval_seconds = (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu);
-            self.policy.check(t);
-            if let Some(d) = &mut self.dfq {
-                d.check(t);
-            }
             Some(e)
         } else {
             None
         };
+        if check {
+            self.policy.check(t);
+            if let Some(d) = &mut self.dfq {
+                d.check(t);
+            }
+        }
         Ok(StepReport {
             iteration: t,
             loss,
