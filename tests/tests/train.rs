@@ -164,28 +164,30 @@ fn resumed_run_equals_uninterrupted_and_trace_feeds_run() {
     assert!(g > 0.0 && g < s, "cyclic 3:8 costs less than static 8: {a}");
 }
 
+/// A PFQ run (stages 3/8 → 8/8, ε = 10 so every full window is a plateau) of [`synthetic_run`];
+/// returns its JSON summary.
+fn pfq_run(out: &Path, extra: &[&str]) -> Value {
+    let base = [
+        "--schedule",
+        "pfq",
+        "--pfq-fw",
+        "3,8",
+        "--pfq-bw",
+        "8,8",
+        "--pfq-eps",
+        "10",
+        "--format",
+        "json",
+    ];
+    let out = synthetic_run(out, &[&base[..], extra].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap_or_default()
+}
+
 #[test]
 fn pfq_and_prt_report_their_decisions() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let out = synthetic_run(
-        dir.path(),
-        &[
-            "--schedule",
-            "pfq",
-            "--pfq-fw",
-            "3,8",
-            "--pfq-bw",
-            "8,8",
-            "--pfq-eps",
-            "10",
-            "--eval-every",
-            "2",
-            "--format",
-            "json",
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let s: Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+    let s = pfq_run(dir.path(), &["--eval-every", "2"]);
     // ε = 10 makes every 5-check window a plateau: the stage rises after check 5 (iteration 10).
     assert_eq!(s["pfq_turns"], serde_json::json!([10]), "{s}");
     let trace = read(&dir.path().join("trace.csv"));
@@ -193,27 +195,10 @@ fn pfq_and_prt_report_their_decisions() {
     assert!(trace.contains("\n10,40,0,conv1,8,8,8,32"), "{trace}");
     // --pfq-check-every decouples the indicator from the evaluations: checks after every
     // iteration, so the turn comes after check 5 = iteration 5, with one evaluation at the end.
-    let out = synthetic_run(
+    let s = pfq_run(
         dir.path(),
-        &[
-            "--schedule",
-            "pfq",
-            "--pfq-fw",
-            "3,8",
-            "--pfq-bw",
-            "8,8",
-            "--pfq-eps",
-            "10",
-            "--pfq-check-every",
-            "1",
-            "--eval-every",
-            "40",
-            "--format",
-            "json",
-        ],
+        &["--pfq-check-every", "1", "--eval-every", "40"],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let s: Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
     assert_eq!(s["pfq_turns"], serde_json::json!([5]), "{s}");
     let trace = read(&dir.path().join("trace.csv"));
     assert!(trace.contains("\n5,40,0,conv1,8,8,8,32"), "{trace}");
