@@ -281,7 +281,7 @@ impl<'a> Trainer<'a> {
                 ),
             ));
         }
-        let precision = self.policy.precision(t);
+        let mut precision = self.policy.precision(t);
         let bits = match &self.dfq {
             Some(d) => {
                 let slots: Vec<u32> = self.net.slots.iter().map(|s| s.layer).collect();
@@ -320,6 +320,12 @@ impl<'a> Trainer<'a> {
                     bits.iter().map(|&(l, b)| (l, b, samples as u64)).collect();
                 rows.extend(d.trace_rows());
                 rows.sort_by_key(|r| r.0);
+                // Progress and metrics show the highest activation/error bits the gate chose.
+                let chosen = rows.iter().filter(|r| r.2 > 0).map(|r| r.1);
+                precision = Precision {
+                    fw: chosen.clone().map(|b| b.a).max().unwrap_or(0),
+                    bw: chosen.map(|b| b.g).max().unwrap_or(0),
+                };
                 self.state.recorder.record_mix(t, &rows);
             }
             None => self.state.recorder.record(t, &bits, samples as u64),
