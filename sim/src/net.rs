@@ -3,6 +3,8 @@
 //! value is the output. Backward runs the nodes in reverse and sums the gradients of values that
 //! feed several nodes (residual branches) in a fixed order.
 
+use std::ops::Range;
+
 use crate::error::{Result, SimError};
 use crate::layers::{Layer, Mode, Param, Tensor};
 use crate::quant::LayerQuant;
@@ -78,21 +80,46 @@ impl Graph {
         mode: Mode,
         hook: &mut dyn FnMut(usize, &Tensor, Pending<'_>) -> Result<()>,
     ) -> Result<Tensor> {
-        let n = self.nodes.len();
-        let mut last_use = vec![0usize; n + 1];
-        for (i, node) in self.nodes.iter().enumerate() {
-            node.inputs.iter().for_each(|&v| last_use[v] = i);
+        self.run(0..self.nodes.len(), x, mode, hook)
+    }
+
+    /// Runs nodes `range` on `x`, the value with id `range.start`; returns value `range.end`.
+    /// The nodes may read only values produced inside the range (see [`Graph::is_closed`]).
+    pub fn forward_range(&mut self, range: Range<usize>, x: Tensor, mode: Mode) -> Result<Tensor> {
+        self.run(range, x, mode, &mut |_, _, _| Ok(()))
+    }
+
+    fn run(
+        &mut self,
+        range: Range<usize>,
+        x: Tensor,
+        mode: Mode,
+        hook: &mut dyn FnMut(usize, &Tensor, Pending<'_>) -> Result<()>,
+    ) -> Result<Tensor> {
+        let Range { start, end } = self.check_range(&range)?;
+        let mut last_use = vec![0usize; end - start + 1];
+        for i in start..end {
+            let node = &self.nodes[i];
+            for &v in &node.inputs {
+                let l = v.checked_sub(start).ok_or_else(|| {
+                    SimError::shape(
+                        node.layer.name(),
+                        format!("reads value {v}, produced before nodes {start}..{end}"),
+                    )
+                })?;
+                last_use[l] = i;
+            }
         }
-        let mut values: Vec<Option<Tensor>> = vec![None; n + 1];
+        let mut values: Vec<Option<Tensor>> = vec![None; end - start + 1];
         values[0] = Some(x);
-        for i in 0..n {
+        for i in start..end {
             let node = &mut self.nodes[i];
             let out = {
                 let ins = node
                     .inputs
                     .iter()
                     .map(|&v| {
-                        values[v].as_ref().ok_or_else(|| {
+                        values[v - start].as_ref().ok_or_else(|| {
                             SimError::shape(
                                 node.layer.name(),
                                 format!("input value {v} was not computed"),
@@ -103,8 +130,8 @@ impl Graph {
                 node.layer.forward(&ins, mode)?
             };
             for &v in &node.inputs {
-                if last_use[v] == i {
-                    values[v] = None;
+                if last_use[v - start] == i {
+                    values[v - start] = None;
                 }
             }
             hook(
@@ -115,21 +142,59 @@ impl Graph {
                     first: i + 1,
                 },
             )?;
-            values[i + 1] = Some(out);
+            values[i + 1 - start] = Some(out);
         }
-        values[n]
+        values[end - start]
             .take()
             .ok_or_else(|| SimError::shape("network", "no output"))
+    }
+
+    fn check_range(&self, range: &Range<usize>) -> Result<Range<usize>> {
+        if range.start > range.end || range.end > self.nodes.len() {
+            return Err(SimError::shape(
+                "network",
+                format!(
+                    "nodes {}..{} are not a range of the {} nodes",
+                    range.start,
+                    range.end,
+                    self.nodes.len()
+                ),
+            ));
+        }
+        Ok(range.clone())
+    }
+
+    /// True when nodes `range` form a single-input, single-output region: they read only values
+    /// `range.start..range.end`, and no later node reads any of those values (only value
+    /// `range.end`, the region's output).
+    pub fn is_closed(&self, range: Range<usize>) -> bool {
+        let Range { start, end } = range;
+        if start > end || end > self.nodes.len() {
+            return false;
+        }
+        let inside = self.nodes[start..end]
+            .iter()
+            .all(|n| n.inputs.iter().all(|&v| v >= start));
+        let after = self.nodes[end..]
+            .iter()
+            .all(|n| n.inputs.iter().all(|&v| v < start || v >= end));
+        inside && after
     }
 
     /// Back-propagates the gradient of the output; returns the gradient of the input and leaves
     /// every parameter's gradient in its [`Param::grad`].
     pub fn backward(&mut self, grad: Tensor) -> Result<Tensor> {
-        let n = self.nodes.len();
-        let mut grads: Vec<Option<Tensor>> = vec![None; n + 1];
-        grads[n] = Some(grad);
-        for i in (0..n).rev() {
-            let Some(g) = grads[i + 1].take() else {
+        self.backward_range(0..self.nodes.len(), grad)
+    }
+
+    /// Back-propagates the gradient of value `range.end` through nodes `range` (after a
+    /// training [`Graph::forward_range`] over them); returns the gradient of value `range.start`.
+    pub fn backward_range(&mut self, range: Range<usize>, grad: Tensor) -> Result<Tensor> {
+        let Range { start, end } = self.check_range(&range)?;
+        let mut grads: Vec<Option<Tensor>> = vec![None; end - start + 1];
+        grads[end - start] = Some(grad);
+        for i in (start..end).rev() {
+            let Some(g) = grads[i + 1 - start].take() else {
                 continue;
             };
             let node = &mut self.nodes[i];
@@ -141,7 +206,16 @@ impl Graph {
                 ));
             }
             for (&v, d) in node.inputs.iter().zip(dins) {
-                grads[v] = Some(match grads[v].take() {
+                let slot = v
+                    .checked_sub(start)
+                    .and_then(|l| grads.get_mut(l))
+                    .ok_or_else(|| {
+                        SimError::shape(
+                            node.layer.name(),
+                            format!("reads value {v} outside the range"),
+                        )
+                    })?;
+                *slot = Some(match slot.take() {
                     Some(mut acc) => {
                         acc += &d;
                         acc
@@ -153,6 +227,11 @@ impl Graph {
         grads[0]
             .take()
             .ok_or_else(|| SimError::shape("network", "the input receives no gradient"))
+    }
+
+    /// The layer of node `node`.
+    pub fn layer_mut(&mut self, node: usize) -> Option<&mut (dyn Layer + 'static)> {
+        self.nodes.get_mut(node).map(|n| n.layer.as_mut())
     }
 
     /// All parameters, in a fixed order (node order, then each layer's order).
@@ -271,6 +350,49 @@ mod tests {
         assert!(acc > 0.9 && loss < 0.5, "fp32: loss {loss}, acc {acc}");
         let (loss, acc) = train(&mut tiny_resnet(4, QuantMethod::Sbm, 1), (4, 4), 150);
         assert!(acc > 0.85, "sbm 4/4: loss {loss}, acc {acc}");
+    }
+
+    #[test]
+    fn ranges_compose_to_the_whole_pass_and_closed_regions_are_found() {
+        let mut g = tiny_resnet(4, QuantMethod::Sbm, 3);
+        for (_, q) in g.quant_layers_mut() {
+            q.set_bits(6, 6).unwrap();
+        }
+        let mut h = tiny_resnet(4, QuantMethod::Sbm, 3);
+        for (_, q) in h.quant_layers_mut() {
+            q.set_bits(6, 6).unwrap();
+        }
+        // the residual block c2..r2 (nodes 3..7) is closed; starting inside it is not
+        assert!(g.is_closed(3..7) && g.is_closed(0..10) && g.is_closed(5..5));
+        assert!(!g.is_closed(4..7) && !g.is_closed(3..5) && !g.is_closed(3..11));
+        let x = synthetic(6, [1, 8, 8], 4, 5.0, 2).unwrap();
+        let b = eval_batches(&x, 6, [1, 8, 8]).unwrap().remove(0);
+        let whole = g.forward(b.images.clone(), Mode::Train).unwrap();
+        let mut parts = b.images;
+        for r in [0..3, 3..7, 7..10] {
+            parts = h.forward_range(r, parts, Mode::Train).unwrap();
+        }
+        assert_eq!(whole, parts);
+        let grad = whole.mapv(|v| v.sin());
+        let dx = g.backward(grad.clone()).unwrap();
+        let mut d = grad;
+        for r in [7..10, 3..7, 0..3] {
+            d = h.backward_range(r, d).unwrap();
+        }
+        assert_eq!(dx, d);
+        let grads = |g: &mut Graph| {
+            g.params_mut()
+                .iter()
+                .map(|p| p.grad.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(grads(&mut g), grads(&mut h));
+        let e = h
+            .forward_range(4..7, whole.clone(), Mode::Train)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("add") && e.contains("before"), "{e}");
+        assert!(h.forward_range(3..12, whole, Mode::Train).is_err());
     }
 
     #[test]

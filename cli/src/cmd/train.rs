@@ -13,7 +13,7 @@ use cptsim_traces::Bits;
 use serde::{Deserialize, Serialize};
 
 use super::run::ConventionArg;
-use super::train_dfq::{self, CandidatesArg};
+use super::train_dfq::{self, CandidatesArg, DfqExecArg};
 use super::train_ldp::{self as ldp, LdpArgs};
 use super::train_output::{self as output, Progress, Summary};
 use super::train_setup as setup;
@@ -172,6 +172,13 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0.0)]
     #[serde(default)]
     pub(crate) dfq_relax: f64,
+    /// DFQ/FracTrain block execution in training: `selected` runs each sample's chosen
+    /// candidate only and trains the gate by the cost term alone; `all` runs every candidate
+    /// over the batch and mixes them, so the gate also gets the task gradient, as the reference
+    /// (spec §6.3; about K times the block work and memory).
+    #[arg(long, value_enum, default_value_t = DfqExecArg::Selected)]
+    #[serde(default)]
+    pub(crate) dfq_exec: DfqExecArg,
     /// Run the Precision Range Test first and use the bound it finds as B_min of the schedule.
     #[arg(long)]
     pub(crate) prt: bool,
@@ -334,7 +341,7 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
     let mut net =
         TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
     setup::fix_depthwise(&args, &summary, &mut net)?;
-    let dfq = train_dfq::build(&args, &graph, &summary, &mut net)?;
+    let dfq = train_dfq::build(&args, &graph, &opts, &summary, &mut net)?;
     let data = setup::load_data(&args, net.input, net.classes)?;
     let iterations = setup::iterations(&args, data.train.len())?;
     let (policy, fw, bw) = match args.policy {

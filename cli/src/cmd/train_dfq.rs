@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context};
 use cptsim_models::{Graph as IrGraph, ModelSummary};
+use cptsim_sim::build::{build_network, BuildOptions};
 use cptsim_sim::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig};
 use cptsim_sim::train::TrainNet;
 use serde::{Deserialize, Serialize};
@@ -20,16 +21,31 @@ pub(crate) enum CandidatesArg {
     Imagenet,
 }
 
+/// `--dfq-exec` values (spec §6.3).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum DfqExecArg {
+    /// Each sample's selected candidate only; the gate learns from the cost term.
+    #[default]
+    Selected,
+    /// Every candidate, mixed by the masks; the gate also gets the task gradient.
+    All,
+}
+
 /// The DFQ controller for `--policy dfq|fractrain`, attached to `net`; `None` for schedules.
 pub(crate) fn build(
     args: &TrainArgs,
     ir: &IrGraph,
+    opts: &BuildOptions,
     summary: &ModelSummary,
     net: &mut TrainNet,
 ) -> anyhow::Result<Option<Dfq>> {
     let fractrain = match args.policy {
         PolicyArg::Schedule if args.target_cp.is_some() => {
             bail!("--target-cp needs --policy dfq or fractrain")
+        }
+        PolicyArg::Schedule | PolicyArg::Ldp if args.dfq_exec == DfqExecArg::All => {
+            bail!("--dfq-exec all needs --policy dfq or fractrain")
         }
         PolicyArg::Schedule | PolicyArg::Ldp => return Ok(None),
         PolicyArg::Dfq => false,
@@ -58,7 +74,17 @@ pub(crate) fn build(
     cfg.validate()?;
     let model = args.model.as_deref().unwrap_or_default();
     let blocks = find_blocks(ir, summary).with_context(|| format!("--model {model}"))?;
-    let dfq = Dfq::new(cfg, &blocks, summary, &mut net.graph, args.seed)
+    let k = cfg.candidates.len();
+    let mut dfq = Dfq::new(cfg, &blocks, summary, &mut net.graph, args.seed)
         .with_context(|| format!("--policy {policy} on --model {model}"))?;
+    if args.dfq_exec == DfqExecArg::All {
+        let replicas = (0..k)
+            .map(|_| Ok(TrainNet::from_network(build_network(ir, opts)?)?.graph))
+            .collect::<anyhow::Result<Vec<_>>>()
+            .with_context(|| format!("--dfq-exec all on --model {model}"))?;
+        dfq = dfq
+            .with_replicas(&net.graph, replicas)
+            .with_context(|| format!("--dfq-exec all on --model {model}"))?;
+    }
     Ok(Some(dfq))
 }

@@ -3,17 +3,25 @@
 //! fixed precision; a cost term with the sign rule pulls the measured cost `cp` to a target,
 //! which FracTrain raises at the PFQ indicator's turning points.
 //!
-//! Execution (the cheap path of §6.3, the only one built): one pass per block in which each
-//! sample's activations and errors are quantized at its own candidate's bits, with one range per
-//! tensor as SBM (see [`crate::quant::per_sample`]), so batch norm sees the whole batch. The
-//! gate's task-loss gradient `⟨dL/dx, y_k⟩` needs the outputs of unselected candidates, which
-//! this path does not compute: the gate is trained by the cost term only (`cost-only`). This is
-//! the zeroth-order estimate `y_k ≈ y_selected`: with equal inner products for every k, the
-//! softmax Jacobian cancels the task term exactly.
+//! Two executions of a block in training ([`DfqExec`]):
+//! - `selected` (default, the cheap path of §6.3): one pass per block in which each sample's
+//!   activations and errors are quantized at its own candidate's bits, with one range per tensor
+//!   as SBM (see [`crate::quant::per_sample`]), so batch norm sees the whole batch. The gate's
+//!   task-loss gradient `⟨dL/dx, y_k⟩` needs the outputs of unselected candidates, which this
+//!   path does not compute: the gate is trained by the cost term only. This is the zeroth-order
+//!   estimate `y_k ≈ y_selected`: with equal inner products for every k, the softmax Jacobian
+//!   cancels the task term exactly.
+//! - `all` (the reference): every candidate runs the block over the whole batch and the masks
+//!   mix them; the gate gets the task gradient too ([`exact`]). About K times the block work.
+//!
+//! Evaluation always runs the selected candidate per sample; with running statistics this
+//! equals the reference's mixed output. The trace records the selected candidates either way:
+//! it describes the method's work on an accelerator, not the simulator's extra candidates.
 
 pub mod blocks;
 pub mod cost;
 pub mod dense;
+mod exact;
 pub mod gate;
 pub mod lstm;
 
@@ -49,6 +57,18 @@ pub struct FracTrainConfig {
     pub alpha: f64,
 }
 
+/// How a gated block runs in training (spec §6.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DfqExec {
+    /// Only each sample's selected candidate; the gate learns from the cost term alone.
+    #[default]
+    Selected,
+    /// Every candidate over the whole batch, mixed by the masks; the gate also gets the task
+    /// gradient `⟨dL/dx, y_k⟩` (needs one network replica per candidate).
+    All,
+}
+
 /// DFQ settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DfqConfig {
@@ -64,6 +84,9 @@ pub struct DfqConfig {
     pub relax: f64,
     /// FracTrain's target stepping, if on.
     pub fractrain: Option<FracTrainConfig>,
+    /// Block execution in training.
+    #[serde(default)]
+    pub exec: DfqExec,
 }
 
 impl DfqConfig {
@@ -76,6 +99,7 @@ impl DfqConfig {
             beta: BETA,
             relax: 0.0,
             fractrain: None,
+            exec: DfqExec::Selected,
         }
     }
 
@@ -146,6 +170,7 @@ pub struct Dfq {
     /// Decisions of the current forward pass, per block (one option index per sample).
     choices: Vec<Vec<usize>>,
     gated_nodes: Vec<usize>,
+    exact: Option<exact::Exact>,
 }
 
 impl Dfq {
@@ -215,7 +240,30 @@ impl Dfq {
             },
             choices: Vec::new(),
             gated_nodes,
+            exact: None,
         })
+    }
+
+    /// Switches training to the exact execution ([`DfqExec::All`]) with `replicas`, one network
+    /// per candidate, each built exactly like `graph`.
+    pub fn with_replicas(mut self, graph: &Graph, replicas: Vec<Graph>) -> Result<Self> {
+        let k = self.config.candidates.len();
+        if replicas.len() != k {
+            return Err(SimError::invalid(
+                "--dfq-exec all",
+                format!("{} replicas for {k} candidates", replicas.len()),
+            ));
+        }
+        let attach: Vec<usize> = self.blocks.iter().map(|b| b.attach).collect();
+        let last: Vec<usize> = self
+            .blocks
+            .iter()
+            .map(|b| b.nodes.iter().copied().max().unwrap_or(b.attach))
+            .collect();
+        let ranges = exact::block_ranges(graph, &attach, &last)?;
+        self.exact = Some(exact::Exact::new(graph, replicas, ranges)?);
+        self.config.exec = DfqExec::All;
+        Ok(self)
     }
 
     /// Number of gated blocks.
@@ -258,6 +306,9 @@ impl Dfq {
     pub fn forward(&mut self, graph: &mut Graph, x: Tensor, mode: Mode) -> Result<Tensor> {
         self.gate.reset();
         self.choices.clear();
+        if mode == Mode::Train && self.exact.is_some() {
+            return self.forward_exact(graph, x);
+        }
         let train = mode == Mode::Train;
         let (blocks, gate, choices, cands) = (
             &self.blocks,
@@ -295,6 +346,67 @@ impl Dfq {
         Ok(out)
     }
 
+    fn forward_exact(&mut self, graph: &mut Graph, x: Tensor) -> Result<Tensor> {
+        let Some(ex) = self.exact.as_mut() else {
+            return Err(SimError::invalid(
+                "dfq",
+                "no replicas for the exact execution",
+            ));
+        };
+        ex.ys.clear();
+        ex.task.clear();
+        let bits: Vec<(u32, u32)> = self
+            .config
+            .candidates
+            .iter()
+            .map(|c| (c.act, c.err))
+            .collect();
+        let mut cur = x;
+        let mut at = 0;
+        for (i, b) in self.blocks.iter().enumerate() {
+            let range = ex.ranges[i].clone();
+            cur = graph.forward_range(at..range.start, cur, Mode::Train)?;
+            let pick = gate::argmax_rows(&self.gate.step(i, &cur, true)?);
+            let ys = ex.forward_block(graph, i, &b.nodes, &bits, &cur)?;
+            cur = exact::mix(&ys, &pick)?;
+            ex.ys.push(ys);
+            self.choices.push(pick);
+            at = range.end;
+        }
+        graph.forward_range(at..graph.len(), cur, Mode::Train)
+    }
+
+    /// Back-propagates the loss gradient `grad` of the last training forward pass through the
+    /// network (and, in the exact execution, through every chosen candidate, keeping the gate's
+    /// task gradient for [`Dfq::cost_backward`]).
+    pub fn backward(&mut self, graph: &mut Graph, grad: Tensor) -> Result<()> {
+        let Some(ex) = self.exact.as_mut().filter(|e| !e.ys.is_empty()) else {
+            graph.backward(grad)?;
+            return Ok(());
+        };
+        let mut g = grad;
+        let mut at = graph.len();
+        let mut task = Vec::with_capacity(self.blocks.len());
+        for i in (0..self.blocks.len()).rev() {
+            let range = ex.ranges[i].clone();
+            g = graph.backward_range(range.end..at, g)?;
+            let ys = ex.ys.pop().ok_or_else(|| {
+                SimError::invalid("dfq", format!("block {i}: no candidate outputs kept"))
+            })?;
+            task.push(exact::task_dprobs(&g, &ys));
+            let pick = self
+                .choices
+                .get(i)
+                .ok_or_else(|| SimError::invalid("dfq", format!("block {i}: no decisions kept")))?;
+            g = ex.backward_block(graph, i, pick, &g)?;
+            at = range.start;
+        }
+        graph.backward_range(0..at, g)?;
+        task.reverse();
+        ex.task = task;
+        Ok(())
+    }
+
     /// The cost target (percent) now: the configured one, or FracTrain's current step.
     pub fn target(&self) -> f64 {
         match (&self.config.fractrain, &self.state.pfq) {
@@ -317,8 +429,9 @@ impl Dfq {
     }
 
     /// After a training forward pass: records cp, applies the sign rule and back-propagates the
-    /// cost term `reg·β·cost/mean(info)` (info = 1 per block) through the straight-through
-    /// masks into the gate. Returns `(cp, reg)`.
+    /// cost term `reg·β·cost/mean(info)` (info = 1 per block), plus in the exact execution the
+    /// task gradient of the masks, through the straight-through masks into the gate. Returns
+    /// `(cp, reg)`.
     pub fn cost_backward(&mut self) -> Result<(f64, f64)> {
         let cp = self.last_cp();
         let reg = cost::reg_sign(cp, self.target(), self.config.relax);
@@ -330,10 +443,22 @@ impl Dfq {
             .iter()
             .map(|c| (scale * c.cost(w)) as f32)
             .collect();
+        let task = self
+            .exact
+            .as_mut()
+            .map(|e| std::mem::take(&mut e.task))
+            .unwrap_or_default();
         let dprobs: Vec<Array2<f32>> = self
             .choices
             .iter()
-            .map(|pick| Array2::from_shape_fn((pick.len(), row.len()), |(_, k)| row[k]))
+            .enumerate()
+            .map(|(i, pick)| {
+                let cost = Array2::from_shape_fn((pick.len(), row.len()), |(_, k)| row[k]);
+                match task.get(i) {
+                    Some(t) => cost + t,
+                    None => cost,
+                }
+            })
             .collect();
         self.gate.backward(&dprobs)?;
         self.state.cp.push(cp);
@@ -456,15 +581,26 @@ mod tests {
     }
 
     fn trainer(data: &TrainData, iters: u64, fractrain: bool) -> Trainer<'_> {
+        let cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
+        trainer_with(data, iters, fractrain, cfg, DfqExec::Selected)
+    }
+
+    fn trainer_with(
+        data: &TrainData,
+        iters: u64,
+        fractrain: bool,
+        mut cfg: DfqConfig,
+        exec: DfqExec,
+    ) -> Trainer<'_> {
         let ir = cptsim_models::load_graph("zoo:resnet20", 8).unwrap();
         let summary = ir.summary();
         let opts = BuildOptions {
             init: Init::Seeded(1),
             ..BuildOptions::default()
         };
-        let mut net = TrainNet::from_network(build_network(&ir, &opts).unwrap()).unwrap();
+        let build = || TrainNet::from_network(build_network(&ir, &opts).unwrap()).unwrap();
+        let mut net = build();
         let blocks = find_blocks(&ir, &summary).unwrap();
-        let mut cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
         if fractrain {
             cfg.target_cp = 1.5;
             cfg.fractrain = Some(FracTrainConfig {
@@ -474,7 +610,12 @@ mod tests {
                 alpha: 1.0,
             });
         }
-        let dfq = Dfq::new(cfg, &blocks, &summary, &mut net.graph, 1).unwrap();
+        let k = cfg.candidates.len();
+        let mut dfq = Dfq::new(cfg, &blocks, &summary, &mut net.graph, 1).unwrap();
+        if exec == DfqExec::All {
+            let replicas = (0..k).map(|_| build().graph).collect();
+            dfq = dfq.with_replicas(&net.graph, replicas).unwrap();
+        }
         let config = TrainConfig {
             batch: 8,
             eval_every: 1,
@@ -485,6 +626,91 @@ mod tests {
         Trainer::new(net, data, config, PrecisionPolicy::Schedule(s))
             .unwrap()
             .with_dfq(dfq)
+    }
+
+    fn finish(
+        mut tr: Trainer<'_>,
+    ) -> (
+        Vec<cptsim_traces::TraceRow>,
+        Vec<Tensor>,
+        Vec<Vec<f32>>,
+        Vec<f64>,
+    ) {
+        while !tr.done() {
+            tr.step().unwrap();
+        }
+        let params = tr.params_mut().iter().map(|p| p.value.clone()).collect();
+        let buffers = tr
+            .net
+            .graph
+            .buffers_mut()
+            .into_iter()
+            .map(|b| b.clone())
+            .collect();
+        let cp = tr.dfq.as_ref().unwrap().state.cp.clone();
+        (tr.rows(), params, buffers, cp)
+    }
+
+    #[test]
+    fn exact_execution_with_one_candidate_is_the_selected_path_bit_for_bit() {
+        let data = data();
+        let one = || {
+            let mut cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
+            cfg.candidates = vec![Candidate { act: 4, err: 8 }];
+            cfg
+        };
+        let selected = finish(trainer_with(&data, 3, false, one(), DfqExec::Selected));
+        let all = finish(trainer_with(&data, 3, false, one(), DfqExec::All));
+        assert_eq!(selected, all);
+    }
+
+    #[test]
+    fn exact_execution_gives_the_gate_the_task_gradient_and_is_deterministic() {
+        let data = data();
+        let gate_grads = |exec: DfqExec| {
+            let mut cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
+            cfg.beta = 0.0;
+            let mut tr = trainer_with(&data, 1, false, cfg, exec);
+            tr.step().unwrap();
+            let d = tr.dfq.as_mut().unwrap();
+            d.gate
+                .params_mut()
+                .iter()
+                .map(|p| p.grad.iter().map(|v| v.abs()).sum::<f32>())
+                .sum::<f32>()
+        };
+        // without the cost term the selected path leaves the gate untouched; the exact one not
+        assert_eq!(gate_grads(DfqExec::Selected), 0.0);
+        assert!(gate_grads(DfqExec::All) > 0.0);
+
+        let run = |threads: usize| {
+            crate::tests::with_threads(threads, || {
+                let cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
+                finish(trainer_with(&data, 2, false, cfg, DfqExec::All))
+            })
+        };
+        let (rows, params, buffers, cp) = run(1);
+        assert_eq!(run(2), (rows.clone(), params, buffers, cp));
+        let per_iter: u64 = rows
+            .iter()
+            .filter(|r| r.iter_start == 0 && r.layer == 1)
+            .map(|r| r.samples)
+            .sum();
+        assert_eq!(per_iter, 8);
+
+        // checkpoint after 1 of 2 iterations, resume with fresh replicas: the same run
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ck.bin");
+        let cfg = || DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
+        let mut part = trainer_with(&data, 2, false, cfg(), DfqExec::All);
+        part.step().unwrap();
+        checkpoint::save(&path, &mut part, serde_json::Value::Null).unwrap();
+        let mut resumed = trainer_with(&data, 2, false, cfg(), DfqExec::All);
+        checkpoint::load(&path)
+            .unwrap()
+            .restore(&mut resumed)
+            .unwrap();
+        assert_eq!(finish(resumed), run(1));
     }
 
     #[test]

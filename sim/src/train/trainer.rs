@@ -305,7 +305,13 @@ impl<'a> Trainer<'a> {
                 bw: precision.bw,
             });
         }
-        self.net.graph.backward(self.loss.backward()?)?;
+        let grad = self.loss.backward()?;
+        match &mut self.dfq {
+            Some(d) => d.backward(&mut self.net.graph, grad)?,
+            None => {
+                self.net.graph.backward(grad)?;
+            }
+        }
         if let Some(d) = &mut self.dfq {
             d.cost_backward()?;
             d.observe(loss);
