@@ -1,6 +1,6 @@
 //! `cptsim train --policy dfq|fractrain`: a short ResNet-20 run writes the summary fields and a
-//! per-sample-mix trace that `cptsim run --trace --accel` costs; resume is exact; bad input exits
-//! 2 with one clear line.
+//! per-sample-mix trace that `cptsim run --trace --accel` costs and the per-iteration `dfq.csv`;
+//! resume is exact (also with every candidate run); bad input exits 2 with one clear line.
 
 use std::path::Path;
 
@@ -77,6 +77,16 @@ fn dfq_writes_summary_fields_and_a_mixed_trace_the_accelerators_cost() {
             assert_eq!(n, 8, "iteration {t}, layer {layer}");
         }
     }
+    let log = std::fs::read_to_string(dir.path().join("dfq.csv")).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.first(), Some(&"iteration,cp,target,reg,confidence"));
+    assert_eq!(lines.len(), 5, "{log}");
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l.split(',').nth(2) == Some("3.000000")),
+        "{log}"
+    );
     assert!(
         rows.iter().any(|r| r[4] == "4"),
         "gated rows carry 4-bit weights"
@@ -102,22 +112,25 @@ fn dfq_writes_summary_fields_and_a_mixed_trace_the_accelerators_cost() {
     }
 }
 
+/// Also runs every candidate (`--dfq-exec all`): resume rebuilds the replicas.
 #[test]
 fn fractrain_resume_is_exact() {
     let full = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let a = train(full.path(), &["--policy", "fractrain", "--eval-every", "2"]);
-    assert_eq!(a["policy"], "fractrain");
-    assert_eq!(a["target"].as_f64(), Some(1.5));
-    let part = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let p = part.path().to_string_lossy().into_owned();
-    let stop = [
+    let flags = [
         "--policy",
         "fractrain",
         "--eval-every",
         "2",
-        "--stop-at",
-        "2",
+        "--dfq-exec",
+        "all",
     ];
+    let a = train(full.path(), &flags);
+    assert_eq!(a["policy"], "fractrain");
+    assert_eq!(a["target"].as_f64(), Some(1.5));
+    assert!(a["pfq_turns"].is_array(), "{a}");
+    let part = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let p = part.path().to_string_lossy().into_owned();
+    let stop = [flags.as_slice(), &["--stop-at", "2"]].concat();
     run_ok(&train_args(&p, &stop));
     let resume = ["train", "--resume", &p, "--format", "json"].map(String::from);
     let text = run_ok(&resume);
@@ -127,6 +140,9 @@ fn fractrain_resume_is_exact() {
     }
     let trace = |d: &Path| std::fs::read_to_string(d.join("trace.csv")).unwrap_or_default();
     assert_eq!(trace(full.path()), trace(part.path()));
+    let log = |d: &Path| std::fs::read_to_string(d.join("dfq.csv")).unwrap_or_default();
+    assert_eq!(log(full.path()), log(part.path()));
+    assert_eq!(log(full.path()).lines().count(), 5);
 }
 
 #[test]
@@ -169,4 +185,21 @@ fn bad_dfq_input_exits_2_with_one_clear_line() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--policy dfq"), "{}", stderr(&out));
+    let out = run(&[
+        "train",
+        "--model",
+        "zoo:resnet20",
+        "--data",
+        "synthetic",
+        "--iters",
+        "1",
+        "--dfq-exec",
+        "all",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--dfq-exec all needs --policy dfq"),
+        "{}",
+        stderr(&out)
+    );
 }

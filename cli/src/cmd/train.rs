@@ -376,6 +376,7 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         let rows = tr.rows();
         output::write_traces(dir, &summary, args.batch as u64, tr.state.iteration, &rows)?;
         ldp::write_plot(dir, tr, &rows)?;
+        train_dfq::write_log(dir, tr.dfq.as_ref())?;
         output::write_metrics(dir, &tr.state.evals)
     };
     while tr.state.iteration < stop {
@@ -438,8 +439,9 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         images_per_cpu_s: progress.images() as f64 / cpu.max(1e-9),
         load_average: cptsim_sim::cputime::load_average_1min(),
         prt_bits: tr.policy.prt_bound().and_then(|p| p.found),
-        pfq_turns: match &tr.policy {
-            cptsim_sim::train::PrecisionPolicy::Pfq(p) => Some(p.turns.clone()),
+        pfq_turns: match (&tr.policy, &tr.dfq) {
+            (_, Some(d)) => d.state.pfq.as_ref().map(|p| p.turns.clone()),
+            (cptsim_sim::train::PrecisionPolicy::Pfq(p), None) => Some(p.turns.clone()),
             _ => None,
         },
     };

@@ -1,6 +1,6 @@
 //! What `cptsim train` writes into `--out` (all atomically): the trace (`trace.pb`, `trace.csv`),
-//! `metrics.csv` (one line per evaluation), `checkpoint.bin` and `summary.json`; and the progress
-//! line on stderr.
+//! `metrics.csv` (one line per evaluation), `checkpoint.bin` and `summary.json` (plus `dfq.csv`
+//! and `ldp_bits.png` from their policies); and the progress line on stderr.
 
 use std::io::Write;
 use std::path::Path;
@@ -46,7 +46,7 @@ pub(crate) struct Summary {
     /// The PRT's bound, when `--prt` ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) prt_bits: Option<u8>,
-    /// PFQ turning iterations, when the PFQ indicator ran.
+    /// PFQ turning iterations, when the PFQ indicator ran (PFQ schedule or FracTrain).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) pfq_turns: Option<Vec<u64>>,
 }

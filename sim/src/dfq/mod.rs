@@ -154,6 +154,13 @@ struct GatedBlock {
 pub struct DfqState {
     /// cp (percent) of every training iteration so far.
     pub cp: Vec<f64>,
+    /// The target (percent) in force at every training iteration.
+    #[serde(default)]
+    pub target: Vec<f64>,
+    /// The gate's confidence at every training iteration: the mean probability it gave the
+    /// options it chose (1 = saturated softmax, whose gradients vanish).
+    #[serde(default)]
+    pub confidence: Vec<f64>,
     /// The FracTrain indicator.
     pub pfq: Option<Pfq>,
 }
@@ -171,6 +178,8 @@ pub struct Dfq {
     choices: Vec<Vec<usize>>,
     gated_nodes: Vec<usize>,
     exact: Option<exact::Exact>,
+    /// Sum of the chosen options' probabilities in the last training pass.
+    chosen_prob: f64,
 }
 
 impl Dfq {
@@ -235,12 +244,13 @@ impl Dfq {
             blocks: mapped,
             gate,
             state: DfqState {
-                cp: Vec::new(),
                 pfq,
+                ..DfqState::default()
             },
             choices: Vec::new(),
             gated_nodes,
             exact: None,
+            chosen_prob: 0.0,
         })
     }
 
@@ -310,17 +320,20 @@ impl Dfq {
             return self.forward_exact(graph, x);
         }
         let train = mode == Mode::Train;
-        let (blocks, gate, choices, cands) = (
+        self.chosen_prob = 0.0;
+        let (blocks, gate, choices, cands, chosen) = (
             &self.blocks,
             &mut self.gate,
             &mut self.choices,
             &self.config.candidates,
+            &mut self.chosen_prob,
         );
         let out = graph.forward_with(x, mode, &mut |v, t, mut pending| {
             while let Some(b) = blocks.get(choices.len()).filter(|b| b.attach == v) {
                 let i = choices.len();
                 let probs = gate.step(i, t, train)?;
                 let pick = gate::argmax_rows(&probs);
+                *chosen += chosen_sum(&probs, &pick);
                 let bits: Vec<(u32, u32)> =
                     pick.iter().map(|&k| (cands[k].act, cands[k].err)).collect();
                 for &n in &b.nodes {
@@ -355,6 +368,7 @@ impl Dfq {
         };
         ex.ys.clear();
         ex.task.clear();
+        self.chosen_prob = 0.0;
         let bits: Vec<(u32, u32)> = self
             .config
             .candidates
@@ -366,7 +380,9 @@ impl Dfq {
         for (i, b) in self.blocks.iter().enumerate() {
             let range = ex.ranges[i].clone();
             cur = graph.forward_range(at..range.start, cur, Mode::Train)?;
-            let pick = gate::argmax_rows(&self.gate.step(i, &cur, true)?);
+            let probs = self.gate.step(i, &cur, true)?;
+            let pick = gate::argmax_rows(&probs);
+            self.chosen_prob += chosen_sum(&probs, &pick);
             let ys = ex.forward_block(graph, i, &b.nodes, &bits, &cur)?;
             cur = exact::mix(&ys, &pick)?;
             ex.ys.push(ys);
@@ -461,7 +477,12 @@ impl Dfq {
             })
             .collect();
         self.gate.backward(&dprobs)?;
+        let decisions: usize = self.choices.iter().map(Vec::len).sum();
         self.state.cp.push(cp);
+        self.state.target.push(self.target());
+        self.state
+            .confidence
+            .push(self.chosen_prob / decisions.max(1) as f64);
         Ok((cp, reg))
     }
 
@@ -517,6 +538,14 @@ impl Dfq {
     pub fn params_mut(&mut self) -> Vec<&mut Param> {
         self.gate.params_mut()
     }
+}
+
+/// Sum over the rows of `probs` of the probability at the chosen column.
+fn chosen_sum(probs: &Array2<f32>, pick: &[usize]) -> f64 {
+    pick.iter()
+        .enumerate()
+        .map(|(s, &k)| f64::from(probs.get((s, k)).copied().unwrap_or(0.0)))
+        .sum()
 }
 
 /// Test helper: checks every `stride`-th entry of each parameter's stored gradient against a
@@ -751,6 +780,12 @@ mod tests {
         }
         let d = tr.dfq.as_ref().unwrap();
         assert_eq!(d.state.cp.len(), 3);
+        assert_eq!(d.state.target, vec![3.0; 3]);
+        assert!(
+            d.state.confidence.iter().all(|&c| c > 0.2 && c <= 1.0),
+            "{:?}",
+            d.state.confidence
+        );
         assert!(d.state.cp.iter().all(|&c| (1.75..=4.7).contains(&c)));
         assert!((d.achieved() - d.state.cp[2]).abs() < 1e-12);
 
@@ -832,6 +867,8 @@ mod tests {
             Some(vec![5, 10])
         );
         assert_eq!(d.target(), 2.5);
+        // the turning point after iteration t raises the target from iteration t + 1 on
+        assert_eq!(d.state.target[..6], [1.5, 1.5, 1.5, 1.5, 1.5, 2.0]);
     }
 
     #[test]
