@@ -52,7 +52,10 @@ pub struct RunArgs {
     /// Also write the synthesised trace to FILE.csv or FILE.pb.
     #[arg(long, value_name = "FILE", conflicts_with = "trace")]
     save_trace: Option<PathBuf>,
-    /// Cost the trace in FILE (.csv or .pb) instead of synthesising one.
+    /// Cost the trace in FILE (.csv or .pb) instead of synthesising one. Its static baseline
+    /// runs the trace's quantized layers at the maximum bits and keeps the layers it ran at fp32
+    /// (a DFQ trace's stem and projection shortcuts) at fp32: same scope, static precision.
+    /// To compare methods of different scope, cost each trace and a common static trace.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Also cost the run and its static baseline on these accelerators (comma-separated built-in
