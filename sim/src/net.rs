@@ -250,6 +250,11 @@ impl Graph {
             .collect()
     }
 
+    /// A copy of [`Graph::buffers_mut`].
+    pub fn buffer_values(&mut self) -> Vec<Vec<f32>> {
+        self.buffers_mut().into_iter().map(|b| b.clone()).collect()
+    }
+
     /// The quantization states of the conv/linear layers, with their layer names, in node order.
     pub fn quant_layers_mut(&mut self) -> Vec<(String, &mut LayerQuant)> {
         self.nodes

@@ -174,32 +174,16 @@ fn bad_dfq_input_exits_2_with_one_clear_line() {
         assert!(err.contains(want), "{err}");
         assert_one_clear_line(&err);
     }
-    let out = run(&[
-        "train",
-        "--model",
-        "zoo:resnet20",
-        "--data",
-        "synthetic",
-        "--target-cp",
-        "3",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--policy dfq"), "{}", stderr(&out));
-    let out = run(&[
-        "train",
-        "--model",
-        "zoo:resnet20",
-        "--data",
-        "synthetic",
-        "--iters",
-        "1",
-        "--dfq-exec",
-        "all",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("--dfq-exec all needs --policy dfq"),
-        "{}",
-        stderr(&out)
-    );
+    // DFQ-only flags without a DFQ policy
+    for (flag, want) in [
+        (["--target-cp", "3"], "--target-cp needs --policy dfq"),
+        (["--dfq-exec", "all"], "--dfq-exec all needs --policy dfq"),
+    ] {
+        let mut args = vec!["train", "--model", "zoo:resnet20", "--data", "synthetic"];
+        args.extend(["--iters", "1"]);
+        args.extend(flag);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(want), "{}", stderr(&out));
+    }
 }

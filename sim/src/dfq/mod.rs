@@ -669,13 +669,7 @@ mod tests {
             tr.step().unwrap();
         }
         let params = tr.params_mut().iter().map(|p| p.value.clone()).collect();
-        let buffers = tr
-            .net
-            .graph
-            .buffers_mut()
-            .into_iter()
-            .map(|b| b.clone())
-            .collect();
+        let buffers = tr.net.graph.buffer_values();
         let cp = tr.dfq.as_ref().unwrap().state.cp.clone();
         (tr.rows(), params, buffers, cp)
     }

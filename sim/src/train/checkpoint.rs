@@ -79,13 +79,7 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         .map(|p| tensor_values(&p.value))
         .collect();
     let shapes = param_shapes(tr);
-    let buffers: Vec<Vec<f32>> = tr
-        .net
-        .graph
-        .buffers_mut()
-        .into_iter()
-        .map(|b| b.clone())
-        .collect();
+    let buffers: Vec<Vec<f32>> = tr.net.graph.buffer_values();
     let header = Header {
         version: VERSION,
         settings,
