@@ -58,11 +58,9 @@ pub struct FracTrainConfig {
 }
 
 /// How a gated block runs in training (spec §6.3).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DfqExec {
     /// Only each sample's selected candidate; the gate learns from the cost term alone.
-    #[default]
     Selected,
     /// Every candidate over the whole batch, mixed by the masks; the gate also gets the task
     /// gradient `⟨dL/dx, y_k⟩` (needs one network replica per candidate).
@@ -84,9 +82,6 @@ pub struct DfqConfig {
     pub relax: f64,
     /// FracTrain's target stepping, if on.
     pub fractrain: Option<FracTrainConfig>,
-    /// Block execution in training.
-    #[serde(default)]
-    pub exec: DfqExec,
 }
 
 impl DfqConfig {
@@ -99,7 +94,6 @@ impl DfqConfig {
             beta: BETA,
             relax: 0.0,
             fractrain: None,
-            exec: DfqExec::Selected,
         }
     }
 
@@ -272,8 +266,15 @@ impl Dfq {
             .collect();
         let ranges = exact::block_ranges(graph, &attach, &last)?;
         self.exact = Some(exact::Exact::new(graph, replicas, ranges)?);
-        self.config.exec = DfqExec::All;
         Ok(self)
+    }
+
+    /// How blocks run in training.
+    pub fn exec(&self) -> DfqExec {
+        match self.exact {
+            Some(_) => DfqExec::All,
+            None => DfqExec::Selected,
+        }
     }
 
     /// Number of gated blocks.
@@ -683,7 +684,9 @@ mod tests {
             cfg
         };
         let selected = finish(trainer_with(&data, 3, false, one(), DfqExec::Selected));
-        let all = finish(trainer_with(&data, 3, false, one(), DfqExec::All));
+        let tr = trainer_with(&data, 3, false, one(), DfqExec::All);
+        assert_eq!(tr.dfq.as_ref().map(Dfq::exec), Some(DfqExec::All));
+        let all = finish(tr);
         assert_eq!(selected, all);
     }
 
