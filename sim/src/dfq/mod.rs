@@ -686,6 +686,16 @@ mod tests {
         let selected = finish(trainer_with(&data, 3, false, one(), DfqExec::Selected));
         let tr = trainer_with(&data, 3, false, one(), DfqExec::All);
         assert_eq!(tr.dfq.as_ref().map(Dfq::exec), Some(DfqExec::All));
+        // nine back-to-back blocks; the last ends like the plain block before it, after the
+        // residual add and its ReLU (conv, bn, relu, conv, bn, add, relu)
+        let ranges = &tr.dfq.as_ref().unwrap().exact.as_ref().unwrap().ranges;
+        assert_eq!(ranges.len(), 9);
+        assert!(
+            ranges.windows(2).all(|w| w[0].end == w[1].start),
+            "{ranges:?}"
+        );
+        assert_eq!(ranges[8].len(), 7);
+        assert_eq!(ranges[7].len(), 7);
         let all = finish(tr);
         assert_eq!(selected, all);
     }
