@@ -79,7 +79,10 @@ fn dfq_writes_summary_fields_and_a_mixed_trace_the_accelerators_cost() {
     }
     let log = std::fs::read_to_string(dir.path().join("dfq.csv")).unwrap_or_default();
     let lines: Vec<&str> = log.lines().collect();
-    assert_eq!(lines.first(), Some(&"iteration,cp,target,reg,confidence"));
+    assert_eq!(
+        lines.first(),
+        Some(&"iteration,cp,target,reg,confidence,task_to_cost")
+    );
     assert_eq!(lines.len(), 5, "{log}");
     assert!(
         lines[1..]

@@ -95,18 +95,25 @@ pub(crate) fn build(
 }
 
 /// Writes `dfq.csv` into `dir` when the run is gated: per training iteration the measured cp,
-/// the target in force, the sign of the cost term and the gate's confidence (mean probability
-/// of the chosen options; near 1 the softmax is saturated and the cost term barely moves it).
+/// the target in force, the sign of the cost term, the gate's confidence (mean probability of
+/// the chosen options; near 1 the softmax is saturated and the cost term barely moves it) and,
+/// under `--dfq-exec all`, the task-to-cost ratio of the gate's logit gradient.
 pub(crate) fn write_log(dir: &Path, dfq: Option<&Dfq>) -> anyhow::Result<()> {
     let Some(d) = dfq else { return Ok(()) };
     let path = dir.join("dfq.csv");
     let s = &d.state;
-    let mut text = String::from("iteration,cp,target,reg,confidence\n");
+    let mut text = String::from("iteration,cp,target,reg,confidence,task_to_cost\n");
     for (t, &cp) in s.cp.iter().enumerate() {
         let target = s.target.get(t).copied().unwrap_or(f64::NAN);
         let reg = reg_sign(cp, target, d.config.relax);
         let conf = s.confidence.get(t).copied().unwrap_or(f64::NAN);
-        text.push_str(&format!("{t},{cp:.6},{target:.6},{reg},{conf:.6}\n"));
+        let ratio = s
+            .task_to_cost
+            .get(t)
+            .map_or(String::new(), |r| format!("{r:.6}"));
+        text.push_str(&format!(
+            "{t},{cp:.6},{target:.6},{reg},{conf:.6},{ratio}\n"
+        ));
     }
     write_atomically(&path, |out| {
         out.write_all(text.as_bytes())

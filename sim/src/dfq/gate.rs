@@ -180,9 +180,7 @@ impl Gate {
         let n = steps.first().map_or(0, |s| s.probs.nrows());
         let (mut dh_next, mut dc_next) = (Array2::zeros((n, HIDDEN)), Array2::zeros((n, HIDDEN)));
         for (st, dp) in steps.iter().zip(dprobs).rev() {
-            let p = &st.probs;
-            let inner = (p * dp).sum_axis(Axis(1)).insert_axis(Axis(1));
-            let dz = p * &(dp - &inner);
+            let dz = logit_grad(&st.probs, dp);
             let dh = self.head.backward(&st.h, &dz)? + &dh_next;
             let (demb, dh_prev, dc_prev) = self.lstm.backward(&st.lstm, &dh, &dc_next)?;
             (dh_next, dc_next) = (dh_prev, dc_prev);
@@ -201,6 +199,22 @@ impl Gate {
         Ok(())
     }
 
+    /// The Euclidean norm over all steps of the logit gradient `dL/dz` that `dprobs` would give
+    /// (before [`Gate::backward`] consumes the steps); compares parts of the gate's signal.
+    pub fn logit_grad_norm(&self, dprobs: &[Array2<f32>]) -> f64 {
+        self.steps
+            .iter()
+            .zip(dprobs)
+            .map(|(st, dp)| {
+                logit_grad(&st.probs, dp)
+                    .iter()
+                    .map(|&v| f64::from(v) * f64::from(v))
+                    .sum::<f64>()
+            })
+            .sum::<f64>()
+            .sqrt()
+    }
+
     /// All parameters: feature heads in attach order, LSTM, head.
     pub fn params_mut(&mut self) -> Vec<&mut Param> {
         let mut v: Vec<&mut Param> = self
@@ -212,6 +226,12 @@ impl Gate {
         v.extend(self.head.params_mut());
         v
     }
+}
+
+/// Softmax backward: `dL/dz = p ⊙ (dp − ⟨p, dp⟩)` per row.
+fn logit_grad(p: &Array2<f32>, dp: &Array2<f32>) -> Array2<f32> {
+    let inner = (p * dp).sum_axis(Axis(1)).insert_axis(Axis(1));
+    p * &(dp - &inner)
 }
 
 #[cfg(test)]

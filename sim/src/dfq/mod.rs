@@ -155,6 +155,10 @@ pub struct DfqState {
     /// options it chose (1 = saturated softmax, whose gradients vanish).
     #[serde(default)]
     pub confidence: Vec<f64>,
+    /// Exact execution only: per iteration the norm of the gate's logit gradient from the task
+    /// loss over that from the cost term (what the selected-only path leaves out, in scale).
+    #[serde(default)]
+    pub task_to_cost: Vec<f64>,
     /// The FracTrain indicator.
     pub pfq: Option<Pfq>,
 }
@@ -465,18 +469,16 @@ impl Dfq {
             .as_mut()
             .map(|e| std::mem::take(&mut e.task))
             .unwrap_or_default();
-        let dprobs: Vec<Array2<f32>> = self
+        let mut dprobs: Vec<Array2<f32>> = self
             .choices
             .iter()
-            .enumerate()
-            .map(|(i, pick)| {
-                let cost = Array2::from_shape_fn((pick.len(), row.len()), |(_, k)| row[k]);
-                match task.get(i) {
-                    Some(t) => cost + t,
-                    None => cost,
-                }
-            })
+            .map(|pick| Array2::from_shape_fn((pick.len(), row.len()), |(_, k)| row[k]))
             .collect();
+        if !task.is_empty() {
+            let ratio = self.gate.logit_grad_norm(&task) / self.gate.logit_grad_norm(&dprobs);
+            self.state.task_to_cost.push(ratio);
+            dprobs.iter_mut().zip(&task).for_each(|(d, t)| *d += t);
+        }
         self.gate.backward(&dprobs)?;
         let decisions: usize = self.choices.iter().map(Vec::len).sum();
         self.state.cp.push(cp);
@@ -718,6 +720,20 @@ mod tests {
         // without the cost term the selected path leaves the gate untouched; the exact one not
         assert_eq!(gate_grads(DfqExec::Selected), 0.0);
         assert!(gate_grads(DfqExec::All) > 0.0);
+        let mut tr = trainer_with(
+            &data,
+            2,
+            false,
+            DfqConfig::new(CandidateSet::Cifar, 4, 3.0),
+            DfqExec::All,
+        );
+        tr.step().unwrap();
+        tr.step().unwrap();
+        let ratios = &tr.dfq.as_ref().unwrap().state.task_to_cost;
+        assert!(
+            ratios.len() == 2 && ratios.iter().all(|r| r.is_finite() && *r > 0.0),
+            "{ratios:?}"
+        );
 
         let run = |threads: usize| {
             crate::tests::with_threads(threads, || {
