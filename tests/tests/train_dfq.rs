@@ -177,6 +177,23 @@ fn bad_dfq_input_exits_2_with_one_clear_line() {
         assert!(err.contains(want), "{err}");
         assert_one_clear_line(&err);
     }
+    // FracTrain's default first target, 1.5 %, is below the cheapest CIFAR candidate (1.758 %)
+    let args = [
+        "train",
+        "--model",
+        "zoo:resnet20",
+        "--data",
+        "synthetic",
+        "--iters",
+        "1",
+    ];
+    let out = run(&[args.as_slice(), &["--batch", "4", "--policy", "fractrain"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: --target-cp: target(s) 1.5 % outside"),
+        "{err}"
+    );
     // DFQ-only flags without a DFQ policy
     for (flag, want) in [
         (["--target-cp", "3"], "--target-cp needs --policy dfq"),

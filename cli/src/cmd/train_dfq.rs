@@ -77,6 +77,19 @@ pub(crate) fn build(
         });
     }
     cfg.validate()?;
+    let unreachable = cfg.unreachable_targets();
+    if !unreachable.is_empty() {
+        let (lo, hi) = cfg.cp_range();
+        let list: Vec<String> = unreachable.iter().map(|t| format!("{t}")).collect();
+        eprintln!(
+            "warning: --target-cp: target(s) {} % outside the candidates' reach {lo:.3}..={hi:.3} % \
+             (weights at {} bits): the cost term pushes every sample to one end while such a \
+             target holds, and a short run may not bring the gate back (see its confidence in \
+             dfq.csv)",
+            list.join(", "),
+            cfg.weight_bits
+        );
+    }
     let model = args.model.as_deref().unwrap_or_default();
     let blocks = find_blocks(ir, summary).with_context(|| format!("--model {model}"))?;
     let k = cfg.candidates.len();

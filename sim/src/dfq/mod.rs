@@ -97,6 +97,31 @@ impl DfqConfig {
         }
     }
 
+    /// The cp (percent) of the cheapest and of the dearest candidate, every sample on it.
+    pub fn cp_range(&self) -> (f64, f64) {
+        let cps = self
+            .candidates
+            .iter()
+            .map(|c| cost::cp_percent(c.cost(self.weight_bits), 1, 1.0));
+        cps.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), cp| {
+            (lo.min(cp), hi.max(cp))
+        })
+    }
+
+    /// The targets of the run (FracTrain: every step) outside [`DfqConfig::cp_range`]: there the
+    /// sign rule never flips, and the gate piles every sample onto one end.
+    pub fn unreachable_targets(&self) -> Vec<f64> {
+        let (lo, hi) = self.cp_range();
+        let steps = self.fractrain.as_ref().map_or(0, |f| f.turns);
+        (0..=steps)
+            .map(|k| match &self.fractrain {
+                Some(f) => cost::fractrain_target(self.target_cp, f.cp_step, k),
+                None => self.target_cp,
+            })
+            .filter(|&t| t <= lo || t > hi)
+            .collect()
+    }
+
     /// Checks the bits and target.
     pub fn validate(&self) -> Result<()> {
         if !(2..=32).contains(&self.weight_bits) {
@@ -892,6 +917,24 @@ mod tests {
         assert_eq!(d.target(), 2.5);
         // the turning point after iteration t raises the target from iteration t + 1 on
         assert_eq!(d.state.target[..6], [1.5, 1.5, 1.5, 1.5, 1.5, 2.0]);
+    }
+
+    #[test]
+    fn targets_outside_the_candidates_reach_are_found() {
+        let mut cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
+        let (lo, hi) = cfg.cp_range();
+        assert!((lo - 1.7578125).abs() < 1e-9 && (hi - 4.6875).abs() < 1e-9);
+        assert!(cfg.unreachable_targets().is_empty());
+        cfg.target_cp = 1.5;
+        cfg.fractrain = Some(FracTrainConfig {
+            cp_step: 0.5,
+            turns: 3,
+            epsilon: 0.05,
+            alpha: 0.3,
+        });
+        assert_eq!(cfg.unreachable_targets(), vec![1.5]);
+        cfg.target_cp = 1.8;
+        assert!(cfg.unreachable_targets().is_empty());
     }
 
     #[test]
