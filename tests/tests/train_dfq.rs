@@ -178,16 +178,9 @@ fn bad_dfq_input_exits_2_with_one_clear_line() {
         assert_one_clear_line(&err);
     }
     // FracTrain's default first target, 1.5 %, is below the cheapest CIFAR candidate (1.758 %)
-    let args = [
-        "train",
-        "--model",
-        "zoo:resnet20",
-        "--data",
-        "synthetic",
-        "--iters",
-        "1",
-    ];
-    let out = run(&[args.as_slice(), &["--batch", "4", "--policy", "fractrain"]].concat());
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let args = train_args(&dir.path().to_string_lossy(), &["--policy", "fractrain"]);
+    let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(

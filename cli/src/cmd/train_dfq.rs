@@ -117,7 +117,7 @@ pub(crate) fn write_log(dir: &Path, dfq: Option<&Dfq>) -> anyhow::Result<()> {
     let s = &d.state;
     let mut text = String::from("iteration,cp,target,reg,confidence,task_to_cost\n");
     for (t, &cp) in s.cp.iter().enumerate() {
-        let target = s.target.get(t).copied().unwrap_or(f64::NAN);
+        let target = d.target_at(t as u64);
         let reg = reg_sign(cp, target, d.config.relax);
         let conf = s.confidence.get(t).copied().unwrap_or(f64::NAN);
         let ratio = s

@@ -28,8 +28,6 @@ pub(crate) struct Exact {
     pub(crate) ranges: Vec<Range<usize>>,
     /// Candidate outputs of each block of the last training pass.
     pub(crate) ys: Vec<Vec<Tensor>>,
-    /// Task-loss gradient of the masks per block (`[B, K]`), from the last backward pass.
-    pub(crate) task: Vec<Array2<f32>>,
 }
 
 fn missing(node: usize) -> SimError {
@@ -95,7 +93,6 @@ impl Exact {
             replicas,
             ranges,
             ys: Vec::new(),
-            task: Vec::new(),
         })
     }
 

@@ -173,9 +173,6 @@ struct GatedBlock {
 pub struct DfqState {
     /// cp (percent) of every training iteration so far.
     pub cp: Vec<f64>,
-    /// The target (percent) in force at every training iteration.
-    #[serde(default)]
-    pub target: Vec<f64>,
     /// The gate's confidence at every training iteration: the mean probability it gave the
     /// options it chose (1 = saturated softmax, whose gradients vanish).
     #[serde(default)]
@@ -397,7 +394,6 @@ impl Dfq {
             ));
         };
         ex.ys.clear();
-        ex.task.clear();
         self.chosen_prob = 0.0;
         let bits: Vec<(u32, u32)> = self
             .config
@@ -422,13 +418,30 @@ impl Dfq {
         graph.forward_range(at..graph.len(), cur, Mode::Train)
     }
 
-    /// Back-propagates the loss gradient `grad` of the last training forward pass through the
-    /// network (and, in the exact execution, through every chosen candidate, keeping the gate's
-    /// task gradient for [`Dfq::cost_backward`]).
-    pub fn backward(&mut self, graph: &mut Graph, grad: Tensor) -> Result<()> {
-        let Some(ex) = self.exact.as_mut().filter(|e| !e.ys.is_empty()) else {
-            graph.backward(grad)?;
-            return Ok(());
+    /// After a training forward pass: back-propagates the loss gradient `grad` through the
+    /// network (in the exact execution through every chosen candidate), then records cp,
+    /// applies the sign rule and back-propagates into the gate, through the straight-through
+    /// masks, the cost term `reg·β·cost/mean(info)` (info = 1 per block) plus, in the exact
+    /// execution, the task gradient of the masks. Returns `(cp, reg)`.
+    pub fn backward(&mut self, graph: &mut Graph, grad: Tensor) -> Result<(f64, f64)> {
+        let task = match self.exact.as_ref().is_some_and(|e| !e.ys.is_empty()) {
+            true => self.backward_exact(graph, grad)?,
+            false => {
+                graph.backward(grad)?;
+                Vec::new()
+            }
+        };
+        self.gate_backward(&task)
+    }
+
+    /// The network part of [`Dfq::backward`] in the exact execution; returns the task gradient
+    /// of the masks per block.
+    fn backward_exact(&mut self, graph: &mut Graph, grad: Tensor) -> Result<Vec<Array2<f32>>> {
+        let Some(ex) = self.exact.as_mut() else {
+            return Err(SimError::invalid(
+                "dfq",
+                "no replicas for the exact execution",
+            ));
         };
         let mut g = grad;
         let mut at = graph.len();
@@ -449,8 +462,19 @@ impl Dfq {
         }
         graph.backward_range(0..at, g)?;
         task.reverse();
-        ex.task = task;
-        Ok(())
+        Ok(task)
+    }
+
+    /// The target (percent) in force at training iteration `t` (FracTrain: from the turning
+    /// points so far, each the first iteration of its stage).
+    pub fn target_at(&self, t: u64) -> f64 {
+        match (&self.config.fractrain, &self.state.pfq) {
+            (Some(f), Some(p)) => {
+                let stage = p.turns.iter().filter(|&&turn| turn <= t).count();
+                cost::fractrain_target(self.config.target_cp, f.cp_step, stage)
+            }
+            _ => self.config.target_cp,
+        }
     }
 
     /// The cost target (percent) now: the configured one, or FracTrain's current step.
@@ -474,11 +498,9 @@ impl Dfq {
         cost::cp_percent(cost, samples, self.blocks.len() as f64)
     }
 
-    /// After a training forward pass: records cp, applies the sign rule and back-propagates the
-    /// cost term `reg·β·cost/mean(info)` (info = 1 per block), plus in the exact execution the
-    /// task gradient of the masks, through the straight-through masks into the gate. Returns
-    /// `(cp, reg)`.
-    pub fn cost_backward(&mut self) -> Result<(f64, f64)> {
+    /// The gate part of [`Dfq::backward`], given the task gradient of the masks (empty on the
+    /// selected path).
+    fn gate_backward(&mut self, task: &[Array2<f32>]) -> Result<(f64, f64)> {
         let cp = self.last_cp();
         let reg = cost::reg_sign(cp, self.target(), self.config.relax);
         let w = self.config.weight_bits;
@@ -489,11 +511,6 @@ impl Dfq {
             .iter()
             .map(|c| (scale * c.cost(w)) as f32)
             .collect();
-        let task = self
-            .exact
-            .as_mut()
-            .map(|e| std::mem::take(&mut e.task))
-            .unwrap_or_default();
         let mut dprobs: Vec<Array2<f32>> = self
             .choices
             .iter()
@@ -502,12 +519,11 @@ impl Dfq {
         if !task.is_empty() {
             let ratio = self.gate.logit_grad_norm(&task) / self.gate.logit_grad_norm(&dprobs);
             self.state.task_to_cost.push(ratio);
-            dprobs.iter_mut().zip(&task).for_each(|(d, t)| *d += t);
+            dprobs.iter_mut().zip(task).for_each(|(d, t)| *d += t);
         }
         self.gate.backward(&dprobs)?;
         let decisions: usize = self.choices.iter().map(Vec::len).sum();
         self.state.cp.push(cp);
-        self.state.target.push(self.target());
         self.state
             .confidence
             .push(self.chosen_prob / decisions.max(1) as f64);
@@ -637,6 +653,16 @@ mod tests {
         }
     }
 
+    /// FracTrain's CIFAR steps (Δcp 0.5, 3 turning points) with indicator constants ε, α.
+    fn fractrain_steps(epsilon: f64, alpha: f64) -> FracTrainConfig {
+        FracTrainConfig {
+            cp_step: 0.5,
+            turns: 3,
+            epsilon,
+            alpha,
+        }
+    }
+
     fn trainer(data: &TrainData, iters: u64, fractrain: bool) -> Trainer<'_> {
         let cfg = DfqConfig::new(CandidateSet::Cifar, 4, 3.0);
         trainer_with(data, iters, fractrain, cfg, DfqExec::Selected)
@@ -660,12 +686,8 @@ mod tests {
         let blocks = find_blocks(&ir, &summary).unwrap();
         if fractrain {
             cfg.target_cp = 1.5;
-            cfg.fractrain = Some(FracTrainConfig {
-                cp_step: 0.5,
-                turns: 3,
-                epsilon: 10.0,
-                alpha: 1.0,
-            });
+            // ε = 10 with α = 1: every fifth check is a plateau.
+            cfg.fractrain = Some(fractrain_steps(10.0, 1.0));
         }
         let k = cfg.candidates.len();
         let mut dfq = Dfq::new(cfg, &blocks, &summary, &mut net.graph, 1).unwrap();
@@ -696,7 +718,7 @@ mod tests {
         while !tr.done() {
             tr.step().unwrap();
         }
-        let params = tr.params_mut().iter().map(|p| p.value.clone()).collect();
+        let params = tr.param_values();
         let buffers = tr.net.graph.buffer_values();
         let cp = tr.dfq.as_ref().unwrap().state.cp.clone();
         (tr.rows(), params, buffers, cp)
@@ -828,7 +850,7 @@ mod tests {
         }
         let d = tr.dfq.as_ref().unwrap();
         assert_eq!(d.state.cp.len(), 3);
-        assert_eq!(d.state.target, vec![3.0; 3]);
+        assert!((0..3).all(|t| d.target_at(t) == 3.0));
         assert!(
             d.state.confidence.iter().all(|&c| c > 0.2 && c <= 1.0),
             "{:?}",
@@ -852,13 +874,7 @@ mod tests {
         resumed.step().unwrap();
         assert_eq!(resumed.rows(), rows);
         assert_eq!(resumed.dfq.as_ref().unwrap().state, d.state);
-        let gate = |t: &mut Trainer<'_>| {
-            t.params_mut()
-                .iter()
-                .map(|p| p.value.clone())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(gate(&mut resumed), gate(&mut tr));
+        assert_eq!(resumed.param_values(), tr.param_values());
     }
 
     #[test]
@@ -870,7 +886,7 @@ mod tests {
                 while !tr.done() {
                     tr.step().unwrap();
                 }
-                let params: Vec<_> = tr.params_mut().iter().map(|p| p.value.clone()).collect();
+                let params = tr.param_values();
                 (tr.rows(), params)
             })
         };
@@ -916,7 +932,10 @@ mod tests {
         );
         assert_eq!(d.target(), 2.5);
         // the turning point after iteration t raises the target from iteration t + 1 on
-        assert_eq!(d.state.target[..6], [1.5, 1.5, 1.5, 1.5, 1.5, 2.0]);
+        let targets: Vec<f64> = (0..6).map(|t| d.target_at(t)).collect();
+        assert_eq!(targets, [1.5, 1.5, 1.5, 1.5, 1.5, 2.0]);
+        assert_eq!(d.target_at(9), 2.0);
+        assert_eq!(d.target_at(10), 2.5);
     }
 
     #[test]
@@ -926,12 +945,7 @@ mod tests {
         assert!((lo - 1.7578125).abs() < 1e-9 && (hi - 4.6875).abs() < 1e-9);
         assert!(cfg.unreachable_targets().is_empty());
         cfg.target_cp = 1.5;
-        cfg.fractrain = Some(FracTrainConfig {
-            cp_step: 0.5,
-            turns: 3,
-            epsilon: 0.05,
-            alpha: 0.3,
-        });
+        cfg.fractrain = Some(fractrain_steps(0.05, 0.3));
         assert_eq!(cfg.unreachable_targets(), vec![1.5]);
         cfg.target_cp = 1.8;
         assert!(cfg.unreachable_targets().is_empty());

@@ -290,15 +290,7 @@ mod tests {
             second.step().unwrap();
         }
         assert_eq!(second.state, full.state);
-        let p = |t: &mut Trainer<'_>| {
-            t.net
-                .graph
-                .params_mut()
-                .iter()
-                .map(|p| p.value.clone())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(p(&mut second), p(&mut full));
+        assert_eq!(second.param_values(), full.param_values());
     }
 
     #[test]

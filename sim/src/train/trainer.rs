@@ -225,6 +225,11 @@ impl<'a> Trainer<'a> {
         all_params(&mut self.net, &mut self.dfq)
     }
 
+    /// A copy of the values of [`Trainer::params_mut`].
+    pub fn param_values(&mut self) -> Vec<crate::layers::Tensor> {
+        self.params_mut().iter().map(|p| p.value.clone()).collect()
+    }
+
     /// Forward pass, through the DFQ gate when on.
     fn forward(&mut self, x: crate::layers::Tensor, mode: Mode) -> Result<crate::layers::Tensor> {
         match &mut self.dfq {
@@ -307,14 +312,13 @@ impl<'a> Trainer<'a> {
         }
         let grad = self.loss.backward()?;
         match &mut self.dfq {
-            Some(d) => d.backward(&mut self.net.graph, grad)?,
+            Some(d) => {
+                d.backward(&mut self.net.graph, grad)?;
+                d.observe(loss);
+            }
             None => {
                 self.net.graph.backward(grad)?;
             }
-        }
-        if let Some(d) = &mut self.dfq {
-            d.cost_backward()?;
-            d.observe(loss);
         }
         self.policy.learn(&mut self.net);
         let lr = self.config.lr.lr_at(t);
