@@ -84,17 +84,22 @@ fn ldp_reports_target_achieved_bits_plot_and_a_costable_trace() {
     assert_eq!(r["gbitops"], s["gbitops"], "{r}");
 }
 
+/// LDP on LeNet-5 and synthetic data.
+const LENET_LDP: [&str; 6] = [
+    "--model",
+    "zoo:lenet5",
+    "--data",
+    "synthetic",
+    "--policy",
+    "ldp",
+];
+
 #[test]
 fn ldp_resumes_exactly() {
     let run_in = |dir: &Path, extra: &[&str]| {
         let o = dir.to_string_lossy().into_owned();
-        let mut args = vec![
-            "--model",
-            "zoo:lenet5",
-            "--data",
-            "synthetic",
-            "--policy",
-            "ldp",
+        let mut args = LENET_LDP.to_vec();
+        args.extend([
             "--bits",
             "2:8",
             "--iters",
@@ -108,7 +113,7 @@ fn ldp_resumes_exactly() {
             "1000",
             "--out",
             &o,
-        ];
+        ]);
         args.extend_from_slice(extra);
         let out = train(&args);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -136,16 +141,7 @@ fn ldp_resumes_exactly() {
 
 #[test]
 fn bad_ldp_input_exits_2_with_one_clear_line() {
-    let base = [
-        "--model",
-        "zoo:lenet5",
-        "--data",
-        "synthetic",
-        "--policy",
-        "ldp",
-        "--iters",
-        "1",
-    ];
+    let base = [&LENET_LDP[..], &["--iters", "1"]].concat();
     for (extra, needle) in [
         (&["--target", "0"][..], "--target 0"),
         (&["--target", "1.5"][..], "--target 1.5"),
