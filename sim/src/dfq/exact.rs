@@ -243,6 +243,30 @@ mod tests {
     use ndarray::{ArrayD, IxDyn};
 
     #[test]
+    fn a_block_that_is_not_a_closed_region_is_a_clear_error() {
+        let ir = cptsim_models::load_graph("zoo:resnet20", 2).unwrap();
+        let opts = crate::build::BuildOptions::default();
+        let net =
+            crate::train::TrainNet::from_network(crate::build::build_network(&ir, &opts).unwrap());
+        let mut g = net.unwrap().graph;
+        // the first block: body convs = quantized layers 1 and 2, input = the first conv's input
+        let convs = g.quant_nodes();
+        let attach = g.node_inputs(convs[1]).unwrap()[0];
+        let ranges = block_ranges(&g, &[attach], &[convs[2]]).unwrap();
+        assert!(ranges[0].start == attach && ranges[0].end > convs[2]);
+        // a next block starting inside the first cuts its skip connection: the residual add
+        // still reads the first block's input
+        let inner = g.node_inputs(convs[2]).unwrap()[0];
+        let e = block_ranges(&g, &[attach, inner], &[convs[1], convs[2]])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--dfq-exec") && e.contains("block 0") && e.contains("single-input"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn mixing_picks_rows_and_the_mask_gradient_is_the_inner_product() {
         let y = |base: f32| {
             ArrayD::from_shape_fn(IxDyn(&[3, 2, 2]), |i| {
