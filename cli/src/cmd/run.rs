@@ -46,7 +46,8 @@ pub struct RunArgs {
     /// Which layers follow the schedule: all, cifar (FC fp32), imagenet (stem, shortcuts, FC fp32).
     #[arg(long, value_enum, default_value_t = PolicyArg::All, conflicts_with = "trace")]
     policy: PolicyArg,
-    /// Whose reference code cyclic schedules follow to the bit: cpt (P = T/N) or wk (P = T/N + 1).
+    /// Whose reference code cyclic schedules follow to the bit: cpt (N whole cycles over T, = CPT's P = T/N
+    /// when N divides T) or wk (P = floor(T/N) + 1, the last cycle cut short).
     #[arg(long, value_enum, default_value_t = ConventionArg::Cpt, conflicts_with = "trace")]
     convention: ConventionArg,
     /// Also write the synthesised trace to FILE.csv or FILE.pb.

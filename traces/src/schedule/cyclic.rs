@@ -1,7 +1,11 @@
-//! Cyclic schedules: a profile (§4.1) repeated over segments of `period` iterations in one of three
-//! forms — repeated growth (CPT, W&K `<profile>_growth`), triangular (W&K `<profile>_decay`:
-//! decay on even segments, growth on odd ones) and annealing (decay restarted every segment, CPT
-//! Table 6 "cosine annealing").
+//! Cyclic schedules: a profile (§4.1) repeated over segments in one of three forms — repeated
+//! growth (CPT, W&K `<profile>_growth`), triangular (W&K `<profile>_decay`: decay on even
+//! segments, growth on odd ones) and annealing (decay restarted every segment, CPT Table 6
+//! "cosine annealing").
+//!
+//! Segments are laid out by [`Segments`]: either N whole segments over the run (the remainder of
+//! `T/N` spread one iteration at a time, so the last segment ends on the run's last iteration) or
+//! a fixed length from iteration 0 (W&K's code, whose last segment the run's end cuts short).
 
 use super::profile::{Flip, Profile};
 use super::BitRange;
@@ -18,6 +22,72 @@ pub enum Form {
     Anneal,
 }
 
+/// Where the segments of a run begin and end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Segments {
+    /// `count` whole segments over `total` iterations: segment `k` covers
+    /// `⌊k·T/N⌋ .. ⌊(k+1)·T/N⌋`, so lengths differ by at most one and the last segment ends on the
+    /// last iteration. When N divides T this is `Fixed(T/N)` exactly (CPT's code).
+    Whole {
+        /// Iterations of the run, T ≥ 1.
+        total: u64,
+        /// Segments, 1 ≤ N ≤ T.
+        count: u64,
+    },
+    /// Segments of a fixed length from iteration 0; the run may end inside the last one.
+    Fixed(u64),
+}
+
+/// One segment: its index, first iteration and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// 0-based segment index.
+    pub index: u64,
+    /// First iteration of the segment.
+    pub start: u64,
+    /// Length in iterations (≥ 1).
+    pub len: u64,
+}
+
+impl Segment {
+    /// One past the segment's last iteration (saturating).
+    pub fn end(&self) -> u64 {
+        self.start.saturating_add(self.len)
+    }
+}
+
+impl Segments {
+    /// The segment holding iteration `t` (any `t`: past the run the layout continues).
+    pub fn locate(&self, t: u64) -> Segment {
+        match *self {
+            Segments::Fixed(len) => {
+                let len = len.max(1);
+                let index = t / len;
+                Segment {
+                    index,
+                    start: index * len,
+                    len,
+                }
+            }
+            Segments::Whole { total, count } => {
+                let (total, count) = (u128::from(total.max(1)), u128::from(count.max(1)));
+                // The k with ⌊kT/N⌋ ≤ t < ⌊(k+1)T/N⌋ is ⌈(t+1)N/T⌉ − 1.
+                let k = ((u128::from(t) + 1) * count - 1) / total;
+                let boundary = |k: u128| k * total / count;
+                let (start, end) = (boundary(k), boundary(k + 1));
+                // t < 2^64 and T ≥ 1, so k ≤ (t+1)·N/T and both boundaries fit in u64 when
+                // t < T; past the run they saturate.
+                let cast = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+                Segment {
+                    index: cast(k),
+                    start: cast(start),
+                    len: cast(end - start).max(1),
+                }
+            }
+        }
+    }
+}
+
 /// One cyclic schedule shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cyclic {
@@ -25,19 +95,18 @@ pub struct Cyclic {
     pub profile: Profile,
     /// How segments follow each other.
     pub form: Form,
-    /// Segment length in iterations (≥ 1).
-    pub period: u64,
+    /// Where segments begin and end.
+    pub segments: Segments,
 }
 
 impl Cyclic {
     /// Real-valued precision at iteration `t` for range `r`, before rounding.
     pub fn value(&self, t: u64, r: BitRange) -> f64 {
-        let period = self.period.max(1);
-        let segment = t / period;
-        let z = (t % period) as f64 / period as f64;
+        let seg = self.segments.locate(t);
+        let z = (t - seg.start) as f64 / seg.len as f64;
         match self.form {
             Form::Repeated => self.profile.growth(z, r),
-            Form::Triangular(flip) if segment.is_multiple_of(2) => self.profile.decay(z, r, flip),
+            Form::Triangular(flip) if seg.index.is_multiple_of(2) => self.profile.decay(z, r, flip),
             Form::Triangular(_) => self.profile.growth(z, r),
             Form::Anneal => self.profile.decay(z, r, Flip::Vertical),
         }
@@ -46,6 +115,12 @@ impl Cyclic {
     /// Bits at iteration `t`: `value` rounded half-to-even and kept inside `r`.
     pub fn bits(&self, t: u64, r: BitRange) -> u8 {
         r.round(self.value(t, r))
+    }
+
+    /// One past the last iteration of the segment holding `t`: inside a segment the bits are
+    /// monotone in `t` (every profile is), which [`super::Schedule::spans`] relies on.
+    pub fn segment_end(&self, t: u64) -> u64 {
+        self.segments.locate(t).end()
     }
 }
 
@@ -59,7 +134,7 @@ mod tests {
         let c = Cyclic {
             profile,
             form,
-            period,
+            segments: Segments::Fixed(period),
         };
         ts.iter().map(|&t| c.bits(t, R)).collect()
     }
@@ -82,7 +157,7 @@ mod tests {
         let c = Cyclic {
             profile: Profile::Cosine,
             form: Form::Repeated,
-            period: 2000,
+            segments: Segments::Fixed(2000),
         };
         assert_eq!(c.bits(1000, BitRange { min: 3, max: 8 }), 6);
         assert_eq!(c.bits(1000, BitRange { min: 3, max: 6 }), 4);

@@ -5,6 +5,7 @@
 //! into spans of constant precision without materialising one entry per iteration.
 
 mod cyclic;
+mod deficit;
 mod error;
 mod file;
 mod parse;
@@ -16,7 +17,7 @@ mod steps;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-pub use cyclic::{Cyclic, Form};
+pub use cyclic::{Cyclic, Form, Segment, Segments};
 pub use error::ScheduleError;
 pub use parse::{parse_bit_range, Convention, ScheduleArgs, SCHEDULE_NAMES};
 pub use profile::{Flip, Profile};
@@ -184,20 +185,71 @@ impl Schedule {
         }
     }
 
-    /// Iterations spent at each forward bit-width within `iters`.
+    /// Iterations spent at each forward bit-width within `iters` (clipped to the run).
     pub fn fw_histogram(&self, iters: Range<u64>) -> BTreeMap<u8, u64> {
         let mut h = BTreeMap::new();
-        for t in iters {
-            *h.entry(self.at(t).fw).or_insert(0) += 1;
+        for span in self.spans() {
+            let (lo, hi) = (span.start.max(iters.start), span.end.min(iters.end));
+            if lo < hi {
+                *h.entry(span.precision.fw).or_insert(0) += hi - lo;
+            }
+            if span.end >= iters.end {
+                break;
+            }
         }
         h
+    }
+
+    /// One past the last iteration of the piece of the run holding `t` inside which the
+    /// precision is monotone in the iteration (a cyclic segment, the progressive ramp, a step),
+    /// clipped to the run.
+    fn piece_end(&self, t: u64) -> u64 {
+        let end = match &self.kind {
+            Kind::Static => self.iterations,
+            Kind::Cyclic(c) => c.segment_end(t),
+            Kind::Progressive => progressive::piece_end(t, self.iterations),
+            Kind::Steps(s) => s.next_start(t).unwrap_or(self.iterations),
+        };
+        end.min(self.iterations)
     }
 }
 
 /// Iterator over the spans of a schedule; see [`Schedule::spans`].
+///
+/// Each span is found in O(log length) evaluations: inside a monotone piece the iterations at
+/// one precision form a prefix, so its end is found by a galloping then a binary search, and a
+/// span continues into the next piece when that begins at the same precision. A 10¹²-iteration
+/// run costs as much as a short one with the same number of spans.
 pub struct Spans<'a> {
     schedule: &'a Schedule,
     next: u64,
+}
+
+impl Spans<'_> {
+    /// First iteration after `start` (at `precision`) inside `start..piece_end` at another
+    /// precision, or `piece_end`.
+    fn end_in_piece(&self, start: u64, piece_end: u64, precision: Precision) -> u64 {
+        let s = self.schedule;
+        // Invariant: s.at(lo) == precision; hi == piece_end or s.at(hi) != precision.
+        let (mut lo, mut step) = (start, 1u64);
+        let mut hi = loop {
+            let probe = lo.saturating_add(step).min(piece_end);
+            if probe >= piece_end || s.at(probe) != precision {
+                break probe;
+            }
+            lo = probe;
+            step = step.saturating_mul(2);
+        };
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if s.at(mid) == precision {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    }
 }
 
 impl Iterator for Spans<'_> {
@@ -210,12 +262,13 @@ impl Iterator for Spans<'_> {
         }
         let start = self.next;
         let precision = self.schedule.at(start);
-        let mut end = start + 1;
-        if matches!(self.schedule.kind, Kind::Static) {
-            end = total;
-        }
-        while end < total && self.schedule.at(end) == precision {
-            end += 1;
+        let mut end = start;
+        loop {
+            let piece_end = self.schedule.piece_end(end);
+            end = self.end_in_piece(end, piece_end, precision);
+            if end >= total || end < piece_end || self.schedule.at(end) != precision {
+                break;
+            }
         }
         self.next = end;
         Some(Span {
@@ -313,6 +366,122 @@ mod tests {
                 precision: Precision { fw: 8, bw: 8 }
             }]
         );
+    }
+
+    /// The spans a per-iteration scan finds.
+    fn scanned(s: &Schedule) -> Vec<Span> {
+        let mut out: Vec<Span> = Vec::new();
+        for t in 0..s.iterations() {
+            let p = s.at(t);
+            match out.last_mut() {
+                Some(last) if last.precision == p => last.end = t + 1,
+                _ => out.push(Span {
+                    start: t,
+                    end: t + 1,
+                    precision: p,
+                }),
+            }
+        }
+        out
+    }
+
+    fn every_name() -> Vec<String> {
+        SCHEDULE_NAMES
+            .iter()
+            .filter(|n| !n.contains(':'))
+            .map(|n| n.to_string())
+            .chain(["pfq:300,700".into(), "deficit:250".into()])
+            .collect()
+    }
+
+    #[test]
+    fn spans_equal_a_per_iteration_scan() {
+        for name in every_name() {
+            for (iters, cycles) in [
+                (1_000, 1),
+                (1_000, 3),
+                (997, 8),
+                (4_000, 32),
+                (1_001, 1_001),
+            ] {
+                for conv in [Convention::Cpt, Convention::WolfeKyrillidis] {
+                    for (lo, hi) in [(3, 8), (4, 6), (8, 8)] {
+                        let s = ScheduleArgs::new(name.as_str(), iters)
+                            .cycles(cycles)
+                            .bits(BitRange { min: lo, max: hi })
+                            .grad_bits(BitRange { min: 6, max: 8 })
+                            .convention(conv)
+                            .build()
+                            .unwrap();
+                        let fast: Vec<Span> = s.spans().collect();
+                        assert_eq!(fast, scanned(&s), "{name} T={iters} N={cycles} {conv:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_trillion_iterations_cost_as_many_steps_as_their_spans() {
+        let s = cpt(1_000_000_000_000, 32, 3, 8);
+        let spans: Vec<Span> = s.spans().collect();
+        assert_eq!(spans.len(), 32 * 6);
+        assert_eq!(spans.last().map(|s| s.end), Some(1_000_000_000_000));
+        let iters: u64 = s.fw_histogram(0..u64::MAX).values().sum();
+        assert_eq!(iters, 1_000_000_000_000);
+    }
+
+    #[test]
+    fn whole_cycles_end_on_the_last_iteration() {
+        for iters in [64_000, 9_000, 500, 391 * 160] {
+            for cycles in [1, 2, 8, 32] {
+                for name in SCHEDULE_NAMES.iter().filter(|n| !n.contains(':')) {
+                    let s = ScheduleArgs::new(*name, iters)
+                        .cycles(cycles)
+                        .build()
+                        .unwrap();
+                    let Kind::Cyclic(c) = s.kind() else { continue };
+                    let last = c.segments.locate(iters - 1);
+                    let what = format!("{name} T={iters} N={cycles}");
+                    assert_eq!((last.index, last.end()), (cycles - 1, iters), "{what}");
+                    if c.form == Form::Repeated {
+                        // The last iteration is the top of its cycle's rise.
+                        let top = (last.start..iters).map(|t| s.at(t).fw).max();
+                        assert_eq!(Some(s.at(iters - 1).fw), top, "{what}");
+                    }
+                    if *name == "cosine" {
+                        assert_eq!(s.at(iters - 1).fw, 8, "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn whole_cycles_equal_cpt_when_cycles_divide_the_run() {
+        let whole = cpt(64_000, 32, 3, 8);
+        let Kind::Cyclic(c) = whole.kind() else {
+            panic!("cosine is cyclic")
+        };
+        let fixed = Schedule::new(
+            "cosine",
+            Kind::Cyclic(Cyclic {
+                segments: Segments::Fixed(2_000),
+                ..*c
+            }),
+            64_000,
+            whole.fw_range(),
+            whole.bw_range(),
+        );
+        assert_eq!(
+            whole.spans().collect::<Vec<_>>(),
+            fixed.spans().collect::<Vec<_>>()
+        );
+        // 9 000 / 32: CPT's floor(T/N) = 281 would start a 33rd cycle at 8 992 (3 bits at the
+        // end); whole cycles of 281 or 282 iterations end at the top instead.
+        let s = cpt(9_000, 32, 3, 8);
+        assert_eq!(s.at(8_999).fw, 8);
+        assert_eq!(s.at(0).fw, 3);
     }
 
     #[test]

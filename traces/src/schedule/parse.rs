@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use super::cyclic::{Cyclic, Form};
+use super::cyclic::{Cyclic, Form, Segments};
 use super::error::ScheduleError;
 use super::profile::{Flip, Profile};
-use super::{check_bits, file, parse_bits, pfq, BitRange, Kind, Schedule};
+use super::{check_bits, deficit, file, parse_bits, pfq, BitRange, Kind, Schedule};
 
 /// Every schedule name `--schedule` accepts (`cpt` is an alias of `cosine`; `pfq:` and `file:`
 /// take an argument).
@@ -26,18 +26,24 @@ pub const SCHEDULE_NAMES: &[&str] = &[
     "cosine-anneal",
     "progressive",
     "pfq:ITER,ITER,…",
+    "deficit:ITERS",
     "file:PATH",
 ];
 
-/// Whose reference code a cyclic schedule follows to the last bit: it fixes the segment length
-/// and how the cosine is evaluated (which decides exact rounding ties).
+/// Whose reference code a cyclic schedule follows to the last bit: it fixes where segments begin
+/// and end and how the cosine is evaluated (which decides exact rounding ties).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Convention {
-    /// CPT's code: `P = floor(T/N)`, cosine as `lo + ½(hi − lo)(1 + cos(πz + π))`.
+    /// CPT's code, with whole cycles: N segments over T iterations, segment `k` covering
+    /// `⌊kT/N⌋ .. ⌊(k+1)T/N⌋`, cosine as `lo + ½(hi − lo)(1 + cos(πz + π))`. When N divides T
+    /// (every run of CPT's code: 64 000 / 32) this is CPT's `P = T/N` exactly; otherwise the
+    /// remainder is spread one iteration at a time over the cycles, so the last cycle still ends
+    /// on the last iteration at the top of its rise, where CPT's `floor(T/N)` would start a
+    /// partial 33rd cycle at the bottom.
     #[default]
     Cpt,
-    /// Wolfe & Kyrillidis' training script: `P = floor(T/N) + 1` (§4.2), cosine as
-    /// `lo + ½(hi − lo)(1 − cos πz)`.
+    /// Wolfe & Kyrillidis' training script: `P = floor(T/N) + 1` (§4.2) from iteration 0, the
+    /// last segment cut short by the run's end; cosine as `lo + ½(hi − lo)(1 − cos πz)`.
     WolfeKyrillidis,
 }
 
@@ -62,12 +68,16 @@ impl Convention {
         }
     }
 
-    /// Segment length for `iterations` and `cycles ≥ 1`.
-    pub fn period(self, iterations: u64, cycles: u64) -> u64 {
-        let p = iterations / cycles.max(1);
+    /// Segment layout for `iterations ≥ 1` and `1 ≤ cycles ≤ iterations`.
+    pub fn segments(self, iterations: u64, cycles: u64) -> Segments {
         match self {
-            Convention::Cpt => p,
-            Convention::WolfeKyrillidis => p + 1,
+            Convention::Cpt => Segments::Whole {
+                total: iterations,
+                count: cycles,
+            },
+            Convention::WolfeKyrillidis => {
+                Segments::Fixed((iterations / cycles.max(1)).saturating_add(1))
+            }
         }
     }
 }
@@ -156,16 +166,19 @@ impl ScheduleArgs {
             let steps = pfq::parse(spec, self.iterations, self.bits, self.grad_bits)?;
             return Ok((name.to_string(), Kind::Steps(steps)));
         }
+        if let Some(spec) = name.strip_prefix("deficit:") {
+            let steps = deficit::parse(spec, self.iterations, self.bits, self.grad_bits)?;
+            return Ok((name.to_string(), Kind::Steps(steps)));
+        }
         if let Some(path) = name.strip_prefix("file:") {
             let steps = file::read(Path::new(path), self.iterations)?;
             return Ok((name.to_string(), Kind::Steps(steps)));
         }
         let cyclic = |profile, form| {
-            let period = self.convention.period(self.iterations, self.cycles);
             Kind::Cyclic(Cyclic {
                 profile,
                 form,
-                period,
+                segments: self.convention.segments(self.iterations, self.cycles),
             })
         };
         use Flip::{Horizontal as H, Vertical as V};
@@ -232,6 +245,7 @@ mod tests {
         for name in SCHEDULE_NAMES {
             let name = match *name {
                 "pfq:ITER,ITER,…" => "pfq:100,200".to_string(),
+                "deficit:ITERS" => "deficit:100".to_string(),
                 "file:PATH" => format!("file:{}", f.path().display()),
                 n => n.to_string(),
             };
@@ -323,8 +337,11 @@ mod tests {
 
     #[test]
     fn conventions() {
-        assert_eq!(Convention::Cpt.period(64_000, 32), 2_000);
-        assert_eq!(Convention::WolfeKyrillidis.period(64_000, 8), 8_001);
+        let seg = |c: Convention, t| c.segments(64_000, 32).locate(t);
+        assert_eq!(seg(Convention::Cpt, 2_000).len, 2_000);
+        assert_eq!(seg(Convention::Cpt, 63_999).start, 62_000);
+        let wk = Convention::WolfeKyrillidis.segments(64_000, 8);
+        assert_eq!(wk, Segments::Fixed(8_001));
         assert_eq!(Convention::by_name("wk"), Some(Convention::WolfeKyrillidis));
         assert_eq!(Convention::by_name("x"), None);
     }

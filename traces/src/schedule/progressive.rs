@@ -14,6 +14,16 @@ pub fn bits(t: u64, total: u64, r: BitRange) -> u8 {
     r.round(f64::from(r.min) + f64::from(r.max - r.min) * z)
 }
 
+/// One past the last iteration of the monotone piece holding `t`: the ramp, then the rest.
+pub fn piece_end(t: u64, total: u64) -> u64 {
+    let ramp = total / 2;
+    if t < ramp {
+        ramp
+    } else {
+        total
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,12 @@ impl Steps {
         self.precisions[i.saturating_sub(1)]
     }
 
+    /// First iteration of the step after the one holding `t`, if there is one.
+    pub fn next_start(&self, t: u64) -> Option<u64> {
+        let i = self.starts.partition_point(|&s| s <= t);
+        self.starts.get(i).copied()
+    }
+
     /// The lowest and highest forward and backward bits of any step.
     pub fn bit_ranges(&self) -> (BitRange, BitRange) {
         let range = |bits: &dyn Fn(&Precision) -> u8| {
