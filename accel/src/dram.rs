@@ -60,13 +60,14 @@ pub fn overlap(
     bits_per_cycle: f64,
 ) -> Timing {
     let mem = transfer_cycles(dram_bits, bits_per_cycle);
-    let stall = mem.saturating_sub(compute)
-        + transfer_cycles(first_load_bits, bits_per_cycle)
-        + transfer_cycles(last_store_bits, bits_per_cycle);
+    let stall = mem
+        .saturating_sub(compute)
+        .saturating_add(transfer_cycles(first_load_bits, bits_per_cycle))
+        .saturating_add(transfer_cycles(last_store_bits, bits_per_cycle));
     Timing {
         compute_cycles: compute,
         stall_cycles: stall,
-        total_cycles: compute + stall,
+        total_cycles: compute.saturating_add(stall),
         mem_cycles: mem,
     }
 }

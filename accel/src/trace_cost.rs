@@ -122,6 +122,17 @@ impl RunSummary {
 pub enum TraceCostError {
     #[error("iterations per epoch must be greater than zero")]
     ZeroEpoch,
+    /// The per-epoch breakdown would need more rows than [`MAX_EPOCHS`].
+    #[error("the per-epoch breakdown would have {epochs} epochs of {iters_per_epoch} iterations, more than {MAX_EPOCHS}: use longer epochs")]
+    TooManyEpochs { epochs: u64, iters_per_epoch: u64 },
+    /// A cost came out NaN or infinite (extreme configuration values).
+    #[error("layer `{layer}`, {gemm} GEMM on accelerator `{accel}`: the cost is not a finite number ({what}); check the configuration's clock, bandwidth and energy constants")]
+    NotFinite {
+        layer: String,
+        gemm: &'static str,
+        accel: String,
+        what: &'static str,
+    },
     #[error("trace row for iterations {start}..{end} names layer {layer}, but model `{model}` has {count} layers")]
     NoSuchLayer {
         start: u64,
@@ -140,7 +151,31 @@ pub enum TraceCostError {
     },
 }
 
-/// Costs every row of a trace of `model` on `acc`; epochs are `iters_per_epoch` iterations long.
+/// Most epochs a per-epoch breakdown holds (one row each in memory and in the report).
+pub const MAX_EPOCHS: u64 = 1 << 20;
+
+impl CostTotals {
+    /// The first of its numbers that is NaN or infinite, by name.
+    pub fn non_finite(&self) -> Option<&'static str> {
+        [
+            ("cycles", self.cycles),
+            ("compute cycles", self.compute_cycles),
+            ("stall cycles", self.stall_cycles),
+            ("latency", self.latency_s),
+            ("compute energy", self.energy.compute_j),
+            ("SRAM energy", self.energy.sram_j),
+            ("DRAM energy", self.energy.dram_j),
+            ("DRAM bytes", self.dram_bytes),
+        ]
+        .into_iter()
+        .find(|(_, v)| !v.is_finite())
+        .map(|(k, _)| k)
+    }
+}
+
+/// Costs every row of a trace of `model` on `acc`; epochs are `iters_per_epoch` iterations long
+/// (`u64::MAX`: one epoch, when no per-epoch breakdown is wanted). A breakdown of more than
+/// [`MAX_EPOCHS`] epochs is an error, checked before anything is allocated for it.
 pub fn cost_trace(
     model: &ModelSummary,
     rows: impl IntoIterator<Item = TraceRow>,
@@ -174,6 +209,12 @@ pub fn cost_trace(
             })?;
         last_iter = last_iter.max(row.iter_end);
         let last_epoch = (row.iter_end - 1) / iters_per_epoch;
+        if last_epoch >= MAX_EPOCHS {
+            return Err(TraceCostError::TooManyEpochs {
+                epochs: last_epoch.saturating_add(1),
+                iters_per_epoch,
+            });
+        }
         if epochs.len() <= last_epoch as usize {
             epochs.resize(last_epoch as usize + 1, CostTotals::default());
         }
@@ -193,8 +234,20 @@ pub fn cost_trace(
                 .add(&s, iters as f64, cycle_s);
             for e in row.iter_start / iters_per_epoch..=last_epoch {
                 let lo = row.iter_start.max(e * iters_per_epoch);
-                let hi = row.iter_end.min((e + 1) * iters_per_epoch);
+                let hi = row.iter_end.min((e + 1).saturating_mul(iters_per_epoch));
                 epochs[e as usize].add(&s, (hi - lo) as f64, cycle_s);
+            }
+        }
+    }
+    for (li, gs) in per_lg.iter().enumerate() {
+        for (gi, t) in gs.iter().enumerate() {
+            if let Some(what) = t.as_ref().and_then(CostTotals::non_finite) {
+                return Err(TraceCostError::NotFinite {
+                    layer: model.layers[li].name.clone(),
+                    gemm: GemmKind::ALL[gi].label(),
+                    accel: acc.name().to_string(),
+                    what,
+                });
             }
         }
     }
@@ -224,7 +277,7 @@ pub fn cost_trace(
             EpochCost {
                 epoch: e,
                 iter_start: e * iters_per_epoch,
-                iter_end: ((e + 1) * iters_per_epoch).min(last_iter),
+                iter_end: (e + 1).saturating_mul(iters_per_epoch).min(last_iter),
                 totals,
             }
         })
@@ -236,4 +289,19 @@ pub fn cost_trace(
         per_epoch,
         evaluations: cache.evaluations(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_finite_totals_are_named() {
+        let mut t = CostTotals::default();
+        assert_eq!(t.non_finite(), None);
+        t.energy.dram_j = f64::INFINITY;
+        assert_eq!(t.non_finite(), Some("DRAM energy"));
+        t.latency_s = f64::NAN;
+        assert_eq!(t.non_finite(), Some("latency"));
+    }
 }

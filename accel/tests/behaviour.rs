@@ -434,3 +434,30 @@ fn bad_rows_name_the_problem() {
     );
     assert!(cost_trace(&model, [row], 0, &a).is_err());
 }
+
+#[test]
+fn a_huge_span_costs_without_a_per_epoch_vector_of_its_length() {
+    // 10^15 iterations at 391 per epoch would need 2.6·10^12 epoch rows: a clear error, checked
+    // before allocating; as one epoch it costs, linearly in the iterations.
+    let model = cifar_models::cifar_resnet(3, 10);
+    let a = acc("zc706");
+    let rows = |iters: u64| {
+        (0..model.layers.len() as u32).map(move |layer| TraceRow {
+            iter_start: 0,
+            iter_end: iters,
+            layer,
+            bits: Bits { w: 8, a: 8, g: 8 },
+            samples: 128,
+        })
+    };
+    let e = cost_trace(&model, rows(1_000_000_000_000_000), 391, &a)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("epochs") && e.contains("2557544757034"), "{e}");
+    let huge = cost_trace(&model, rows(1_000_000_000_000_000), u64::MAX, &a).unwrap();
+    assert_eq!(huge.per_epoch.len(), 1);
+    assert_eq!(huge.per_epoch[0].iter_end, 1_000_000_000_000_000);
+    let small = cost_trace(&model, rows(1000), u64::MAX, &a).unwrap();
+    let r = huge.totals.latency_s / small.totals.latency_s;
+    assert!((r / 1e12 - 1.0).abs() < 1e-9, "{r:e}");
+}

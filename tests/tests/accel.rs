@@ -655,3 +655,58 @@ fn compare_prints_one_row_per_configuration() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--accel"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_trace_of_10_to_the_15_iterations_costs_and_its_report_is_refused_clearly() {
+    // Issue #13: the per-epoch vector was sized from the iteration count (abort, exit 134).
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.csv");
+    let short_s = short.to_string_lossy().to_string();
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--iters",
+        "4",
+        "--cycles",
+        "1",
+        "--save-trace",
+        &short_s,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&short).unwrap();
+    let mut lines = text.lines();
+    let mut huge = vec![lines.next().unwrap().to_string()];
+    let mut seen = std::collections::HashSet::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        if seen.insert(f[2].to_string()) {
+            huge.push(format!("0,1000000000000000,{},{},8,8,8,128", f[2], f[3]));
+        }
+    }
+    let path = dir.path().join("huge.csv");
+    std::fs::write(&path, huge.join("\n") + "\n").unwrap();
+    let p = path.to_string_lossy().to_string();
+    let v = run_json(&["--model", "zoo:resnet20", "--trace", &p, "--accel", "zc706"]);
+    let s = v["accelerators"][0]["latency_s"].as_f64().unwrap();
+    assert!(s.is_finite() && s > 1e14, "{s}");
+    let report = dir.path().join("rep");
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--trace",
+        &p,
+        "--accel",
+        "zc706",
+        "--report",
+        &report.to_string_lossy(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_one_clear_line(&err);
+    assert!(
+        err.contains("--epoch-iters") && err.contains("epochs"),
+        "{err}"
+    );
+}

@@ -57,11 +57,18 @@ pub fn cost_all(
     report_dir: Option<&Path>,
 ) -> anyhow::Result<Vec<RunSummary>> {
     let base = static_rows(rows, baseline);
+    // Only the report has a per-epoch breakdown; without one a run of any length is one epoch.
+    let epoch = if report_dir.is_some() {
+        iters_per_epoch
+    } else {
+        u64::MAX
+    };
     accels
         .iter()
         .map(|acc| {
-            let run = cost_trace(model, rows.iter().copied(), iters_per_epoch, acc)?;
-            let stat = cost_trace(model, base.iter().copied(), iters_per_epoch, acc)?;
+            let run = cost_trace(model, rows.iter().copied(), epoch, acc)
+                .with_context(|| format!("--epoch-iters {iters_per_epoch}"))?;
+            let stat = cost_trace(model, base.iter().copied(), u64::MAX, acc)?;
             if let Some(dir) = report_dir {
                 write_report(dir, &run).with_context(|| {
                     format!("--report {}: writing {}", dir.display(), acc.name())
