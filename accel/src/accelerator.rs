@@ -6,6 +6,7 @@ use cptsim_traces::row::Bits;
 use serde::Serialize;
 
 use crate::bitfusion::BitFusionLaw;
+use crate::cache::GemmSummary;
 use crate::config::{self, AccelConfig, ConfigError, EnergyConstants, Engine};
 use crate::dram::{transfer_cycles, Timing};
 use crate::energy::{energy_of, EnergySplit};
@@ -240,6 +241,34 @@ impl Accelerator {
         cost
     }
 
+    /// The memory-only residual-add pass (ZC706 engines; `None` elsewhere or without residual
+    /// adds) over `elements` per sample for one iteration of `samples`, in one direction: DRAM
+    /// time that no GEMM hides.
+    pub fn residual_pass(&self, elements: u64, samples: u64) -> Option<GemmSummary> {
+        let z = self.config.zc706.as_ref()?;
+        let bits = elements
+            .saturating_mul(samples)
+            .saturating_mul(z.residual_bits_per_element);
+        if bits == 0 {
+            return None;
+        }
+        let cycles = transfer_cycles(bits, self.config.dram_bits_per_cycle());
+        Some(GemmSummary {
+            timing: Timing {
+                compute_cycles: 0,
+                stall_cycles: cycles,
+                total_cycles: cycles,
+                mem_cycles: cycles,
+            },
+            dram_bits: bits,
+            sram_bits: 0,
+            energy: EnergySplit {
+                dram_j: bits as f64 * self.config.energy.dram_pj_per_bit * 1e-12,
+                ..EnergySplit::default()
+            },
+        })
+    }
+
     /// Costs `gemm` of `layer` for one iteration of `samples` samples at the layer's `bits`
     /// (`None` when the layer has no such GEMM), including the engine's memory-only passes.
     pub fn cost_training_gemm(
@@ -266,6 +295,72 @@ mod tests {
             stream: a,
             stationary: w,
         }
+    }
+
+    /// A conv layer `cin → cout`, 3×3, pad 1, on an `hw × hw` input.
+    fn conv3(cin: usize, cout: usize, hw: usize, stride: usize) -> LayerInfo {
+        let out = hw.div_ceil(stride);
+        LayerInfo {
+            name: "c".into(),
+            kind: cptsim_models::summary::LayerKind::Conv,
+            role: LayerRole::Body,
+            in_shape: [cin, hw, hw],
+            out_shape: [cout, out, out],
+            kernel: [3, 3],
+            stride: [stride, stride],
+            pads: [1; 4],
+            dilation: [1, 1],
+            groups: 1,
+            params: (cin * cout * 9) as u64,
+            macs: (cin * cout * 9 * out * out) as u64,
+        }
+    }
+
+    fn gemm_traffic(acc: &Accelerator, l: &LayerInfo, gemm: GemmKind) -> crate::tiling::Traffic {
+        let b = Bits { w: 8, a: 8, g: 8 };
+        let (p, ob, first) = Accelerator::training_problem(l, gemm, 2, b).unwrap();
+        acc.cost_problem(&p, ob, first).unwrap().mapping.dram
+    }
+
+    #[test]
+    fn weight_gradient_reads_each_activation_once() {
+        // 16 → 16 channels, 3×3, stride 1, 8×8 map, batch 2, 8-bit: X is 2·16·8·8 = 2048 bytes
+        // (the im2col rows the array sees are 9× that); dY, the stationary operand, is
+        // 2·16·8·8 = 2048 bytes. Everything fits the 512 KiB buffers: compulsory traffic.
+        let acc = Accelerator::load("zc706").unwrap();
+        let t = gemm_traffic(&acc, &conv3(16, 16, 8, 1), GemmKind::WeightGrad);
+        assert_eq!(t.input, 2048 * 8);
+        assert_eq!(t.weight, 2048 * 8);
+        // stride 2 on a 16×16 input, 8×8 output: X is 2·16·16·16 = 8192 bytes, read once
+        let t = gemm_traffic(&acc, &conv3(16, 16, 16, 2), GemmKind::WeightGrad);
+        assert_eq!(t.input, 8192 * 8);
+    }
+
+    #[test]
+    fn strided_error_backprop_writes_the_whole_input_sized_error_map() {
+        // 16 → 32 channels, 3×3 stride 2, 16×16 → 8×8, batch 2: dX is 2·16·16·16 = 8192
+        // elements, written as 32-bit values (4× the 8×8 map the GEMM is computed over)
+        let acc = Accelerator::load("zc706").unwrap();
+        let t = gemm_traffic(&acc, &conv3(16, 32, 16, 2), GemmKind::ErrorBackprop);
+        assert_eq!(t.output_write, 8192 * 32);
+        // its input, dY, is 2·32·8·8 8-bit errors read with the kernel's halo of zero padding
+        // (10×10 per map, the same convention as the forward input's padded window)
+        assert_eq!(t.input, 2 * 32 * 100 * 8);
+    }
+
+    #[test]
+    fn residual_pass_moves_96_bits_per_element_at_dram_speed() {
+        let acc = Accelerator::load("zc706").unwrap();
+        let r = acc.residual_pass(1000, 4).unwrap();
+        assert_eq!(r.dram_bits, 1000 * 4 * 96);
+        let per_cycle = acc.config.dram_bits_per_cycle();
+        assert_eq!(r.timing.stall_cycles, (384_000.0 / per_cycle).ceil() as u64);
+        assert_eq!(r.timing.compute_cycles, 0);
+        assert!(Accelerator::load("bitfusion")
+            .unwrap()
+            .residual_pass(1000, 4)
+            .is_none());
+        assert!(acc.residual_pass(0, 4).is_none());
     }
 
     #[test]

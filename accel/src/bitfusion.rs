@@ -65,6 +65,11 @@ impl ArrayLaw for BitFusionLaw {
         self.m
     }
 
+    /// The authors' simulator moves the padded tiles (accelerators.md §1).
+    fn pads_dram_traffic(&self) -> bool {
+        true
+    }
+
     /// Multiples of `N · pf` (N·pf/passes with the multi-pass extension).
     fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64 {
         let (products, passes) = pf_ratio(bits);

@@ -269,6 +269,7 @@ mod tests {
             input: vec![1, 3, 32, 32],
             layers: vec![layer("all", LayerRole::Body, macs)],
             bn_elements,
+            residual_elements: 0,
             params: 0,
         }
     }
@@ -524,6 +525,7 @@ mod tests {
                 layer("fc", LayerRole::Last, 50),
             ],
             bn_elements: 10,
+            residual_elements: 0,
             params: 0,
         }
     }

@@ -113,6 +113,9 @@ pub struct Zc706Params {
     /// Bits moved per parameter and step for the FP32 master weights (read + write weight,
     /// momentum, gradient).
     pub master_bits_per_param: u64,
+    /// Bits moved per element of a residual add, in each direction: forward reads both operands
+    /// and writes the sum; backward reads the error and adds it into the shortcut's error.
+    pub residual_bits_per_element: u64,
 }
 
 /// One accelerator configuration.
@@ -404,6 +407,10 @@ impl AccelConfig {
                 z.elementwise_bits_per_element,
             ),
             ("zc706.master_bits_per_param", z.master_bits_per_param),
+            (
+                "zc706.residual_bits_per_element",
+                z.residual_bits_per_element,
+            ),
         ] {
             if v > ranges::PASS_BITS {
                 return Err((k, format!("must be at most {}, got {v}", ranges::PASS_BITS)));
@@ -597,7 +604,7 @@ mod tests {
             assert!(e.contains(&format!("`{key}`")), "{to}: {e}");
         }
         let t = builtin_text("zc706").unwrap();
-        let slow = t.replacen("utilisation = 0.7564", "utilisation = 1e-300", 1);
+        let slow = t.replacen("utilisation = 0.7860", "utilisation = 1e-300", 1);
         let e = parse(&slow, "z").unwrap_err().to_string();
         assert!(e.contains("zc706.utilisation"), "{e}");
         // each value in range, but the derived bandwidth per cycle is not

@@ -70,6 +70,12 @@ pub trait ArrayLaw {
     fn oc_granule(&self) -> u64;
     /// A reduction length padded to a multiple of the lanes that reduce in parallel.
     fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64;
+    /// Whether DRAM moves weights and partial sums padded to the lanes and filter granule, as the
+    /// buffers hold them (Bit Fusion's published simulator), or only the real elements (every
+    /// other model: padding costs compute and buffer space, not traffic).
+    fn pads_dram_traffic(&self) -> bool {
+        false
+    }
 }
 
 /// On-chip buffer capacities in bits (whole buffer; tiles may use half).
@@ -185,16 +191,39 @@ impl Footprint<'_> {
         } else {
             p.in_rows(t[2]) * p.in_cols(t[3])
         };
-        window * t[4] * t[0] * u64::from(self.bits.stream)
+        p.input_scale
+            .of(window * t[4] * t[0] * u64::from(self.bits.stream))
     }
-    fn weight(&self, t: &[u64; 5]) -> u64 {
-        self.law
-            .padded_reduction(self.problem.taps() * t[4], self.bits)
-            * t[1]
-            * u64::from(self.bits.stationary)
+    /// Weight tile bits, with the reduction padded to the lanes when `padded`.
+    fn weight(&self, t: &[u64; 5], padded: bool) -> u64 {
+        let red = self.problem.taps() * t[4];
+        let red = if padded {
+            self.law.padded_reduction(red, self.bits)
+        } else {
+            red
+        };
+        red * t[1] * u64::from(self.bits.stationary)
     }
-    fn output(&self, t: &[u64; 5]) -> u64 {
-        t[2] * t[3] * t[1].next_multiple_of(self.law.oc_granule().max(1)) * t[0] * PSUM_BITS
+    /// Partial-sum tile bits, with the filters padded to the granule when `padded`.
+    fn output(&self, t: &[u64; 5], padded: bool) -> u64 {
+        let oc = if padded {
+            t[1].next_multiple_of(self.law.oc_granule().max(1))
+        } else {
+            t[1]
+        };
+        self.problem
+            .output_scale
+            .of(t[2] * t[3] * oc * t[0] * PSUM_BITS)
+    }
+    /// (Buffer footprint, DRAM bits) of one tile of each tensor.
+    fn tile(&self, t: &[u64; 5]) -> ([u64; 3], [u64; 3]) {
+        let fit = [self.input(t), self.weight(t, true), self.output(t, true)];
+        let moved = if self.law.pads_dram_traffic() {
+            fit
+        } else {
+            [self.input(t), self.weight(t, false), self.output(t, false)]
+        };
+        (fit, moved)
     }
 }
 
@@ -286,7 +315,7 @@ pub fn search(
                 for &oc in &tile_sizes(problem.out_ch, oc_step) {
                     let tile = Tile { b, oc, oh, ow, ic };
                     let t = tile.as_array();
-                    let tile_bits = [fp.input(&t), fp.weight(&t), fp.output(&t)];
+                    let (tile_bits, moved) = fp.tile(&t);
                     if tile_bits.iter().zip(half).any(|(f, h)| *f > h) {
                         continue;
                     }
@@ -304,8 +333,13 @@ pub fn search(
                         let mut first_load = 0;
                         let mut last_store = 0;
                         for (k, depends) in DEPENDS.iter().enumerate() {
-                            let (bits_moved, resident) =
+                            // promotion follows the buffer footprint; DRAM moves `moved`
+                            // bits per footprint tile (both scale with the same trip counts)
+                            let (fit_moved, fit_resident) =
                                 promoted_traffic(tile_bits[k], &trips, &order, depends, half[k]);
+                            let per_tile = |b: u64| b / tile_bits[k].max(1) * moved[k];
+                            let (bits_moved, resident) =
+                                (per_tile(fit_moved), per_tile(fit_resident));
                             first_load += resident;
                             match k {
                                 0 => traffic.input = bits_moved,
@@ -354,8 +388,8 @@ pub fn search(
         let one = [1, 1, 1, 1, 1];
         TilingError::NoFit {
             input: fp.input(&one),
-            weight: fp.weight(&one),
-            output: fp.output(&one),
+            weight: fp.weight(&one, true),
+            output: fp.output(&one, true),
             buffers: space.buffers,
         }
     })

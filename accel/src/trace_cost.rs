@@ -45,9 +45,9 @@ impl CostTotals {
 /// The cost of one GEMM of one layer over the whole trace.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LayerGemmCost {
-    /// Index in `ModelSummary::layers`.
+    /// Index in `ModelSummary::layers`; the number of layers for the residual-add pass.
     pub layer: usize,
-    /// Layer name.
+    /// Layer name ([`RESIDUAL_ADD`] for the residual-add pass).
     pub name: String,
     pub gemm: GemmKind,
     pub totals: CostTotals,
@@ -151,6 +151,16 @@ pub enum TraceCostError {
     },
 }
 
+/// The name of the per-layer entry of the residual-add pass (layer index = number of layers).
+pub const RESIDUAL_ADD: &str = "residual-add";
+
+fn layer_name(model: &ModelSummary, li: usize) -> String {
+    model
+        .layers
+        .get(li)
+        .map_or_else(|| RESIDUAL_ADD.to_string(), |l| l.name.clone())
+}
+
 /// Most epochs a per-epoch breakdown holds (one row each in memory and in the report).
 pub const MAX_EPOCHS: u64 = 1 << 20;
 
@@ -188,7 +198,8 @@ pub fn cost_trace(
     let cycle_s = acc.config.cycle_s();
     let mut cache = GemmCache::new(acc);
     let mut totals = CostTotals::default();
-    let mut per_lg: Vec<[Option<CostTotals>; 3]> = vec![[None; 3]; model.layers.len()];
+    // One slot per layer, plus the residual-add pass (after the layers, see RESIDUAL_ADD).
+    let mut per_lg: Vec<[Option<CostTotals>; 3]> = vec![[None; 3]; model.layers.len() + 1];
     let mut epochs: Vec<CostTotals> = Vec::new();
     let mut last_iter = 0u64;
     for row in rows {
@@ -218,6 +229,26 @@ pub fn cost_trace(
         if epochs.len() <= last_epoch as usize {
             epochs.resize(last_epoch as usize + 1, CostTotals::default());
         }
+        // The residual adds run once per iteration: charged with the first layer's rows.
+        let residual = (li == 0)
+            .then(|| acc.residual_pass(model.residual_elements, row.samples))
+            .flatten();
+        let mut add = |slot: usize, gi: usize, s: &GemmSummary| {
+            totals.add(s, iters as f64, cycle_s);
+            per_lg[slot][gi]
+                .get_or_insert_with(CostTotals::default)
+                .add(s, iters as f64, cycle_s);
+            for e in row.iter_start / iters_per_epoch..=last_epoch {
+                let lo = row.iter_start.max(e * iters_per_epoch);
+                let hi = row.iter_end.min((e + 1).saturating_mul(iters_per_epoch));
+                epochs[e as usize].add(s, (hi - lo) as f64, cycle_s);
+            }
+        };
+        if let Some(r) = &residual {
+            // forward and error backprop each move the same bits
+            add(model.layers.len(), 0, r);
+            add(model.layers.len(), 1, r);
+        }
         for (gi, gemm) in GemmKind::ALL.into_iter().enumerate() {
             let s = cache
                 .cost(li, layer, gemm, row.samples, row.bits)
@@ -228,22 +259,14 @@ pub fn cost_trace(
                     error,
                 })?;
             let Some(s) = s else { continue };
-            totals.add(&s, iters as f64, cycle_s);
-            per_lg[li][gi]
-                .get_or_insert_with(CostTotals::default)
-                .add(&s, iters as f64, cycle_s);
-            for e in row.iter_start / iters_per_epoch..=last_epoch {
-                let lo = row.iter_start.max(e * iters_per_epoch);
-                let hi = row.iter_end.min((e + 1).saturating_mul(iters_per_epoch));
-                epochs[e as usize].add(&s, (hi - lo) as f64, cycle_s);
-            }
+            add(li, gi, &s);
         }
     }
     for (li, gs) in per_lg.iter().enumerate() {
         for (gi, t) in gs.iter().enumerate() {
             if let Some(what) = t.as_ref().and_then(CostTotals::non_finite) {
                 return Err(TraceCostError::NotFinite {
-                    layer: model.layers[li].name.clone(),
+                    layer: layer_name(model, li),
                     gemm: GemmKind::ALL[gi].label(),
                     accel: acc.name().to_string(),
                     what,
@@ -255,7 +278,7 @@ pub fn cost_trace(
         .into_iter()
         .enumerate()
         .flat_map(|(li, gs)| {
-            let name = model.layers[li].name.clone();
+            let name = layer_name(model, li);
             GemmKind::ALL
                 .into_iter()
                 .zip(gs)

@@ -360,8 +360,13 @@ fn trace_totals_split_consistently() {
             (c.per_epoch[2].iter_start, c.per_epoch[2].iter_end),
             (782, 1000)
         );
-        // first layer has no error-backprop GEMM; every other layer has three
-        assert_eq!(c.per_layer_gemm.len(), 3 * model.layers.len() - 1);
+        // first layer has no error-backprop GEMM; every other layer has three; ZC706 adds the
+        // residual-add pass (forward and backward)
+        let residual = if name == "zc706" { 2 } else { 0 };
+        assert_eq!(
+            c.per_layer_gemm.len(),
+            3 * model.layers.len() - 1 + residual
+        );
         assert!(!c
             .per_layer_gemm
             .iter()
@@ -460,4 +465,29 @@ fn a_huge_span_costs_without_a_per_epoch_vector_of_its_length() {
     let small = cost_trace(&model, rows(1000), u64::MAX, &a).unwrap();
     let r = huge.totals.latency_s / small.totals.latency_s;
     assert!((r / 1e12 - 1.0).abs() < 1e-9, "{r:e}");
+}
+
+#[test]
+fn residual_adds_are_charged_once_per_iteration_on_zc706() {
+    // ResNet-20: 3 blocks per stage, adds of 16·32·32, 32·16·16 and 64·8·8 elements
+    let model = cifar_models::cifar_resnet(3, 10);
+    assert_eq!(model.residual_elements, 3 * (16_384 + 8_192 + 4_096));
+    let rows = cosine_trace::static_trace(&model, 10, 8, 8, 128);
+    let c = cost_trace(&model, rows.iter().copied(), 391, &acc("zc706")).unwrap();
+    let res: Vec<_> = c
+        .per_layer_gemm
+        .iter()
+        .filter(|l| l.name == cptsim_accel::trace_cost::RESIDUAL_ADD)
+        .collect();
+    assert_eq!(res.len(), 2);
+    for r in res {
+        assert_eq!(r.layer, model.layers.len());
+        // 86 016 elements · 128 samples · 96 bits / 8 · 10 iterations
+        assert_eq!(r.totals.dram_bytes, 86_016.0 * 128.0 * 12.0 * 10.0);
+    }
+    let bf = cost_trace(&model, rows.iter().copied(), 391, &acc("bitfusion")).unwrap();
+    assert!(bf
+        .per_layer_gemm
+        .iter()
+        .all(|l| l.layer < model.layers.len()));
 }
