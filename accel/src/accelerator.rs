@@ -137,7 +137,8 @@ impl Accelerator {
     }
 
     /// Costs one problem at `bits`. `first_layer` marks the network's first conv, which Bit
-    /// Fusion receives im2col'ed from the host. Grouped convs take the faster of two mappings:
+    /// Fusion receives im2col'ed from the host; Stripes/DaDianNao run 3-channel strided convs
+    /// space-to-depth (DNNsim's rule, [`crate::stripes::space_to_depth`]). Grouped convs take the faster of two mappings:
     /// groups back to back, or one dense conv with block-diagonal (zero-padded) weights.
     pub fn cost_problem(
         &self,
@@ -151,6 +152,7 @@ impl Accelerator {
         }
         let problem = match self.law {
             Law::BitFusion(_) if first_layer => problem.im2col(),
+            Law::Stripes(_) => crate::stripes::space_to_depth(problem),
             _ => *problem,
         };
         let kib = 8 * 1024;
@@ -173,10 +175,15 @@ impl Accelerator {
         }
         // A grouped conv can also run as one dense conv whose weights are zero off the block
         // diagonal; keep whichever mapping takes fewer cycles.
+        // Only the diagonal blocks are real weights: the zeros are made on chip.
         let dense = ConvProblem {
             in_ch: problem.in_ch * problem.groups,
             out_ch: problem.out_ch * problem.groups,
             groups: 1,
+            weight_scale: crate::gemm::Ratio {
+                num: 1,
+                den: problem.groups,
+            },
             ..problem
         };
         match Self::grouped_cost(&dense, bits, &space, constants) {

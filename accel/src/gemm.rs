@@ -124,6 +124,10 @@ pub struct ConvProblem {
     /// as the array sees it: below 1 when a line buffer builds the array's rows from a smaller
     /// tensor (the weight gradient's im2col'ed activations, see [`training_gemm`]).
     pub input_scale: Ratio,
+    /// Elements of the stationary operand in DRAM and in the weight buffer per element the array
+    /// sees: below 1 when most are zeros made on chip (a grouped conv run as one dense conv with
+    /// block-diagonal weights).
+    pub weight_scale: Ratio,
     /// Output elements written per output of the problem: above 1 when the result is larger than
     /// the computed map (error backprop of a strided conv, see [`training_gemm`]).
     pub output_scale: Ratio,
@@ -145,6 +149,7 @@ impl ConvProblem {
             groups: 1,
             im2col: false,
             input_scale: Ratio::ONE,
+            weight_scale: Ratio::ONE,
             output_scale: Ratio::ONE,
         }
     }
@@ -199,6 +204,32 @@ impl ConvProblem {
         }
     }
 
+    /// DRAM bits no mapping can avoid: every input element (with the window's halo) read once at
+    /// the streamed bits, every weight once at the stationary bits, every output written once at
+    /// 32 bits (all groups).
+    pub fn compulsory_bits(&self, bits: OperandBits) -> u64 {
+        let g = self.groups.max(1);
+        let window = if self.im2col {
+            self.pixels() * self.taps()
+        } else {
+            self.in_rows(self.out_h) * self.in_cols(self.out_w)
+        };
+        let input =
+            self.input_scale
+                .of(g * self.batch * self.in_ch * window * u64::from(bits.stream));
+        let weight = self.weight_scale.of(g
+            * self.out_ch
+            * self.in_ch
+            * self.taps()
+            * u64::from(bits.stationary));
+        let output = self.output_scale.of(g
+            * self.batch
+            * self.out_ch
+            * self.pixels()
+            * crate::tiling::PSUM_BITS);
+        input + weight + output
+    }
+
     /// Kernel taps `K_h · K_w`.
     pub fn taps(&self) -> u64 {
         self.kernel_h * self.kernel_w
@@ -249,6 +280,7 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
         groups,
         im2col: false,
         input_scale: Ratio::ONE,
+        weight_scale: Ratio::ONE,
         output_scale: Ratio::ONE,
     };
     let (sh, sw) = match layer.kind {
@@ -288,6 +320,7 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
                 num: sh.min(kh) * sw.min(kw),
                 den: kh * kw,
             },
+            weight_scale: Ratio::ONE,
             output_scale: Ratio::ONE,
         }),
     }

@@ -70,6 +70,10 @@ pub trait ArrayLaw {
     fn oc_granule(&self) -> u64;
     /// A reduction length padded to a multiple of the lanes that reduce in parallel.
     fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64;
+    /// Cycles added once per problem on top of its tiles (a pipeline fill); 0 by default.
+    fn fixed_cycles(&self, _problem: &ConvProblem, _bits: OperandBits) -> u64 {
+        0
+    }
     /// Whether DRAM moves weights and partial sums padded to the lanes and filter granule, as the
     /// buffers hold them (Bit Fusion's published simulator), or only the real elements (every
     /// other model: padding costs compute and buffer space, not traffic).
@@ -202,7 +206,9 @@ impl Footprint<'_> {
         } else {
             red
         };
-        red * t[1] * u64::from(self.bits.stationary)
+        self.problem
+            .weight_scale
+            .of(red * t[1] * u64::from(self.bits.stationary))
     }
     /// Partial-sum tile bits, with the filters padded to the granule when `padded`.
     fn output(&self, t: &[u64; 5], padded: bool) -> u64 {
@@ -321,7 +327,8 @@ pub fn search(
                     }
                     let trips: [u64; 5] = std::array::from_fn(|i| dims[i].div_ceil(t[i]));
                     let tiles: u64 = trips.iter().product();
-                    let compute = tiles * law.tile_cycles(problem, &tile, bits);
+                    let compute = tiles * law.tile_cycles(problem, &tile, bits)
+                        + law.fixed_cycles(problem, bits);
                     if best.as_ref().is_some_and(|(bt, _, _)| compute > *bt) {
                         continue;
                     }
