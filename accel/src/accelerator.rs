@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use crate::bitfusion::BitFusionLaw;
 use crate::cache::GemmSummary;
-use crate::config::{self, AccelConfig, ConfigError, EnergyConstants, Engine};
+use crate::config::{self, AccelConfig, ConfigError, DepthwiseMapping, EnergyConstants, Engine};
+use crate::depthwise::channel_lanes_cost;
 use crate::dram::{transfer_cycles, Timing};
 use crate::energy::{energy_of, EnergySplit};
 use crate::gemm::{training_gemm, ConvProblem, GemmKind, OperandBits};
@@ -30,6 +31,9 @@ pub enum CostError {
     /// No tiling fits the buffers.
     #[error(transparent)]
     Tiling(#[from] TilingError),
+    /// A depthwise conv on a configuration without a depthwise mapping.
+    #[error("depthwise conv ({channels} channels): accelerator `{accel}` has no depthwise mapping; set key `depthwise` in its config (\"dense\", or \"channel-lanes\" on the zc706-* engines)")]
+    NoDepthwise { channels: u64, accel: String },
 }
 
 /// Cost of one GEMM problem (all groups).
@@ -136,7 +140,8 @@ impl Accelerator {
         Ok(())
     }
 
-    /// Costs one problem at `bits`. `first_layer` marks the network's first conv, which Bit
+    /// Costs one problem at `bits`; a depthwise problem takes the configuration's `depthwise`
+    /// mapping (an error without one). `first_layer` marks the network's first conv, which Bit
     /// Fusion receives im2col'ed from the host; Stripes/DaDianNao run 3-channel strided convs
     /// space-to-depth (DNNsim's rule, [`crate::stripes::space_to_depth`]). Grouped convs take the faster of two mappings:
     /// groups back to back, or one dense conv with block-diagonal (zero-padded) weights.
@@ -149,6 +154,20 @@ impl Accelerator {
         self.check_bits(bits)?;
         if let Some(why) = problem.size_problem() {
             return Err(CostError::TooLarge(why));
+        }
+        if problem.depthwise {
+            match (self.config.depthwise, &self.law) {
+                (None, _) => {
+                    return Err(CostError::NoDepthwise {
+                        channels: problem.groups,
+                        accel: self.config.name.clone(),
+                    })
+                }
+                (Some(DepthwiseMapping::ChannelLanes), Law::Systolic(law)) => {
+                    return channel_lanes_cost(law, &self.config, problem, bits)
+                }
+                _ => {}
+            }
         }
         let problem = match self.law {
             Law::BitFusion(_) if first_layer => problem.im2col(),
@@ -368,6 +387,36 @@ mod tests {
             .residual_pass(1000, 4)
             .is_none());
         assert!(acc.residual_pass(0, 4).is_none());
+    }
+
+    #[test]
+    fn a_depthwise_layer_without_a_depthwise_mapping_is_an_error_naming_the_key() {
+        let text = crate::config::builtin_text("stripes").unwrap();
+        let none = text.replacen("depthwise = \"dense\"", "", 1);
+        let acc = Accelerator::new(crate::config::parse(&none, "s").unwrap());
+        let dw = ConvProblem {
+            groups: 32,
+            depthwise: true,
+            ..ConvProblem::conv(2, 1, 1, 8, 3, 1, 1)
+        };
+        let e = acc
+            .cost_problem(&dw, bits(8, 8), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`depthwise`") && e.contains("32 channels"),
+            "{e}"
+        );
+        // a grouped, not depthwise, conv keeps the dense mappings
+        let grouped = ConvProblem {
+            groups: 4,
+            ..ConvProblem::conv(2, 8, 8, 8, 3, 1, 1)
+        };
+        assert!(acc.cost_problem(&grouped, bits(8, 8), false).is_ok());
+        // channel lanes are the ZC706 engines' mode only
+        let lanes = text.replacen("depthwise = \"dense\"", "depthwise = \"channel-lanes\"", 1);
+        let e = crate::config::parse(&lanes, "s").unwrap_err().to_string();
+        assert!(e.contains("`depthwise`"), "{e}");
     }
 
     #[test]

@@ -95,6 +95,19 @@ pub struct EnergyConstants {
     pub dram_pj_per_bit: f64,
 }
 
+/// How an engine runs depthwise convs (one channel per group).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum DepthwiseMapping {
+    /// No depthwise mode: the faster of the dense array's two grouped mappings (groups back to
+    /// back, or one block-diagonal dense conv). A cptsim choice for designs without one.
+    #[serde(rename = "dense")]
+    Dense,
+    /// Channels across the array's lanes, each lane fed its own window from line buffers (the
+    /// ZC706 engines' depthwise mode, see `zc706.rs`).
+    #[serde(rename = "channel-lanes")]
+    ChannelLanes,
+}
+
 /// Parameters of the ZC706 engines.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -132,6 +145,9 @@ pub struct AccelConfig {
     /// Run operands wider than the engine's native width as several passes (cptsim extension).
     #[serde(default)]
     pub multipass: bool,
+    /// How depthwise convs map onto the array; without it a depthwise layer is an error.
+    #[serde(default)]
+    pub depthwise: Option<DepthwiseMapping>,
     /// Area overhead over the baseline design, as a fraction (reported, not used for cost).
     #[serde(default)]
     pub area_overhead: Option<f64>,
@@ -374,6 +390,13 @@ impl AccelConfig {
             non_negative("area_overhead", a, ranges::AREA_OVERHEAD)?;
         }
         let zc = matches!(self.engine, Engine::BitLinear | Engine::DspPacking);
+        if self.depthwise == Some(DepthwiseMapping::ChannelLanes) && !zc {
+            return Err((
+                "depthwise",
+                "\"channel-lanes\" is the zc706-* engines' depthwise mode; this engine takes \"dense\""
+                    .to_string(),
+            ));
+        }
         match (&self.zc706, zc) {
             (Some(z), true) => self.validate_zc706(z),
             (None, true) => Err((

@@ -128,6 +128,8 @@ pub struct ConvProblem {
     /// sees: below 1 when most are zeros made on chip (a grouped conv run as one dense conv with
     /// block-diagonal weights).
     pub weight_scale: Ratio,
+    /// A depthwise conv's GEMM: one channel per group (the engine needs a depthwise mapping).
+    pub depthwise: bool,
     /// Output elements written per output of the problem: above 1 when the result is larger than
     /// the computed map (error backprop of a strided conv, see [`training_gemm`]).
     pub output_scale: Ratio,
@@ -150,6 +152,7 @@ impl ConvProblem {
             im2col: false,
             input_scale: Ratio::ONE,
             weight_scale: Ratio::ONE,
+            depthwise: false,
             output_scale: Ratio::ONE,
         }
     }
@@ -281,6 +284,7 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
         im2col: false,
         input_scale: Ratio::ONE,
         weight_scale: Ratio::ONE,
+        depthwise: groups > 1 && cin == 1 && cout == 1,
         output_scale: Ratio::ONE,
     };
     let (sh, sw) = match layer.kind {
@@ -322,6 +326,7 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
             },
             weight_scale: Ratio::ONE,
             output_scale: Ratio::ONE,
+            ..forward
         }),
     }
 }
