@@ -65,8 +65,9 @@ impl ArrayLaw for BitFusionLaw {
         self.m
     }
 
-    /// The authors' simulator moves the padded tiles (accelerators.md §1).
-    fn pads_dram_traffic(&self) -> bool {
+    /// The authors' simulator moves the padded tiles and reads partial sums back as often as it
+    /// writes them (accelerators.md §1).
+    fn reference_dram_rules(&self) -> bool {
         true
     }
 

@@ -627,7 +627,7 @@ mod tests {
             assert!(e.contains(&format!("`{key}`")), "{to}: {e}");
         }
         let t = builtin_text("zc706").unwrap();
-        let slow = t.replacen("utilisation = 0.7860", "utilisation = 1e-300", 1);
+        let slow = t.replacen("utilisation = 0.7846", "utilisation = 1e-300", 1);
         let e = parse(&slow, "z").unwrap_err().to_string();
         assert!(e.contains("zc706.utilisation"), "{e}");
         // each value in range, but the derived bandwidth per cycle is not

@@ -14,8 +14,9 @@
 //!
 //! DRAM: the line buffers hold `K_h` input rows of `cols` channels, so every input element is read
 //! once, every weight once and every output written once (32 bits, the reduction never leaves
-//! the lane): the compulsory traffic. The first fold's operands load before it starts and the
-//! last fold's outputs store after it ends; the rest overlaps compute.
+//! the lane): the compulsory traffic. Operands stream in MAC step by MAC step, so only the first
+//! step's operands load before compute starts, and the last fold's outputs store after it ends;
+//! the rest overlaps compute.
 
 use crate::accelerator::{CostError, GemmCost};
 use crate::config::AccelConfig;
@@ -84,7 +85,9 @@ pub fn channel_lanes_cost(
         output_read: 0,
         output_write: output,
     };
-    let first_load = (input + weight) / folds.max(1);
+    // Operands stream in step by step: the first MAC step of the first fold waits for its data.
+    let steps = reduction.div_ceil(split).max(1);
+    let first_load = (input + weight) / (folds.max(1) * steps);
     let last_store = output / folds.max(1);
     let middle = dram.total().saturating_sub(first_load + last_store);
     let timing = overlap(

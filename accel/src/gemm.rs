@@ -207,7 +207,7 @@ impl ConvProblem {
         }
     }
 
-    /// DRAM bits no mapping can avoid: every input element (with the window's halo) read once at
+    /// DRAM bits no mapping can avoid: every input element a window touches (with its halo) read once at
     /// the streamed bits, every weight once at the stationary bits, every output written once at
     /// 32 bits (all groups).
     pub fn compulsory_bits(&self, bits: OperandBits) -> u64 {
@@ -215,7 +215,9 @@ impl ConvProblem {
         let window = if self.im2col {
             self.pixels() * self.taps()
         } else {
-            self.in_rows(self.out_h) * self.in_cols(self.out_w)
+            // rows a stride wider than the kernel skips are not read
+            self.in_rows(self.out_h).min(self.out_h * self.kernel_h)
+                * self.in_cols(self.out_w).min(self.out_w * self.kernel_w)
         };
         let input =
             self.input_scale

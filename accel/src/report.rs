@@ -3,7 +3,8 @@
 //!
 //! `<accelerator>-layers.csv`, one row per layer × GEMM:
 //! `layer_index, layer, gemm (fw|eb|wg), latency_s, cycles, compute_cycles, stall_cycles,
-//! energy_j, compute_j, sram_j, dram_j, dram_bytes` — totals over the whole trace.
+//! energy_j, compute_j, sram_j, dram_j, dram_bytes, mem_cycles, bound (compute|memory)` — totals
+//! over the whole trace.
 //!
 //! `<accelerator>-epochs.csv`, one row per epoch:
 //! `epoch, iter_start, iter_end (exclusive), latency_s, cycles, compute_cycles, stall_cycles,
@@ -89,6 +90,7 @@ pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceE
     let stem = file_stem(&cost.accelerator);
     let mut head = vec!["layer_index", "layer", "gemm"];
     head.extend(COST_COLUMNS);
+    head.extend(["mem_cycles", "bound"]);
     let layers = csv(
         &head,
         cost.per_layer_gemm.iter().map(|l| {
@@ -98,6 +100,8 @@ pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceE
                 l.gemm.label().to_string(),
             ];
             r.extend(cost_fields(&l.totals));
+            r.push(format!("{:.0}", l.totals.mem_cycles));
+            r.push(l.totals.bound().to_string());
             r
         }),
     );
@@ -158,9 +162,11 @@ mod tests {
         let mut lines = layers.lines();
         assert_eq!(
             lines.next().unwrap(),
-            "layer_index,layer,gemm,latency_s,cycles,compute_cycles,stall_cycles,energy_j,compute_j,sram_j,dram_j,dram_bytes"
+            "layer_index,layer,gemm,latency_s,cycles,compute_cycles,stall_cycles,energy_j,compute_j,sram_j,dram_j,dram_bytes,mem_cycles,bound"
         );
-        assert!(lines.next().unwrap().starts_with("3,\"a,b\",wg,"));
+        let row = lines.next().unwrap();
+        assert!(row.starts_with("3,\"a,b\",wg,"), "{row}");
+        assert!(row.ends_with(",0,compute"), "{row}");
         let epochs = std::fs::read_to_string(&paths[1]).unwrap();
         assert!(epochs.starts_with("epoch,iter_start,iter_end,latency_s"));
         // no temp files left behind

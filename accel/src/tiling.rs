@@ -11,7 +11,8 @@
 //! - DRAM traffic by loop promotion, innermost loop first: a tensor's resident block grows by the
 //!   trip count of each loop it depends on while it still fits in half its buffer and is reused
 //!   across the loops it does not depend on; from the first loop where it no longer fits, every
-//!   enclosing loop multiplies its traffic. Partial sums are read from DRAM as often as written.
+//!   enclosing loop multiplies its traffic. Partial sums are read from DRAM as often as written
+//!   (Bit Fusion), or only when the reduction is split across tiles (the other models).
 //! - Time: the resident blocks are the first load and the last store (not overlapped); the rest of
 //!   the traffic overlaps compute ([`crate::dram`]).
 //! - On-chip accesses: the inner loops run input-, output- or weight-stationary, whichever moves
@@ -74,10 +75,12 @@ pub trait ArrayLaw {
     fn fixed_cycles(&self, _problem: &ConvProblem, _bits: OperandBits) -> u64 {
         0
     }
-    /// Whether DRAM moves weights and partial sums padded to the lanes and filter granule, as the
-    /// buffers hold them (Bit Fusion's published simulator), or only the real elements (every
-    /// other model: padding costs compute and buffer space, not traffic).
-    fn pads_dram_traffic(&self) -> bool {
+    /// Whether DRAM follows Bit Fusion's published simulator: weights and partial sums move padded
+    /// to the lanes and filter granule as the buffers hold them, and partial sums are read back as
+    /// often as written. Otherwise (every other model) DRAM moves only real elements, and partial
+    /// sums are read back only when the reduction is split across tiles (each output's first
+    /// store has nothing to add to).
+    fn reference_dram_rules(&self) -> bool {
         false
     }
 }
@@ -224,7 +227,7 @@ impl Footprint<'_> {
     /// (Buffer footprint, DRAM bits) of one tile of each tensor.
     fn tile(&self, t: &[u64; 5]) -> ([u64; 3], [u64; 3]) {
         let fit = [self.input(t), self.weight(t, true), self.output(t, true)];
-        let moved = if self.law.pads_dram_traffic() {
+        let moved = if self.law.reference_dram_rules() {
             fit
         } else {
             [self.input(t), self.weight(t, false), self.output(t, false)]
@@ -347,15 +350,24 @@ pub fn search(
                             let per_tile = |b: u64| b / tile_bits[k].max(1) * moved[k];
                             let (bits_moved, resident) =
                                 (per_tile(fit_moved), per_tile(fit_resident));
-                            first_load += resident;
                             match k {
                                 0 => traffic.input = bits_moved,
                                 1 => traffic.weight = bits_moved,
                                 _ => {
-                                    traffic.output_read = bits_moved;
+                                    let unique =
+                                        moved[2] * trips[0] * trips[1] * trips[2] * trips[3];
+                                    traffic.output_read = if law.reference_dram_rules() {
+                                        bits_moved
+                                    } else {
+                                        bits_moved.saturating_sub(unique)
+                                    };
                                     traffic.output_write = bits_moved;
                                     last_store = resident;
                                 }
+                            }
+                            // resident partial sums are loaded first only if they are read back
+                            if k < 2 || traffic.output_read > 0 {
+                                first_load += resident;
                             }
                         }
                         let middle = traffic.total().saturating_sub(first_load + last_store);
@@ -464,6 +476,7 @@ mod tests {
     struct Plain {
         rows: u64,
         cols: u64,
+        reference: bool,
     }
 
     impl ArrayLaw for Plain {
@@ -475,6 +488,9 @@ mod tests {
         }
         fn padded_reduction(&self, len: u64, _bits: OperandBits) -> u64 {
             len.next_multiple_of(self.rows)
+        }
+        fn reference_dram_rules(&self) -> bool {
+            self.reference
         }
     }
 
@@ -524,7 +540,11 @@ mod tests {
     #[test]
     fn everything_fits_means_one_tile_and_compulsory_traffic() {
         // 1×1 conv, 2×2 pixels, 4→4 channels, batch 1 on a 4×4 array.
-        let law = Plain { rows: 4, cols: 4 };
+        let law = Plain {
+            rows: 4,
+            cols: 4,
+            reference: true,
+        };
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 4, 4, 2, 1, 1, 0);
         let fast = search(&p, BITS8, &space(&law, 64, 1e6, &e)).unwrap();
@@ -540,25 +560,66 @@ mod tests {
         // partial sums are read as often as written (the reference simulator's convention)
         assert_eq!((m.dram.output_read, m.dram.output_write), (512, 512));
         assert_eq!(m.timing.compute_cycles, 4);
+        // the other models: the reduction is not split, so nothing is read back or loaded first
+        let physical = Plain {
+            reference: false,
+            ..law
+        };
+        let m = search(&p, BITS8, &space(&physical, 64, 8.0, &e)).unwrap();
+        assert_eq!((m.dram.output_read, m.dram.output_write), (0, 512));
+        assert_eq!(m.timing.total_cycles, 4 + 256 / 8 + 512 / 8);
+    }
+
+    #[test]
+    fn split_reductions_read_partial_sums_back_once_per_extra_pass() {
+        // 64 input channels, weight buffer too small for all: the reduction is split into passes;
+        // each output is written once per pass and read back once per pass but the first
+        let law = Plain {
+            rows: 4,
+            cols: 4,
+            reference: false,
+        };
+        let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
+        let p = ConvProblem::conv(1, 64, 4, 2, 1, 1, 0);
+        let mut s = space(&law, 64, 1e9, &e);
+        s.buffers.weight = 2 * 16 * 4 * 8; // half holds 16 channels × 4 filters
+        s.buffers.output = 2 * 4 * 32; // half holds one pixel's 4 outputs
+        let m = search(&p, BITS8, &s).unwrap();
+        let passes = m.dram.output_write / (4 * 4 * 32);
+        assert!(passes >= 4, "{m:?}");
+        assert_eq!(m.dram.output_read, m.dram.output_write - 4 * 4 * 32);
     }
 
     #[test]
     fn small_buffers_force_refetch() {
-        let law = Plain { rows: 4, cols: 4 };
+        let law = Plain {
+            rows: 4,
+            cols: 4,
+            reference: true,
+        };
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(4, 64, 64, 16, 3, 1, 1);
         // memory nearly free: cycles tie, the energy (here: DRAM bits) decides
         let big = search(&p, BITS8, &space(&law, 1024, 1e9, &e)).unwrap();
         let small = search(&p, BITS8, &space(&law, 1, 1e9, &e)).unwrap();
         assert!(small.dram.total() > big.dram.total());
-        // big buffers promote every tensor to fully resident: compulsory traffic only
+        // big buffers promote every tensor to fully resident: compulsory traffic only (partial
+        // sums read back as often as written under the reference rules)
         let compulsory = 4 * 64 * 18 * 18 * 8 + 64 * 576 * 8 + 2 * 4 * 64 * 256 * 32;
         assert_eq!(big.dram.total(), compulsory);
+        assert_eq!(
+            big.dram.total(),
+            p.compulsory_bits(BITS8) + 4 * 64 * 256 * 32
+        );
     }
 
     #[test]
     fn impossible_buffers_are_an_error() {
-        let law = Plain { rows: 4, cols: 4 };
+        let law = Plain {
+            rows: 4,
+            cols: 4,
+            reference: true,
+        };
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 4, 4, 2, 7, 1, 3);
         let mut s = space(&law, 1, 8.0, &e);

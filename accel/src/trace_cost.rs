@@ -18,6 +18,9 @@ pub struct CostTotals {
     pub compute_cycles: f64,
     /// Cycles the array waited for memory.
     pub stall_cycles: f64,
+    /// Cycles of DRAM traffic that can overlap compute (a GEMM is memory-bound when they exceed
+    /// its compute cycles).
+    pub mem_cycles: f64,
     /// Wall time, seconds.
     pub latency_s: f64,
     pub energy: EnergySplit,
@@ -31,6 +34,7 @@ impl CostTotals {
         self.cycles += s.timing.total_cycles as f64 * k;
         self.compute_cycles += s.timing.compute_cycles as f64 * k;
         self.stall_cycles += s.timing.stall_cycles as f64 * k;
+        self.mem_cycles += s.timing.mem_cycles as f64 * k;
         self.latency_s += s.timing.total_cycles as f64 * k * cycle_s;
         self.energy.add_scaled(&s.energy, k);
         self.dram_bytes += s.dram_bits as f64 / 8.0 * k;
@@ -39,6 +43,15 @@ impl CostTotals {
     /// Total energy, joules.
     pub fn energy_j(&self) -> f64 {
         self.energy.total_j()
+    }
+
+    /// `"memory"` when the DRAM traffic takes longer than the compute, else `"compute"`.
+    pub fn bound(&self) -> &'static str {
+        if self.mem_cycles > self.compute_cycles {
+            "memory"
+        } else {
+            "compute"
+        }
     }
 }
 

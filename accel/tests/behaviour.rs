@@ -493,14 +493,14 @@ fn residual_adds_are_charged_once_per_iteration_on_zc706() {
 }
 
 /// Largest DRAM traffic of any training GEMM of the CIFAR models (batch 128, 8 bits) over its
-/// compulsory traffic: 32 for every model whose traffic moves real elements; Bit Fusion keeps its
+/// compulsory traffic: 8 for every model whose traffic moves real elements; Bit Fusion keeps its
 /// authors' rules (padded tiles in DRAM, fewest cycles first with the first load exposed, so on the
 /// 4096-bit Stripes-iso interface it re-fetches rather than load up front): 160.
 fn refetch_factor(accel: &str) -> f64 {
     if accel.starts_with("bitfusion") {
         160.0
     } else {
-        32.0
+        8.0
     }
 }
 

@@ -710,3 +710,55 @@ fn a_trace_of_10_to_the_15_iterations_costs_and_its_report_is_refused_clearly() 
         "{err}"
     );
 }
+
+#[test]
+fn mobilenetv2_depthwise_layers_no_longer_dominate_zc706_time() {
+    // Issue #15: they took 87 % of the time (6 % of the MACs) when a depthwise group occupied one
+    // array column. With the channel-lanes mapping the model predicts ~2× a ResNet-74 MAC's cost
+    // (memory-bound, accel/README.md) and about 13 % of the time.
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("rep");
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:mobilenetv2",
+        "--iters",
+        "10",
+        "--cycles",
+        "1",
+        "--bits",
+        "8",
+        "--accel",
+        "zc706",
+        "--report",
+        &report.to_string_lossy(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let inspect = run(&["inspect", "zoo:mobilenetv2", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&inspect)).unwrap();
+    let depthwise: std::collections::HashSet<String> = v["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["groups"].as_u64().unwrap() > 1)
+        .map(|l| l["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(depthwise.len(), 17);
+    let csv = std::fs::read_to_string(report.join("zc706-layers.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (name, lat, bound) = (col("layer"), col("latency_s"), col("bound"));
+    let (mut dw, mut all) = (0.0, 0.0);
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let s: f64 = f[lat].parse().unwrap();
+        all += s;
+        if depthwise.contains(f[name]) {
+            dw += s;
+            assert!(["compute", "memory"].contains(&f[bound]), "{l}");
+        }
+    }
+    let share = dw / all;
+    assert!(share < 0.25, "depthwise share of ZC706 time {share:.3}");
+}
