@@ -639,6 +639,31 @@ mod tests {
     }
 
     #[test]
+    fn every_energy_constant_names_its_source_or_says_assumption() {
+        for (name, text) in BUILTINS {
+            let mut comments = String::new();
+            let mut in_energy = false;
+            for line in text.lines() {
+                let t = line.trim();
+                if t.starts_with('[') {
+                    in_energy = t == "[energy]";
+                    comments.clear();
+                } else if t.starts_with('#') {
+                    comments.push_str(t);
+                } else if in_energy && t.contains('=') {
+                    let said = format!("{comments} {t}").to_lowercase();
+                    assert!(
+                        said.contains("source") || said.contains("assumption"),
+                        "{name}: `{t}` has neither a source nor the word assumption"
+                    );
+                } else if t.is_empty() {
+                    comments.clear();
+                }
+            }
+        }
+    }
+
+    #[test]
     fn missing_file_lists_builtins() {
         let e = load("/no/such/accel.toml").unwrap_err().to_string();
         assert!(

@@ -166,7 +166,11 @@ fn bitfusion_tiny_fc_by_hand() {
     assert_eq!(c.timing.total_cycles, 35);
     // SRAM, output stationary inside the tile: IBUF r 4096 w 128, WBUF r 4096 w 4096,
     // OBUF r 1024+1024 w 1024+1024
-    let sram = 4096.0 * 0.059 + 128.0 * 0.114 + 4096.0 * (0.021 + 0.029) + 2048.0 * (0.033 + 0.073);
+    // (the unrounded per-bit energies of the authors' CACTI table)
+    let sram = 4096.0 * 0.059474375
+        + 128.0 * 0.1137040625
+        + 4096.0 * (0.0213656563 + 0.0289161563)
+        + 2048.0 * (0.0331553125 + 0.0730840625);
     assert!((c.energy.compute_j - 235.104e-12).abs() < 1e-18);
     assert!(
         (c.energy.sram_j - sram * 1e-12).abs() < 1e-18,
