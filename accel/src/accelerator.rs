@@ -11,6 +11,7 @@ use crate::config::{self, AccelConfig, ConfigError, DepthwiseMapping, EnergyCons
 use crate::depthwise::channel_lanes_cost;
 use crate::dram::{transfer_cycles, Timing};
 use crate::energy::{energy_of, EnergySplit};
+use crate::eyeriss::EyerissLaw;
 use crate::gemm::{training_gemm, ConvProblem, GemmKind, OperandBits};
 use crate::stripes::StripesLaw;
 use crate::tiling::{search, ArrayLaw, BufferBits, Mapping, SearchSpace, TilingError};
@@ -56,6 +57,7 @@ pub struct GemmCost {
 enum Law {
     BitFusion(BitFusionLaw),
     Stripes(StripesLaw),
+    Eyeriss(EyerissLaw),
     Systolic(SystolicLaw),
 }
 
@@ -72,6 +74,7 @@ impl Accelerator {
         let (rows, cols) = (config.array.rows, config.array.cols);
         let law = match (config.engine, &config.zc706) {
             (Engine::BitFusion, _) => Law::BitFusion(BitFusionLaw { n: rows, m: cols }),
+            (Engine::Eyeriss, _) => Law::Eyeriss(EyerissLaw { rows, cols }),
             (Engine::Stripes | Engine::DaDianNao, _) => Law::Stripes(StripesLaw {
                 input_lanes: rows,
                 filter_lanes: cols,
@@ -107,6 +110,7 @@ impl Accelerator {
         match &self.law {
             Law::BitFusion(l) => l,
             Law::Stripes(l) => l,
+            Law::Eyeriss(l) => l,
             Law::Systolic(l) => l,
         }
     }
@@ -146,6 +150,18 @@ impl Accelerator {
     /// space-to-depth (DNNsim's rule, [`crate::stripes::space_to_depth`]). Grouped convs take the faster of two mappings:
     /// groups back to back, or one dense conv with block-diagonal (zero-padded) weights.
     pub fn cost_problem(
+        &self,
+        problem: &ConvProblem,
+        bits: OperandBits,
+        first_layer: bool,
+    ) -> Result<GemmCost, CostError> {
+        let mut cost = self.cost_mapped(problem, bits, first_layer)?;
+        cost.energy.compute_j += problem.macs() as f64 * self.config.energy.mac_pj * 1e-12;
+        Ok(cost)
+    }
+
+    /// [`Self::cost_problem`] without the per-MAC energy.
+    fn cost_mapped(
         &self,
         problem: &ConvProblem,
         bits: OperandBits,

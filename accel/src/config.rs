@@ -17,6 +17,9 @@ pub enum Engine {
     /// DaDianNao: 16-bit bit-parallel baseline of Stripes (§2).
     #[serde(rename = "dadiannao")]
     DaDianNao,
+    /// Eyeriss: row-stationary 16-bit PE array, the Bit Fusion paper's baseline.
+    #[serde(rename = "eyeriss")]
+    Eyeriss,
     /// ZC706 systolic array of bit-serial lanes: a p₁×p₂ MAC takes (p₁+p₂)/2 cycles (§3).
     #[serde(rename = "zc706-bit-linear")]
     BitLinear,
@@ -30,7 +33,11 @@ impl Engine {
     pub fn native_max_bits(self) -> u32 {
         match self {
             Engine::BitFusion => 8,
-            Engine::Stripes | Engine::DaDianNao | Engine::BitLinear | Engine::DspPacking => 16,
+            Engine::Stripes
+            | Engine::DaDianNao
+            | Engine::Eyeriss
+            | Engine::BitLinear
+            | Engine::DspPacking => 16,
         }
     }
 }
@@ -93,6 +100,10 @@ pub struct EnergyConstants {
     pub output_write_pj_per_bit: f64,
     /// Off-chip access energy, pJ per bit.
     pub dram_pj_per_bit: f64,
+    /// Energy per MAC performed, pJ, for designs charged per operation rather than per array
+    /// cycle (default 0).
+    #[serde(default)]
+    pub mac_pj: f64,
 }
 
 /// How an engine runs depthwise convs (one channel per group).
@@ -196,6 +207,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ),
     ("stripes", include_str!("../configs/stripes.toml")),
     ("dadiannao", include_str!("../configs/dadiannao.toml")),
+    ("eyeriss", include_str!("../configs/eyeriss.toml")),
 ];
 
 /// The TOML text of a built-in name (`bitfusion` = `bitfusion-eyeriss-iso`).
@@ -383,6 +395,7 @@ impl AccelConfig {
             ("energy.output_read_pj_per_bit", e.output_read_pj_per_bit),
             ("energy.output_write_pj_per_bit", e.output_write_pj_per_bit),
             ("energy.dram_pj_per_bit", e.dram_pj_per_bit),
+            ("energy.mac_pj", e.mac_pj),
         ] {
             non_negative(k, v, ranges::ENERGY_PJ)?;
         }

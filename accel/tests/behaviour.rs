@@ -499,10 +499,13 @@ fn residual_adds_are_charged_once_per_iteration_on_zc706() {
 /// Largest DRAM traffic of any training GEMM of the CIFAR models (batch 128, 8 bits) over its
 /// compulsory traffic: 8 for every model whose traffic moves real elements; Bit Fusion keeps its
 /// authors' rules (padded tiles in DRAM, fewest cycles first with the first load exposed, so on the
-/// 4096-bit Stripes-iso interface it re-fetches rather than load up front): 160.
+/// 4096-bit Stripes-iso interface it re-fetches rather than load up front): 160; Eyeriss, whose
+/// buffers are a few tens of KiB, re-fetches training GEMMs of large 1×1 convs: 32.
 fn refetch_factor(accel: &str) -> f64 {
     if accel.starts_with("bitfusion") {
         160.0
+    } else if accel == "eyeriss" {
+        32.0
     } else {
         8.0
     }
@@ -522,6 +525,7 @@ fn dram_traffic_lies_between_compulsory_and_a_bounded_refetch() {
             "bitfusion-stripes-iso",
             "stripes",
             "dadiannao",
+            "eyeriss",
         ] {
             let a = acc(name);
             let mut worst = (0.0f64, String::new());
