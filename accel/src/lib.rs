@@ -5,7 +5,7 @@
 //! double-buffered roofline ([`dram`]) and priced by per-cycle and per-bit energy constants
 //! ([`energy`]). The accelerators differ only in their precision→throughput law ([`bitfusion`],
 //! [`stripes`], [`eyeriss`], [`zc706`] on top of [`systolic`]) and their TOML configuration ([`config`]).
-//! [`trace_cost`] costs whole precision traces through a memo ([`cache`]); [`report`] writes CSVs.
+//! [`trace_cost`] costs whole precision traces, [`inference`] one forward pass, through a memo ([`cache`]); [`report`] writes CSVs.
 //! [`bitops`] counts the papers' BitOPs of a trace.
 
 pub mod accelerator;
@@ -18,6 +18,7 @@ pub mod dram;
 pub mod energy;
 pub mod eyeriss;
 pub mod gemm;
+pub mod inference;
 pub mod report;
 pub mod stripes;
 pub mod systolic;

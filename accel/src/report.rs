@@ -6,6 +6,9 @@
 //! energy_j, compute_j, sram_j, dram_j, dram_bytes, mem_cycles, bound (compute|memory)` — totals
 //! over the whole trace.
 //!
+//! `<model>-<accelerator>-infer.csv` (`cptsim infer --report`): the layers columns for one
+//! inference batch.
+//!
 //! `<accelerator>-epochs.csv`, one row per epoch:
 //! `epoch, iter_start, iter_end (exclusive), latency_s, cycles, compute_cycles, stall_cycles,
 //! energy_j, compute_j, sram_j, dram_j, dram_bytes`.
@@ -15,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use cptsim_traces::{write_atomically, TraceError};
 
-use crate::trace_cost::{CostTotals, TraceCost};
+use crate::inference::InferenceCost;
+use crate::trace_cost::{CostTotals, LayerGemmCost, TraceCost};
 
 /// Column names shared by both files after their leading key columns.
 const COST_COLUMNS: [&str; 9] = [
@@ -84,16 +88,14 @@ fn file_stem(name: &str) -> String {
         .collect()
 }
 
-/// Writes the two CSV files of `cost` into `dir` (created if missing); returns their paths.
-pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceError> {
-    std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
-    let stem = file_stem(&cost.accelerator);
+/// The layers CSV of `rows`.
+fn layers_csv(rows: &[LayerGemmCost]) -> String {
     let mut head = vec!["layer_index", "layer", "gemm"];
     head.extend(COST_COLUMNS);
     head.extend(["mem_cycles", "bound"]);
-    let layers = csv(
+    csv(
         &head,
-        cost.per_layer_gemm.iter().map(|l| {
+        rows.iter().map(|l| {
             let mut r = vec![
                 l.layer.to_string(),
                 l.name.clone(),
@@ -104,7 +106,31 @@ pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceE
             r.push(l.totals.bound().to_string());
             r
         }),
-    );
+    )
+}
+
+/// Writes `<model>-<accelerator>-infer.csv` (the layers CSV's columns, whole batch, `gemm` = `fw`)
+/// of an inference into `dir` (created if missing); returns its path.
+pub fn write_inference_report(
+    dir: &Path,
+    model: &str,
+    cost: &InferenceCost,
+) -> Result<PathBuf, TraceError> {
+    std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
+    let path = dir.join(format!(
+        "{}-{}-infer.csv",
+        file_stem(model),
+        file_stem(&cost.accelerator)
+    ));
+    write_file(&path, layers_csv(&cost.per_layer).as_bytes())?;
+    Ok(path)
+}
+
+/// Writes the two CSV files of `cost` into `dir` (created if missing); returns their paths.
+pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceError> {
+    std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
+    let stem = file_stem(&cost.accelerator);
+    let layers = layers_csv(&cost.per_layer_gemm);
     let mut head = vec!["epoch", "iter_start", "iter_end"];
     head.extend(COST_COLUMNS);
     let epochs = csv(

@@ -30,7 +30,7 @@ pub struct CostTotals {
 
 impl CostTotals {
     /// Adds `k` repetitions of one GEMM's cost.
-    fn add(&mut self, s: &GemmSummary, k: f64, cycle_s: f64) {
+    pub(crate) fn add(&mut self, s: &GemmSummary, k: f64, cycle_s: f64) {
         self.cycles += s.timing.total_cycles as f64 * k;
         self.compute_cycles += s.timing.compute_cycles as f64 * k;
         self.stall_cycles += s.timing.stall_cycles as f64 * k;

@@ -171,12 +171,19 @@ mod tests {
 
     #[test]
     fn every_benchmark_has_one_bit_pair_per_layer() {
-        for name in super::super::names().iter().filter(|n| n.starts_with("bf-")) {
+        for name in super::super::names()
+            .iter()
+            .filter(|n| n.starts_with("bf-"))
+        {
             let proto = super::super::build(name, None, 0).unwrap();
-            let summary = crate::onnx::import_proto(&proto, name, 1).unwrap().summary();
+            let summary = crate::onnx::import_proto(&proto, name, 1)
+                .unwrap()
+                .summary();
             let b = bits(name).unwrap();
             assert_eq!(b.len(), summary.layers.len(), "{name}");
-            assert!(b.iter().all(|&(a, w)| (1..=8).contains(&a) && (1..=8).contains(&w)));
+            assert!(b
+                .iter()
+                .all(|&(a, w)| (1..=8).contains(&a) && (1..=8).contains(&w)));
         }
         assert!(bits("resnet20").is_none());
     }
