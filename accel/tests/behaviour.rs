@@ -587,3 +587,21 @@ fn mobilenetv2_depthwise_layers_no_longer_dominate_zc706() {
     assert!(dw_share < 0.5, "{dw_share}");
     assert!(ratio < 20.0, "{ratio}");
 }
+
+#[test]
+fn a_16_channel_layer_on_stripes_moves_about_its_compulsory_bytes() {
+    // Issue #15: output channels padded to the 256-filter granule in DRAM made a 16-channel layer
+    // move 25× its compulsory bytes (a ResNet-74 run: ~1.3 PB).
+    let model = cifar_models::cifar_resnet(3, 10);
+    let layer = &model.layers[1]; // layer1.0.conv1: 16 → 16, 32×32
+    assert_eq!(layer.out_channels(), 16);
+    let b = Bits { w: 8, a: 8, g: 8 };
+    for name in ["stripes", "dadiannao"] {
+        let a = acc(name);
+        let (p, ob, first) =
+            Accelerator::training_problem(layer, GemmKind::Forward, 128, b).unwrap();
+        let c = a.cost_problem(&p, ob, first).unwrap();
+        let ratio = c.dram_bits as f64 / p.compulsory_bits(ob) as f64;
+        assert!(ratio < 1.5, "{name}: {ratio}");
+    }
+}
