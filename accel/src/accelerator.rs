@@ -339,23 +339,8 @@ mod tests {
         }
     }
 
-    /// A conv layer `cin → cout`, 3×3, pad 1, on an `hw × hw` input.
     fn conv3(cin: usize, cout: usize, hw: usize, stride: usize) -> LayerInfo {
-        let out = hw.div_ceil(stride);
-        LayerInfo {
-            name: "c".into(),
-            kind: cptsim_models::summary::LayerKind::Conv,
-            role: LayerRole::Body,
-            in_shape: [cin, hw, hw],
-            out_shape: [cout, out, out],
-            kernel: [3, 3],
-            stride: [stride, stride],
-            pads: [1; 4],
-            dilation: [1, 1],
-            groups: 1,
-            params: (cin * cout * 9) as u64,
-            macs: (cin * cout * 9 * out * out) as u64,
-        }
+        crate::gemm::tests::conv_layer(LayerRole::Body, cin, cout, hw, stride)
     }
 
     fn gemm_traffic(acc: &Accelerator, l: &LayerInfo, gemm: GemmKind) -> crate::tiling::Traffic {

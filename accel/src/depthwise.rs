@@ -20,7 +20,7 @@
 
 use crate::accelerator::{CostError, GemmCost};
 use crate::config::AccelConfig;
-use crate::dram::overlap;
+use crate::dram::overlap_total;
 use crate::energy::energy_of;
 use crate::gemm::{ConvProblem, OperandBits};
 use crate::tiling::{Mapping, SramAccess, Tile, TilingError, Traffic, PSUM_BITS};
@@ -89,10 +89,9 @@ pub fn channel_lanes_cost(
     let steps = reduction.div_ceil(split).max(1);
     let first_load = (input + weight) / (folds.max(1) * steps);
     let last_store = output / folds.max(1);
-    let middle = dram.total().saturating_sub(first_load + last_store);
-    let timing = overlap(
+    let timing = overlap_total(
         compute,
-        middle,
+        dram.total(),
         first_load,
         last_store,
         config.dram_bits_per_cycle(),

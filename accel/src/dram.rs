@@ -72,6 +72,25 @@ pub fn overlap(
     }
 }
 
+/// [`overlap`] of a mapping that moves `total_bits`, of which the first load and the last store
+/// are not overlapped.
+pub fn overlap_total(
+    compute: u64,
+    total_bits: u64,
+    first_load_bits: u64,
+    last_store_bits: u64,
+    bits_per_cycle: f64,
+) -> Timing {
+    let middle = total_bits.saturating_sub(first_load_bits.saturating_add(last_store_bits));
+    overlap(
+        compute,
+        middle,
+        first_load_bits,
+        last_store_bits,
+        bits_per_cycle,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,13 +65,7 @@ mod tests {
     };
 
     fn whole(p: &ConvProblem) -> Tile {
-        Tile {
-            b: p.batch,
-            oc: p.out_ch,
-            oh: p.out_h,
-            ow: p.out_w,
-            ic: p.in_ch,
-        }
+        Tile::whole(p)
     }
 
     #[test]

@@ -334,10 +334,17 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn conv_layer(role: LayerRole, cin: usize, cout: usize, hw: usize, stride: usize) -> LayerInfo {
+    /// A 3×3 pad-1 conv layer `cin → cout` on an `hw × hw` input.
+    pub(crate) fn conv_layer(
+        role: LayerRole,
+        cin: usize,
+        cout: usize,
+        hw: usize,
+        stride: usize,
+    ) -> LayerInfo {
         let out = hw / stride;
         LayerInfo {
             name: "c".into(),

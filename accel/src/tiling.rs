@@ -22,7 +22,7 @@
 
 use serde::Serialize;
 
-use crate::dram::{overlap, Timing};
+use crate::dram::{overlap_total, Timing};
 use crate::gemm::{ConvProblem, OperandBits};
 
 /// Bits of one partial sum / output element in flight.
@@ -57,6 +57,17 @@ pub struct Tile {
 }
 
 impl Tile {
+    /// The whole problem (one group) as one tile.
+    pub fn whole(p: &ConvProblem) -> Tile {
+        Tile {
+            b: p.batch,
+            oc: p.out_ch,
+            oh: p.out_h,
+            ow: p.out_w,
+            ic: p.in_ch,
+        }
+    }
+
     fn as_array(&self) -> [u64; 5] {
         [self.b, self.oc, self.oh, self.ow, self.ic]
     }
@@ -370,10 +381,9 @@ pub fn search(
                                 first_load += resident;
                             }
                         }
-                        let middle = traffic.total().saturating_sub(first_load + last_store);
-                        let timing = overlap(
+                        let timing = overlap_total(
                             compute,
-                            middle,
+                            traffic.total(),
                             first_load,
                             last_store,
                             space.dram_bits_per_cycle,
@@ -494,6 +504,15 @@ mod tests {
         }
     }
 
+    /// A 4×4 plain array, under the reference DRAM rules or not.
+    fn plain(reference: bool) -> Plain {
+        Plain {
+            rows: 4,
+            cols: 4,
+            reference,
+        }
+    }
+
     fn space<'a>(
         law: &'a Plain,
         kib: u64,
@@ -540,11 +559,7 @@ mod tests {
     #[test]
     fn everything_fits_means_one_tile_and_compulsory_traffic() {
         // 1×1 conv, 2×2 pixels, 4→4 channels, batch 1 on a 4×4 array.
-        let law = Plain {
-            rows: 4,
-            cols: 4,
-            reference: true,
-        };
+        let law = plain(true);
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 4, 4, 2, 1, 1, 0);
         let fast = search(&p, BITS8, &space(&law, 64, 1e6, &e)).unwrap();
@@ -574,11 +589,7 @@ mod tests {
     fn split_reductions_read_partial_sums_back_once_per_extra_pass() {
         // 64 input channels, weight buffer too small for all: the reduction is split into passes;
         // each output is written once per pass and read back once per pass but the first
-        let law = Plain {
-            rows: 4,
-            cols: 4,
-            reference: false,
-        };
+        let law = plain(false);
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 64, 4, 2, 1, 1, 0);
         let mut s = space(&law, 64, 1e9, &e);
@@ -592,11 +603,7 @@ mod tests {
 
     #[test]
     fn small_buffers_force_refetch() {
-        let law = Plain {
-            rows: 4,
-            cols: 4,
-            reference: true,
-        };
+        let law = plain(true);
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(4, 64, 64, 16, 3, 1, 1);
         // memory nearly free: cycles tie, the energy (here: DRAM bits) decides
@@ -615,11 +622,7 @@ mod tests {
 
     #[test]
     fn impossible_buffers_are_an_error() {
-        let law = Plain {
-            rows: 4,
-            cols: 4,
-            reference: true,
-        };
+        let law = plain(true);
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 4, 4, 2, 7, 1, 3);
         let mut s = space(&law, 1, 8.0, &e);

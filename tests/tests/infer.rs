@@ -85,15 +85,18 @@ fn an_ldp_bits_file_sets_the_layers_it_lists() {
         r#"{"ldp": {"final_bits": [{"layer": "no.such.conv", "bits": 4}]}}"#,
     )
     .unwrap();
-    let out = run(&[
-        "infer",
-        "--model",
-        "zoo:resnet20",
-        "--accel",
-        "bitfusion",
-        "--bits-file",
-        &s,
-    ]);
+    let with_file = || {
+        run(&[
+            "infer",
+            "--model",
+            "zoo:resnet20",
+            "--accel",
+            "bitfusion",
+            "--bits-file",
+            &s,
+        ])
+    };
+    let out = with_file();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_one_clear_line(&err);
@@ -103,15 +106,7 @@ fn an_ldp_bits_file_sets_the_layers_it_lists() {
     );
     // not an LDP summary
     std::fs::write(&summary, r#"{"policy": "static"}"#).unwrap();
-    let out = run(&[
-        "infer",
-        "--model",
-        "zoo:resnet20",
-        "--accel",
-        "bitfusion",
-        "--bits-file",
-        &s,
-    ]);
+    let out = with_file();
     assert!(stderr(&out).contains("ldp.final_bits"), "{}", stderr(&out));
 }
 
