@@ -762,3 +762,31 @@ fn mobilenetv2_depthwise_layers_no_longer_dominate_zc706_time() {
     let share = dw / all;
     assert!(share < 0.25, "depthwise share of ZC706 time {share:.3}");
 }
+
+#[test]
+fn run_names_the_depthwise_layer_and_key_on_a_config_without_a_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = stdout(&run(&["accel", "show", "dadiannao"]));
+    let path = dir.path().join("no-dw.toml");
+    std::fs::write(&path, text.replacen("depthwise = \"dense\"", "", 1)).unwrap();
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:mobilenetv2",
+        "--iters",
+        "10",
+        "--cycles",
+        "1",
+        "--accel",
+        &path.to_string_lossy(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_one_clear_line(&err);
+    assert!(
+        err.contains("layers.0.conv2")
+            && err.contains("`depthwise`")
+            && !err.contains("--epoch-iters"),
+        "{err}"
+    );
+}

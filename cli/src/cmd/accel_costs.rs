@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use cptsim_accel::report::write_report;
-use cptsim_accel::{cost_trace, Accelerator, RunSummary};
+use cptsim_accel::{cost_trace, Accelerator, RunSummary, TraceCostError};
 use cptsim_models::ModelSummary;
 use cptsim_traces::{Bits, TraceRow};
 
@@ -66,8 +66,15 @@ pub fn cost_all(
     accels
         .iter()
         .map(|acc| {
-            let run = cost_trace(model, rows.iter().copied(), epoch, acc)
-                .with_context(|| format!("--epoch-iters {iters_per_epoch}"))?;
+            let run = cost_trace(model, rows.iter().copied(), epoch, acc).map_err(|e| {
+                let epochs = matches!(e, TraceCostError::TooManyEpochs { .. });
+                let e = anyhow::Error::from(e);
+                if epochs {
+                    e.context(format!("--epoch-iters {iters_per_epoch}"))
+                } else {
+                    e
+                }
+            })?;
             let stat = cost_trace(model, base.iter().copied(), u64::MAX, acc)?;
             if let Some(dir) = report_dir {
                 write_report(dir, &run).with_context(|| {
