@@ -6,9 +6,12 @@ use cptsim_traces::row::Bits;
 use serde::Serialize;
 
 use crate::bitfusion::BitFusionLaw;
-use crate::config::{self, AccelConfig, ConfigError, EnergyConstants, Engine};
+use crate::cache::GemmSummary;
+use crate::config::{self, AccelConfig, ConfigError, DepthwiseMapping, EnergyConstants, Engine};
+use crate::depthwise::channel_lanes_cost;
 use crate::dram::{transfer_cycles, Timing};
 use crate::energy::{energy_of, EnergySplit};
+use crate::eyeriss::EyerissLaw;
 use crate::gemm::{training_gemm, ConvProblem, GemmKind, OperandBits};
 use crate::stripes::StripesLaw;
 use crate::tiling::{search, ArrayLaw, BufferBits, Mapping, SearchSpace, TilingError};
@@ -29,6 +32,9 @@ pub enum CostError {
     /// No tiling fits the buffers.
     #[error(transparent)]
     Tiling(#[from] TilingError),
+    /// A depthwise conv on a configuration without a depthwise mapping.
+    #[error("depthwise conv ({channels} channels): accelerator `{accel}` has no depthwise mapping; set key `depthwise` in its config (\"dense\", or \"channel-lanes\" on the zc706-* engines)")]
+    NoDepthwise { channels: u64, accel: String },
 }
 
 /// Cost of one GEMM problem (all groups).
@@ -51,6 +57,7 @@ pub struct GemmCost {
 enum Law {
     BitFusion(BitFusionLaw),
     Stripes(StripesLaw),
+    Eyeriss(EyerissLaw),
     Systolic(SystolicLaw),
 }
 
@@ -67,6 +74,7 @@ impl Accelerator {
         let (rows, cols) = (config.array.rows, config.array.cols);
         let law = match (config.engine, &config.zc706) {
             (Engine::BitFusion, _) => Law::BitFusion(BitFusionLaw { n: rows, m: cols }),
+            (Engine::Eyeriss, _) => Law::Eyeriss(EyerissLaw { rows, cols }),
             (Engine::Stripes | Engine::DaDianNao, _) => Law::Stripes(StripesLaw {
                 input_lanes: rows,
                 filter_lanes: cols,
@@ -102,6 +110,7 @@ impl Accelerator {
         match &self.law {
             Law::BitFusion(l) => l,
             Law::Stripes(l) => l,
+            Law::Eyeriss(l) => l,
             Law::Systolic(l) => l,
         }
     }
@@ -135,10 +144,24 @@ impl Accelerator {
         Ok(())
     }
 
-    /// Costs one problem at `bits`. `first_layer` marks the network's first conv, which Bit
-    /// Fusion receives im2col'ed from the host. Grouped convs take the faster of two mappings:
+    /// Costs one problem at `bits`; a depthwise problem takes the configuration's `depthwise`
+    /// mapping (an error without one). `first_layer` marks the network's first conv, which Bit
+    /// Fusion receives im2col'ed from the host; Stripes/DaDianNao run 3-channel strided convs
+    /// space-to-depth (DNNsim's rule, [`crate::stripes::space_to_depth`]). Grouped convs take the faster of two mappings:
     /// groups back to back, or one dense conv with block-diagonal (zero-padded) weights.
     pub fn cost_problem(
+        &self,
+        problem: &ConvProblem,
+        bits: OperandBits,
+        first_layer: bool,
+    ) -> Result<GemmCost, CostError> {
+        let mut cost = self.cost_mapped(problem, bits, first_layer)?;
+        cost.energy.compute_j += problem.macs() as f64 * self.config.energy.mac_pj * 1e-12;
+        Ok(cost)
+    }
+
+    /// [`Self::cost_problem`] without the per-MAC energy.
+    fn cost_mapped(
         &self,
         problem: &ConvProblem,
         bits: OperandBits,
@@ -148,8 +171,23 @@ impl Accelerator {
         if let Some(why) = problem.size_problem() {
             return Err(CostError::TooLarge(why));
         }
+        if problem.depthwise {
+            match (self.config.depthwise, &self.law) {
+                (None, _) => {
+                    return Err(CostError::NoDepthwise {
+                        channels: problem.groups,
+                        accel: self.config.name.clone(),
+                    })
+                }
+                (Some(DepthwiseMapping::ChannelLanes), Law::Systolic(law)) => {
+                    return channel_lanes_cost(law, &self.config, problem, bits)
+                }
+                _ => {}
+            }
+        }
         let problem = match self.law {
             Law::BitFusion(_) if first_layer => problem.im2col(),
+            Law::Stripes(_) => crate::stripes::space_to_depth(problem),
             _ => *problem,
         };
         let kib = 8 * 1024;
@@ -172,10 +210,15 @@ impl Accelerator {
         }
         // A grouped conv can also run as one dense conv whose weights are zero off the block
         // diagonal; keep whichever mapping takes fewer cycles.
+        // Only the diagonal blocks are real weights: the zeros are made on chip.
         let dense = ConvProblem {
             in_ch: problem.in_ch * problem.groups,
             out_ch: problem.out_ch * problem.groups,
             groups: 1,
+            weight_scale: crate::gemm::Ratio {
+                num: 1,
+                den: problem.groups,
+            },
             ..problem
         };
         match Self::grouped_cost(&dense, bits, &space, constants) {
@@ -240,6 +283,34 @@ impl Accelerator {
         cost
     }
 
+    /// The memory-only residual-add pass (ZC706 engines; `None` elsewhere or without residual
+    /// adds) over `elements` per sample for one iteration of `samples`, in one direction: DRAM
+    /// time that no GEMM hides.
+    pub fn residual_pass(&self, elements: u64, samples: u64) -> Option<GemmSummary> {
+        let z = self.config.zc706.as_ref()?;
+        let bits = elements
+            .saturating_mul(samples)
+            .saturating_mul(z.residual_bits_per_element);
+        if bits == 0 {
+            return None;
+        }
+        let cycles = transfer_cycles(bits, self.config.dram_bits_per_cycle());
+        Some(GemmSummary {
+            timing: Timing {
+                compute_cycles: 0,
+                stall_cycles: cycles,
+                total_cycles: cycles,
+                mem_cycles: cycles,
+            },
+            dram_bits: bits,
+            sram_bits: 0,
+            energy: EnergySplit {
+                dram_j: bits as f64 * self.config.energy.dram_pj_per_bit * 1e-12,
+                ..EnergySplit::default()
+            },
+        })
+    }
+
     /// Costs `gemm` of `layer` for one iteration of `samples` samples at the layer's `bits`
     /// (`None` when the layer has no such GEMM), including the engine's memory-only passes.
     pub fn cost_training_gemm(
@@ -266,6 +337,87 @@ mod tests {
             stream: a,
             stationary: w,
         }
+    }
+
+    fn conv3(cin: usize, cout: usize, hw: usize, stride: usize) -> LayerInfo {
+        crate::gemm::tests::conv_layer(LayerRole::Body, cin, cout, hw, stride)
+    }
+
+    fn gemm_traffic(acc: &Accelerator, l: &LayerInfo, gemm: GemmKind) -> crate::tiling::Traffic {
+        let b = Bits { w: 8, a: 8, g: 8 };
+        let (p, ob, first) = Accelerator::training_problem(l, gemm, 2, b).unwrap();
+        acc.cost_problem(&p, ob, first).unwrap().mapping.dram
+    }
+
+    #[test]
+    fn weight_gradient_reads_each_activation_once() {
+        // 16 → 16 channels, 3×3, stride 1, 8×8 map, batch 2, 8-bit: X is 2·16·8·8 = 2048 bytes
+        // (the im2col rows the array sees are 9× that); dY, the stationary operand, is
+        // 2·16·8·8 = 2048 bytes. Everything fits the 512 KiB buffers: compulsory traffic.
+        let acc = Accelerator::load("zc706").unwrap();
+        let t = gemm_traffic(&acc, &conv3(16, 16, 8, 1), GemmKind::WeightGrad);
+        assert_eq!(t.input, 2048 * 8);
+        assert_eq!(t.weight, 2048 * 8);
+        // stride 2 on a 16×16 input, 8×8 output: X is 2·16·16·16 = 8192 bytes, read once
+        let t = gemm_traffic(&acc, &conv3(16, 16, 16, 2), GemmKind::WeightGrad);
+        assert_eq!(t.input, 8192 * 8);
+    }
+
+    #[test]
+    fn strided_error_backprop_writes_the_whole_input_sized_error_map() {
+        // 16 → 32 channels, 3×3 stride 2, 16×16 → 8×8, batch 2: dX is 2·16·16·16 = 8192
+        // elements, written as 32-bit values (4× the 8×8 map the GEMM is computed over)
+        let acc = Accelerator::load("zc706").unwrap();
+        let t = gemm_traffic(&acc, &conv3(16, 32, 16, 2), GemmKind::ErrorBackprop);
+        assert_eq!(t.output_write, 8192 * 32);
+        // its input, dY, is 2·32·8·8 8-bit errors read with the kernel's halo of zero padding
+        // (10×10 per map, the same convention as the forward input's padded window)
+        assert_eq!(t.input, 2 * 32 * 100 * 8);
+    }
+
+    #[test]
+    fn residual_pass_moves_96_bits_per_element_at_dram_speed() {
+        let acc = Accelerator::load("zc706").unwrap();
+        let r = acc.residual_pass(1000, 4).unwrap();
+        assert_eq!(r.dram_bits, 1000 * 4 * 96);
+        let per_cycle = acc.config.dram_bits_per_cycle();
+        assert_eq!(r.timing.stall_cycles, (384_000.0 / per_cycle).ceil() as u64);
+        assert_eq!(r.timing.compute_cycles, 0);
+        assert!(Accelerator::load("bitfusion")
+            .unwrap()
+            .residual_pass(1000, 4)
+            .is_none());
+        assert!(acc.residual_pass(0, 4).is_none());
+    }
+
+    #[test]
+    fn a_depthwise_layer_without_a_depthwise_mapping_is_an_error_naming_the_key() {
+        let text = crate::config::builtin_text("stripes").unwrap();
+        let none = text.replacen("depthwise = \"dense\"", "", 1);
+        let acc = Accelerator::new(crate::config::parse(&none, "s").unwrap());
+        let dw = ConvProblem {
+            groups: 32,
+            depthwise: true,
+            ..ConvProblem::conv(2, 1, 1, 8, 3, 1, 1)
+        };
+        let e = acc
+            .cost_problem(&dw, bits(8, 8), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`depthwise`") && e.contains("32 channels"),
+            "{e}"
+        );
+        // a grouped, not depthwise, conv keeps the dense mappings
+        let grouped = ConvProblem {
+            groups: 4,
+            ..ConvProblem::conv(2, 8, 8, 8, 3, 1, 1)
+        };
+        assert!(acc.cost_problem(&grouped, bits(8, 8), false).is_ok());
+        // channel lanes are the ZC706 engines' mode only
+        let lanes = text.replacen("depthwise = \"dense\"", "depthwise = \"channel-lanes\"", 1);
+        let e = crate::config::parse(&lanes, "s").unwrap_err().to_string();
+        assert!(e.contains("`depthwise`"), "{e}");
     }
 
     #[test]

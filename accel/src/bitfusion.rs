@@ -65,6 +65,12 @@ impl ArrayLaw for BitFusionLaw {
         self.m
     }
 
+    /// The authors' simulator moves the padded tiles and reads partial sums back as often as it
+    /// writes them (accelerators.md §1).
+    fn reference_dram_rules(&self) -> bool {
+        true
+    }
+
     /// Multiples of `N · pf` (N·pf/passes with the multi-pass extension).
     fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64 {
         let (products, passes) = pf_ratio(bits);

@@ -150,7 +150,8 @@ impl BitOpsCounter {
                 layers,
             }
         })?;
-        let samples = u128::from(row.total_samples());
+        // In u128: `iterations · samples` of a long span overflows u64.
+        let samples = u128::from(row.iterations()) * u128::from(row.samples);
         if row.bits.is_fp32() {
             tally.fp32_samples += samples;
         } else {
@@ -268,6 +269,7 @@ mod tests {
             input: vec![1, 3, 32, 32],
             layers: vec![layer("all", LayerRole::Body, macs)],
             bn_elements,
+            residual_elements: 0,
             params: 0,
         }
     }
@@ -403,6 +405,27 @@ mod tests {
     }
 
     #[test]
+    fn a_span_whose_samples_overflow_u64_still_counts() {
+        // iterations · samples wrapped to 0 in u64 (2^62 · 4 = 2^64): 0 GBitOPs before
+        let m = totals_model("one", 1000, 0);
+        let mut c = BitOpsCounter::new(&m);
+        for layer in 0..m.layers.len() as u32 {
+            c.add(&TraceRow {
+                iter_start: 0,
+                iter_end: 1 << 62,
+                layer,
+                bits: Bits { w: 8, a: 8, g: 8 },
+                samples: 4,
+            })
+            .unwrap();
+        }
+        assert_eq!(c.samples(), 1u128 << 64);
+        let q = c.totals().hardware_quantized;
+        let expect = m.total_macs() as f64 * 192.0 * (1u128 << 64) as f64;
+        assert!((q / expect - 1.0).abs() < 1e-12, "{q:e} vs {expect:e}");
+    }
+
+    #[test]
     fn resnet74_cpt_run() {
         // Issue #3: ≈ 1.69e8 GBitOPs against 2.668e8 static, −36.67 %.
         let m = totals_model("resnet74", 168_220_928, 716_800);
@@ -502,6 +525,7 @@ mod tests {
                 layer("fc", LayerRole::Last, 50),
             ],
             bn_elements: 10,
+            residual_elements: 0,
             params: 0,
         }
     }

@@ -17,6 +17,9 @@ pub enum Engine {
     /// DaDianNao: 16-bit bit-parallel baseline of Stripes (§2).
     #[serde(rename = "dadiannao")]
     DaDianNao,
+    /// Eyeriss: row-stationary 16-bit PE array, the Bit Fusion paper's baseline.
+    #[serde(rename = "eyeriss")]
+    Eyeriss,
     /// ZC706 systolic array of bit-serial lanes: a p₁×p₂ MAC takes (p₁+p₂)/2 cycles (§3).
     #[serde(rename = "zc706-bit-linear")]
     BitLinear,
@@ -30,7 +33,11 @@ impl Engine {
     pub fn native_max_bits(self) -> u32 {
         match self {
             Engine::BitFusion => 8,
-            Engine::Stripes | Engine::DaDianNao | Engine::BitLinear | Engine::DspPacking => 16,
+            Engine::Stripes
+            | Engine::DaDianNao
+            | Engine::Eyeriss
+            | Engine::BitLinear
+            | Engine::DspPacking => 16,
         }
     }
 }
@@ -93,6 +100,23 @@ pub struct EnergyConstants {
     pub output_write_pj_per_bit: f64,
     /// Off-chip access energy, pJ per bit.
     pub dram_pj_per_bit: f64,
+    /// Energy per MAC performed, pJ, for designs charged per operation rather than per array
+    /// cycle (default 0).
+    #[serde(default)]
+    pub mac_pj: f64,
+}
+
+/// How an engine runs depthwise convs (one channel per group).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum DepthwiseMapping {
+    /// No depthwise mode: the faster of the dense array's two grouped mappings (groups back to
+    /// back, or one block-diagonal dense conv). A cptsim choice for designs without one.
+    #[serde(rename = "dense")]
+    Dense,
+    /// Channels across the array's lanes, each lane fed its own window from line buffers (the
+    /// ZC706 engines' depthwise mode, see `zc706.rs`).
+    #[serde(rename = "channel-lanes")]
+    ChannelLanes,
 }
 
 /// Parameters of the ZC706 engines.
@@ -113,6 +137,9 @@ pub struct Zc706Params {
     /// Bits moved per parameter and step for the FP32 master weights (read + write weight,
     /// momentum, gradient).
     pub master_bits_per_param: u64,
+    /// Bits moved per element of a residual add, in each direction: forward reads both operands
+    /// and writes the sum; backward reads the error and adds it into the shortcut's error.
+    pub residual_bits_per_element: u64,
 }
 
 /// One accelerator configuration.
@@ -129,6 +156,9 @@ pub struct AccelConfig {
     /// Run operands wider than the engine's native width as several passes (cptsim extension).
     #[serde(default)]
     pub multipass: bool,
+    /// How depthwise convs map onto the array; without it a depthwise layer is an error.
+    #[serde(default)]
+    pub depthwise: Option<DepthwiseMapping>,
     /// Area overhead over the baseline design, as a fraction (reported, not used for cost).
     #[serde(default)]
     pub area_overhead: Option<f64>,
@@ -177,6 +207,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ),
     ("stripes", include_str!("../configs/stripes.toml")),
     ("dadiannao", include_str!("../configs/dadiannao.toml")),
+    ("eyeriss", include_str!("../configs/eyeriss.toml")),
 ];
 
 /// The TOML text of a built-in name (`bitfusion` = `bitfusion-eyeriss-iso`).
@@ -253,50 +284,87 @@ pub mod zc706_limits {
 
 type Check = Result<(), (&'static str, String)>;
 
-fn positive(key: &'static str, v: f64) -> Check {
-    if v.is_finite() && v > 0.0 {
+/// Ranges of the configuration values: wide enough for any real design, narrow enough that
+/// every count and energy stays finite and inside its integer type.
+pub mod ranges {
+    /// Clock, MHz.
+    pub const CLOCK_MHZ: (f64, f64) = (1e-3, 1e5);
+    /// Array rows or columns.
+    pub const ARRAY_DIM: u64 = 1 << 16;
+    /// One buffer, KiB (1 TiB).
+    pub const BUFFER_KIB: u64 = 1 << 30;
+    /// Effective DRAM bits per accelerator cycle.
+    pub const DRAM_BITS_PER_CYCLE: (f64, f64) = (1e-2, 1e9);
+    /// DRAM peak, GB/s.
+    pub const DRAM_GB_PER_S: (f64, f64) = (1e-6, 1e6);
+    /// Any energy constant, pJ.
+    pub const ENERGY_PJ: f64 = 1e9;
+    /// Smallest utilisation.
+    pub const UTILISATION_MIN: f64 = 1e-3;
+    /// Bits per element or parameter of a memory pass; DSP port and guard bits.
+    pub const PASS_BITS: u64 = 4096;
+    /// Area overhead (fraction).
+    pub const AREA_OVERHEAD: f64 = 100.0;
+}
+
+fn in_range(key: &'static str, v: f64, (lo, hi): (f64, f64)) -> Check {
+    if v.is_finite() && v >= lo && v <= hi {
         Ok(())
     } else {
-        Err((key, format!("must be a positive number, got {v}")))
+        Err((key, format!("must be in [{lo:e}, {hi:e}], got {v}")))
     }
 }
 
-fn fraction(key: &'static str, v: f64) -> Check {
-    if v.is_finite() && v > 0.0 && v <= 1.0 {
+fn fraction(key: &'static str, v: f64, min: f64) -> Check {
+    if v.is_finite() && v >= min && v <= 1.0 {
         Ok(())
     } else {
-        Err((key, format!("must be in (0, 1], got {v}")))
+        Err((key, format!("must be in [{min}, 1], got {v}")))
     }
 }
 
-fn nonzero(key: &'static str, v: u64) -> Check {
-    if v > 0 {
-        Ok(())
-    } else {
+fn count(key: &'static str, v: u64, max: u64) -> Check {
+    if v == 0 {
         Err((key, "must be greater than zero".to_string()))
+    } else if v > max {
+        Err((key, format!("must be at most {max}, got {v}")))
+    } else {
+        Ok(())
     }
 }
 
-fn non_negative(key: &'static str, v: f64) -> Check {
-    if v.is_finite() && v >= 0.0 {
+fn non_negative(key: &'static str, v: f64, max: f64) -> Check {
+    if v.is_finite() && (0.0..=max).contains(&v) {
         Ok(())
     } else {
-        Err((key, format!("must be zero or positive, got {v}")))
+        Err((key, format!("must be in [0, {max:e}], got {v}")))
     }
 }
 
 impl AccelConfig {
     /// Checks every value; the error names the key and the reason.
     fn validate(&self) -> Check {
-        positive("clock_mhz", self.clock_mhz)?;
-        nonzero("array.rows", self.array.rows)?;
-        nonzero("array.cols", self.array.cols)?;
-        nonzero("buffers.input_kib", self.buffers.input_kib)?;
-        nonzero("buffers.weight_kib", self.buffers.weight_kib)?;
-        nonzero("buffers.output_kib", self.buffers.output_kib)?;
+        in_range("clock_mhz", self.clock_mhz, ranges::CLOCK_MHZ)?;
+        count("array.rows", self.array.rows, ranges::ARRAY_DIM)?;
+        count("array.cols", self.array.cols, ranges::ARRAY_DIM)?;
+        count(
+            "buffers.input_kib",
+            self.buffers.input_kib,
+            ranges::BUFFER_KIB,
+        )?;
+        count(
+            "buffers.weight_kib",
+            self.buffers.weight_kib,
+            ranges::BUFFER_KIB,
+        )?;
+        count(
+            "buffers.output_kib",
+            self.buffers.output_kib,
+            ranges::BUFFER_KIB,
+        )?;
         match (self.dram.bits_per_cycle, self.dram.peak_gb_per_s) {
-            (Some(b), None) => positive("dram.bits_per_cycle", b)?,
-            (None, Some(g)) => positive("dram.peak_gb_per_s", g)?,
+            (Some(b), None) => in_range("dram.bits_per_cycle", b, ranges::DRAM_BITS_PER_CYCLE)?,
+            (None, Some(g)) => in_range("dram.peak_gb_per_s", g, ranges::DRAM_GB_PER_S)?,
             _ => {
                 return Err((
                     "dram",
@@ -305,7 +373,17 @@ impl AccelConfig {
             }
         }
         if let Some(e) = self.dram.efficiency {
-            fraction("dram.efficiency", e)?;
+            fraction("dram.efficiency", e, 1e-3)?;
+        }
+        let (lo, hi) = ranges::DRAM_BITS_PER_CYCLE;
+        let per_cycle = self.dram_bits_per_cycle();
+        if !(lo..=hi).contains(&per_cycle) {
+            return Err((
+                "dram",
+                format!(
+                    "bandwidth, efficiency and clock give {per_cycle:e} bits per cycle, outside [{lo:e}, {hi:e}]"
+                ),
+            ));
         }
         let e = &self.energy;
         for (k, v) in [
@@ -317,13 +395,21 @@ impl AccelConfig {
             ("energy.output_read_pj_per_bit", e.output_read_pj_per_bit),
             ("energy.output_write_pj_per_bit", e.output_write_pj_per_bit),
             ("energy.dram_pj_per_bit", e.dram_pj_per_bit),
+            ("energy.mac_pj", e.mac_pj),
         ] {
-            non_negative(k, v)?;
+            non_negative(k, v, ranges::ENERGY_PJ)?;
         }
         if let Some(a) = self.area_overhead {
-            non_negative("area_overhead", a)?;
+            non_negative("area_overhead", a, ranges::AREA_OVERHEAD)?;
         }
         let zc = matches!(self.engine, Engine::BitLinear | Engine::DspPacking);
+        if self.depthwise == Some(DepthwiseMapping::ChannelLanes) && !zc {
+            return Err((
+                "depthwise",
+                "\"channel-lanes\" is the zc706-* engines' depthwise mode; this engine takes \"dense\""
+                    .to_string(),
+            ));
+        }
         match (&self.zc706, zc) {
             (Some(z), true) => self.validate_zc706(z),
             (None, true) => Err((
@@ -339,12 +425,43 @@ impl AccelConfig {
     }
 
     fn validate_zc706(&self, z: &Zc706Params) -> Check {
-        fraction("zc706.utilisation", z.utilisation)?;
-        nonzero("zc706.dsp_port_bits", u64::from(z.dsp_port_bits))?;
-        let kib_bits = 8 * 1024;
-        let on_chip =
-            (self.buffers.input_kib + self.buffers.weight_kib + self.buffers.output_kib) * kib_bits;
-        if on_chip > zc706_limits::BRAM_BITS {
+        fraction("zc706.utilisation", z.utilisation, ranges::UTILISATION_MIN)?;
+        count(
+            "zc706.dsp_port_bits",
+            u64::from(z.dsp_port_bits),
+            ranges::PASS_BITS,
+        )?;
+        if u64::from(z.guard_bits) > ranges::PASS_BITS {
+            return Err((
+                "zc706.guard_bits",
+                format!("must be at most {}", ranges::PASS_BITS),
+            ));
+        }
+        for (k, v) in [
+            (
+                "zc706.elementwise_bits_per_element",
+                z.elementwise_bits_per_element,
+            ),
+            ("zc706.master_bits_per_param", z.master_bits_per_param),
+            (
+                "zc706.residual_bits_per_element",
+                z.residual_bits_per_element,
+            ),
+        ] {
+            if v > ranges::PASS_BITS {
+                return Err((k, format!("must be at most {}, got {v}", ranges::PASS_BITS)));
+            }
+        }
+        // In u128: a sum of buffer sizes must not wrap past the board's limit.
+        let on_chip = [
+            self.buffers.input_kib,
+            self.buffers.weight_kib,
+            self.buffers.output_kib,
+        ]
+        .iter()
+        .map(|&k| u128::from(k) * 8 * 1024)
+        .sum::<u128>();
+        if on_chip > u128::from(zc706_limits::BRAM_BITS) {
             return Err((
                 "buffers",
                 format!(
@@ -353,14 +470,12 @@ impl AccelConfig {
                 ),
             ));
         }
-        if self.engine == Engine::DspPacking
-            && self.array.rows * self.array.cols > zc706_limits::DSP_SLICES
-        {
+        let pes = u128::from(self.array.rows) * u128::from(self.array.cols);
+        if self.engine == Engine::DspPacking && pes > u128::from(zc706_limits::DSP_SLICES) {
             return Err((
                 "array",
                 format!(
-                    "{} DSP-packing PEs exceed the XC7Z045's {} DSP48E1 slices",
-                    self.array.rows * self.array.cols,
+                    "{pes} DSP-packing PEs exceed the XC7Z045's {} DSP48E1 slices",
                     zc706_limits::DSP_SLICES
                 ),
             ));
@@ -489,6 +604,76 @@ mod tests {
             "z",
         );
         assert!(no_section.unwrap_err().to_string().contains("zc706"));
+    }
+
+    #[test]
+    fn zc706_buffer_sum_cannot_wrap_past_the_board_check() {
+        // u64::MAX KiB: (a + b + c) · 8192 wrapped to a small number before
+        let t = builtin_text("zc706").unwrap();
+        let huge = t.replacen("input_kib = 512", &format!("input_kib = {}", i64::MAX), 1);
+        let e = parse(&huge, "z").unwrap_err().to_string();
+        assert!(e.contains("buffers.input_kib"), "{e}");
+        // within the per-buffer range but beyond the board's block RAM
+        let over = t.replacen("input_kib = 512", "input_kib = 1073741824", 1);
+        let e = parse(&over, "z").unwrap_err().to_string();
+        assert!(e.contains("`buffers`") && e.contains("block RAM"), "{e}");
+    }
+
+    #[test]
+    fn extreme_values_that_would_give_nan_or_inf_are_named() {
+        for (from, to, key) in [
+            ("clock_mhz = 500", "clock_mhz = 1e-300", "clock_mhz"),
+            ("clock_mhz = 500", "clock_mhz = 1e300", "clock_mhz"),
+            (
+                "bits_per_cycle = 192",
+                "bits_per_cycle = 1e-300",
+                "dram.bits_per_cycle",
+            ),
+            (
+                "dram_pj_per_bit = 15.0",
+                "dram_pj_per_bit = 1e308",
+                "energy.dram_pj_per_bit",
+            ),
+            ("rows = 16", "rows = 4294967296", "array.rows"),
+        ] {
+            let e = parse(&edited(from, to), "x.toml").unwrap_err().to_string();
+            assert!(e.contains(&format!("`{key}`")), "{to}: {e}");
+        }
+        let t = builtin_text("zc706").unwrap();
+        let slow = t.replacen("utilisation = 0.7846", "utilisation = 1e-300", 1);
+        let e = parse(&slow, "z").unwrap_err().to_string();
+        assert!(e.contains("zc706.utilisation"), "{e}");
+        // each value in range, but the derived bandwidth per cycle is not
+        let fast = t
+            .replacen("clock_mhz = 200", "clock_mhz = 1e5", 1)
+            .replacen("peak_gb_per_s = 12.8", "peak_gb_per_s = 1e-6", 1);
+        let e = parse(&fast, "z").unwrap_err().to_string();
+        assert!(e.contains("`dram`") && e.contains("bits per cycle"), "{e}");
+    }
+
+    #[test]
+    fn every_energy_constant_names_its_source_or_says_assumption() {
+        for (name, text) in BUILTINS {
+            let mut comments = String::new();
+            let mut in_energy = false;
+            for line in text.lines() {
+                let t = line.trim();
+                if t.starts_with('[') {
+                    in_energy = t == "[energy]";
+                    comments.clear();
+                } else if t.starts_with('#') {
+                    comments.push_str(t);
+                } else if in_energy && t.contains('=') {
+                    let said = format!("{comments} {t}").to_lowercase();
+                    assert!(
+                        said.contains("source") || said.contains("assumption"),
+                        "{name}: `{t}` has neither a source nor the word assumption"
+                    );
+                } else if t.is_empty() {
+                    comments.clear();
+                }
+            }
+        }
     }
 
     #[test]

@@ -60,15 +60,35 @@ pub fn overlap(
     bits_per_cycle: f64,
 ) -> Timing {
     let mem = transfer_cycles(dram_bits, bits_per_cycle);
-    let stall = mem.saturating_sub(compute)
-        + transfer_cycles(first_load_bits, bits_per_cycle)
-        + transfer_cycles(last_store_bits, bits_per_cycle);
+    let stall = mem
+        .saturating_sub(compute)
+        .saturating_add(transfer_cycles(first_load_bits, bits_per_cycle))
+        .saturating_add(transfer_cycles(last_store_bits, bits_per_cycle));
     Timing {
         compute_cycles: compute,
         stall_cycles: stall,
-        total_cycles: compute + stall,
+        total_cycles: compute.saturating_add(stall),
         mem_cycles: mem,
     }
+}
+
+/// [`overlap`] of a mapping that moves `total_bits`, of which the first load and the last store
+/// are not overlapped.
+pub fn overlap_total(
+    compute: u64,
+    total_bits: u64,
+    first_load_bits: u64,
+    last_store_bits: u64,
+    bits_per_cycle: f64,
+) -> Timing {
+    let middle = total_bits.saturating_sub(first_load_bits.saturating_add(last_store_bits));
+    overlap(
+        compute,
+        middle,
+        first_load_bits,
+        last_store_bits,
+        bits_per_cycle,
+    )
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@ mod tests {
             output_read_pj_per_bit: 0.1,
             output_write_pj_per_bit: 0.01,
             dram_pj_per_bit: 15.0,
+            mac_pj: 0.0,
         };
         let t = Timing {
             compute_cycles: 7,

@@ -13,7 +13,9 @@
 //! Error backprop is costed as a direct convolution over the error map with the roles of C_in and
 //! C_out swapped (the col2im form), so it has exactly the forward MAC count for any stride. The
 //! weight gradient is a batch-1 "convolution" with 1×1 kernel whose reduction runs over every output
-//! pixel of the mini-batch. The first layer has no error-backprop GEMM: nothing consumes the
+//! pixel of the mini-batch, its activation rows formed on chip from a line buffer (each input element
+//! read once, [`ConvProblem::input_scale`]); error backprop writes the whole `H_in × W_in` error
+//! map ([`ConvProblem::output_scale`]). The first layer has no error-backprop GEMM: nothing consumes the
 //! gradient of the input image.
 
 use cptsim_models::summary::{LayerInfo, LayerKind, LayerRole};
@@ -76,6 +78,24 @@ impl OperandBits {
 /// bits times re-fetches — stay well inside `u64`.
 pub const MAX_PROBLEM_SIZE: u64 = 1 << 44;
 
+/// An exact fraction `num / den` scaling a tensor's element count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Ratio {
+    pub num: u64,
+    pub den: u64,
+}
+
+impl Ratio {
+    /// No scaling.
+    pub const ONE: Ratio = Ratio { num: 1, den: 1 };
+
+    /// `ceil(x · num / den)` (in u128, saturating at `u64::MAX`).
+    pub fn of(self, x: u64) -> u64 {
+        let v = (u128::from(x) * u128::from(self.num)).div_ceil(u128::from(self.den.max(1)));
+        u64::try_from(v).unwrap_or(u64::MAX)
+    }
+}
+
 /// A GEMM as a grouped convolution: per group, `out_ch` filters over `in_ch` channels and a
 /// `kernel_h × kernel_w` window produce an `out_h × out_w` map for each of `batch` samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -100,6 +120,19 @@ pub struct ConvProblem {
     pub groups: u64,
     /// The host has im2col'ed the input: the array sees a `K·K·in_ch` reduction per pixel.
     pub im2col: bool,
+    /// Elements of the streamed operand in DRAM and in the input buffer per element of its tile
+    /// as the array sees it: below 1 when a line buffer builds the array's rows from a smaller
+    /// tensor (the weight gradient's im2col'ed activations, see [`training_gemm`]).
+    pub input_scale: Ratio,
+    /// Elements of the stationary operand in DRAM and in the weight buffer per element the array
+    /// sees: below 1 when most are zeros made on chip (a grouped conv run as one dense conv with
+    /// block-diagonal weights).
+    pub weight_scale: Ratio,
+    /// A depthwise conv's GEMM: one channel per group (the engine needs a depthwise mapping).
+    pub depthwise: bool,
+    /// Output elements written per output of the problem: above 1 when the result is larger than
+    /// the computed map (error backprop of a strided conv, see [`training_gemm`]).
+    pub output_scale: Ratio,
 }
 
 impl ConvProblem {
@@ -117,6 +150,10 @@ impl ConvProblem {
             stride: stride.max(1),
             groups: 1,
             im2col: false,
+            input_scale: Ratio::ONE,
+            weight_scale: Ratio::ONE,
+            depthwise: false,
+            output_scale: Ratio::ONE,
         }
     }
 
@@ -170,6 +207,34 @@ impl ConvProblem {
         }
     }
 
+    /// DRAM bits no mapping can avoid: every input element a window touches (with its halo) read once at
+    /// the streamed bits, every weight once at the stationary bits, every output written once at
+    /// 32 bits (all groups).
+    pub fn compulsory_bits(&self, bits: OperandBits) -> u64 {
+        let g = self.groups.max(1);
+        let window = if self.im2col {
+            self.pixels() * self.taps()
+        } else {
+            // rows a stride wider than the kernel skips are not read
+            self.in_rows(self.out_h).min(self.out_h * self.kernel_h)
+                * self.in_cols(self.out_w).min(self.out_w * self.kernel_w)
+        };
+        let input =
+            self.input_scale
+                .of(g * self.batch * self.in_ch * window * u64::from(bits.stream));
+        let weight = self.weight_scale.of(g
+            * self.out_ch
+            * self.in_ch
+            * self.taps()
+            * u64::from(bits.stationary));
+        let output = self.output_scale.of(g
+            * self.batch
+            * self.out_ch
+            * self.pixels()
+            * crate::tiling::PSUM_BITS);
+        input + weight + output
+    }
+
     /// Kernel taps `K_h · K_w`.
     pub fn taps(&self) -> u64 {
         self.kernel_h * self.kernel_w
@@ -219,14 +284,28 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
         stride,
         groups,
         im2col: false,
+        input_scale: Ratio::ONE,
+        weight_scale: Ratio::ONE,
+        depthwise: groups > 1 && cin == 1 && cout == 1,
+        output_scale: Ratio::ONE,
+    };
+    let (sh, sw) = match layer.kind {
+        LayerKind::Conv => (layer.stride[0].max(1) as u64, layer.stride[1].max(1) as u64),
+        LayerKind::Linear => (1, 1),
     };
     match gemm {
         GemmKind::Forward => Some(forward),
         GemmKind::ErrorBackprop if layer.role == LayerRole::First => None,
+        // The error map dX has the input's H_in × W_in pixels, s² times the computed map for
+        // stride s: every one is written.
         GemmKind::ErrorBackprop => Some(ConvProblem {
             in_ch: cout,
             out_ch: cin,
             stride: 1,
+            output_scale: Ratio {
+                num: (layer.in_shape[1] * layer.in_shape[2]).max(1) as u64,
+                den: (oh * ow).max(1),
+            },
             ..forward
         }),
         GemmKind::WeightGrad => Some(ConvProblem {
@@ -240,15 +319,32 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
             stride: 1,
             groups,
             im2col: false,
+            // Row (c, kh, kw) of pixel (n, y, x) is X[n, c, y·s + kh, x·s + kw]: a line-buffered
+            // engine reads each X element once and forms the K_h·K_w rows on chip, so the K² rows
+            // of a channel cost min(s,K)² input elements per pixel, not K².
+            input_scale: Ratio {
+                num: sh.min(kh) * sw.min(kw),
+                den: kh * kw,
+            },
+            weight_scale: Ratio::ONE,
+            output_scale: Ratio::ONE,
+            ..forward
         }),
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn conv_layer(role: LayerRole, cin: usize, cout: usize, hw: usize, stride: usize) -> LayerInfo {
+    /// A 3×3 pad-1 conv layer `cin → cout` on an `hw × hw` input.
+    pub(crate) fn conv_layer(
+        role: LayerRole,
+        cin: usize,
+        cout: usize,
+        hw: usize,
+        stride: usize,
+    ) -> LayerInfo {
         let out = hw / stride;
         LayerInfo {
             name: "c".into(),

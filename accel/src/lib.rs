@@ -1,11 +1,11 @@
-//! BitOPs accounting and cycle-level accelerator models (ZC706, Bit Fusion, Stripes).
+//! BitOPs accounting and cycle-level accelerator models (ZC706, Bit Fusion, Stripes, Eyeriss).
 //!
 //! Every model shares one analytic core: each training GEMM of a layer ([`gemm`]) is tiled against
 //! the on-chip buffers with a loop-order search ([`tiling`]), overlapped with DRAM traffic by a
 //! double-buffered roofline ([`dram`]) and priced by per-cycle and per-bit energy constants
 //! ([`energy`]). The accelerators differ only in their precision→throughput law ([`bitfusion`],
-//! [`stripes`], [`zc706`] on top of [`systolic`]) and their TOML configuration ([`config`]).
-//! [`trace_cost`] costs whole precision traces through a memo ([`cache`]); [`report`] writes CSVs.
+//! [`stripes`], [`eyeriss`], [`zc706`] on top of [`systolic`]) and their TOML configuration ([`config`]).
+//! [`trace_cost`] costs whole precision traces, [`inference`] one forward pass, through a memo ([`cache`]); [`report`] writes CSVs.
 //! [`bitops`] counts the papers' BitOPs of a trace.
 
 pub mod accelerator;
@@ -13,9 +13,12 @@ pub mod bitfusion;
 pub mod bitops;
 pub mod cache;
 pub mod config;
+pub mod depthwise;
 pub mod dram;
 pub mod energy;
+pub mod eyeriss;
 pub mod gemm;
+pub mod inference;
 pub mod report;
 pub mod stripes;
 pub mod systolic;

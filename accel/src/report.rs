@@ -3,7 +3,11 @@
 //!
 //! `<accelerator>-layers.csv`, one row per layer × GEMM:
 //! `layer_index, layer, gemm (fw|eb|wg), latency_s, cycles, compute_cycles, stall_cycles,
-//! energy_j, compute_j, sram_j, dram_j, dram_bytes` — totals over the whole trace.
+//! energy_j, compute_j, sram_j, dram_j, dram_bytes, mem_cycles, bound (compute|memory)` — totals
+//! over the whole trace.
+//!
+//! `<model>-<accelerator>-infer.csv` (`cptsim infer --report`): the layers columns for one
+//! inference batch.
 //!
 //! `<accelerator>-epochs.csv`, one row per epoch:
 //! `epoch, iter_start, iter_end (exclusive), latency_s, cycles, compute_cycles, stall_cycles,
@@ -14,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use cptsim_traces::{write_atomically, TraceError};
 
-use crate::trace_cost::{CostTotals, TraceCost};
+use crate::inference::InferenceCost;
+use crate::trace_cost::{CostTotals, LayerGemmCost, TraceCost};
 
 /// Column names shared by both files after their leading key columns.
 const COST_COLUMNS: [&str; 9] = [
@@ -83,24 +88,49 @@ fn file_stem(name: &str) -> String {
         .collect()
 }
 
-/// Writes the two CSV files of `cost` into `dir` (created if missing); returns their paths.
-pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceError> {
-    std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
-    let stem = file_stem(&cost.accelerator);
+/// The layers CSV of `rows`.
+fn layers_csv(rows: &[LayerGemmCost]) -> String {
     let mut head = vec!["layer_index", "layer", "gemm"];
     head.extend(COST_COLUMNS);
-    let layers = csv(
+    head.extend(["mem_cycles", "bound"]);
+    csv(
         &head,
-        cost.per_layer_gemm.iter().map(|l| {
+        rows.iter().map(|l| {
             let mut r = vec![
                 l.layer.to_string(),
                 l.name.clone(),
                 l.gemm.label().to_string(),
             ];
             r.extend(cost_fields(&l.totals));
+            r.push(format!("{:.0}", l.totals.mem_cycles));
+            r.push(l.totals.bound().to_string());
             r
         }),
-    );
+    )
+}
+
+/// Writes `<model>-<accelerator>-infer.csv` (the layers CSV's columns, whole batch, `gemm` = `fw`)
+/// of an inference into `dir` (created if missing); returns its path.
+pub fn write_inference_report(
+    dir: &Path,
+    model: &str,
+    cost: &InferenceCost,
+) -> Result<PathBuf, TraceError> {
+    std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
+    let path = dir.join(format!(
+        "{}-{}-infer.csv",
+        file_stem(model),
+        file_stem(&cost.accelerator)
+    ));
+    write_file(&path, layers_csv(&cost.per_layer).as_bytes())?;
+    Ok(path)
+}
+
+/// Writes the two CSV files of `cost` into `dir` (created if missing); returns their paths.
+pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceError> {
+    std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
+    let stem = file_stem(&cost.accelerator);
+    let layers = layers_csv(&cost.per_layer_gemm);
     let mut head = vec!["epoch", "iter_start", "iter_end"];
     head.extend(COST_COLUMNS);
     let epochs = csv(
@@ -158,9 +188,11 @@ mod tests {
         let mut lines = layers.lines();
         assert_eq!(
             lines.next().unwrap(),
-            "layer_index,layer,gemm,latency_s,cycles,compute_cycles,stall_cycles,energy_j,compute_j,sram_j,dram_j,dram_bytes"
+            "layer_index,layer,gemm,latency_s,cycles,compute_cycles,stall_cycles,energy_j,compute_j,sram_j,dram_j,dram_bytes,mem_cycles,bound"
         );
-        assert!(lines.next().unwrap().starts_with("3,\"a,b\",wg,"));
+        let row = lines.next().unwrap();
+        assert!(row.starts_with("3,\"a,b\",wg,"), "{row}");
+        assert!(row.ends_with(",0,compute"), "{row}");
         let epochs = std::fs::read_to_string(&paths[1]).unwrap();
         assert!(epochs.starts_with("epoch,iter_start,iter_end,latency_s"));
         // no temp files left behind

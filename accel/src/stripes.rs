@@ -1,6 +1,11 @@
 //! Stripes and its DaDianNao baseline (accelerators.md §2): 16 tiles × 16 filter lanes × 16 input
 //! lanes. DaDianNao computes one window per tile per cycle with 16-bit bit-parallel MACs; Stripes
 //! computes 16 windows per tile bit-serially in the streamed operand (one step takes `p` cycles).
+//!
+//! Two rules of the Stripes group's own simulator (DNNsim): a conv with 3 input channels and
+//! stride `s > 1` (an image-facing first layer) runs as a stride-1 conv with `3·s²` channels and
+//! a `⌈K/s⌉` kernel ([`space_to_depth`]); a Stripes FC layer takes DaDianNao's cycles plus `p − 1`
+//! (the bit-serial pipeline's fill, [`StripesLaw::fixed_cycles`]).
 
 use crate::gemm::{ConvProblem, OperandBits};
 use crate::tiling::{ArrayLaw, Tile};
@@ -33,6 +38,23 @@ impl StripesLaw {
     }
 }
 
+/// DNNsim's first-layer rule: a conv over 3 channels with stride `s > 1` becomes the stride-1 conv
+/// over the `3·s²` channels of the space-to-depth input with a `⌈K/s⌉` kernel (same outputs);
+/// any other problem is returned unchanged.
+pub fn space_to_depth(p: &ConvProblem) -> ConvProblem {
+    let s = p.stride;
+    if p.in_ch != 3 || s <= 1 || p.groups > 1 || p.im2col {
+        return *p;
+    }
+    ConvProblem {
+        in_ch: 3 * s * s,
+        kernel_h: p.kernel_h.div_ceil(s),
+        kernel_w: p.kernel_w.div_ceil(s),
+        stride: 1,
+        ..*p
+    }
+}
+
 impl ArrayLaw for StripesLaw {
     /// DaDianNao: `B · windows · K·K · ceil(C_in/16) · ceil(C_out/256)` (× passes beyond 16 bits);
     /// Stripes: `B · ceil(windows/16) · K·K · ceil(C_in/16) · ceil(C_out/256) · p_stream`.
@@ -56,6 +78,15 @@ impl ArrayLaw for StripesLaw {
         self.filter_lanes
     }
 
+    /// Stripes on a problem without window parallelism (FC): DaDianNao's cycles plus `p − 1`.
+    fn fixed_cycles(&self, problem: &ConvProblem, bits: OperandBits) -> u64 {
+        if self.serial && !self.runs_serial(problem) {
+            u64::from(bits.stream.max(1) - 1)
+        } else {
+            0
+        }
+    }
+
     fn padded_reduction(&self, len: u64, _bits: OperandBits) -> u64 {
         len.next_multiple_of(self.input_lanes)
     }
@@ -77,13 +108,7 @@ mod tests {
     };
 
     fn whole(p: &ConvProblem) -> Tile {
-        Tile {
-            b: p.batch,
-            oc: p.out_ch,
-            oh: p.out_h,
-            ow: p.out_w,
-            ic: p.in_ch,
-        }
+        Tile::whole(p)
     }
 
     #[test]
@@ -117,6 +142,51 @@ mod tests {
             ),
             9216
         );
+    }
+
+    #[test]
+    fn first_layer_runs_space_to_depth() {
+        // AlexNet conv1: 3 → 96, 11×11 stride 4, 227 → 55. DNNsim: 48 channels, 3×3 kernel:
+        // 3025 windows · 9 · ceil(48/16) · ceil(96/256) = 81 675 DaDianNao cycles (not
+        // 3025 · 121 · 1 = 366 025)
+        let p = ConvProblem::conv(1, 3, 96, 227, 11, 4, 0);
+        assert_eq!(p.out_h, 55);
+        let q = space_to_depth(&p);
+        assert_eq!((q.in_ch, q.kernel_h, q.stride), (48, 3, 1));
+        assert_eq!(q.out_h, 55);
+        let full = OperandBits {
+            stream: 16,
+            stationary: 16,
+        };
+        assert_eq!(DADN.tile_cycles(&q, &whole(&q), full), 81_675);
+        // ResNet-18 conv1: 7×7 stride 2 → 12 channels, 4×4 kernel
+        let r = space_to_depth(&ConvProblem::conv(1, 3, 64, 224, 7, 2, 3));
+        assert_eq!((r.in_ch, r.kernel_h, r.out_h), (12, 4, 112));
+        // stride 1 or more channels: unchanged
+        let s1 = ConvProblem::conv(1, 3, 16, 32, 3, 1, 1);
+        assert_eq!(space_to_depth(&s1), s1);
+        let c16 = ConvProblem::conv(1, 16, 16, 32, 3, 2, 1);
+        assert_eq!(space_to_depth(&c16), c16);
+    }
+
+    #[test]
+    fn stripes_fc_is_dadiannao_plus_p_minus_1() {
+        let p = ConvProblem::fc(1, 4096, 1000);
+        for pa in [4u32, 9, 16] {
+            let bits = OperandBits {
+                stream: pa,
+                stationary: 16,
+            };
+            assert_eq!(STR.fixed_cycles(&p, bits), u64::from(pa) - 1);
+            assert_eq!(DADN.fixed_cycles(&p, bits), 0);
+        }
+        // convs have no such term
+        let c = ConvProblem::conv(1, 64, 64, 16, 3, 1, 1);
+        let bits = OperandBits {
+            stream: 8,
+            stationary: 16,
+        };
+        assert_eq!(STR.fixed_cycles(&c, bits), 0);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! - DRAM traffic by loop promotion, innermost loop first: a tensor's resident block grows by the
 //!   trip count of each loop it depends on while it still fits in half its buffer and is reused
 //!   across the loops it does not depend on; from the first loop where it no longer fits, every
-//!   enclosing loop multiplies its traffic. Partial sums are read from DRAM as often as written.
+//!   enclosing loop multiplies its traffic. Partial sums are read from DRAM as often as written
+//!   (Bit Fusion), or only when the reduction is split across tiles (the other models).
 //! - Time: the resident blocks are the first load and the last store (not overlapped); the rest of
 //!   the traffic overlaps compute ([`crate::dram`]).
 //! - On-chip accesses: the inner loops run input-, output- or weight-stationary, whichever moves
@@ -21,7 +22,7 @@
 
 use serde::Serialize;
 
-use crate::dram::{overlap, Timing};
+use crate::dram::{overlap_total, Timing};
 use crate::gemm::{ConvProblem, OperandBits};
 
 /// Bits of one partial sum / output element in flight.
@@ -56,6 +57,17 @@ pub struct Tile {
 }
 
 impl Tile {
+    /// The whole problem (one group) as one tile.
+    pub fn whole(p: &ConvProblem) -> Tile {
+        Tile {
+            b: p.batch,
+            oc: p.out_ch,
+            oh: p.out_h,
+            ow: p.out_w,
+            ic: p.in_ch,
+        }
+    }
+
     fn as_array(&self) -> [u64; 5] {
         [self.b, self.oc, self.oh, self.ow, self.ic]
     }
@@ -70,6 +82,18 @@ pub trait ArrayLaw {
     fn oc_granule(&self) -> u64;
     /// A reduction length padded to a multiple of the lanes that reduce in parallel.
     fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64;
+    /// Cycles added once per problem on top of its tiles (a pipeline fill); 0 by default.
+    fn fixed_cycles(&self, _problem: &ConvProblem, _bits: OperandBits) -> u64 {
+        0
+    }
+    /// Whether DRAM follows Bit Fusion's published simulator: weights and partial sums move padded
+    /// to the lanes and filter granule as the buffers hold them, and partial sums are read back as
+    /// often as written. Otherwise (every other model) DRAM moves only real elements, and partial
+    /// sums are read back only when the reduction is split across tiles (each output's first
+    /// store has nothing to add to).
+    fn reference_dram_rules(&self) -> bool {
+        false
+    }
 }
 
 /// On-chip buffer capacities in bits (whole buffer; tiles may use half).
@@ -185,16 +209,41 @@ impl Footprint<'_> {
         } else {
             p.in_rows(t[2]) * p.in_cols(t[3])
         };
-        window * t[4] * t[0] * u64::from(self.bits.stream)
+        p.input_scale
+            .of(window * t[4] * t[0] * u64::from(self.bits.stream))
     }
-    fn weight(&self, t: &[u64; 5]) -> u64 {
-        self.law
-            .padded_reduction(self.problem.taps() * t[4], self.bits)
-            * t[1]
-            * u64::from(self.bits.stationary)
+    /// Weight tile bits, with the reduction padded to the lanes when `padded`.
+    fn weight(&self, t: &[u64; 5], padded: bool) -> u64 {
+        let red = self.problem.taps() * t[4];
+        let red = if padded {
+            self.law.padded_reduction(red, self.bits)
+        } else {
+            red
+        };
+        self.problem
+            .weight_scale
+            .of(red * t[1] * u64::from(self.bits.stationary))
     }
-    fn output(&self, t: &[u64; 5]) -> u64 {
-        t[2] * t[3] * t[1].next_multiple_of(self.law.oc_granule().max(1)) * t[0] * PSUM_BITS
+    /// Partial-sum tile bits, with the filters padded to the granule when `padded`.
+    fn output(&self, t: &[u64; 5], padded: bool) -> u64 {
+        let oc = if padded {
+            t[1].next_multiple_of(self.law.oc_granule().max(1))
+        } else {
+            t[1]
+        };
+        self.problem
+            .output_scale
+            .of(t[2] * t[3] * oc * t[0] * PSUM_BITS)
+    }
+    /// (Buffer footprint, DRAM bits) of one tile of each tensor.
+    fn tile(&self, t: &[u64; 5]) -> ([u64; 3], [u64; 3]) {
+        let fit = [self.input(t), self.weight(t, true), self.output(t, true)];
+        let moved = if self.law.reference_dram_rules() {
+            fit
+        } else {
+            [self.input(t), self.weight(t, false), self.output(t, false)]
+        };
+        (fit, moved)
     }
 }
 
@@ -286,13 +335,14 @@ pub fn search(
                 for &oc in &tile_sizes(problem.out_ch, oc_step) {
                     let tile = Tile { b, oc, oh, ow, ic };
                     let t = tile.as_array();
-                    let tile_bits = [fp.input(&t), fp.weight(&t), fp.output(&t)];
+                    let (tile_bits, moved) = fp.tile(&t);
                     if tile_bits.iter().zip(half).any(|(f, h)| *f > h) {
                         continue;
                     }
                     let trips: [u64; 5] = std::array::from_fn(|i| dims[i].div_ceil(t[i]));
                     let tiles: u64 = trips.iter().product();
-                    let compute = tiles * law.tile_cycles(problem, &tile, bits);
+                    let compute = tiles * law.tile_cycles(problem, &tile, bits)
+                        + law.fixed_cycles(problem, bits);
                     if best.as_ref().is_some_and(|(bt, _, _)| compute > *bt) {
                         continue;
                     }
@@ -304,23 +354,36 @@ pub fn search(
                         let mut first_load = 0;
                         let mut last_store = 0;
                         for (k, depends) in DEPENDS.iter().enumerate() {
-                            let (bits_moved, resident) =
+                            // promotion follows the buffer footprint; DRAM moves `moved`
+                            // bits per footprint tile (both scale with the same trip counts)
+                            let (fit_moved, fit_resident) =
                                 promoted_traffic(tile_bits[k], &trips, &order, depends, half[k]);
-                            first_load += resident;
+                            let per_tile = |b: u64| b / tile_bits[k].max(1) * moved[k];
+                            let (bits_moved, resident) =
+                                (per_tile(fit_moved), per_tile(fit_resident));
                             match k {
                                 0 => traffic.input = bits_moved,
                                 1 => traffic.weight = bits_moved,
                                 _ => {
-                                    traffic.output_read = bits_moved;
+                                    let unique =
+                                        moved[2] * trips[0] * trips[1] * trips[2] * trips[3];
+                                    traffic.output_read = if law.reference_dram_rules() {
+                                        bits_moved
+                                    } else {
+                                        bits_moved.saturating_sub(unique)
+                                    };
                                     traffic.output_write = bits_moved;
                                     last_store = resident;
                                 }
                             }
+                            // resident partial sums are loaded first only if they are read back
+                            if k < 2 || traffic.output_read > 0 {
+                                first_load += resident;
+                            }
                         }
-                        let middle = traffic.total().saturating_sub(first_load + last_store);
-                        let timing = overlap(
+                        let timing = overlap_total(
                             compute,
-                            middle,
+                            traffic.total(),
                             first_load,
                             last_store,
                             space.dram_bits_per_cycle,
@@ -354,8 +417,8 @@ pub fn search(
         let one = [1, 1, 1, 1, 1];
         TilingError::NoFit {
             input: fp.input(&one),
-            weight: fp.weight(&one),
-            output: fp.output(&one),
+            weight: fp.weight(&one, true),
+            output: fp.output(&one, true),
             buffers: space.buffers,
         }
     })
@@ -423,6 +486,7 @@ mod tests {
     struct Plain {
         rows: u64,
         cols: u64,
+        reference: bool,
     }
 
     impl ArrayLaw for Plain {
@@ -434,6 +498,18 @@ mod tests {
         }
         fn padded_reduction(&self, len: u64, _bits: OperandBits) -> u64 {
             len.next_multiple_of(self.rows)
+        }
+        fn reference_dram_rules(&self) -> bool {
+            self.reference
+        }
+    }
+
+    /// A 4×4 plain array, under the reference DRAM rules or not.
+    fn plain(reference: bool) -> Plain {
+        Plain {
+            rows: 4,
+            cols: 4,
+            reference,
         }
     }
 
@@ -483,7 +559,7 @@ mod tests {
     #[test]
     fn everything_fits_means_one_tile_and_compulsory_traffic() {
         // 1×1 conv, 2×2 pixels, 4→4 channels, batch 1 on a 4×4 array.
-        let law = Plain { rows: 4, cols: 4 };
+        let law = plain(true);
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 4, 4, 2, 1, 1, 0);
         let fast = search(&p, BITS8, &space(&law, 64, 1e6, &e)).unwrap();
@@ -499,25 +575,54 @@ mod tests {
         // partial sums are read as often as written (the reference simulator's convention)
         assert_eq!((m.dram.output_read, m.dram.output_write), (512, 512));
         assert_eq!(m.timing.compute_cycles, 4);
+        // the other models: the reduction is not split, so nothing is read back or loaded first
+        let physical = Plain {
+            reference: false,
+            ..law
+        };
+        let m = search(&p, BITS8, &space(&physical, 64, 8.0, &e)).unwrap();
+        assert_eq!((m.dram.output_read, m.dram.output_write), (0, 512));
+        assert_eq!(m.timing.total_cycles, 4 + 256 / 8 + 512 / 8);
+    }
+
+    #[test]
+    fn split_reductions_read_partial_sums_back_once_per_extra_pass() {
+        // 64 input channels, weight buffer too small for all: the reduction is split into passes;
+        // each output is written once per pass and read back once per pass but the first
+        let law = plain(false);
+        let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
+        let p = ConvProblem::conv(1, 64, 4, 2, 1, 1, 0);
+        let mut s = space(&law, 64, 1e9, &e);
+        s.buffers.weight = 2 * 16 * 4 * 8; // half holds 16 channels × 4 filters
+        s.buffers.output = 2 * 4 * 32; // half holds one pixel's 4 outputs
+        let m = search(&p, BITS8, &s).unwrap();
+        let passes = m.dram.output_write / (4 * 4 * 32);
+        assert!(passes >= 4, "{m:?}");
+        assert_eq!(m.dram.output_read, m.dram.output_write - 4 * 4 * 32);
     }
 
     #[test]
     fn small_buffers_force_refetch() {
-        let law = Plain { rows: 4, cols: 4 };
+        let law = plain(true);
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(4, 64, 64, 16, 3, 1, 1);
         // memory nearly free: cycles tie, the energy (here: DRAM bits) decides
         let big = search(&p, BITS8, &space(&law, 1024, 1e9, &e)).unwrap();
         let small = search(&p, BITS8, &space(&law, 1, 1e9, &e)).unwrap();
         assert!(small.dram.total() > big.dram.total());
-        // big buffers promote every tensor to fully resident: compulsory traffic only
+        // big buffers promote every tensor to fully resident: compulsory traffic only (partial
+        // sums read back as often as written under the reference rules)
         let compulsory = 4 * 64 * 18 * 18 * 8 + 64 * 576 * 8 + 2 * 4 * 64 * 256 * 32;
         assert_eq!(big.dram.total(), compulsory);
+        assert_eq!(
+            big.dram.total(),
+            p.compulsory_bits(BITS8) + 4 * 64 * 256 * 32
+        );
     }
 
     #[test]
     fn impossible_buffers_are_an_error() {
-        let law = Plain { rows: 4, cols: 4 };
+        let law = plain(true);
         let e = |_: &Timing, t: &Traffic, _: &SramAccess| t.total() as f64;
         let p = ConvProblem::conv(1, 4, 4, 2, 7, 1, 3);
         let mut s = space(&law, 1, 8.0, &e);

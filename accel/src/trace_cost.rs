@@ -18,6 +18,9 @@ pub struct CostTotals {
     pub compute_cycles: f64,
     /// Cycles the array waited for memory.
     pub stall_cycles: f64,
+    /// Cycles of DRAM traffic that can overlap compute (a GEMM is memory-bound when they exceed
+    /// its compute cycles).
+    pub mem_cycles: f64,
     /// Wall time, seconds.
     pub latency_s: f64,
     pub energy: EnergySplit,
@@ -27,10 +30,11 @@ pub struct CostTotals {
 
 impl CostTotals {
     /// Adds `k` repetitions of one GEMM's cost.
-    fn add(&mut self, s: &GemmSummary, k: f64, cycle_s: f64) {
+    pub(crate) fn add(&mut self, s: &GemmSummary, k: f64, cycle_s: f64) {
         self.cycles += s.timing.total_cycles as f64 * k;
         self.compute_cycles += s.timing.compute_cycles as f64 * k;
         self.stall_cycles += s.timing.stall_cycles as f64 * k;
+        self.mem_cycles += s.timing.mem_cycles as f64 * k;
         self.latency_s += s.timing.total_cycles as f64 * k * cycle_s;
         self.energy.add_scaled(&s.energy, k);
         self.dram_bytes += s.dram_bits as f64 / 8.0 * k;
@@ -40,14 +44,23 @@ impl CostTotals {
     pub fn energy_j(&self) -> f64 {
         self.energy.total_j()
     }
+
+    /// `"memory"` when the DRAM traffic takes longer than the compute, else `"compute"`.
+    pub fn bound(&self) -> &'static str {
+        if self.mem_cycles > self.compute_cycles {
+            "memory"
+        } else {
+            "compute"
+        }
+    }
 }
 
 /// The cost of one GEMM of one layer over the whole trace.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LayerGemmCost {
-    /// Index in `ModelSummary::layers`.
+    /// Index in `ModelSummary::layers`; the number of layers for the residual-add pass.
     pub layer: usize,
-    /// Layer name.
+    /// Layer name ([`RESIDUAL_ADD`] for the residual-add pass).
     pub name: String,
     pub gemm: GemmKind,
     pub totals: CostTotals,
@@ -122,6 +135,17 @@ impl RunSummary {
 pub enum TraceCostError {
     #[error("iterations per epoch must be greater than zero")]
     ZeroEpoch,
+    /// The per-epoch breakdown would need more rows than [`MAX_EPOCHS`].
+    #[error("the per-epoch breakdown would have {epochs} epochs of {iters_per_epoch} iterations, more than {MAX_EPOCHS}: use longer epochs")]
+    TooManyEpochs { epochs: u64, iters_per_epoch: u64 },
+    /// A cost came out NaN or infinite (extreme configuration values).
+    #[error("layer `{layer}`, {gemm} GEMM on accelerator `{accel}`: the cost is not a finite number ({what}); check the configuration's clock, bandwidth and energy constants")]
+    NotFinite {
+        layer: String,
+        gemm: &'static str,
+        accel: String,
+        what: &'static str,
+    },
     #[error("trace row for iterations {start}..{end} names layer {layer}, but model `{model}` has {count} layers")]
     NoSuchLayer {
         start: u64,
@@ -140,7 +164,41 @@ pub enum TraceCostError {
     },
 }
 
-/// Costs every row of a trace of `model` on `acc`; epochs are `iters_per_epoch` iterations long.
+/// The name of the per-layer entry of the residual-add pass (layer index = number of layers).
+pub const RESIDUAL_ADD: &str = "residual-add";
+
+fn layer_name(model: &ModelSummary, li: usize) -> String {
+    model
+        .layers
+        .get(li)
+        .map_or_else(|| RESIDUAL_ADD.to_string(), |l| l.name.clone())
+}
+
+/// Most epochs a per-epoch breakdown holds (one row each in memory and in the report).
+pub const MAX_EPOCHS: u64 = 1 << 20;
+
+impl CostTotals {
+    /// The first of its numbers that is NaN or infinite, by name.
+    pub fn non_finite(&self) -> Option<&'static str> {
+        [
+            ("cycles", self.cycles),
+            ("compute cycles", self.compute_cycles),
+            ("stall cycles", self.stall_cycles),
+            ("latency", self.latency_s),
+            ("compute energy", self.energy.compute_j),
+            ("SRAM energy", self.energy.sram_j),
+            ("DRAM energy", self.energy.dram_j),
+            ("DRAM bytes", self.dram_bytes),
+        ]
+        .into_iter()
+        .find(|(_, v)| !v.is_finite())
+        .map(|(k, _)| k)
+    }
+}
+
+/// Costs every row of a trace of `model` on `acc`; epochs are `iters_per_epoch` iterations long
+/// (`u64::MAX`: one epoch, when no per-epoch breakdown is wanted). A breakdown of more than
+/// [`MAX_EPOCHS`] epochs is an error, checked before anything is allocated for it.
 pub fn cost_trace(
     model: &ModelSummary,
     rows: impl IntoIterator<Item = TraceRow>,
@@ -153,7 +211,8 @@ pub fn cost_trace(
     let cycle_s = acc.config.cycle_s();
     let mut cache = GemmCache::new(acc);
     let mut totals = CostTotals::default();
-    let mut per_lg: Vec<[Option<CostTotals>; 3]> = vec![[None; 3]; model.layers.len()];
+    // One slot per layer, plus the residual-add pass (after the layers, see RESIDUAL_ADD).
+    let mut per_lg: Vec<[Option<CostTotals>; 3]> = vec![[None; 3]; model.layers.len() + 1];
     let mut epochs: Vec<CostTotals> = Vec::new();
     let mut last_iter = 0u64;
     for row in rows {
@@ -174,8 +233,34 @@ pub fn cost_trace(
             })?;
         last_iter = last_iter.max(row.iter_end);
         let last_epoch = (row.iter_end - 1) / iters_per_epoch;
+        if last_epoch >= MAX_EPOCHS {
+            return Err(TraceCostError::TooManyEpochs {
+                epochs: last_epoch.saturating_add(1),
+                iters_per_epoch,
+            });
+        }
         if epochs.len() <= last_epoch as usize {
             epochs.resize(last_epoch as usize + 1, CostTotals::default());
+        }
+        // The residual adds run once per iteration: charged with the first layer's rows.
+        let residual = (li == 0)
+            .then(|| acc.residual_pass(model.residual_elements, row.samples))
+            .flatten();
+        let mut add = |slot: usize, gi: usize, s: &GemmSummary| {
+            totals.add(s, iters as f64, cycle_s);
+            per_lg[slot][gi]
+                .get_or_insert_with(CostTotals::default)
+                .add(s, iters as f64, cycle_s);
+            for e in row.iter_start / iters_per_epoch..=last_epoch {
+                let lo = row.iter_start.max(e * iters_per_epoch);
+                let hi = row.iter_end.min((e + 1).saturating_mul(iters_per_epoch));
+                epochs[e as usize].add(s, (hi - lo) as f64, cycle_s);
+            }
+        };
+        if let Some(r) = &residual {
+            // forward and error backprop each move the same bits
+            add(model.layers.len(), 0, r);
+            add(model.layers.len(), 1, r);
         }
         for (gi, gemm) in GemmKind::ALL.into_iter().enumerate() {
             let s = cache
@@ -187,14 +272,18 @@ pub fn cost_trace(
                     error,
                 })?;
             let Some(s) = s else { continue };
-            totals.add(&s, iters as f64, cycle_s);
-            per_lg[li][gi]
-                .get_or_insert_with(CostTotals::default)
-                .add(&s, iters as f64, cycle_s);
-            for e in row.iter_start / iters_per_epoch..=last_epoch {
-                let lo = row.iter_start.max(e * iters_per_epoch);
-                let hi = row.iter_end.min((e + 1) * iters_per_epoch);
-                epochs[e as usize].add(&s, (hi - lo) as f64, cycle_s);
+            add(li, gi, &s);
+        }
+    }
+    for (li, gs) in per_lg.iter().enumerate() {
+        for (gi, t) in gs.iter().enumerate() {
+            if let Some(what) = t.as_ref().and_then(CostTotals::non_finite) {
+                return Err(TraceCostError::NotFinite {
+                    layer: layer_name(model, li),
+                    gemm: GemmKind::ALL[gi].label(),
+                    accel: acc.name().to_string(),
+                    what,
+                });
             }
         }
     }
@@ -202,7 +291,7 @@ pub fn cost_trace(
         .into_iter()
         .enumerate()
         .flat_map(|(li, gs)| {
-            let name = model.layers[li].name.clone();
+            let name = layer_name(model, li);
             GemmKind::ALL
                 .into_iter()
                 .zip(gs)
@@ -224,7 +313,7 @@ pub fn cost_trace(
             EpochCost {
                 epoch: e,
                 iter_start: e * iters_per_epoch,
-                iter_end: ((e + 1) * iters_per_epoch).min(last_iter),
+                iter_end: (e + 1).saturating_mul(iters_per_epoch).min(last_iter),
                 totals,
             }
         })
@@ -236,4 +325,19 @@ pub fn cost_trace(
         per_epoch,
         evaluations: cache.evaluations(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_finite_totals_are_named() {
+        let mut t = CostTotals::default();
+        assert_eq!(t.non_finite(), None);
+        t.energy.dram_j = f64::INFINITY;
+        assert_eq!(t.non_finite(), Some("DRAM energy"));
+        t.latency_s = f64::NAN;
+        assert_eq!(t.non_finite(), Some("latency"));
+    }
 }

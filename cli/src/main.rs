@@ -23,6 +23,8 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Cost one run on several accelerator configurations, one table row each.
     Compare(cmd::compare::CompareArgs),
+    /// Cost models' inference (forward pass at per-layer bits) on accelerators, per image.
+    Infer(cmd::infer::InferArgs),
     /// Cost one inference layer on one accelerator.
     Layer(cmd::layer::Args),
     /// List the built-in accelerators or print one's TOML config.
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Zoo(args) => cmd::zoo::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Layer(args) => cmd::layer::run(args),
+        Command::Infer(args) => cmd::infer::run(args),
         Command::Accel(args) => cmd::accel::run(args),
         Command::Compare(args) => cmd::compare::run(args),
     };

@@ -84,6 +84,9 @@ pub struct ModelSummary {
     pub layers: Vec<LayerInfo>,
     /// BatchNormalization output elements per sample (0 when BN was folded into conv).
     pub bn_elements: u64,
+    /// Output elements per sample of the adds that join two computed tensors (residual adds).
+    #[serde(default)]
+    pub residual_elements: u64,
     /// All trainable parameters of the model (conv/linear weights and biases, BN scale and shift).
     pub params: u64,
 }

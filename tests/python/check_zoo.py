@@ -38,6 +38,16 @@ EXPECTED = {
     "resnet50": (4_089_184_256, 11_113_984, 1000),
     "lenet5": (416_520, 0, 10),
     "mlp": (266_200, 0, 10),
+    # The Bit Fusion benchmarks: the MAC totals of its authors' Eyeriss results (bf-resnet18 plus
+    # the classifier head cptsim adds).
+    "bf-alexnet": (724_406_816, 0, 1000),
+    "bf-svhn": (158_017_536, 0, 10),
+    "bf-cifar10": (616_966_144, 0, 10),
+    "bf-lenet5": (16_028_672, 0, 10),
+    "bf-vgg7": (317_456_384, 0, 1024),
+    "bf-resnet18": (1_126_862_848, 0, 1000),
+    "bf-rnn": (16_777_216, 0, 4096),
+    "bf-lstm": (12_960_000, 0, 3600),
 }
 
 

@@ -655,3 +655,138 @@ fn compare_prints_one_row_per_configuration() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--accel"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_trace_of_10_to_the_15_iterations_costs_and_its_report_is_refused_clearly() {
+    // Issue #13: the per-epoch vector was sized from the iteration count (abort, exit 134).
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.csv");
+    let short_s = short.to_string_lossy().to_string();
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--iters",
+        "4",
+        "--cycles",
+        "1",
+        "--save-trace",
+        &short_s,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&short).unwrap();
+    let mut lines = text.lines();
+    let mut huge = vec![lines.next().unwrap().to_string()];
+    let mut seen = std::collections::HashSet::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        if seen.insert(f[2].to_string()) {
+            huge.push(format!("0,1000000000000000,{},{},8,8,8,128", f[2], f[3]));
+        }
+    }
+    let path = dir.path().join("huge.csv");
+    std::fs::write(&path, huge.join("\n") + "\n").unwrap();
+    let p = path.to_string_lossy().to_string();
+    let v = run_json(&["--model", "zoo:resnet20", "--trace", &p, "--accel", "zc706"]);
+    let s = v["accelerators"][0]["latency_s"].as_f64().unwrap();
+    assert!(s.is_finite() && s > 1e14, "{s}");
+    let report = dir.path().join("rep");
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--trace",
+        &p,
+        "--accel",
+        "zc706",
+        "--report",
+        &report.to_string_lossy(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_one_clear_line(&err);
+    assert!(
+        err.contains("--epoch-iters") && err.contains("epochs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn mobilenetv2_depthwise_layers_no_longer_dominate_zc706_time() {
+    // Issue #15: they took 87 % of the time (6 % of the MACs) when a depthwise group occupied one
+    // array column. With the channel-lanes mapping the model predicts ~2× a ResNet-74 MAC's cost
+    // (memory-bound, accel/README.md) and about 13 % of the time.
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("rep");
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:mobilenetv2",
+        "--iters",
+        "10",
+        "--cycles",
+        "1",
+        "--bits",
+        "8",
+        "--accel",
+        "zc706",
+        "--report",
+        &report.to_string_lossy(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let inspect = run(&["inspect", "zoo:mobilenetv2", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&inspect)).unwrap();
+    let depthwise: std::collections::HashSet<String> = v["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["groups"].as_u64().unwrap() > 1)
+        .map(|l| l["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(depthwise.len(), 17);
+    let csv = std::fs::read_to_string(report.join("zc706-layers.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (name, lat, bound) = (col("layer"), col("latency_s"), col("bound"));
+    let (mut dw, mut all) = (0.0, 0.0);
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let s: f64 = f[lat].parse().unwrap();
+        all += s;
+        if depthwise.contains(f[name]) {
+            dw += s;
+            assert!(["compute", "memory"].contains(&f[bound]), "{l}");
+        }
+    }
+    let share = dw / all;
+    assert!(share < 0.25, "depthwise share of ZC706 time {share:.3}");
+}
+
+#[test]
+fn run_names_the_depthwise_layer_and_key_on_a_config_without_a_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = stdout(&run(&["accel", "show", "dadiannao"]));
+    let path = dir.path().join("no-dw.toml");
+    std::fs::write(&path, text.replacen("depthwise = \"dense\"", "", 1)).unwrap();
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:mobilenetv2",
+        "--iters",
+        "10",
+        "--cycles",
+        "1",
+        "--accel",
+        &path.to_string_lossy(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_one_clear_line(&err);
+    assert!(
+        err.contains("layers.0.conv2")
+            && err.contains("`depthwise`")
+            && !err.contains("--epoch-iters"),
+        "{err}"
+    );
+}

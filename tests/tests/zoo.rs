@@ -14,6 +14,8 @@ fn list_shows_every_model_with_input_and_classes() {
         ("resnet50", "3x224x224", "1000"),
         ("lenet5", "1x28x28", "10"),
         ("mlp", "1x28x28", "10"),
+        ("bf-alexnet", "3x227x227", "1000"),
+        ("bf-lstm", "3600x1x1", "3600"),
     ] {
         let line = text
             .lines()
@@ -24,7 +26,7 @@ fn list_shows_every_model_with_input_and_classes() {
         assert_eq!(cols[2], classes, "{line}");
         assert!(cols.len() > 3, "no description: {line}");
     }
-    assert_eq!(text.lines().count(), 15, "{text}");
+    assert_eq!(text.lines().count(), 23, "{text}");
 }
 
 #[test]

@@ -55,6 +55,7 @@ pub(crate) mod test_model {
             input: vec![1, 16, 8, 8],
             layers,
             bn_elements: 0,
+            residual_elements: 0,
             params: 0,
         }
     }

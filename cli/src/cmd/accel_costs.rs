@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use cptsim_accel::report::write_report;
-use cptsim_accel::{cost_trace, Accelerator, RunSummary};
+use cptsim_accel::{cost_trace, Accelerator, RunSummary, TraceCostError};
 use cptsim_models::ModelSummary;
 use cptsim_traces::{Bits, TraceRow};
 
@@ -57,11 +57,25 @@ pub fn cost_all(
     report_dir: Option<&Path>,
 ) -> anyhow::Result<Vec<RunSummary>> {
     let base = static_rows(rows, baseline);
+    // Only the report has a per-epoch breakdown; without one a run of any length is one epoch.
+    let epoch = if report_dir.is_some() {
+        iters_per_epoch
+    } else {
+        u64::MAX
+    };
     accels
         .iter()
         .map(|acc| {
-            let run = cost_trace(model, rows.iter().copied(), iters_per_epoch, acc)?;
-            let stat = cost_trace(model, base.iter().copied(), iters_per_epoch, acc)?;
+            let run = cost_trace(model, rows.iter().copied(), epoch, acc).map_err(|e| {
+                let epochs = matches!(e, TraceCostError::TooManyEpochs { .. });
+                let e = anyhow::Error::from(e);
+                if epochs {
+                    e.context(format!("--epoch-iters {iters_per_epoch}"))
+                } else {
+                    e
+                }
+            })?;
+            let stat = cost_trace(model, base.iter().copied(), u64::MAX, acc)?;
             if let Some(dir) = report_dir {
                 write_report(dir, &run).with_context(|| {
                     format!("--report {}: writing {}", dir.display(), acc.name())

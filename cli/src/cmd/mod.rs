@@ -5,6 +5,7 @@ pub mod accel_costs;
 pub mod bench;
 pub mod compare;
 pub mod forward;
+pub mod infer;
 pub mod inspect;
 pub mod layer;
 pub mod quant_scope;

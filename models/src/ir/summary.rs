@@ -1,10 +1,11 @@
 //! [`Graph::summary`]: the per-layer view (geometry, MACs, roles) other crates work from.
 
-use super::{Graph, Op, ValueId};
+use super::{BinaryKind, Graph, Op, ValueId};
 use crate::summary::{LayerInfo, LayerKind, LayerRole, ModelSummary};
 
 impl Graph {
-    /// Per-sample conv/linear geometry, MACs and roles, BN output elements and parameters.
+    /// Per-sample conv/linear geometry, MACs and roles, BN and residual-add output elements and
+    /// parameters.
     ///
     /// Roles: the first conv/linear in topological order is `First`, the last is `Last` (the
     /// classifier; a one-layer model's only layer is `Last`), a depthwise conv is `Depthwise`, a
@@ -13,6 +14,7 @@ impl Graph {
     pub fn summary(&self) -> ModelSummary {
         let mut layers = Vec::new();
         let mut bn_elements = 0u64;
+        let mut residual_elements = 0u64;
         for (i, node) in self.nodes.iter().enumerate() {
             let x = self.shape(node.inputs.first().copied().unwrap_or(self.input));
             let y = self.shape(node.output);
@@ -65,6 +67,9 @@ impl Graph {
                     });
                 }
                 Op::BatchNorm(_) => bn_elements += per_sample(y) as u64,
+                Op::Binary(b) if b.kind == BinaryKind::Add && b.constant.is_none() => {
+                    residual_elements += per_sample(y) as u64
+                }
                 _ => {}
             }
         }
@@ -79,6 +84,7 @@ impl Graph {
             input: self.shape(self.input).to_vec(),
             layers,
             bn_elements,
+            residual_elements,
             params: self.params(),
         }
     }

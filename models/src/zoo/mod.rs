@@ -4,6 +4,7 @@
 //! Every model is produced by the project's ONNX export ([`crate::export`]); the CLI's
 //! `zoo export` writes it to a file and `zoo:NAME` on the command line refers to it.
 
+mod bf;
 mod init;
 mod mnist;
 mod mobilenet;
@@ -13,6 +14,7 @@ mod resnet;
 use onnx_protobuf::ModelProto;
 
 use crate::export::{ExportError, NodeRecord};
+pub use bf::bits as bf_bits;
 use net::{FcInit, Net};
 use resnet::{cifar_stages, Block, ResNet, Stem};
 
@@ -53,6 +55,8 @@ enum Arch {
     MobileNetV2,
     LeNet5,
     Mlp,
+    /// A Bit Fusion paper benchmark (`bf-`).
+    Bf(bf::Bench),
 }
 
 /// One zoo model: its name, one-line description, per-sample input shape and default classes.
@@ -105,7 +109,23 @@ const fn imagenet_resnet(
     }
 }
 
-const ENTRIES: [Entry; 14] = [
+const fn bf(
+    name: &'static str,
+    about: &'static str,
+    input: [usize; 3],
+    classes: usize,
+    bench: bf::Bench,
+) -> Entry {
+    Entry {
+        name,
+        about,
+        input,
+        classes,
+        arch: Arch::Bf(bench),
+    }
+}
+
+const ENTRIES: [Entry; 22] = [
     cifar_resnet(
         "resnet20",
         "CIFAR ResNet-20: 6n+2 basic blocks, n=3, 1x1 projection shortcuts",
@@ -191,6 +211,14 @@ const ENTRIES: [Entry; 14] = [
         classes: 10,
         arch: Arch::Mlp,
     },
+    bf("bf-alexnet", "Bit Fusion benchmark: two-tower AlexNet, 227x227, 8/4/8-bit (per-layer bits: zoo::bf_bits)", [3, 227, 227], 1000, bf::Bench::AlexNet),
+    bf("bf-svhn", "Bit Fusion benchmark: SVHN QNN, binary after the 8-bit input", CIFAR, 10, bf::Bench::Svhn),
+    bf("bf-cifar10", "Bit Fusion benchmark: CIFAR-10 QNN, 2-bit after the 8-bit first layer", CIFAR, 10, bf::Bench::Cifar10),
+    bf("bf-lenet5", "Bit Fusion benchmark: LeNet-5 TWN, 32x32, 2-bit", [1, 32, 32], 10, bf::Bench::LeNet5),
+    bf("bf-vgg7", "Bit Fusion benchmark: VGG-7 TWN (two towers), CIFAR-10, 2-bit", CIFAR, 1024, bf::Bench::Vgg7),
+    bf("bf-resnet18", "Bit Fusion benchmark: ResNet-18 TWN as its authors list it, 224x224, 4-bit", IMAGENET, 1000, bf::Bench::ResNet18),
+    bf("bf-rnn", "Bit Fusion benchmark: RNN (PTB) step, one 4096x4096 matmul, 4-bit", [4096, 1, 1], 4096, bf::Bench::Rnn),
+    bf("bf-lstm", "Bit Fusion benchmark: LSTM (PTB) step, one 3600x3600 matmul, 4-bit", [3600, 1, 1], 3600, bf::Bench::Lstm),
 ];
 
 const fn entry_names<const N: usize>(entries: &[Entry; N]) -> [&'static str; N] {
@@ -267,6 +295,7 @@ pub fn build_recorded(
             Arch::MobileNetV2 => mobilenet::build(&mut net, &x, classes)?,
             Arch::LeNet5 => mnist::lenet5(&mut net, &x, classes)?,
             Arch::Mlp => mnist::mlp(&mut net, &x, classes)?,
+            Arch::Bf(bench) => bf::build(bench, &mut net, &x, classes)?,
         };
         net.finish(&logits, &doc)
     })();
@@ -285,7 +314,7 @@ mod tests {
     /// MACs and BN elements are spec §2.3's table; resnet56 (n = 9) lies on the same line in n as
     /// the table's basic-block ResNets (+14 155 776 MACs and +57 344 BN elements per unit of n);
     /// resnet164-bottleneck, lenet5 and mlp are counted by hand from their definitions.
-    const EXPECTED: [(&str, u64, u64, usize, usize, usize); 14] = [
+    const EXPECTED: [(&str, u64, u64, usize, usize, usize); 22] = [
         ("resnet20", 40_818_944, 200_704, 21, 1, 21),
         ("resnet38", 83_286_272, 372_736, 39, 1, 39),
         ("resnet56", 125_753_600, 544_768, 57, 1, 57),
@@ -302,6 +331,16 @@ mod tests {
         ("lenet5", 416_520, 0, 2, 3, 0),
         // 784·300 + 300·100 + 100·10
         ("mlp", 266_200, 0, 0, 3, 0),
+        // the Bit Fusion benchmarks: the MAC totals of the authors' Eyeriss results (ALU / 16)
+        ("bf-alexnet", 724_406_816, 0, 5, 3, 0),
+        ("bf-svhn", 158_017_536, 0, 6, 3, 0),
+        ("bf-cifar10", 616_966_144, 0, 6, 3, 0),
+        ("bf-lenet5", 16_028_672, 0, 2, 2, 0),
+        ("bf-vgg7", 317_456_384, 0, 6, 1, 0),
+        // + the classifier head 512·1000
+        ("bf-resnet18", 1_126_862_848, 0, 17, 1, 0),
+        ("bf-rnn", 16_777_216, 0, 0, 1, 0),
+        ("bf-lstm", 12_960_000, 0, 0, 1, 0),
     ];
 
     fn count(records: &[NodeRecord], op: &str) -> usize {
