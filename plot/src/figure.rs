@@ -223,6 +223,8 @@ pub(crate) struct Axes<'t> {
     pub y: Range<f64>,
     pub x_desc: &'t str,
     pub y_desc: &'t str,
+    /// Label the y axis with `-y` (for maps whose rows run downwards from 0).
+    pub y_negated: bool,
 }
 
 /// A chart with the common look: title, labelled axes with ticks and a light grid.
@@ -249,7 +251,7 @@ pub(crate) fn chart<'a, DB: DrawingBackend>(
         .x_labels(8)
         .y_labels(6)
         .x_label_formatter(&|v| tick(*v))
-        .y_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(if axes.y_negated { -*v } else { *v }))
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(215, 215, 215))
         .draw()

@@ -9,7 +9,11 @@
 pub mod error;
 pub mod figure;
 pub mod palette;
+pub mod pareto;
 pub mod schedule;
+pub mod table;
+pub mod trace;
 
 pub use error::{PlotError, Result};
 pub use figure::{render_png, render_svg, write, Figure, Size};
+pub use schedule::SchedulePlot;

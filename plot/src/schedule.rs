@@ -113,6 +113,7 @@ impl Figure for SchedulePlot {
                     y: y.clone(),
                     x_desc: "iteration",
                     y_desc: "bits",
+                    y_negated: false,
                 },
             )?;
             let (fw, bw) = (palette::series(0), palette::series(1));

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod forward;
 pub mod inspect;
 pub mod layer;
+pub mod plot;
 pub mod quant_scope;
 pub mod run;
 pub mod train;

@@ -1,0 +1,197 @@
+//! `cptsim plot`: figures as SVG or PNG (by the `-o` file name) from schedules, trace files, a
+//! sweep's results CSV, a `run --report` directory and `train --out` directories.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use cptsim_plot::figure::{self, Size};
+use cptsim_plot::trace::{heatmap, HeatmapOptions, Operand};
+use cptsim_plot::SchedulePlot;
+use cptsim_traces::schedule::{Schedule, ScheduleArgs, SCHEDULE_NAMES};
+use cptsim_traces::{read_trace, TraceRow};
+
+use super::run::{bit_range, ConventionArg};
+
+/// Arguments of `cptsim plot`.
+#[derive(clap::Args, Debug)]
+pub struct PlotArgs {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand, Debug)]
+enum What {
+    /// Precision over iterations (FW and BW) for one or several schedules, one panel each.
+    Schedule(SchedulePlotArgs),
+    /// Layer × iteration heat map of a trace file's bits (DFQ mixes as the mean bits).
+    Trace(TracePlotArgs),
+}
+
+/// Output file and size, shared by every figure.
+#[derive(clap::Args, Debug)]
+struct Output {
+    /// The figure file: FILE.svg or FILE.png.
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: PathBuf,
+    /// Width in CSS pixels (1/96 inch).
+    #[arg(long, default_value_t = 800)]
+    width: u32,
+    /// Height in CSS pixels.
+    #[arg(long, default_value_t = 500)]
+    height: u32,
+    /// Resolution of a PNG (96 = one pixel per CSS pixel; 192 doubles both sides).
+    #[arg(long, default_value_t = 96)]
+    dpi: u32,
+}
+
+impl Output {
+    fn size(&self) -> Size {
+        Size {
+            width: self.width,
+            height: self.height,
+            dpi: self.dpi,
+        }
+    }
+
+    /// Renders `fig` into the output file.
+    fn write(&self, fig: &impl cptsim_plot::Figure) -> anyhow::Result<()> {
+        figure::write(fig, &self.out, self.size())?;
+        eprintln!("wrote {}", self.out.display());
+        Ok(())
+    }
+}
+
+#[derive(clap::Args, Debug)]
+struct SchedulePlotArgs {
+    /// Schedules, comma-separated (any `cptsim run --schedule` value; pfq:… keeps its commas).
+    #[arg(long, default_value = "cosine")]
+    schedule: String,
+    /// Forward bits MIN:MAX.
+    #[arg(long, default_value = "3:8")]
+    bits: String,
+    /// Backward bits, a number or MIN:MAX.
+    #[arg(long, default_value = "8")]
+    grad_bits: String,
+    /// Cycles of the cyclic schedules.
+    #[arg(long, default_value_t = 32)]
+    cycles: u64,
+    /// Training iterations.
+    #[arg(long, default_value_t = 64_000)]
+    iters: u64,
+    /// Whose reference code cyclic schedules follow: cpt or wk.
+    #[arg(long, value_enum, default_value_t = ConventionArg::Cpt)]
+    convention: ConventionArg,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[derive(clap::Args, Debug)]
+struct TracePlotArgs {
+    /// The trace file (.csv or .pb), e.g. a `train --out` directory's trace.csv.
+    file: PathBuf,
+    /// The model the trace belongs to (`zoo:NAME` or an ONNX file); the trace is checked
+    /// against it.
+    #[arg(long)]
+    model: String,
+    /// Which bits to show: a (activations, the forward bits), w (weights) or g (errors).
+    #[arg(long, default_value = "a")]
+    operand: String,
+    /// At most this many iteration bins.
+    #[arg(long, default_value_t = 400)]
+    columns: usize,
+    /// Colour range MIN:MAX bits [default: the range in the trace].
+    #[arg(long)]
+    bits: Option<String>,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// Runs the subcommand.
+pub fn run(args: PlotArgs) -> anyhow::Result<()> {
+    match args.what {
+        What::Schedule(a) => schedule(&a),
+        What::Trace(a) => trace(&a),
+    }
+}
+
+/// Splits a `--schedule` list on commas, keeping the commas inside `pfq:…` and `file:…` values:
+/// a new schedule starts at a token whose name (before any `:`) is a schedule name.
+fn split_schedules(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for token in list.split(',') {
+        let head = token.split(':').next().unwrap_or("");
+        let starts = SCHEDULE_NAMES.contains(&head) || head == "pfq" || head == "file";
+        match out.last_mut() {
+            Some(last) if !starts => {
+                last.push(',');
+                last.push_str(token);
+            }
+            _ => out.push(token.to_string()),
+        }
+    }
+    out
+}
+
+fn schedule(a: &SchedulePlotArgs) -> anyhow::Result<()> {
+    a.output.size().check()?;
+    let fw = bit_range("--bits", Some(&a.bits), "")?;
+    let bw = bit_range("--grad-bits", Some(&a.grad_bits), "")?;
+    let schedules = split_schedules(&a.schedule)
+        .iter()
+        .map(|name| {
+            ScheduleArgs::new(name.trim(), a.iters)
+                .cycles(a.cycles)
+                .bits(fw)
+                .grad_bits(bw)
+                .convention(a.convention.rule())
+                .build()
+                .with_context(|| format!("--schedule {name}"))
+        })
+        .collect::<anyhow::Result<Vec<Schedule>>>()?;
+    a.output.write(&SchedulePlot::new(&schedules)?)
+}
+
+fn trace(a: &TracePlotArgs) -> anyhow::Result<()> {
+    a.output.size().check()?;
+    let operand = Operand::parse(&a.operand)?;
+    let bits = match &a.bits {
+        Some(text) => {
+            let r = bit_range("--bits", Some(text), "")?;
+            Some((r.min, r.max))
+        }
+        None => None,
+    };
+    if a.columns == 0 {
+        bail!("--columns: at least 1");
+    }
+    let model =
+        cptsim_models::load_summary(&a.model, 1).with_context(|| format!("--model {}", a.model))?;
+    let mut rows: Vec<TraceRow> = Vec::new();
+    let meta = read_trace(&a.file, &model, |r| {
+        rows.push(*r);
+        Ok(())
+    })?;
+    let opts = HeatmapOptions {
+        operand,
+        max_columns: a.columns,
+        bits,
+        title: String::new(),
+        layers: None,
+    };
+    let map = heatmap(&rows, &meta, &opts).with_context(|| a.file.display().to_string())?;
+    a.output.write(&map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_lists_keep_pfq_commas() {
+        assert_eq!(
+            split_schedules("cosine,pfq:100,200:fw=3,4,exp-triangular-v"),
+            ["cosine", "pfq:100,200:fw=3,4", "exp-triangular-v"]
+        );
+    }
+}
