@@ -6,10 +6,13 @@
 //! cptsim computes (the schedule API, trace rows, `run --report` and `train --out` files), so the
 //! data can be tested apart from the drawing.
 
+pub mod breakdown;
+pub mod curves;
 pub mod error;
 pub mod figure;
 pub mod palette;
 pub mod pareto;
+pub mod report;
 pub mod schedule;
 pub mod table;
 pub mod trace;

@@ -1,11 +1,15 @@
 //! `cptsim plot`: figures as SVG or PNG (by the `-o` file name) from schedules, trace files, a
 //! sweep's results CSV, a `run --report` directory and `train --out` directories.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
+use cptsim_plot::breakdown::{breakdown, layer_files, Split};
+use cptsim_plot::curves::Curves;
 use cptsim_plot::figure::{self, Size};
+use cptsim_plot::pareto::{pareto, XAxis, YAxis};
+use cptsim_plot::report::Provenance;
 use cptsim_plot::trace::{heatmap, HeatmapOptions, Operand};
 use cptsim_plot::SchedulePlot;
 use cptsim_traces::schedule::{Schedule, ScheduleArgs, SCHEDULE_NAMES};
@@ -26,6 +30,53 @@ enum What {
     Schedule(SchedulePlotArgs),
     /// Layer × iteration heat map of a trace file's bits (DFQ mixes as the mean bits).
     Trace(TracePlotArgs),
+    /// Accuracy against cost from a sweep's results.csv: seed means ± std, static baseline,
+    /// Pareto front.
+    Pareto(ParetoArgs),
+    /// Per-layer stacked latency and energy bars from a `run --report` directory.
+    Breakdown(BreakdownArgs),
+    /// Loss, accuracy and bits over iterations of one or several `train --out` directories.
+    Curves(CurvesArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ParetoArgs {
+    /// The sweep's tidy results CSV (columns in the README).
+    results: PathBuf,
+    /// Cost axis: gbitops, latency or energy.
+    #[arg(long, default_value = "gbitops")]
+    x: String,
+    /// Accuracy axis: accuracy (final_test_acc) or best (best_test_acc).
+    #[arg(long, default_value = "accuracy")]
+    y: String,
+    /// Column that colours the points (any column of the file).
+    #[arg(long, default_value = "schedule")]
+    by: String,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[derive(clap::Args, Debug)]
+struct BreakdownArgs {
+    /// A `cptsim run --accel … --report DIR` directory.
+    dir: PathBuf,
+    /// The accelerator whose `<NAME>-layers.csv` to draw (needed when the directory has several).
+    #[arg(long)]
+    accel: Option<String>,
+    /// Split each bar by `components` (compute / SRAM / DRAM) or by `gemm` (fw / eb / wg).
+    #[arg(long, default_value = "components")]
+    split: String,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[derive(clap::Args, Debug)]
+struct CurvesArgs {
+    /// `train --out` directories (each with a metrics.csv), overlaid.
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    #[command(flatten)]
+    output: Output,
 }
 
 /// Output file and size, shared by every figure.
@@ -112,7 +163,62 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     match args.what {
         What::Schedule(a) => schedule(&a),
         What::Trace(a) => trace(&a),
+        What::Pareto(a) => {
+            a.output.size().check()?;
+            let (x, y) = (XAxis::parse(&a.x)?, YAxis::parse(&a.y)?);
+            a.output.write(&pareto(&a.results, x, y, &a.by)?)
+        }
+        What::Breakdown(a) => breakdown_plot(&a),
+        What::Curves(a) => {
+            a.output.size().check()?;
+            a.output.write(&Curves::read(&a.dirs)?)
+        }
     }
+}
+
+fn breakdown_plot(a: &BreakdownArgs) -> anyhow::Result<()> {
+    a.output.size().check()?;
+    let split = Split::parse(&a.split)?;
+    let files = layer_files(&a.dir)?;
+    let file = match &a.accel {
+        Some(name) => {
+            let want = format!("{name}-layers.csv");
+            files
+                .iter()
+                .find(|f| f.file_name().is_some_and(|n| n.to_string_lossy() == want))
+                .with_context(|| format!("--accel {name}: no {want} in {}", a.dir.display()))?
+        }
+        None => match files.as_slice() {
+            [one] => one,
+            [] => bail!(
+                "{}: no *-layers.csv (write one with `cptsim run --accel … --report DIR`)",
+                a.dir.display()
+            ),
+            _ => bail!(
+                "{}: several accelerators ({}); pick one with --accel",
+                a.dir.display(),
+                files
+                    .iter()
+                    .filter_map(|f| f.file_name())
+                    .map(|n| n
+                        .to_string_lossy()
+                        .trim_end_matches("-layers.csv")
+                        .to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    };
+    a.output.write(&breakdown(file, split)?)
+}
+
+/// Writes `index.html` into a `run --report` directory; `report` is the run's JSON document.
+pub(crate) fn write_run_index(dir: &Path, report: &impl serde::Serialize) -> anyhow::Result<()> {
+    let json = serde_json::to_value(report)?;
+    let prov = Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
+    let path = cptsim_plot::report::write_run_index(dir, &json, &prov)?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }
 
 /// Splits a `--schedule` list on commas, keeping the commas inside `pfq:…` and `file:…` values:
