@@ -8,10 +8,10 @@ use cptsim_traces::TraceError;
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
     /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A CSV file lacks a column a figure needs.
     #[error("{path}: no column '{column}' (columns: {found})")]
@@ -44,10 +44,10 @@ pub enum PlotError {
 
 impl PlotError {
     /// An I/O error on `path`.
-    pub fn io(path: &Path, source: std::io::Error) -> PlotError {
+    pub fn io(path: &Path, error: std::io::Error) -> PlotError {
         PlotError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 

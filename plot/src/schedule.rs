@@ -206,25 +206,3 @@ mod tests {
             .contains("--schedule"));
     }
 }
-#[cfg(test)]
-mod dump {
-    #[test]
-    fn dump_svg() {
-        use super::*;
-        let s = cptsim_traces::schedule::ScheduleArgs::new("cosine", 1000)
-            .cycles(4)
-            .build()
-            .unwrap();
-        let plot = SchedulePlot::new(&[s]).unwrap();
-        std::fs::write(
-            "/tmp/h3-s.svg",
-            crate::figure::render_svg(&plot, crate::figure::Size::default()).unwrap(),
-        )
-        .unwrap();
-        std::fs::write(
-            "/tmp/h3-s.png",
-            crate::figure::render_png(&plot, crate::figure::Size::default()).unwrap(),
-        )
-        .unwrap();
-    }
-}

@@ -37,6 +37,17 @@ enum What {
     Breakdown(BreakdownArgs),
     /// Loss, accuracy and bits over iterations of one or several `train --out` directories.
     Curves(CurvesArgs),
+    /// Write index.html into an existing `train --out` directory (summary, curves, heat map).
+    TrainIndex(TrainIndexArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct TrainIndexArgs {
+    /// The `train --out` directory.
+    dir: PathBuf,
+    /// The model the run trained (`zoo:NAME` or an ONNX file), to read its trace.
+    #[arg(long)]
+    model: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -173,6 +184,14 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
             a.output.size().check()?;
             a.output.write(&Curves::read(&a.dirs)?)
         }
+        What::TrainIndex(a) => {
+            let model = cptsim_models::load_summary(&a.model, 1)
+                .with_context(|| format!("--model {}", a.model))?;
+            let prov = Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
+            let path = cptsim_plot::report::write_train_index(&a.dir, &model, &prov)?;
+            eprintln!("wrote {}", path.display());
+            Ok(())
+        }
     }
 }
 
@@ -221,15 +240,21 @@ pub(crate) fn write_run_index(dir: &Path, report: &impl serde::Serialize) -> any
     Ok(())
 }
 
-/// Splits a `--schedule` list on commas, keeping the commas inside `pfq:…` and `file:…` values:
-/// a new schedule starts at a token whose name (before any `:`) is a schedule name.
+/// Splits a `--schedule` list on commas, keeping the commas inside `pfq:…` values (tokens that
+/// start with a digit, `fw=` or `bw=`) and `file:…` paths (tokens that are no schedule name).
 fn split_schedules(list: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for token in list.split(',') {
         let head = token.split(':').next().unwrap_or("");
-        let starts = SCHEDULE_NAMES.contains(&head) || head == "pfq" || head == "file";
+        let known = SCHEDULE_NAMES.contains(&head) || head == "pfq" || head == "file";
+        let pfq_part = token.starts_with(|c: char| c.is_ascii_digit())
+            || token.starts_with("fw=")
+            || token.starts_with("bw=");
         match out.last_mut() {
-            Some(last) if !starts => {
+            Some(last)
+                if (last.starts_with("pfq:") && pfq_part)
+                    || (last.starts_with("file:") && !known) =>
+            {
                 last.push(',');
                 last.push_str(token);
             }
@@ -252,9 +277,8 @@ fn schedule(a: &SchedulePlotArgs) -> anyhow::Result<()> {
                 .grad_bits(bw)
                 .convention(a.convention.rule())
                 .build()
-                .with_context(|| format!("--schedule {name}"))
         })
-        .collect::<anyhow::Result<Vec<Schedule>>>()?;
+        .collect::<Result<Vec<Schedule>, _>>()?;
     a.output.write(&SchedulePlot::new(&schedules)?)
 }
 
@@ -296,8 +320,12 @@ mod tests {
     #[test]
     fn schedule_lists_keep_pfq_commas() {
         assert_eq!(
-            split_schedules("cosine,pfq:100,200:fw=3,4,exp-triangular-v"),
-            ["cosine", "pfq:100,200:fw=3,4", "exp-triangular-v"]
+            split_schedules("cosine,pfq:100,200:fw=3,4,exp-triangular-v,nope"),
+            ["cosine", "pfq:100,200:fw=3,4", "exp-triangular-v", "nope"]
+        );
+        assert_eq!(
+            split_schedules("file:a,b.csv,linear"),
+            ["file:a,b.csv", "linear"]
         );
     }
 }

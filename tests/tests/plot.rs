@@ -1,0 +1,460 @@
+//! `cptsim plot` and the HTML reports: every figure kind as SVG and PNG from real run outputs
+//! (a `run --report` directory, `train --out` directories incl. LDP) and a hand-written sweep
+//! results fixture; bad input is one clear error naming the file and column; the `index.html`
+//! pages render in headless Chromium without console messages and are not blank.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cptsim_e2e::{assert_one_clear_line, run, stderr};
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+fn ok(args: &[&str]) {
+    let out = run(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+}
+
+/// Runs `args`, expects exit 2 and one error line containing every `want`.
+fn fails(args: &[&str], want: &[&str]) {
+    let out = run(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_one_clear_line(&err);
+    for w in want {
+        assert!(err.contains(w), "{args:?}: want {w:?} in {err}");
+    }
+}
+
+/// Decoded RGB pixels of a PNG file, and its size.
+fn pixels(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+    let img = image::open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .to_rgb8();
+    let (w, h) = img.dimensions();
+    (w, h, img.pixels().map(|p| p.0).collect())
+}
+
+/// Asserts a PNG is not blank: enough non-white pixels in several colours.
+fn assert_not_blank(path: &Path) {
+    let (w, h, px) = pixels(path);
+    let ink = px.iter().filter(|p| **p != [255, 255, 255]).count();
+    let mut colours: Vec<[u8; 3]> = px.clone();
+    colours.sort_unstable();
+    colours.dedup();
+    assert!(
+        ink * 100 > px.len() && colours.len() > 8,
+        "{}: {w}x{h}, {ink} non-white pixels, {} colours",
+        path.display(),
+        colours.len()
+    );
+}
+
+/// A small LeNet-5 training run on synthetic data into `dir`.
+fn train(dir: &Path, policy: &[&str]) {
+    let o = s(dir);
+    let mut args = vec![
+        "train",
+        "--model",
+        "zoo:lenet5",
+        "--data",
+        "synthetic",
+        "--iters",
+        "40",
+        "--batch",
+        "16",
+        "--eval-every",
+        "10",
+        "--bits",
+        "3:8",
+        "--grad-bits",
+        "8",
+        "--out",
+        &o,
+    ];
+    args.extend_from_slice(policy);
+    ok(&args);
+}
+
+#[test]
+fn schedule_figures_have_one_panel_per_schedule_in_svg_and_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("s.svg");
+    let png = dir.path().join("s.png");
+    let list = "cosine,exp-triangular-v,pfq:100,300";
+    ok(&[
+        "plot",
+        "schedule",
+        "--schedule",
+        list,
+        "--iters",
+        "400",
+        "--cycles",
+        "2",
+        "-o",
+        &s(&svg),
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for name in ["cosine", "exp-triangular-v", "pfq:100,300"] {
+        assert_eq!(
+            text.matches(&format!("\n{name}\n</text>")).count(),
+            1,
+            "{name}"
+        );
+    }
+    assert_eq!(text.matches("\niteration\n</text>").count(), 3);
+    ok(&[
+        "plot",
+        "schedule",
+        "--schedule",
+        "cosine",
+        "--iters",
+        "400",
+        "--dpi",
+        "192",
+        "-o",
+        &s(&png),
+    ]);
+    let (w, h, _) = pixels(&png);
+    assert_eq!((w, h), (1600, 1000));
+    assert_not_blank(&png);
+    fails(
+        &[
+            "plot",
+            "schedule",
+            "--schedule",
+            "cosine,nope",
+            "-o",
+            &s(&svg),
+        ],
+        &["--schedule", "unknown schedule 'nope'"],
+    );
+    fails(
+        &["plot", "schedule", "-o", &s(&dir.path().join("s.jpg"))],
+        &["s.jpg", ".svg or .png"],
+    );
+}
+
+#[test]
+fn trace_heat_map_of_an_ldp_run_and_bad_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("ldp");
+    train(&run_dir, &["--policy", "ldp"]);
+    let trace = s(&run_dir.join("trace.csv"));
+    let png = dir.path().join("bits.png");
+    let svg = dir.path().join("bits.svg");
+    ok(&[
+        "plot",
+        "trace",
+        &trace,
+        "--model",
+        "zoo:lenet5",
+        "--bits",
+        "3:8",
+        "-o",
+        &s(&png),
+    ]);
+    assert_not_blank(&png);
+    ok(&[
+        "plot",
+        "trace",
+        &trace,
+        "--model",
+        "zoo:lenet5",
+        "--operand",
+        "w",
+        "-o",
+        &s(&svg),
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("layer (input side at the top)") && text.contains("weight bits"));
+    // A header-only trace is an error naming the file, not an empty image.
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(
+        &empty,
+        "iter_start,iter_end,layer,layer_name,b_w,b_a,b_g,samples\n",
+    )
+    .unwrap();
+    let out_png = dir.path().join("e.png");
+    fails(
+        &[
+            "plot",
+            "trace",
+            &s(&empty),
+            "--model",
+            "zoo:lenet5",
+            "-o",
+            &s(&out_png),
+        ],
+        &["empty.csv", "nothing to plot"],
+    );
+    assert!(!out_png.exists());
+    fails(
+        &[
+            "plot",
+            "trace",
+            &trace,
+            "--model",
+            "zoo:lenet5",
+            "--operand",
+            "x",
+            "-o",
+            &s(&png),
+        ],
+        &["--operand x"],
+    );
+}
+
+/// The hand-written sweep fixture: every column the README lists, plus an extra one.
+const RESULTS: &str = "\
+model,schedule,bits,grad_bits,seed,accel,gbitops,static_gbitops,reduction,latency_s,energy_j,static_latency_s,static_energy_j,final_test_acc,best_test_acc,extra
+resnet20,static,8,8,0,zc706,200,200,0,10,50,10,50,0.910,0.915,a
+resnet20,static,8,8,1,zc706,200,200,0,10,50,10,50,0.914,0.918,a
+resnet20,cosine,3:8,8,0,zc706,127,200,0.365,8.1,40,10,50,0.905,0.911,a
+resnet20,cosine,3:8,8,1,zc706,127,200,0.365,8.1,40,10,50,0.909,0.913,a
+resnet20,exp-triangular-v,3:8,8,0,zc706,140,200,0.3,8.6,43,10,50,0.902,0.906,a
+resnet20,exp-triangular-v,3:8,8,1,zc706,140,200,0.3,8.6,43,10,50,0.896,0.904,a
+resnet20,cosine,4:8,8,0,zc706,150,200,0.25,8.9,45,10,50,0.912,0.916,a
+";
+
+#[test]
+fn pareto_from_a_results_fixture_and_its_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.csv");
+    std::fs::write(&results, RESULTS).unwrap();
+    let r = s(&results);
+    for x in ["gbitops", "latency", "energy"] {
+        let png = dir.path().join(format!("p-{x}.png"));
+        ok(&[
+            "plot",
+            "pareto",
+            &r,
+            "--x",
+            x,
+            "--y",
+            "accuracy",
+            "--by",
+            "schedule",
+            "-o",
+            &s(&png),
+        ]);
+        assert_not_blank(&png);
+    }
+    let svg = dir.path().join("p.svg");
+    ok(&[
+        "plot",
+        "pareto",
+        &r,
+        "--y",
+        "best",
+        "--by",
+        "bits",
+        "-o",
+        &s(&svg),
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for want in ["\n3:8\n", "\n4:8\n", "Pareto front", "best test accuracy"] {
+        assert!(text.contains(want), "{want}");
+    }
+    fails(
+        &["plot", "pareto", &r, "--x", "time", "-o", &s(&svg)],
+        &["--x time"],
+    );
+    fails(
+        &["plot", "pareto", &r, "--by", "policy", "-o", &s(&svg)],
+        &["results.csv", "no column 'policy'"],
+    );
+    let cut = dir.path().join("cut.csv");
+    std::fs::write(&cut, "schedule,seed,gbitops,static_gbitops\ncosine,0,1,2\n").unwrap();
+    fails(
+        &["plot", "pareto", &s(&cut), "-o", &s(&svg)],
+        &["cut.csv", "no column 'final_test_acc'"],
+    );
+}
+
+/// `run --report` into `dir` on two accelerators.
+fn report(dir: &Path) {
+    ok(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--schedule",
+        "cosine",
+        "--iters",
+        "800",
+        "--cycles",
+        "2",
+        "--accel",
+        "zc706,stripes",
+        "--report",
+        &s(dir),
+    ]);
+}
+
+#[test]
+fn run_report_index_and_breakdowns() {
+    let dir = tempfile::tempdir().unwrap();
+    let rep = dir.path().join("rep");
+    report(&rep);
+    let html = std::fs::read_to_string(rep.join("index.html")).unwrap();
+    // The terminal's numbers, every CSV linked, both splits per accelerator inline.
+    let table = cptsim_e2e::stdout(&run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--schedule",
+        "cosine",
+        "--iters",
+        "800",
+        "--cycles",
+        "2",
+        "--accel",
+        "zc706,stripes",
+    ]));
+    let gbitops = table
+        .lines()
+        .find_map(|l| l.strip_prefix("GBitOPs"))
+        .map(str::trim)
+        .unwrap();
+    assert!(html.contains(&format!("<td>{gbitops}</td>")), "{gbitops}");
+    for csv in ["zc706-layers.csv", "zc706-epochs.csv", "stripes-layers.csv"] {
+        assert!(html.contains(&format!("<a href=\"{csv}\">")), "{csv}");
+    }
+    assert_eq!(html.matches("<svg").count(), 4);
+    assert!(html.contains("--report") && !html.contains("<script"));
+    let png = dir.path().join("b.png");
+    ok(&[
+        "plot",
+        "breakdown",
+        &s(&rep),
+        "--accel",
+        "stripes",
+        "--split",
+        "gemm",
+        "-o",
+        &s(&png),
+    ]);
+    assert_not_blank(&png);
+    fails(
+        &["plot", "breakdown", &s(&rep), "-o", &s(&png)],
+        &["several accelerators", "zc706"],
+    );
+    let cut = dir.path().join("cut");
+    std::fs::create_dir(&cut).unwrap();
+    std::fs::write(
+        cut.join("x-layers.csv"),
+        "layer_index,layer,gemm,latency_s\n0,a,fw,1\n",
+    )
+    .unwrap();
+    fails(
+        &["plot", "breakdown", &s(&cut), "-o", &s(&png)],
+        &["x-layers.csv", "no column 'cycles'"],
+    );
+}
+
+#[test]
+fn curves_overlay_runs_and_train_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("cosine"), dir.path().join("static"));
+    train(&a, &["--schedule", "cosine", "--cycles", "2"]);
+    train(&b, &["--schedule", "static"]);
+    let svg = dir.path().join("c.svg");
+    ok(&["plot", "curves", &s(&a), &s(&b), "-o", &s(&svg)]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for want in [
+        "\ncosine train\n",
+        "\nstatic test\n",
+        "\ncosine FW\n",
+        "\nloss\n",
+    ] {
+        assert!(text.contains(want), "{want}");
+    }
+    ok(&["plot", "train-index", &s(&a), "--model", "zoo:lenet5"]);
+    let html = std::fs::read_to_string(a.join("index.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 2);
+    assert!(html.contains("<a href=\"metrics.csv\">") && html.contains("final_test_acc"));
+    fails(
+        &[
+            "plot",
+            "curves",
+            &s(&dir.path().join("none")),
+            "-o",
+            &s(&svg),
+        ],
+        &["none", "metrics.csv"],
+    );
+}
+
+/// The Chromium binary, if installed.
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+        .find(|p| p.is_file())
+}
+
+/// Screenshots `html` into `png`; returns the console messages Chromium logged.
+fn screenshot(chromium: &Path, html: &Path, png: &Path) -> Vec<String> {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-quic",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=420,2400",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", chromium.display()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && png.is_file(),
+        "chromium failed: {err}"
+    );
+    err.lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn index_pages_render_in_headless_chromium() {
+    let Some(chromium) = chromium() else {
+        if std::env::var("CPTSIM_REQUIRE_CHROMIUM").as_deref() == Ok("1") {
+            panic!("CPTSIM_REQUIRE_CHROMIUM=1 but no chromium on PATH");
+        }
+        eprintln!(
+            "SKIP index_pages_render_in_headless_chromium: no chromium on PATH \
+             (apt-get install chromium; CPTSIM_REQUIRE_CHROMIUM=1 makes this fail)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rep = dir.path().join("rep");
+    report(&rep);
+    let ldp = dir.path().join("ldp");
+    train(&ldp, &["--policy", "ldp"]);
+    ok(&["plot", "train-index", &s(&ldp), "--model", "zoo:lenet5"]);
+    // A phone-width window (420 CSS px): the page must still draw its tables and figures.
+    for page in [rep.join("index.html"), ldp.join("index.html")] {
+        let png = page.with_extension("png");
+        let console = screenshot(&chromium, &page, &png);
+        assert!(
+            console.is_empty(),
+            "{}: console: {console:?}",
+            page.display()
+        );
+        assert_not_blank(&png);
+    }
+}
