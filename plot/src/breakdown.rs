@@ -250,7 +250,10 @@ layer_index,layer,gemm,latency_s,cycles,compute_cycles,stall_cycles,energy_j,com
     #[test]
     fn stacks_sum_the_report_rows() {
         let (dir, path) = fixture();
-        assert_eq!(layer_files(dir.path()).unwrap(), [path.clone()]);
+        assert_eq!(
+            layer_files(dir.path()).unwrap(),
+            std::slice::from_ref(&path)
+        );
         let b = breakdown(&path, Split::Components).unwrap();
         assert_eq!(b.accelerator, "bitfusion");
         assert_eq!(b.layers, [(0, "conv1".into()), (1, "fc".into())]);

@@ -81,18 +81,21 @@ impl Curves {
         Ok(Curves { runs })
     }
 
-    /// Draws one panel: for each run, `solid` and `dashed` series of its values.
+    /// Draws one panel: for each run, the solid and dashed series `panel.series` picks.
     fn panel<DB: DrawingBackend>(
         &self,
         area: &DrawingArea<DB, Shift>,
         look: Look,
-        title: &str,
-        y_desc: &str,
-        series: impl Fn(&RunMetrics) -> (&[f64], &[f64]),
-        names: (&str, &str),
-        steps: bool,
-        corner: SeriesLabelPosition,
+        panel: Panel,
     ) -> Result<()> {
+        let Panel {
+            title,
+            y_desc,
+            series,
+            names,
+            steps,
+            corner,
+        } = panel;
         let x = span(
             self.runs.iter().flat_map(|r| r.iteration.iter().copied()),
             0.0,
@@ -150,6 +153,19 @@ impl Curves {
     }
 }
 
+/// What one panel of [`Curves`] shows.
+struct Panel {
+    title: &'static str,
+    y_desc: &'static str,
+    /// The solid and the dashed series of a run.
+    series: fn(&RunMetrics) -> (&[f64], &[f64]),
+    /// Their legend names.
+    names: (&'static str, &'static str),
+    /// Draw as step functions (bits held between evaluations).
+    steps: bool,
+    corner: SeriesLabelPosition,
+}
+
 /// `(x, y)` points, as a step function (each value held until the next x) when `steps`.
 fn points(x: &[f64], y: &[f64], steps: bool) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
@@ -173,32 +189,38 @@ impl Figure for Curves {
         self.panel(
             &cells[0],
             look,
-            "loss",
-            "cross-entropy loss",
-            |r| (&r.train_loss, &r.test_loss),
-            ("train", "test"),
-            false,
-            SeriesLabelPosition::UpperRight,
+            Panel {
+                title: "loss",
+                y_desc: "cross-entropy loss",
+                series: |r| (&r.train_loss[..], &r.test_loss[..]),
+                names: ("train", "test"),
+                steps: false,
+                corner: SeriesLabelPosition::UpperRight,
+            },
         )?;
         self.panel(
             &cells[1],
             look,
-            "accuracy",
-            "accuracy",
-            |r| (&r.train_acc, &r.test_acc),
-            ("train", "test"),
-            false,
-            SeriesLabelPosition::LowerRight,
+            Panel {
+                title: "accuracy",
+                y_desc: "accuracy",
+                series: |r| (&r.train_acc[..], &r.test_acc[..]),
+                names: ("train", "test"),
+                steps: false,
+                corner: SeriesLabelPosition::LowerRight,
+            },
         )?;
         self.panel(
             &cells[2],
             look,
-            "bits in force at each evaluation",
-            "bits",
-            |r| (&r.fw_bits, &r.bw_bits),
-            ("FW", "BW"),
-            true,
-            SeriesLabelPosition::LowerRight,
+            Panel {
+                title: "bits in force at each evaluation",
+                y_desc: "bits",
+                series: |r| (&r.fw_bits[..], &r.bw_bits[..]),
+                names: ("FW", "BW"),
+                steps: true,
+                corner: SeriesLabelPosition::LowerRight,
+            },
         )
     }
 }

@@ -158,8 +158,7 @@ pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
         .map(|k| t.column(k))
         .collect::<Result<_>>()?;
     keys.push(t.column(by)?);
-    // config → (group, xs, ys, static?)
-    let mut configs: BTreeMap<String, (usize, String, Vec<f64>, Vec<f64>, bool)> = BTreeMap::new();
+    let mut configs: BTreeMap<String, Runs> = BTreeMap::new();
     let mut groups: Vec<String> = Vec::new();
     for r in 0..t.len() {
         let config = keys
@@ -231,6 +230,9 @@ pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
         by: by.to_string(),
     })
 }
+
+/// The rows of one configuration: first-seen order, group, costs, accuracies, static?
+type Runs = (usize, String, Vec<f64>, Vec<f64>, bool);
 
 /// Mean and sample standard deviation.
 fn mean_std(v: &[f64]) -> (f64, f64) {
