@@ -152,7 +152,8 @@ pub fn render_png(fig: &impl Figure, size: Size) -> Result<Vec<u8>> {
     let (w, h) = (w as u32, h as u32);
     let mut buf = vec![0u8; w as usize * h as usize * 3];
     {
-        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        let root = crate::bitmap_text::Crisp(BitMapBackend::with_buffer(&mut buf, (w, h)))
+            .into_drawing_area();
         root.fill(&WHITE).drawn()?;
         let look = Look {
             k: f64::from(size.dpi) / 96.0,

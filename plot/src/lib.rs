@@ -6,6 +6,7 @@
 //! cptsim computes (the schedule API, trace rows, `run --report` and `train --out` files), so the
 //! data can be tested apart from the drawing.
 
+mod bitmap_text;
 pub mod breakdown;
 pub mod curves;
 pub mod error;

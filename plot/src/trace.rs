@@ -5,6 +5,7 @@
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use cptsim_traces::{TraceMeta, TraceRow};
 
@@ -258,17 +259,17 @@ impl Figure for Heatmap {
             Axes {
                 title: &self.title,
                 x: 0.0..last,
-                y: -(n as f64)..0.0,
+                y: 0.5 - n as f64..0.5,
                 x_desc: "iteration",
                 y_desc: "layer (input side at the top)",
                 y_negated: true,
             },
         )?;
-        // Row i (top = first) spans y in [-(i+1), -i], so a tick at -k marks the top edge of row
-        // k; equal neighbouring cells merge into one rectangle.
+        // Row i (top = first) spans y in [-i-0.5, -i+0.5], so the tick at -k labels row k at
+        // its middle; equal neighbouring cells merge into one rectangle.
         let mut rects = Vec::new();
         for (i, row) in self.cells.iter().enumerate() {
-            let (y0, y1) = (-((i + 1) as f64), -(i as f64));
+            let (y0, y1) = (-(i as f64) - 0.5, -(i as f64) + 0.5);
             let mut start = 0;
             for col in 1..=row.len() {
                 if col < row.len() && row[col] == row[start] {
@@ -302,17 +303,15 @@ impl Heatmap {
         let mut c = ChartBuilder::on(area)
             .margin_top(look.px(40.0))
             .margin_bottom(look.px(if self.has_fp32() { 70.0 } else { 46.0 }))
-            .margin_right(look.px(30.0))
-            .y_label_area_size(look.px(34.0))
+            .margin_left(look.px(12.0))
+            .margin_right(look.px(40.0))
             .build_cartesian_2d(0.0..1.0, lo_y..hi_y)
             .drawn()?;
         c.configure_mesh()
             .disable_x_mesh()
             .disable_y_mesh()
             .disable_x_axis()
-            .y_labels(6)
-            .y_label_formatter(&|v| tick(*v))
-            .label_style(look.font(12.0))
+            .disable_y_axis()
             .draw()
             .drawn()?;
         const STEPS: usize = 64;
@@ -323,17 +322,30 @@ impl Heatmap {
             Rectangle::new([(0.0, y), (1.0, y + step)], color.filled())
         }))
         .drawn()?;
+        // Whole-bit labels right of the bar (at most about eight).
+        let step = ((hi_y - lo_y) / 8.0).ceil().max(1.0);
+        let mut v = lo_y.ceil();
+        while v <= hi_y {
+            let label = EmptyElement::at((1.0, v))
+                + Text::new(
+                    tick(v),
+                    (look.at(5.0), 0),
+                    look.font(12.0).pos(Pos::new(HPos::Left, VPos::Center)),
+                );
+            c.plotting_area().draw(&label).drawn()?;
+            v += step;
+        }
         let (_, h) = area.dim_in_pixel();
         area.draw(&Text::new(
             "bits",
-            (look.at(38.0), look.at(16.0)),
+            (look.at(12.0), look.at(16.0)),
             look.font(13.0),
         ))
         .drawn()?;
         if self.has_fp32() {
             let top = h as i32 - look.at(50.0);
             area.draw(&Rectangle::new(
-                [(look.at(34.0), top), (look.at(54.0), top + look.at(14.0))],
+                [(look.at(12.0), top), (look.at(32.0), top + look.at(14.0))],
                 palette::FP32.filled(),
             ))
             .drawn()?;

@@ -274,9 +274,9 @@ fn pareto_from_a_results_fixture_and_its_errors() {
     );
 }
 
-/// `run --report` into `dir` on two accelerators.
-fn report(dir: &Path) {
-    ok(&[
+/// `run --report` into `dir` on two accelerators; returns the terminal table.
+fn report(dir: &Path) -> String {
+    let out = run(&[
         "run",
         "--model",
         "zoo:resnet20",
@@ -291,34 +291,32 @@ fn report(dir: &Path) {
         "--report",
         &s(dir),
     ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    cptsim_e2e::stdout(&out)
 }
 
 #[test]
 fn run_report_index_and_breakdowns() {
     let dir = tempfile::tempdir().unwrap();
     let rep = dir.path().join("rep");
-    report(&rep);
+    let table = report(&rep);
     let html = std::fs::read_to_string(rep.join("index.html")).unwrap();
     // The terminal's numbers, every CSV linked, both splits per accelerator inline.
-    let table = cptsim_e2e::stdout(&run(&[
-        "run",
-        "--model",
-        "zoo:resnet20",
-        "--schedule",
-        "cosine",
-        "--iters",
-        "800",
-        "--cycles",
-        "2",
-        "--accel",
-        "zc706,stripes",
-    ]));
     let gbitops = table
         .lines()
         .find_map(|l| l.strip_prefix("GBitOPs"))
         .map(str::trim)
         .unwrap();
     assert!(html.contains(&format!("<td>{gbitops}</td>")), "{gbitops}");
+    let zc706: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("zc706"))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap();
+    // time (s) and energy (J) columns, as printed.
+    for v in [zc706[1], zc706[3]] {
+        assert!(html.contains(&format!("<td>{v}</td>")), "{v}");
+    }
     for csv in ["zc706-layers.csv", "zc706-epochs.csv", "stripes-layers.csv"] {
         assert!(html.contains(&format!("<a href=\"{csv}\">")), "{csv}");
     }
