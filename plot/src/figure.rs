@@ -236,8 +236,20 @@ pub(crate) fn chart<'a, DB: DrawingBackend>(
 ) -> Result<Chart<'a, DB>> {
     let x = widen(axes.x);
     let y = widen(axes.y);
+    // The title shrinks (down to 9 px) until it fits the panel's width.
+    let room = f64::from(area.dim_in_pixel().0) * 0.96;
+    let mut title_px = 17.0;
+    while title_px > 9.0
+        && f64::from(
+            area.estimate_text_size(axes.title, &look.font(title_px))
+                .drawn()?
+                .0,
+        ) > room
+    {
+        title_px -= 1.0;
+    }
     let mut c = ChartBuilder::on(area)
-        .caption(axes.title, look.font(17.0))
+        .caption(axes.title, look.font(title_px))
         .margin(look.px(8.0))
         .margin_right(look.px(22.0))
         .x_label_area_size(look.px(38.0))
