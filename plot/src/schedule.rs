@@ -194,8 +194,15 @@ mod tests {
             let fw = ScheduleSeries::of(&schedule(n)).fw;
             assert_eq!(fw.len(), 2 * spans, "{i}");
         }
-        assert!(svg.matches("stroke=\"#0072B2\"").count() >= 3);
-        assert!(svg.matches("stroke=\"#E69F00\"").count() >= 3);
+        // One FW (blue) and one BW (orange) polyline per panel, plus the legend's sample line.
+        let lines = |c: &str| {
+            svg.split("<polyline")
+                .skip(1)
+                .filter(|p| p.contains(&format!("stroke=\"{c}\"")))
+                .count()
+        };
+        assert_eq!(lines("#0072B2"), 3 + 1);
+        assert_eq!(lines("#E69F00"), 3 + 1);
     }
 
     #[test]
