@@ -181,10 +181,14 @@ fn points(x: &[f64], y: &[f64], steps: bool) -> Vec<(f64, f64)> {
 impl Figure for Curves {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, look: Look) -> Result<()> {
         let (w, h) = area.dim_in_pixel();
+        // A row of three on wide canvases, a column of three on tall ones, else a 2 × 2 grid
+        // with the bits in the lower left.
         let cells = if w >= h * 2 {
             area.split_evenly((1, 3))
-        } else {
+        } else if h * 2 >= w * 3 {
             area.split_evenly((3, 1))
+        } else {
+            area.split_evenly((2, 2))
         };
         self.panel(
             &cells[0],

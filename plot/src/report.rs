@@ -394,8 +394,12 @@ pub fn write_sweep_index(dir: &Path, by: &str, prov: &Provenance) -> Result<Path
             vec![
                 p.config.clone(),
                 p.seeds.to_string(),
-                format!("{:.4e}", p.x),
-                format!("{:.4} ± {:.4}", p.y, p.y_std),
+                num(&Value::from(p.x)),
+                format!(
+                    "{} ± {}",
+                    num(&Value::from(p.y)),
+                    num(&Value::from(p.y_std))
+                ),
             ]
         })
         .collect();

@@ -444,8 +444,22 @@ fn index_pages_render_in_headless_chromium() {
     let ldp = dir.path().join("ldp");
     train(&ldp, &["--policy", "ldp"]);
     ok(&["plot", "train-index", &s(&ldp), "--model", "zoo:lenet5"]);
+    let sweep = dir.path().join("sweep");
+    std::fs::create_dir(&sweep).unwrap();
+    std::fs::write(sweep.join("results.csv"), RESULTS).unwrap();
+    ok(&["plot", "sweep-index", &s(&sweep), "--by", "schedule"]);
+    let html = std::fs::read_to_string(sweep.join("index.html")).unwrap();
+    assert_eq!(
+        html.matches("<svg").count(),
+        3,
+        "GBitOPs, latency and energy"
+    );
     // A phone-width window (420 CSS px): the page must still draw its tables and figures.
-    for page in [rep.join("index.html"), ldp.join("index.html")] {
+    for page in [
+        rep.join("index.html"),
+        ldp.join("index.html"),
+        sweep.join("index.html"),
+    ] {
         let png = page.with_extension("png");
         let console = screenshot(&chromium, &page, &png);
         assert!(

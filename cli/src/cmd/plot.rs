@@ -39,6 +39,17 @@ enum What {
     Curves(CurvesArgs),
     /// Write index.html into an existing `train --out` directory (summary, curves, heat map).
     TrainIndex(TrainIndexArgs),
+    /// Write index.html into a directory holding a sweep's results.csv (table, Pareto plots).
+    SweepIndex(SweepIndexArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SweepIndexArgs {
+    /// The directory with results.csv.
+    dir: PathBuf,
+    /// Column that colours the points.
+    #[arg(long, default_value = "schedule")]
+    by: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -189,6 +200,12 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("--model {}", a.model))?;
             let prov = Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
             let path = cptsim_plot::report::write_train_index(&a.dir, &model, &prov)?;
+            eprintln!("wrote {}", path.display());
+            Ok(())
+        }
+        What::SweepIndex(a) => {
+            let prov = Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
+            let path = cptsim_plot::report::write_sweep_index(&a.dir, &a.by, &prov)?;
             eprintln!("wrote {}", path.display());
             Ok(())
         }
