@@ -36,6 +36,29 @@ impl Split {
     }
 }
 
+/// What one bar stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Per {
+    /// One bar per conv / linear layer.
+    Layer,
+    /// One bar per stage: consecutive layers whose names share the part before the first `.`
+    /// (`layer1.0.conv1` → `layer1`; a stem `conv1` or a classifier `fc` is its own stage).
+    Stage,
+}
+
+impl Per {
+    /// Parses `layer` or `stage`.
+    pub fn parse(s: &str) -> Result<Per> {
+        match s {
+            "layer" => Ok(Per::Layer),
+            "stage" => Ok(Per::Stage),
+            _ => Err(PlotError::Invalid(format!(
+                "--per {s}: expected layer or stage"
+            ))),
+        }
+    }
+}
+
 /// Stacked values of one panel: `parts` names and per-layer values (one per part).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stack {
@@ -54,6 +77,7 @@ pub struct Breakdown {
     pub latency: Stack,
     /// Energy in joules.
     pub energy: Stack,
+    per: Per,
 }
 
 /// The `*-layers.csv` files of a report directory, sorted by name.
@@ -171,7 +195,45 @@ pub fn breakdown(path: &Path, split: Split) -> Result<Breakdown> {
             parts: en_parts,
             values: en,
         },
+        per: Per::Layer,
     })
+}
+
+impl Breakdown {
+    /// The same costs with one bar per stage (see [`Per::Stage`]); bar names are the stages.
+    pub fn by_stage(self) -> Breakdown {
+        let mut layers: Vec<(u64, String)> = Vec::new();
+        let mut lat: Vec<Vec<f64>> = Vec::new();
+        let mut en: Vec<Vec<f64>> = Vec::new();
+        for (i, (_, name)) in self.layers.iter().enumerate() {
+            let stage = name.split('.').next().unwrap_or(name).to_string();
+            if layers.last().map(|(_, s)| s) != Some(&stage) {
+                layers.push((layers.len() as u64, stage));
+                lat.push(vec![0.0; self.latency.parts.len()]);
+                en.push(vec![0.0; self.energy.parts.len()]);
+            }
+            let (l, e) = (lat.len() - 1, en.len() - 1);
+            for (k, v) in self.latency.values[i].iter().enumerate() {
+                lat[l][k] += v;
+            }
+            for (k, v) in self.energy.values[i].iter().enumerate() {
+                en[e][k] += v;
+            }
+        }
+        Breakdown {
+            accelerator: self.accelerator,
+            layers,
+            latency: Stack {
+                parts: self.latency.parts,
+                values: lat,
+            },
+            energy: Stack {
+                parts: self.energy.parts,
+                values: en,
+            },
+            per: Per::Stage,
+        }
+    }
 }
 
 impl Breakdown {
@@ -189,6 +251,10 @@ impl Breakdown {
             .iter()
             .map(|v| v.iter().sum::<f64>())
             .fold(0.0, f64::max);
+        let names: Vec<String> = match self.per {
+            Per::Layer => Vec::new(),
+            Per::Stage => self.layers.iter().map(|(_, n)| n.clone()).collect(),
+        };
         let mut c = chart(
             area,
             look,
@@ -196,9 +262,13 @@ impl Breakdown {
                 title,
                 x: -0.6..n as f64 - 0.4,
                 y: 0.0..if top > 0.0 { top * 1.25 } else { 1.0 },
-                x_desc: "layer (index in the model)",
+                x_desc: match self.per {
+                    Per::Layer => "layer (index in the model)",
+                    Per::Stage => "stage",
+                },
                 y_desc,
                 y_negated: false,
+                x_names: &names,
             },
         )?;
         for (k, part) in stack.parts.iter().enumerate() {
@@ -219,8 +289,12 @@ impl Breakdown {
 impl Figure for Breakdown {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, look: Look) -> Result<()> {
         let (top, bottom) = area.split_vertically(area.dim_in_pixel().1 / 2);
-        let t1 = format!("{}: latency per layer", self.accelerator);
-        let t2 = format!("{}: energy per layer", self.accelerator);
+        let per = match self.per {
+            Per::Layer => "layer",
+            Per::Stage => "stage",
+        };
+        let t1 = format!("{}: latency per {per}", self.accelerator);
+        let t2 = format!("{}: energy per {per}", self.accelerator);
         self.panel(&top, look, &self.latency, &t1, "latency (s)")?;
         self.panel(&bottom, look, &self.energy, &t2, "energy (J)")
     }
@@ -269,6 +343,26 @@ layer_index,layer,gemm,latency_s,cycles,compute_cycles,stall_cycles,energy_j,com
             assert!((s(&b.latency.values[i]) - s(&g.latency.values[i])).abs() < 1e-12);
             assert!((s(&b.energy.values[i]) - s(&g.energy.values[i])).abs() < 1e-12);
         }
+    }
+
+    #[test]
+    fn stages_sum_their_layers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a-layers.csv");
+        let rows = "layer_index,layer,gemm,latency_s,energy_j\n\
+                    0,conv1,fw,1,1\n1,layer1.0.conv1,fw,2,3\n2,layer1.0.conv2,fw,4,5\n\
+                    3,layer2.0.conv1,fw,8,9\n4,fc,fw,16,17\n";
+        std::fs::write(&path, rows).unwrap();
+        let b = breakdown(&path, Split::Gemm).unwrap().by_stage();
+        let names: Vec<&str> = b.layers.iter().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(names, ["conv1", "layer1", "layer2", "fc"]);
+        assert_eq!(b.latency.values[1], [6.0, 0.0, 0.0]);
+        assert_eq!(b.energy.values[3], [17.0, 0.0, 0.0]);
+        let texts = svg_texts(&render_svg(&b, Size::default()).unwrap());
+        for want in ["layer1", "fc", "stage"] {
+            assert!(texts.iter().any(|t| t == want), "{want}: {texts:?}");
+        }
+        assert!(Per::parse("block").is_err());
     }
 
     #[test]

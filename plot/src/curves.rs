@@ -119,6 +119,7 @@ impl Curves {
                 x_desc: "iteration",
                 y_desc,
                 y_negated: false,
+                x_names: &[],
             },
         )?;
         let several = self.runs.len() > 1;

@@ -226,6 +226,8 @@ pub(crate) struct Axes<'t> {
     pub y_desc: &'t str,
     /// Label the y axis with `-y` (for maps whose rows run downwards from 0).
     pub y_negated: bool,
+    /// Names for the integer x positions `0, 1, …` (categories); empty: numeric ticks.
+    pub x_names: &'t [String],
 }
 
 /// A chart with the common look: title, labelled axes with ticks and a light grid.
@@ -236,6 +238,7 @@ pub(crate) fn chart<'a, DB: DrawingBackend>(
 ) -> Result<Chart<'a, DB>> {
     let x = widen(axes.x);
     let y = widen(axes.y);
+    let names = axes.x_names;
     // The title shrinks (down to 9 px) until it fits the panel's width.
     let room = f64::from(area.dim_in_pixel().0) * 0.96;
     let mut title_px = 17.0;
@@ -261,9 +264,17 @@ pub(crate) fn chart<'a, DB: DrawingBackend>(
         .y_desc(axes.y_desc)
         .label_style(look.font(13.0))
         .axis_desc_style(look.font(14.0))
-        .x_labels(8)
+        .x_labels(if names.is_empty() { 8 } else { names.len() + 1 })
         .y_labels(6)
-        .x_label_formatter(&|v| tick(*v))
+        .x_label_formatter(&|v| {
+            if names.is_empty() {
+                tick(*v)
+            } else if v.fract() == 0.0 && *v >= 0.0 {
+                names.get(*v as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
         .y_label_formatter(&|v| tick(if axes.y_negated { -*v } else { *v }))
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(215, 215, 215))

@@ -299,6 +299,7 @@ impl Figure for Pareto {
                 x_desc: self.x.desc(),
                 y_desc: self.y.desc(),
                 y_negated: false,
+                x_names: &[],
             },
         )?;
         let grey = RGBColor(110, 110, 110);

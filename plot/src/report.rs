@@ -9,12 +9,15 @@ use cptsim_models::ModelSummary;
 use cptsim_traces::{read_trace, TraceRow};
 use serde_json::Value;
 
-use crate::breakdown::{breakdown, layer_files, Split};
+use crate::breakdown::{breakdown, layer_files, Breakdown, Split};
 use crate::curves::Curves;
 use crate::error::{PlotError, Result};
 use crate::figure::{render_svg, write_bytes, Figure, Size};
 use crate::pareto::{pareto, XAxis, YAxis};
 use crate::trace::{heatmap, HeatmapOptions};
+
+/// Models with more conv / linear layers than this also get a per-stage breakdown.
+const STAGE_VIEW_LAYERS: usize = 30;
 
 /// The page's file name.
 pub const INDEX: &str = "index.html";
@@ -306,6 +309,14 @@ pub fn write_run_index(dir: &Path, run: &Value, prov: &Provenance) -> Result<Pat
             breakdown(&file, Split::Gemm),
             size,
         );
+        // Deep models: also one bar per stage, where per-layer bars get thin.
+        if breakdown(&file, Split::Components).is_ok_and(|b| b.layers.len() > STAGE_VIEW_LAYERS) {
+            page.figure(
+                &format!("{name}: per stage (layers sharing the name before the first '.')"),
+                breakdown(&file, Split::Components).map(Breakdown::by_stage),
+                size,
+            );
+        }
     }
     page.files_and_provenance(dir, prov)?;
     page.write(dir)

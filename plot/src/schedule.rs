@@ -114,6 +114,7 @@ impl Figure for SchedulePlot {
                     x_desc: "iteration",
                     y_desc: "bits",
                     y_negated: false,
+                    x_names: &[],
                 },
             )?;
             let (fw, bw) = (palette::series(0), palette::series(1));

@@ -263,6 +263,7 @@ impl Figure for Heatmap {
                 x_desc: "iteration",
                 y_desc: "layer (input side at the top)",
                 y_negated: true,
+                x_names: &[],
             },
         )?;
         // Row i (top = first) spans y in [-i-0.5, -i+0.5], so the tick at -k labels row k at

@@ -335,6 +335,22 @@ fn run_report_index_and_breakdowns() {
         &s(&png),
     ]);
     assert_not_blank(&png);
+    let svg = dir.path().join("stages.svg");
+    ok(&[
+        "plot",
+        "breakdown",
+        &s(&rep),
+        "--accel",
+        "zc706",
+        "--per",
+        "stage",
+        "-o",
+        &s(&svg),
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for stage in ["conv1", "layer1", "layer2", "layer3", "fc"] {
+        assert!(text.contains(&format!("\n{stage}\n</text>")), "{stage}");
+    }
     fails(
         &["plot", "breakdown", &s(&rep), "-o", &s(&png)],
         &["several accelerators", "zc706"],

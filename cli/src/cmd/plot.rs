@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use cptsim_plot::breakdown::{breakdown, layer_files, Split};
+use cptsim_plot::breakdown::{breakdown, layer_files, Per, Split};
 use cptsim_plot::curves::Curves;
 use cptsim_plot::figure::{self, Size};
 use cptsim_plot::pareto::{pareto, XAxis, YAxis};
@@ -88,6 +88,9 @@ struct BreakdownArgs {
     /// Split each bar by `components` (compute / SRAM / DRAM) or by `gemm` (fw / eb / wg).
     #[arg(long, default_value = "components")]
     split: String,
+    /// One bar per `layer`, or per `stage` (layers sharing the name before the first `.`).
+    #[arg(long, default_value = "layer")]
+    per: String,
     #[command(flatten)]
     output: Output,
 }
@@ -215,6 +218,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
 fn breakdown_plot(a: &BreakdownArgs) -> anyhow::Result<()> {
     a.output.size().check()?;
     let split = Split::parse(&a.split)?;
+    let per = Per::parse(&a.per)?;
     let files = layer_files(&a.dir)?;
     let file = match &a.accel {
         Some(name) => {
@@ -245,7 +249,11 @@ fn breakdown_plot(a: &BreakdownArgs) -> anyhow::Result<()> {
             ),
         },
     };
-    a.output.write(&breakdown(file, split)?)
+    let bars = breakdown(file, split)?;
+    match per {
+        Per::Layer => a.output.write(&bars),
+        Per::Stage => a.output.write(&bars.by_stage()),
+    }
 }
 
 /// Writes `index.html` into a `run --report` directory; `report` is the run's JSON document.
