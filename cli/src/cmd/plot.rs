@@ -17,6 +17,9 @@ use cptsim_traces::{read_trace, TraceRow};
 
 use super::run::{bit_range, ConventionArg};
 
+/// Most iteration bins a heat map may have (far more than any screen shows).
+const MAX_COLUMNS: usize = 20_000;
+
 /// Arguments of `cptsim plot`.
 #[derive(clap::Args, Debug)]
 pub struct PlotArgs {
@@ -317,8 +320,8 @@ fn trace(a: &TracePlotArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    if a.columns == 0 {
-        bail!("--columns: at least 1");
+    if a.columns == 0 || a.columns > MAX_COLUMNS {
+        bail!("--columns {}: between 1 and {MAX_COLUMNS}", a.columns);
     }
     let model =
         cptsim_models::load_summary(&a.model, 1).with_context(|| format!("--model {}", a.model))?;
