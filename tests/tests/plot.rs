@@ -145,29 +145,15 @@ fn trace_heat_map_of_an_ldp_run_and_bad_traces() {
     let trace = s(&run_dir.join("trace.csv"));
     let png = dir.path().join("bits.png");
     let svg = dir.path().join("bits.svg");
-    ok(&[
-        "plot",
-        "trace",
-        &trace,
-        "--model",
-        "zoo:lenet5",
-        "--bits",
-        "3:8",
-        "-o",
-        &s(&png),
-    ]);
+    let plot = |extra: &[&str], out: &Path| {
+        let o = s(out);
+        let mut args = vec!["plot", "trace", &trace, "--model", "zoo:lenet5", "-o", &o];
+        args.extend_from_slice(extra);
+        ok(&args);
+    };
+    plot(&["--bits", "3:8"], &png);
     assert_not_blank(&png);
-    ok(&[
-        "plot",
-        "trace",
-        &trace,
-        "--model",
-        "zoo:lenet5",
-        "--operand",
-        "w",
-        "-o",
-        &s(&svg),
-    ]);
+    plot(&["--operand", "w"], &svg);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("layer (input side at the top)") && text.contains("weight bits"));
     // A header-only trace is an error naming the file, not an empty image.
