@@ -13,7 +13,7 @@ use plotters_backend::{
 };
 
 /// The embedded font, parsed once.
-fn font() -> Option<&'static FontRef<'static>> {
+pub(crate) fn font() -> Option<&'static FontRef<'static>> {
     static FONT: OnceLock<Option<FontRef<'static>>> = OnceLock::new();
     FONT.get_or_init(|| FontRef::try_from_slice(dejavu::sans::regular()).ok())
         .as_ref()

@@ -140,7 +140,7 @@ pub fn render_svg(fig: &impl Figure, size: Size) -> Result<String> {
         fig.draw(&root, Look { k: 1.0 })?;
         root.present().drawn()?;
     }
-    Ok(out)
+    Ok(crate::svg_text::outline_text(&out))
 }
 
 /// The figure as a PNG file of `size` at its dpi.

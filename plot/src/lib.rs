@@ -15,6 +15,7 @@ pub mod palette;
 pub mod pareto;
 pub mod report;
 pub mod schedule;
+mod svg_text;
 pub mod table;
 pub mod trace;
 
