@@ -137,6 +137,62 @@ fn schedule_figures_have_one_panel_per_schedule_in_svg_and_png() {
     );
 }
 
+/// Checks that the heat map of `svg` (one column per iteration) shows what `ldp_bits.png` shows:
+/// per layer, top to bottom, one rectangle per run of equal weight bits in `trace_csv`, and one
+/// colour per bit-width (equal bits, equal colour; different bits, different colours).
+fn assert_map_follows_trace(svg: &str, trace_csv: &str) {
+    // Runs of b_w per layer, in iteration order.
+    let mut runs: Vec<Vec<u8>> = Vec::new();
+    for line in trace_csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (layer, bits): (usize, u8) = (f[2].parse().unwrap(), f[4].parse().unwrap());
+        if runs.len() <= layer {
+            runs.resize(layer + 1, Vec::new());
+        }
+        if runs[layer].last() != Some(&bits) {
+            runs[layer].push(bits);
+        }
+    }
+    // The map's rectangles: left of the colour bar, not the white background.
+    let attr = |tag: &str, name: &str| -> String {
+        let key = format!(" {name}=\"");
+        let start = tag.find(&key).unwrap() + key.len();
+        tag[start..].split('"').next().unwrap().to_string()
+    };
+    let mut rows: Vec<(i64, Vec<(i64, String)>)> = Vec::new();
+    for tag in svg.split("<rect").skip(1) {
+        let (x, y, w): (i64, i64, i64) = (
+            attr(tag, "x").parse().unwrap(),
+            attr(tag, "y").parse().unwrap(),
+            attr(tag, "width").parse().unwrap(),
+        );
+        let fill = attr(tag, "fill");
+        if fill == "#FFFFFF" || x + w > 708 {
+            continue;
+        }
+        match rows.iter_mut().find(|(ry, _)| *ry == y) {
+            Some((_, r)) => r.push((x, fill)),
+            None => rows.push((y, vec![(x, fill)])),
+        }
+    }
+    rows.sort_by_key(|(y, _)| *y);
+    assert_eq!(rows.len(), runs.len(), "one map row per traced layer");
+    let mut colour_of: Vec<(u8, String)> = Vec::new();
+    for ((_, rects), bits) in rows.iter_mut().zip(&runs) {
+        rects.sort();
+        assert_eq!(rects.len(), bits.len(), "runs {bits:?}");
+        for ((_, fill), b) in rects.iter().zip(bits) {
+            match colour_of.iter().find(|(cb, _)| cb == b) {
+                Some((_, c)) => assert_eq!(c, fill, "{b} bits"),
+                None => {
+                    assert!(colour_of.iter().all(|(_, c)| c != fill), "{fill} reused");
+                    colour_of.push((*b, fill.clone()));
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn trace_heat_map_of_an_ldp_run_and_bad_traces() {
     let dir = tempfile::tempdir().unwrap();
@@ -156,6 +212,10 @@ fn trace_heat_map_of_an_ldp_run_and_bad_traces() {
     plot(&["--operand", "w"], &svg);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("layer (input side at the top)") && text.contains("weight bits"));
+    assert_map_follows_trace(
+        &text,
+        &std::fs::read_to_string(run_dir.join("trace.csv")).unwrap(),
+    );
     // A header-only trace is an error naming the file, not an empty image.
     let empty = dir.path().join("empty.csv");
     std::fs::write(
