@@ -39,6 +39,9 @@ enum Command {
     Forward(cmd::forward::ForwardArgs),
     /// Benchmarks: training-step throughput and GEMM rate against this machine's peak.
     Bench(cmd::bench::BenchArgs),
+    /// Figures (SVG or PNG): schedules, trace heat maps, sweep Pareto plots, accelerator
+    /// breakdowns and training curves.
+    Plot(cmd::plot::PlotArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Infer(args) => cmd::infer::run(args),
         Command::Accel(args) => cmd::accel::run(args),
         Command::Compare(args) => cmd::compare::run(args),
+        Command::Plot(args) => cmd::plot::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

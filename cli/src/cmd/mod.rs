@@ -8,6 +8,7 @@ pub mod forward;
 pub mod infer;
 pub mod inspect;
 pub mod layer;
+pub mod plot;
 pub mod quant_scope;
 pub mod run;
 pub mod train;

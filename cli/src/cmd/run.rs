@@ -148,6 +148,9 @@ struct Run<'a> {
 /// Runs the subcommand.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let (report, model) = evaluate(&args)?;
+    if let Some(dir) = &args.report {
+        super::plot::write_run_index(dir, &report)?;
+    }
     match args.format {
         FormatArg::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         FormatArg::Table => print_table(&report, &model),

@@ -1,0 +1,478 @@
+//! Accuracy against training cost from a sweep's tidy `results.csv`: one point per configuration
+//! (mean over seeds, ± one standard deviation as error bars), coloured by a `--by` column, the
+//! static baseline's cost marked, and the Pareto front (least cost for the accuracy) drawn.
+//!
+//! Columns read (by name; others ignored): `schedule`, `seed`, the x column and its static twin
+//! (`gbitops`/`static_gbitops`, `latency_s`/`static_latency_s`, `energy_j`/`static_energy_j`),
+//! the y column (`final_test_acc` or `best_test_acc`) and the `--by` column. A configuration is
+//! the row's values of `model, schedule, bits, grad_bits, accel` (those present) and `--by`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::error::{PlotError, Result};
+use crate::figure::{chart, legend, span, Axes, Drawn, Figure, Look};
+use crate::palette;
+use crate::table::Table;
+
+/// The cost on the x axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XAxis {
+    Gbitops,
+    Latency,
+    Energy,
+}
+
+impl XAxis {
+    /// Parses `gbitops`, `latency` or `energy`.
+    pub fn parse(s: &str) -> Result<XAxis> {
+        match s {
+            "gbitops" => Ok(XAxis::Gbitops),
+            "latency" => Ok(XAxis::Latency),
+            "energy" => Ok(XAxis::Energy),
+            _ => Err(PlotError::Invalid(format!(
+                "--x {s}: expected gbitops, latency or energy"
+            ))),
+        }
+    }
+
+    /// The column holding the run's cost.
+    pub fn column(self) -> &'static str {
+        match self {
+            XAxis::Gbitops => "gbitops",
+            XAxis::Latency => "latency_s",
+            XAxis::Energy => "energy_j",
+        }
+    }
+
+    /// The column holding the static baseline's cost.
+    pub fn static_column(self) -> &'static str {
+        match self {
+            XAxis::Gbitops => "static_gbitops",
+            XAxis::Latency => "static_latency_s",
+            XAxis::Energy => "static_energy_j",
+        }
+    }
+
+    fn desc(self) -> &'static str {
+        match self {
+            XAxis::Gbitops => "training cost (GBitOPs)",
+            XAxis::Latency => "training latency (s)",
+            XAxis::Energy => "training energy (J)",
+        }
+    }
+}
+
+/// The accuracy on the y axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum YAxis {
+    /// `final_test_acc`.
+    Final,
+    /// `best_test_acc`.
+    Best,
+}
+
+impl YAxis {
+    /// Parses `accuracy` (final test accuracy) or `best`.
+    pub fn parse(s: &str) -> Result<YAxis> {
+        match s {
+            "accuracy" => Ok(YAxis::Final),
+            "best" => Ok(YAxis::Best),
+            _ => Err(PlotError::Invalid(format!(
+                "--y {s}: expected accuracy (final_test_acc) or best (best_test_acc)"
+            ))),
+        }
+    }
+
+    /// The column read.
+    pub fn column(self) -> &'static str {
+        match self {
+            YAxis::Final => "final_test_acc",
+            YAxis::Best => "best_test_acc",
+        }
+    }
+
+    fn desc(self) -> &'static str {
+        match self {
+            YAxis::Final => "final test accuracy",
+            YAxis::Best => "best test accuracy",
+        }
+    }
+}
+
+/// One configuration: the mean over its seeds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// The `--by` value (colour and legend entry).
+    pub group: String,
+    /// The configuration's key columns, `name=value` joined by spaces.
+    pub config: String,
+    /// Mean cost.
+    pub x: f64,
+    /// Mean accuracy.
+    pub y: f64,
+    /// Sample standard deviation of the accuracy over seeds (0 for one seed).
+    pub y_std: f64,
+    /// Seeds averaged.
+    pub seeds: usize,
+    /// True for the static schedule's configurations.
+    pub is_static: bool,
+}
+
+/// The Pareto figure's data.
+#[derive(Clone, Debug)]
+pub struct Pareto {
+    /// Points, grouped by `--by` value in first-seen order.
+    pub points: Vec<Point>,
+    /// Indices into `points` of the Pareto front, by increasing cost.
+    pub front: Vec<usize>,
+    /// Distinct static-baseline costs.
+    pub static_x: Vec<f64>,
+    groups: Vec<String>,
+    x: XAxis,
+    y: YAxis,
+    by: String,
+}
+
+/// Columns that identify a configuration when present.
+const KEY_COLUMNS: [&str; 5] = ["model", "schedule", "bits", "grad_bits", "accel"];
+
+/// Reads `path` and builds the figure's data.
+pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
+    let t = Table::read(path)?;
+    let schedule = t.column("schedule")?;
+    t.column("seed")?;
+    let xs = t.numbers(x.column())?;
+    let statics = t.numbers(x.static_column())?;
+    let ys = t.numbers(y.column())?;
+    let by_col = t.column(by)?;
+    if t.is_empty() {
+        return Err(t.empty_error());
+    }
+    let mut keys: Vec<_> = KEY_COLUMNS
+        .iter()
+        .filter(|k| t.has(k) && **k != by)
+        .map(|k| t.column(k))
+        .collect::<Result<_>>()?;
+    keys.push(t.column(by)?);
+    let mut configs: BTreeMap<String, Runs> = BTreeMap::new();
+    let mut groups: Vec<String> = Vec::new();
+    for r in 0..t.len() {
+        let config = keys
+            .iter()
+            .zip(
+                KEY_COLUMNS
+                    .iter()
+                    .filter(|k| t.has(k) && **k != by)
+                    .chain([&by]),
+            )
+            .map(|(c, name)| format!("{name}={}", t.text(r, c)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let group = t.text(r, &by_col).to_string();
+        if !groups.contains(&group) {
+            groups.push(group.clone());
+        }
+        let order = configs.len();
+        let e = configs.entry(config).or_insert_with(|| {
+            (
+                order,
+                group,
+                Vec::new(),
+                Vec::new(),
+                t.text(r, &schedule) == "static",
+            )
+        });
+        e.2.push(xs[r]);
+        e.3.push(ys[r]);
+    }
+    let mut points: Vec<(usize, Point)> = configs
+        .into_iter()
+        .map(|(config, (order, group, xs, ys, is_static))| {
+            let (x, _) = mean_std(&xs);
+            let (y, y_std) = mean_std(&ys);
+            (
+                order,
+                Point {
+                    group,
+                    config,
+                    x,
+                    y,
+                    y_std,
+                    seeds: ys.len(),
+                    is_static,
+                },
+            )
+        })
+        .collect();
+    points.sort_by_key(|(order, _)| *order);
+    let points: Vec<Point> = points.into_iter().map(|(_, p)| p).collect();
+    let front = front(&points);
+    let mut static_x: Vec<f64> = Vec::new();
+    for s in statics {
+        if !static_x
+            .iter()
+            .any(|v| (v - s).abs() <= 1e-9 * s.abs().max(1e-300))
+        {
+            static_x.push(s);
+        }
+    }
+    Ok(Pareto {
+        points,
+        front,
+        static_x,
+        groups,
+        x,
+        y,
+        by: by.to_string(),
+    })
+}
+
+/// The rows of one configuration: first-seen order, group, costs, accuracies, static?
+type Runs = (usize, String, Vec<f64>, Vec<f64>, bool);
+
+/// Mean and sample standard deviation.
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
+/// The points no other point beats (at most the cost and at least the accuracy, one strictly),
+/// by increasing cost.
+fn front(points: &[Point]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by(|&a, &b| {
+        points[a]
+            .x
+            .total_cmp(&points[b].x)
+            .then(points[b].y.total_cmp(&points[a].y))
+    });
+    let mut best = f64::NEG_INFINITY;
+    let mut out = Vec::new();
+    for i in order {
+        if points[i].y > best {
+            best = points[i].y;
+            out.push(i);
+        }
+    }
+    out
+}
+
+impl Figure for Pareto {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, look: Look) -> Result<()> {
+        let xr = span(
+            self.points
+                .iter()
+                .map(|p| p.x)
+                .chain(self.static_x.iter().copied()),
+            0.08,
+        )
+        .unwrap_or(0.0..1.0);
+        let yr = span(
+            self.points
+                .iter()
+                .flat_map(|p| [p.y - p.y_std, p.y + p.y_std]),
+            0.15,
+        )
+        .unwrap_or(0.0..1.0);
+        let title = format!(
+            "{} against {}, by {}",
+            self.y.desc(),
+            self.x.desc(),
+            self.by
+        );
+        let mut c = chart(
+            area,
+            look,
+            Axes {
+                title: &title,
+                x: xr.clone(),
+                y: yr.clone(),
+                x_desc: self.x.desc(),
+                y_desc: self.y.desc(),
+                y_negated: false,
+                x_names: &[],
+            },
+        )?;
+        let grey = RGBColor(110, 110, 110);
+        for (i, &sx) in self.static_x.iter().enumerate() {
+            let s = c
+                .draw_series(DashedLineSeries::new(
+                    [(sx, yr.start), (sx, yr.end)],
+                    look.px(6.0),
+                    look.px(4.0),
+                    look.line(grey, 1.5),
+                ))
+                .drawn()?;
+            if i == 0 {
+                s.label("static baseline cost").legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], grey.stroke_width(1))
+                });
+            }
+        }
+        let front: Vec<(f64, f64)> = self
+            .front
+            .iter()
+            .map(|&i| (self.points[i].x, self.points[i].y))
+            .collect();
+        c.draw_series(LineSeries::new(front, look.line(BLACK, 1.5)))
+            .drawn()?
+            .label("Pareto front")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BLACK.stroke_width(1)));
+        let r = look.px(4.5);
+        for (g, name) in self.groups.iter().enumerate() {
+            let color = palette::series(g);
+            let pts: Vec<&Point> = self.points.iter().filter(|p| &p.group == name).collect();
+            c.draw_series(pts.iter().filter(|p| p.y_std > 0.0).map(|p| {
+                ErrorBar::new_vertical(
+                    p.x,
+                    p.y - p.y_std,
+                    p.y,
+                    p.y + p.y_std,
+                    look.line(color, 1.5),
+                    look.px(8.0),
+                )
+            }))
+            .drawn()?;
+            let dots = c
+                .draw_series(
+                    pts.iter()
+                        .filter(|p| !p.is_static)
+                        .map(|p| Circle::new((p.x, p.y), r, color.filled())),
+                )
+                .drawn()?;
+            if pts.iter().any(|p| !p.is_static) {
+                dots.label(name.as_str())
+                    .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
+            }
+            c.draw_series(
+                pts.iter()
+                    .filter(|p| p.is_static)
+                    .map(|p| Cross::new((p.x, p.y), r + 1, look.line(color, 2.5))),
+            )
+            .drawn()?;
+        }
+        if self.points.iter().any(|p| p.is_static) {
+            // Legend entry only: a cross marks the static schedule's own runs.
+            c.draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())
+                .drawn()?
+                .label("schedule = static (×)")
+                .legend(|(x, y)| Cross::new((x + 9, y), 5, BLACK.stroke_width(2)));
+        }
+        legend(&mut c, look, SeriesLabelPosition::LowerRight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::figure::{render_svg, svg_texts, Size};
+
+    /// A hand-written sweep: two schedules × two seeds plus the static run, two bit ranges.
+    const RESULTS: &str = "\
+model,schedule,bits,grad_bits,seed,accel,gbitops,static_gbitops,reduction,latency_s,energy_j,static_latency_s,static_energy_j,final_test_acc,best_test_acc,note
+lenet5,static,8,8,0,,100,100,0,2.0,10,2.0,10,0.90,0.91,x
+lenet5,static,8,8,1,,100,100,0,2.0,10,2.0,10,0.92,0.93,x
+lenet5,cosine,3:8,8,0,,60,100,0.4,1.5,7,2.0,10,0.88,0.90,x
+lenet5,cosine,3:8,8,1,,60,100,0.4,1.5,7,2.0,10,0.90,0.91,x
+lenet5,cosine,4:8,8,0,,70,100,0.3,1.6,8,2.0,10,0.87,0.89,x
+lenet5,exp,3:8,8,0,,50,100,0.5,1.4,6,2.0,10,0.85,0.86,x
+lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
+";
+
+    fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.csv");
+        std::fs::write(&path, RESULTS).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn points_are_seed_means_and_the_front_is_undominated() {
+        let (_d, path) = fixture();
+        let p = pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule").unwrap();
+        assert_eq!(p.groups, ["static", "cosine", "exp"]);
+        assert_eq!(p.points.len(), 4);
+        let cos = &p.points[1];
+        assert_eq!((cos.x, cos.seeds), (60.0, 2));
+        assert!((cos.y - 0.89).abs() < 1e-12);
+        assert!((cos.y_std - 0.02f64.hypot(0.0) / 2f64.sqrt()).abs() < 1e-12);
+        assert!(p.points[0].is_static && !cos.is_static);
+        // exp (50, 0.855) → cosine 3:8 (60, 0.89) → static (100, 0.91); cosine 4:8 is beaten.
+        let front: Vec<(f64, f64)> = p
+            .front
+            .iter()
+            .map(|&i| (p.points[i].x, p.points[i].y))
+            .collect();
+        assert_eq!(front.len(), 3);
+        assert_eq!(front[0].0, 50.0);
+        assert_eq!(front[2].0, 100.0);
+        assert_eq!(p.static_x, [100.0]);
+        let p = pareto(&path, XAxis::Energy, YAxis::Best, "bits").unwrap();
+        assert_eq!(p.points[0].x, 10.0);
+        assert_eq!(p.groups, ["8", "3:8", "4:8"]);
+    }
+
+    #[test]
+    fn missing_columns_and_bad_flags_are_named() {
+        let (dir, path) = fixture();
+        let e = pareto(&path, XAxis::Gbitops, YAxis::Final, "policy").unwrap_err();
+        assert!(
+            e.to_string().contains("results.csv: no column 'policy'"),
+            "{e}"
+        );
+        let cut = dir.path().join("cut.csv");
+        std::fs::write(
+            &cut,
+            "schedule,seed,gbitops,final_test_acc\ncosine,0,1,0.5\n",
+        )
+        .unwrap();
+        let e = pareto(&cut, XAxis::Gbitops, YAxis::Final, "schedule").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("cut.csv: no column 'static_gbitops'"),
+            "{e}"
+        );
+        std::fs::write(&cut, RESULTS.lines().next().unwrap()).unwrap();
+        let e = pareto(&cut, XAxis::Gbitops, YAxis::Final, "schedule").unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        assert!(XAxis::parse("time")
+            .unwrap_err()
+            .to_string()
+            .contains("--x time"));
+        assert!(YAxis::parse("loss")
+            .unwrap_err()
+            .to_string()
+            .contains("--y loss"));
+    }
+
+    #[test]
+    fn svg_has_axes_legend_and_error_bars() {
+        let (_d, path) = fixture();
+        let p = pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule").unwrap();
+        let svg = render_svg(&p, Size::default()).unwrap();
+        let texts = svg_texts(&svg);
+        for want in [
+            "training cost (GBitOPs)",
+            "final test accuracy",
+            "schedule = static (×)",
+            "cosine",
+            "exp",
+            "Pareto front",
+            "static baseline cost",
+        ] {
+            assert!(texts.iter().any(|t| t == want), "{want}: {texts:?}");
+        }
+        // A filled circle per non-static point, per legend entry of a group with one, and the
+        // centre of each of the three error bars (static, cosine 3:8, exp: two seeds each).
+        assert_eq!(svg.matches("<circle").count(), 3 + 2 + 3);
+    }
+}
