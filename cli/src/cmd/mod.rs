@@ -13,5 +13,6 @@ pub mod train;
 pub mod train_dfq;
 pub mod train_ldp;
 pub mod train_output;
+pub mod train_policy;
 pub mod train_setup;
 pub mod zoo;

@@ -16,6 +16,7 @@ use super::run::ConventionArg;
 use super::train_dfq::{self, CandidatesArg, DfqExecArg};
 use super::train_ldp::{self as ldp, LdpArgs};
 use super::train_output::{self as output, Progress, Summary};
+use super::train_policy;
 use super::train_setup as setup;
 
 const CHECKPOINT: &str = "checkpoint.bin";
@@ -344,17 +345,9 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
     let dfq = train_dfq::build(&args, &graph, &opts, &summary, &mut net)?;
     let data = setup::load_data(&args, net.input, net.classes)?;
     let iterations = setup::iterations(&args, data.train.len())?;
-    let (policy, fw, bw) = match args.policy {
-        PolicyArg::Schedule | PolicyArg::Dfq | PolicyArg::Fractrain => {
-            setup::policy(&args, iterations)?
-        }
-        PolicyArg::Ldp => ldp::policy(&args, &net, &summary)?,
-    };
+    let (policy, fw, bw) = train_policy::build(&args, iterations, &net, &summary, dfq)?;
     let config = setup::config(&args, iterations)?;
     let mut tr = Trainer::new(net, &data, config, policy)?;
-    if let Some(d) = dfq {
-        tr = tr.with_dfq(d);
-    }
     let adaptation = tr.adaptation();
     if adaptation.is_needed() {
         eprintln!("{}", adaptation.describe());
@@ -376,7 +369,9 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         let rows = tr.rows();
         output::write_traces(dir, &summary, args.batch as u64, tr.state.iteration, &rows)?;
         ldp::write_plot(dir, tr, &rows)?;
-        train_dfq::write_log(dir, tr.dfq.as_ref())?;
+        tr.policy
+            .write_artefacts(dir, tr.state.iteration)
+            .with_context(|| format!("--out {}", dir.display()))?;
         output::write_metrics(dir, &tr.state.evals)
     };
     while tr.state.iteration < stop {
@@ -415,35 +410,26 @@ pub fn run(mut args: TrainArgs) -> anyhow::Result<()> {
         output::cost(&summary, &rows, Bits::forward_backward(fw.max, bw.max))?;
     let cpu = progress.train_cpu_seconds();
     let secs = progress.seconds();
-    let ldp_report = ldp::report(&mut tr, &rows);
+    let iterations_done = tr.state.iteration;
+    let report = tr.policy.report(&mut tr.net, &rows, iterations_done);
     let last = tr.state.evals.last();
     let result = Summary {
         policy: args.policy.name(),
-        target: match &tr.dfq {
-            Some(d) => Some(d.target()),
-            None => ldp_report.as_ref().map(|r| r.0),
-        },
-        achieved: match &tr.dfq {
-            Some(d) => Some(d.achieved()),
-            None => ldp_report.as_ref().and_then(|r| r.1),
-        },
-        ldp: ldp_report.map(|r| r.2),
+        target: report.target,
+        achieved: report.achieved,
+        ldp: report.layers,
         final_test_acc: last.map_or(0.0, |e| e.test_acc),
         best_test_acc: tr.state.best_test_acc(),
         gbitops,
         static_gbitops,
-        iterations: tr.state.iteration,
+        iterations: iterations_done,
         seconds: seconds_before + secs,
         images_per_s: progress.images() as f64 / progress.train_seconds().max(1e-9),
         cpu_seconds: cpu,
         images_per_cpu_s: progress.images() as f64 / cpu.max(1e-9),
         load_average: cptsim_sim::cputime::load_average_1min(),
-        prt_bits: tr.policy.prt_bound().and_then(|p| p.found),
-        pfq_turns: match (&tr.policy, &tr.dfq) {
-            (_, Some(d)) => d.state.pfq.as_ref().map(|p| p.turns.clone()),
-            (cptsim_sim::train::PrecisionPolicy::Pfq(p), None) => Some(p.turns.clone()),
-            _ => None,
-        },
+        prt_bits: report.prt_bits,
+        pfq_turns: report.turns,
     };
     if let Some(dir) = &out {
         output::write_summary(dir, &result)?;

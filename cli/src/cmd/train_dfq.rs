@@ -1,16 +1,11 @@
 //! `cptsim train --policy dfq|fractrain`: the DFQ gate (spec §6) and FracTrain's target stepping
 //! (§7) built from the command line and attached to the imported model's residual blocks.
 
-use std::io::Write;
-use std::path::Path;
-
 use anyhow::{bail, Context};
 use cptsim_models::{Graph as IrGraph, ModelSummary};
 use cptsim_sim::build::{build_network, BuildOptions};
-use cptsim_sim::dfq::cost::reg_sign;
 use cptsim_sim::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig};
 use cptsim_sim::train::TrainNet;
-use cptsim_traces::{write_atomically, TraceError};
 use serde::{Deserialize, Serialize};
 
 use super::train::{PolicyArg, QuantizerArg, TrainArgs};
@@ -105,32 +100,4 @@ pub(crate) fn build(
             .with_context(|| format!("--dfq-exec all on --model {model}"))?;
     }
     Ok(Some(dfq))
-}
-
-/// Writes `dfq.csv` into `dir` when the run is gated: per training iteration the measured cp,
-/// the target in force, the sign of the cost term, the gate's confidence (mean probability of
-/// the chosen options; near 1 the softmax is saturated and the cost term barely moves it) and,
-/// under `--dfq-exec all`, the task-to-cost ratio of the gate's logit gradient.
-pub(crate) fn write_log(dir: &Path, dfq: Option<&Dfq>) -> anyhow::Result<()> {
-    let Some(d) = dfq else { return Ok(()) };
-    let path = dir.join("dfq.csv");
-    let s = &d.state;
-    let mut text = String::from("iteration,cp,target,reg,confidence,task_to_cost\n");
-    for (t, &cp) in s.cp.iter().enumerate() {
-        let target = d.target_at(t as u64);
-        let reg = reg_sign(cp, target, d.config.relax);
-        let conf = s.confidence.get(t).copied().unwrap_or(f64::NAN);
-        let ratio = s
-            .task_to_cost
-            .get(t)
-            .map_or(String::new(), |r| format!("{r:.6}"));
-        text.push_str(&format!(
-            "{t},{cp:.6},{target:.6},{reg},{conf:.6},{ratio}\n"
-        ));
-    }
-    write_atomically(&path, |out| {
-        out.write_all(text.as_bytes())
-            .map_err(|e| TraceError::io(&path, e))
-    })
-    .with_context(|| format!("writing {}", path.display()))
 }

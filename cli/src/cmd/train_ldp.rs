@@ -1,13 +1,12 @@
-//! `cptsim train --policy ldp`: the LDP flags, the policy built from them, its report in the
-//! summary (target vs achieved forward cost, final per-layer bits, inference cost) and the plot of
-//! the learned per-layer precision (`ldp_bits.png`).
+//! `cptsim train --policy ldp`: the LDP flags, the policy built from them and the plot of the
+//! learned per-layer precision (`ldp_bits.png`).
 
 use std::path::Path;
 
 use anyhow::{bail, Context};
 use cptsim_models::ModelSummary;
-use cptsim_sim::ldp::{cost, plot, BitMap, Ldp, LdpConfig, Mapping};
-use cptsim_sim::train::{PrecisionPolicy, TrainNet, Trainer};
+use cptsim_sim::ldp::{plot, BitMap, Ldp, LdpConfig, Mapping};
+use cptsim_sim::train::{Policy, TrainNet, Trainer};
 use cptsim_traces::schedule::BitRange;
 use cptsim_traces::TraceRow;
 use serde::{Deserialize, Serialize};
@@ -90,7 +89,7 @@ pub(crate) fn policy(
     args: &TrainArgs,
     net: &TrainNet,
     summary: &ModelSummary,
-) -> anyhow::Result<(PrecisionPolicy, BitRange, BitRange)> {
+) -> anyhow::Result<(Box<dyn Policy>, BitRange, BitRange)> {
     let l = &args.ldp;
     if !matches!(args.quantizer, QuantizerArg::Sbm) {
         bail!("--policy ldp: needs --quantizer sbm (its step-size gradient is derived for SBM)");
@@ -139,69 +138,12 @@ pub(crate) fn policy(
         ..defaults
     };
     let ldp = Ldp::for_net(config, net, summary).context("--policy ldp")?;
-    Ok((PrecisionPolicy::Ldp(ldp), fw, bw))
-}
-
-/// One layer's learned precision at the end of the run.
-#[derive(Serialize, Debug)]
-pub(crate) struct LayerBits {
-    pub(crate) layer: String,
-    pub(crate) bits: u8,
-}
-
-/// What the summary reports of an LDP run.
-#[derive(Serialize, Debug)]
-pub(crate) struct LdpReport {
-    /// Forward bits of each LDP layer in the last iteration (the trained model's precision).
-    pub(crate) final_bits: Vec<LayerBits>,
-    /// Inference cost Σ_l MAC_l·b_l² of one image at the final bits, in GBitOPs.
-    pub(crate) inference_gbitops: f64,
-    /// The same at B_max everywhere.
-    pub(crate) static_inference_gbitops: f64,
-}
-
-/// `(target, achieved, report)`: the target ratio, the mean C/T_static over the last 10 % of the
-/// iterations in `rows`, and the final bits with the inference cost. `None` unless LDP ran.
-pub(crate) fn report(
-    tr: &mut Trainer<'_>,
-    rows: &[TraceRow],
-) -> Option<(f64, Option<f64>, LdpReport)> {
-    let PrecisionPolicy::Ldp(ldp) = &tr.policy else {
-        return None;
-    };
-    let iterations = tr.state.iteration;
-    let from = iterations - iterations.div_ceil(10);
-    let achieved = cost::mean_ratio(
-        rows,
-        &ldp.trace_layers(),
-        ldp.static_cost(),
-        from,
-        iterations,
-    );
-    let quants = tr.net.graph.quant_layers_mut();
-    let final_bits: Vec<LayerBits> = ldp
-        .layers()
-        .iter()
-        .map(|l| LayerBits {
-            layer: l.name.clone(),
-            bits: quants
-                .get(l.slot)
-                .map_or(0, |(_, q)| u8::try_from(q.bits_fw).unwrap_or(u8::MAX)),
-        })
-        .collect();
-    let macs: Vec<f64> = ldp.layers().iter().map(|l| l.macs).collect();
-    let bits: Vec<u8> = final_bits.iter().map(|b| b.bits).collect();
-    let report = LdpReport {
-        inference_gbitops: cost::forward_cost(&macs, &bits) / 1e9,
-        static_inference_gbitops: ldp.static_cost() / 1e9,
-        final_bits,
-    };
-    Some((ldp.config.target, achieved, report))
+    Ok((Box::new(ldp), fw, bw))
 }
 
 /// Writes `ldp_bits.png` into `dir` when LDP runs.
 pub(crate) fn write_plot(dir: &Path, tr: &Trainer<'_>, rows: &[TraceRow]) -> anyhow::Result<()> {
-    let PrecisionPolicy::Ldp(ldp) = &tr.policy else {
+    let Some(ldp) = tr.policy_as::<Ldp>() else {
         return Ok(());
     };
     let layers: Vec<u32> = ldp.layers().iter().map(|l| l.layer).collect();

@@ -8,7 +8,8 @@ use cptsim_models::{LayerRole, ModelSummary};
 use cptsim_sim::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
 use cptsim_sim::optim::{LrPolicy, LrSchedule};
 use cptsim_sim::train::{
-    Pfq, PfqConfig, PrecisionPolicy, Prt, PrtConfig, TrainConfig, TrainData, TrainNet,
+    Pfq, PfqConfig, Policy, Prt, PrtConfig, PrtPolicy, SchedulePolicy, TrainConfig, TrainData,
+    TrainNet,
 };
 use cptsim_traces::schedule::{BitRange, ScheduleArgs};
 use cptsim_traces::Bits;
@@ -129,11 +130,11 @@ fn stage_list(flag: &str, text: &str) -> anyhow::Result<Vec<u8>> {
         .collect()
 }
 
-/// The precision policy and the static baseline's forward/backward bits.
+/// The schedule, PFQ or PRT policy and the static baseline's forward/backward bits.
 pub(crate) fn policy(
     args: &TrainArgs,
     iterations: u64,
-) -> anyhow::Result<(PrecisionPolicy, BitRange, BitRange)> {
+) -> anyhow::Result<(Box<dyn Policy>, BitRange, BitRange)> {
     let fw = bit_range("--bits", args.bits.as_deref(), "3:8")?;
     let bw = bit_range("--grad-bits", args.grad_bits.as_deref(), "8")?;
     if args.schedule == "pfq" {
@@ -148,7 +149,7 @@ pub(crate) fn policy(
             min: v.iter().copied().min().unwrap_or(0),
             max: v.iter().copied().max().unwrap_or(0),
         };
-        return Ok((PrecisionPolicy::Pfq(pfq), range(&cfg.fw), range(&cfg.bw)));
+        return Ok((Box::new(pfq), range(&cfg.fw), range(&cfg.bw)));
     }
     let sched = ScheduleArgs::new(args.schedule.as_str(), iterations)
         .cycles(args.cycles)
@@ -157,7 +158,7 @@ pub(crate) fn policy(
         .convention(args.convention.rule());
     let schedule = sched.build()?;
     if !args.prt {
-        return Ok((PrecisionPolicy::Schedule(schedule), fw, bw));
+        return Ok((Box::new(SchedulePolicy(schedule)), fw, bw));
     }
     let cfg = PrtConfig {
         start_bits: args.prt_start_bits,
@@ -179,7 +180,7 @@ pub(crate) fn policy(
         min: args.prt_start_bits.min(fw.max),
         max: fw.max,
     };
-    Ok((PrecisionPolicy::prt(prt, sched, bw.max), range, bw))
+    Ok((Box::new(PrtPolicy::new(prt, sched, bw.max)), range, bw))
 }
 
 /// Trainer settings from the flags.
