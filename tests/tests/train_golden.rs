@@ -248,15 +248,42 @@ fn summary_filter_drops_only_the_volatile_keys() {
 }
 
 /// `tests/fixtures/checkpoint_v0/checkpoint.bin` was written by the binary before the structural
-/// refactor (the `pfq` case above with `--stop-at 3`); it must still resume, to the golden numbers.
+/// refactor (the `pfq` case above with `--stop-at 3`); its settings are the old command-line
+/// flags, not a train plan, so `--resume` rejects it with one clear line and writes nothing.
 #[test]
-fn checkpoint_from_before_the_refactor_resumes_to_the_golden_run() {
+fn checkpoint_from_before_the_train_plan_is_rejected_clearly() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let fixture = workspace_root().join("tests/fixtures/checkpoint_v0/checkpoint.bin");
     std::fs::copy(&fixture, dir.path().join("checkpoint.bin"))
         .unwrap_or_else(|e| panic!("{}: {e}", fixture.display()));
     let d = dir.path().to_string_lossy().into_owned();
     let out = run(&["train", "--resume", &d]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("written by an older cptsim"), "{err}");
+    assert!(err.contains("checkpoint.bin"), "{err}");
+    cptsim_e2e::assert_one_clear_line(&err);
+    for file in ["trace.csv", "metrics.csv", "summary.json"] {
+        assert!(!dir.path().join(file).exists(), "{file}");
+    }
+}
+
+/// A run stopped with `--stop-at` and resumed ends with the golden files (the checkpoint holds
+/// the train plan and the policy's `{name, state}`).
+#[test]
+fn stopped_and_resumed_pfq_run_ends_at_the_golden_files() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (_, base, extra) = cases()
+        .into_iter()
+        .find(|c| c.0 == "pfq")
+        .unwrap_or_else(|| panic!("no pfq case"));
+    let o = dir.path().to_string_lossy().into_owned();
+    let mut args = vec!["train", "--out", &o, "--stop-at", "3"];
+    args.extend_from_slice(base);
+    args.extend_from_slice(&extra);
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["train", "--resume", &o]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("resumed at iteration 3/8"),

@@ -89,7 +89,7 @@ enum PolicyArg {
 }
 
 /// `--convention` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, serde::Deserialize)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum ConventionArg {
     Cpt,

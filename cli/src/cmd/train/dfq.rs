@@ -1,74 +1,43 @@
 //! `cptsim train --policy dfq|fractrain`: the DFQ gate (spec §6) and FracTrain's target stepping
 //! (§7) built from the command line and attached to the imported model's residual blocks.
 
-use anyhow::{bail, Context};
+use super::args::{CandidatesArg, DfqExecArg, PolicyArg};
+use super::plan::TrainPlan;
+use anyhow::Context;
 use cptsim_models::{Graph as IrGraph, ModelSummary};
 use cptsim_sim::build::{build_network, BuildOptions};
 use cptsim_sim::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig};
 use cptsim_sim::train::TrainNet;
-use serde::{Deserialize, Serialize};
-
-use super::train::{PolicyArg, QuantizerArg, TrainArgs};
-
-/// `--candidates` values (spec §6.1).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum CandidatesArg {
-    /// (3,6) (4,6) (4,8) (6,8) (6,12).
-    #[default]
-    Cifar,
-    /// (3,6) (4,8) (6,12) (8,16).
-    Imagenet,
-}
-
-/// `--dfq-exec` values (spec §6.3).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum DfqExecArg {
-    /// Each sample's selected candidate only; the gate learns from the cost term.
-    #[default]
-    Selected,
-    /// Every candidate, mixed by the masks; the gate also gets the task gradient.
-    All,
-}
 
 /// The DFQ controller for `--policy dfq|fractrain`, attached to `net`; `None` for schedules.
 pub(crate) fn build(
-    args: &TrainArgs,
+    args: &TrainPlan,
     ir: &IrGraph,
     opts: &BuildOptions,
     summary: &ModelSummary,
     net: &mut TrainNet,
 ) -> anyhow::Result<Option<Dfq>> {
     let fractrain = match args.policy {
-        PolicyArg::Schedule if args.target_cp.is_some() => {
-            bail!("--target-cp needs --policy dfq or fractrain")
-        }
-        PolicyArg::Schedule | PolicyArg::Ldp if args.dfq_exec == DfqExecArg::All => {
-            bail!("--dfq-exec all needs --policy dfq or fractrain")
-        }
         PolicyArg::Schedule | PolicyArg::Ldp => return Ok(None),
         PolicyArg::Dfq => false,
         PolicyArg::Fractrain => true,
     };
     let policy = args.policy.name();
-    if !matches!(args.quantizer, QuantizerArg::Sbm) {
-        bail!("--policy {policy} runs on the SBM quantizer only (drop --quantizer)");
-    }
-    let target = args.target_cp.unwrap_or(if fractrain { 1.5 } else { 3.0 });
-    let set = match args.candidates {
+    let d = &args.dfq;
+    let target = d.target_cp.unwrap_or(if fractrain { 1.5 } else { 3.0 });
+    let set = match d.candidates {
         CandidatesArg::Cifar => CandidateSet::Cifar,
         CandidatesArg::Imagenet => CandidateSet::Imagenet,
     };
-    let mut cfg = DfqConfig::new(set, args.weight_bits, target);
-    cfg.beta = args.dfq_beta;
-    cfg.relax = args.dfq_relax;
+    let mut cfg = DfqConfig::new(set, d.weight_bits, target);
+    cfg.beta = d.beta;
+    cfg.relax = d.relax;
     if fractrain {
         cfg.fractrain = Some(FracTrainConfig {
-            cp_step: args.cp_step,
-            turns: args.cp_turns,
-            epsilon: args.pfq_eps,
-            alpha: args.pfq_alpha,
+            cp_step: d.cp_step,
+            turns: d.cp_turns,
+            epsilon: args.pfq.epsilon,
+            alpha: args.pfq.alpha,
         });
     }
     cfg.validate()?;
@@ -85,12 +54,12 @@ pub(crate) fn build(
             cfg.weight_bits
         );
     }
-    let model = args.model.as_deref().unwrap_or_default();
+    let model = args.model.as_str();
     let blocks = find_blocks(ir, summary).with_context(|| format!("--model {model}"))?;
     let k = cfg.candidates.len();
     let mut dfq = Dfq::new(cfg, &blocks, summary, &mut net.graph, args.seed)
         .with_context(|| format!("--policy {policy} on --model {model}"))?;
-    if args.dfq_exec == DfqExecArg::All {
+    if d.exec == DfqExecArg::All {
         let replicas = (0..k)
             .map(|_| Ok(TrainNet::from_network(build_network(ir, opts)?)?.graph))
             .collect::<anyhow::Result<Vec<_>>>()

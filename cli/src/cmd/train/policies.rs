@@ -6,14 +6,15 @@ use cptsim_sim::dfq::Dfq;
 use cptsim_sim::train::{Policy, TrainNet};
 use cptsim_traces::schedule::BitRange;
 
-use super::train::{PolicyArg, TrainArgs};
-use super::train_ldp as ldp;
-use super::train_setup as setup;
+use super::args::PolicyArg;
+use super::ldp;
+use super::plan::TrainPlan;
+use super::setup;
 
 /// The policy `--policy` names and the static baseline's bits; `dfq` is the gate
-/// [`super::train_dfq::build`] attached to the network (present for dfq/fractrain).
+/// [`super::dfq::build`] attached to the network (present for dfq/fractrain).
 pub(crate) fn build(
-    args: &TrainArgs,
+    args: &TrainPlan,
     iterations: u64,
     net: &TrainNet,
     summary: &ModelSummary,
