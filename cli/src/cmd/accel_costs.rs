@@ -1,5 +1,7 @@
 //! Costing a run's trace on accelerators (`--accel`), for `cptsim run` and `cptsim compare`.
 
+use std::io::Write;
+
 use std::path::Path;
 
 use anyhow::Context;
@@ -73,9 +75,9 @@ pub fn cost_all(
 }
 
 /// Prints one line per accelerator under a header.
-pub fn print_table(summaries: &[RunSummary]) {
+pub fn print_table(summaries: &[RunSummary], out: &mut dyn Write) -> std::io::Result<()> {
     if summaries.is_empty() {
-        return;
+        return Ok(());
     }
     let w = summaries
         .iter()
@@ -83,7 +85,8 @@ pub fn print_table(summaries: &[RunSummary]) {
         .max()
         .unwrap_or(0)
         .max(24);
-    println!(
+    writeln!(
+        out,
         "{:<w$} {:>12} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10}",
         "accelerator",
         "time (s)",
@@ -94,9 +97,10 @@ pub fn print_table(summaries: &[RunSummary]) {
         "static (J)",
         "time red.",
         "energy red."
-    );
+    )?;
     for s in summaries {
-        println!(
+        writeln!(
+            out,
             "{:<w$} {:>12.4e} {:>10.3} {:>12.4e} {:>12.4e} {:>10.3} {:>12.4e} {:>9.2} % {:>9.2} %",
             s.name,
             s.latency_s,
@@ -107,6 +111,7 @@ pub fn print_table(summaries: &[RunSummary]) {
             s.static_energy_j,
             100.0 * s.latency_reduction(),
             100.0 * s.energy_reduction()
-        );
+        )?;
     }
+    Ok(())
 }

@@ -1,6 +1,8 @@
 //! `cptsim bench train`: training-step throughput of a model built from the IR, the GEMM rate it
 //! reaches and this machine's single-core GEMM peak, measured in the same run.
 
+use std::io::Write;
+
 use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -75,14 +77,14 @@ pub enum Format {
 }
 
 /// Runs the command.
-pub fn run(args: &BenchArgs) -> Result<()> {
+pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     cptsim_sim::malloc::keep_large_blocks();
     match &args.what {
-        BenchCommand::Train(a) => train(a),
+        BenchCommand::Train(a) => train(a, out),
     }
 }
 
-fn train(a: &TrainArgs) -> Result<()> {
+fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     if a.batch == 0 || a.steps == 0 {
         anyhow::bail!("--batch and --steps must be at least 1");
     }
@@ -111,8 +113,8 @@ fn train(a: &TrainArgs) -> Result<()> {
     let threads = pool.current_num_threads();
     let r = pool.install(|| train_steps(&mut net, a.batch, a.steps, a.peak_secs))?;
     match a.format {
-        Format::Json => println!("{:#}", to_json(&r, a, threads)),
-        Format::Table => print!("{}", table(&r, a, threads)),
+        Format::Json => writeln!(out, "{:#}", to_json(&r, a, threads))?,
+        Format::Table => write!(out, "{}", table(&r, a, threads))?,
     }
     Ok(())
 }

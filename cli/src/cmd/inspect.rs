@@ -1,5 +1,7 @@
 //! `cptsim inspect MODEL`: per-layer geometry, parameters and MACs of a model, with totals.
 
+use std::io::Write;
+
 use std::fmt::Write as _;
 
 use anyhow::Result;
@@ -32,7 +34,7 @@ pub enum Format {
 }
 
 /// Runs the command.
-pub fn run(args: &InspectArgs) -> Result<()> {
+pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
     let graph = load_graph(&args.model, args.batch)?;
     let s = graph.summary();
     let text = match args.format {
@@ -40,7 +42,7 @@ pub fn run(args: &InspectArgs) -> Result<()> {
         Format::Json => format!("{:#}\n", to_json(&s)),
         Format::Csv => csv(&s),
     };
-    print!("{text}");
+    write!(out, "{text}")?;
     Ok(())
 }
 

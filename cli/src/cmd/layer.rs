@@ -1,6 +1,8 @@
 //! `cptsim layer`: one inference layer on one accelerator — the quick what-if, and how each model
 //! is checked against its reference simulator.
 
+use std::io::Write;
+
 use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, ValueEnum};
 use cptsim_accel::gemm::{ConvProblem, OperandBits};
@@ -103,7 +105,7 @@ fn problem(a: &Args) -> Result<ConvProblem> {
 }
 
 /// Runs `cptsim layer`.
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, out: &mut dyn Write) -> Result<()> {
     let p = problem(&a)?;
     let acc = Accelerator::load(&a.accel)?;
     let bits = OperandBits {
@@ -143,7 +145,7 @@ pub fn run(a: Args) -> Result<()> {
                     "groups": c.groups,
                 },
             });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
         Format::Text => {
             let shape = if a.fc {
@@ -162,28 +164,31 @@ pub fn run(a: Args) -> Result<()> {
                     k = a.k
                 )
             };
-            println!("accelerator     {}", acc.name());
-            println!(
+            writeln!(out, "accelerator     {}", acc.name())?;
+            writeln!(
+                out,
                 "layer           {shape}, batch {}, {} b activations x {} b weights{}",
                 a.batch,
                 a.act_bits,
                 a.wgt_bits,
                 if a.first_layer { ", first layer" } else { "" }
-            );
-            println!("total cycles    {}", c.timing.total_cycles);
-            println!("compute cycles  {}", c.timing.compute_cycles);
-            println!("stall cycles    {}", c.timing.stall_cycles);
-            println!("latency         {:.3} us", latency * 1e6);
-            println!("DRAM            {} bits", c.dram_bits);
-            println!("SRAM            {} bits", c.sram_bits);
-            println!(
+            )?;
+            writeln!(out, "total cycles    {}", c.timing.total_cycles)?;
+            writeln!(out, "compute cycles  {}", c.timing.compute_cycles)?;
+            writeln!(out, "stall cycles    {}", c.timing.stall_cycles)?;
+            writeln!(out, "latency         {:.3} us", latency * 1e6)?;
+            writeln!(out, "DRAM            {} bits", c.dram_bits)?;
+            writeln!(out, "SRAM            {} bits", c.sram_bits)?;
+            writeln!(
+                out,
                 "energy          {:.4e} J (compute {:.3e}, SRAM {:.3e}, DRAM {:.3e})",
                 c.energy.total_j(),
                 c.energy.compute_j,
                 c.energy.sram_j,
                 c.energy.dram_j
-            );
-            println!(
+            )?;
+            writeln!(
+                out,
                 "tiling          b={} oc={} oh={} ow={} ic={}, loops outer->inner: {}",
                 t.b,
                 t.oc,
@@ -195,7 +200,7 @@ pub fn run(a: Args) -> Result<()> {
                 } else {
                     order.join(",")
                 }
-            );
+            )?;
         }
     }
     Ok(())

@@ -1,6 +1,8 @@
 //! `cptsim run`: cost a training run in BitOPs, either synthesised from a precision schedule or
 //! read from a trace file, against its static baseline (forward at B_max).
 
+use std::io::Write;
+
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -145,11 +147,11 @@ struct Run<'a> {
 }
 
 /// Runs the subcommand.
-pub fn run(args: RunArgs) -> anyhow::Result<()> {
+pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let (report, model) = evaluate(&args)?;
     match args.format {
-        FormatArg::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        FormatArg::Table => print_table(&report, &model),
+        FormatArg::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        FormatArg::Table => print_table(&report, &model, out)?,
     }
     Ok(())
 }
@@ -412,39 +414,44 @@ fn report(args: &RunArgs, model: &ModelSummary, run: Run<'_>) -> Report {
     }
 }
 
-fn print_table(r: &Report, model: &ModelSummary) {
+fn print_table(r: &Report, model: &ModelSummary, out: &mut dyn Write) -> std::io::Result<()> {
     let grad = match r.grad_bits.as_array() {
         Some(a) if a.len() == 2 => format!("{}:{}", a[0], a[1]),
         _ => r.grad_bits.to_string(),
     };
-    println!(
+    writeln!(
+        out,
         "model       {} ({} conv/linear layers)",
         r.model,
         model.layers.len()
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "schedule    {}  FW {}:{}  BW {}",
         r.schedule, r.bits[0], r.bits[1], grad
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "run         {} iterations x batch {}",
         r.iterations, r.batch
-    );
-    println!("accounting  {}", r.accounting);
-    println!("GBitOPs     {:.4e}", r.gbitops);
-    println!(
+    )?;
+    writeln!(out, "accounting  {}", r.accounting)?;
+    writeln!(out, "GBitOPs     {:.4e}", r.gbitops)?;
+    writeln!(
+        out,
         "static      {:.4e}  (FW {}, BW {})",
         r.static_gbitops, r.baseline.w, r.baseline.g
-    );
-    println!("reduction   {:.2} %", 100.0 * r.reduction);
+    )?;
+    writeln!(out, "reduction   {:.2} %", 100.0 * r.reduction)?;
     if let Some(bn) = r.bn_gops {
-        println!("BN (fp32)   {bn:.4e} GOPs, not included above");
+        writeln!(out, "BN (fp32)   {bn:.4e} GOPs, not included above")?;
     }
     if let Some(n) = r.trace_rows {
-        println!("trace rows  {n}");
+        writeln!(out, "trace rows  {n}")?;
     }
     if !r.accelerators.is_empty() {
-        println!();
-        accel_costs::print_table(&r.accelerators);
+        writeln!(out)?;
+        accel_costs::print_table(&r.accelerators, out)?;
     }
+    Ok(())
 }

@@ -2,6 +2,8 @@
 //! precision schedule, PFQ or PRT; writes the trace, metrics, checkpoint and summary into `--out`
 //! and resumes exactly from a checkpoint with `--resume`.
 
+use std::io::Write;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -79,7 +81,7 @@ struct Invocation {
 }
 
 /// Runs the subcommand.
-pub fn run(args: TrainArgs) -> anyhow::Result<()> {
+pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     cptsim_sim::malloc::keep_large_blocks();
     let mut seconds_before = 0.0;
     let mut inv = Invocation {
@@ -163,7 +165,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                     (Some(_), None) => "; no checkpoint was written yet".into(),
                     (None, _) => "; no --out, so no checkpoint".into(),
                 };
-                bail!("{e}: stopped{kept} (try a lower --lr or higher --bits)");
+                return Err(crate::exit::Diverged(format!(
+                    "{e}: stopped{kept} (try a lower --lr or higher --bits)"
+                ))
+                .into());
             }
             Err(e) => return Err(e.into()),
         };
@@ -210,59 +215,78 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if let Some(dir) = &out {
         output::write_summary(dir, &result)?;
     }
-    print(&plan, inv.format, &result, fw.max, bw.max, out.as_deref());
+    print(
+        stdout,
+        &plan,
+        inv.format,
+        &result,
+        fw.max,
+        bw.max,
+        out.as_deref(),
+    )?;
     Ok(())
 }
 
-fn print(plan: &TrainPlan, format: OutputFormat, s: &Summary, fw: u8, bw: u8, out: Option<&Path>) {
+fn print(
+    stdout: &mut dyn Write,
+    plan: &TrainPlan,
+    format: OutputFormat,
+    s: &Summary,
+    fw: u8,
+    bw: u8,
+    dir: Option<&Path>,
+) -> anyhow::Result<()> {
     if format == OutputFormat::Json {
-        match serde_json::to_string_pretty(s) {
-            Ok(text) => println!("{text}"),
-            Err(e) => eprintln!("error: {e}"),
-        }
-        return;
+        writeln!(stdout, "{}", serde_json::to_string_pretty(s)?)?;
+        return Ok(());
     }
-    println!("model           {}", plan.model);
-    println!("schedule        {}", plan.schedule);
+    writeln!(stdout, "model           {}", plan.model)?;
+    writeln!(stdout, "schedule        {}", plan.schedule)?;
     if let Some(b) = s.prt_bits {
-        println!("PRT bound       B_min = {b} bits");
+        writeln!(stdout, "PRT bound       B_min = {b} bits")?;
     }
     if let Some(t) = &s.pfq_turns {
-        println!("PFQ turns       {t:?}");
+        writeln!(stdout, "PFQ turns       {t:?}")?;
     }
     if let (Some(t), Some(a), true) = (s.target, s.achieved, s.ldp.is_none()) {
-        println!("policy          {}", s.policy);
-        println!(
+        writeln!(stdout, "policy          {}", s.policy)?;
+        writeln!(
+            stdout,
             "cp target       {t:.3} %, achieved {a:.3} % (mean of the last 10 % of iterations)"
-        );
+        )?;
     }
     if let Some(l) = &s.ldp {
-        println!("policy          ldp");
-        println!(
+        writeln!(stdout, "policy          ldp")?;
+        writeln!(
+            stdout,
             "LDP cost        target {:.3}  achieved {}  (C/T_static, last 10 % of iterations)",
             s.target.unwrap_or_default(),
             s.achieved.map_or("-".into(), |a| format!("{a:.3}"))
-        );
+        )?;
         let bits: Vec<String> = l.final_bits.iter().map(|b| b.bits.to_string()).collect();
-        println!("final bits      {}", bits.join(" "));
-        println!(
+        writeln!(stdout, "final bits      {}", bits.join(" "))?;
+        writeln!(
+            stdout,
             "inference       {:.4} GBitOPs/image  (static {:.4}, Σ MAC·b²)",
             l.inference_gbitops, l.static_inference_gbitops
-        );
+        )?;
     }
-    println!("iterations      {}", s.iterations);
-    println!("final test acc  {:.2} %", 100.0 * s.final_test_acc);
-    println!("best test acc   {:.2} %", 100.0 * s.best_test_acc);
-    println!("GBitOPs         {:.4e}", s.gbitops);
-    println!(
+    writeln!(stdout, "iterations      {}", s.iterations)?;
+    writeln!(stdout, "final test acc  {:.2} %", 100.0 * s.final_test_acc)?;
+    writeln!(stdout, "best test acc   {:.2} %", 100.0 * s.best_test_acc)?;
+    writeln!(stdout, "GBitOPs         {:.4e}", s.gbitops)?;
+    writeln!(
+        stdout,
         "static          {:.4e}  (FW {fw}, BW {bw})",
         s.static_gbitops
-    );
-    println!(
+    )?;
+    writeln!(
+        stdout,
         "time            {:.1} s, {:.0} img/s, {:.0} img per CPU-s",
         s.seconds, s.images_per_s, s.images_per_cpu_s
-    );
-    if let Some(d) = out {
-        println!("outputs         {}", d.display());
+    )?;
+    if let Some(d) = dir {
+        writeln!(stdout, "outputs         {}", d.display())?;
     }
+    Ok(())
 }
