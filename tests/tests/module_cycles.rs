@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use cptsim_e2e::workspace_root;
 
-const CRATES: [&str; 6] = ["models", "traces", "sim", "accel", "cli", "tests"];
+const CRATES: [&str; 7] = [
+    "models", "traces", "sim", "accel", "cli", "tests", "testdata",
+];
 
 /// Module path of a source file (`src/a/mod.rs` and `src/a.rs` → `["a"]`; `lib.rs` → `[]`).
 fn module_of(src: &Path, file: &Path) -> Vec<String> {

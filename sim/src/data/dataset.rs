@@ -311,7 +311,7 @@ pub(crate) mod tests {
     use super::*;
     use std::io::Write;
 
-    pub(crate) use cptsim_e2e::shared_data;
+    pub(crate) use cptsim_testdata::shared_data;
 
     #[test]
     fn real_mnist_and_fashion_load_with_published_counts() {
