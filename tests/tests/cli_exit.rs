@@ -87,3 +87,45 @@ fn usage_and_bad_data_have_their_own_codes() {
     let out = run(&["inspect", &bad.to_string_lossy()]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
 }
+
+#[test]
+fn one_format_flag_for_every_command() {
+    // csv is printed by inspect only; the others name themselves in a usage error
+    let out = run(&["run", "--model", "zoo:resnet20", "--format", "csv"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`cptsim run` prints table or json"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["inspect", "zoo:lenet5", "--format", "csv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // `text` stays an alias of `table`
+    let layer = [
+        "layer",
+        "--accel",
+        "bitfusion",
+        "--k",
+        "3",
+        "--stride",
+        "1",
+        "--pad",
+        "1",
+        "--ic",
+        "16",
+        "--oc",
+        "16",
+        "--hw",
+        "8",
+        "--batch",
+        "2",
+        "--act-bits",
+        "4",
+        "--wgt-bits",
+        "4",
+    ];
+    let text = run(&[&layer[..], &["--format", "text"]].concat());
+    let table = run(&[&layer[..], &["--format", "table"]].concat());
+    assert!(text.status.success(), "{}", stderr(&text));
+    assert_eq!(text.stdout, table.stdout);
+}

@@ -22,7 +22,7 @@ pub fn run(args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         bail!("--accel: name at least one accelerator (built-in name or TOML path) to compare");
     }
     let (report, _) = evaluate(&args.run)?;
-    if wants_json(&args.run) {
+    if wants_json(&args.run)? {
         let v = json!({
             "model": report.model,
             "schedule": report.schedule,

@@ -5,9 +5,11 @@ use std::io::Write;
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use cptsim_models::{load_graph, LayerKind, ModelSummary};
 use serde_json::json;
+
+use crate::cmd::shared::OutputFormat;
 
 /// Arguments of `cptsim inspect`.
 #[derive(Args)]
@@ -18,19 +20,8 @@ pub struct InspectArgs {
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-}
-
-/// How `inspect` prints.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Format {
-    /// Aligned human-readable table.
-    Table,
-    /// One JSON document.
-    Json,
-    /// One CSV row per layer.
-    Csv,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 /// Runs the command.
@@ -38,9 +29,9 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
     let graph = load_graph(&args.model, args.batch)?;
     let s = graph.summary();
     let text = match args.format {
-        Format::Table => table(&s, graph.bn_folded),
-        Format::Json => format!("{:#}\n", to_json(&s)),
-        Format::Csv => csv(&s),
+        OutputFormat::Table => table(&s, graph.bn_folded),
+        OutputFormat::Json => format!("{:#}\n", to_json(&s)),
+        OutputFormat::Csv => csv(&s),
     };
     write!(out, "{text}")?;
     Ok(())

@@ -4,17 +4,12 @@
 use std::io::Write;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args as ClapArgs, ValueEnum};
+use clap::Args as ClapArgs;
 use cptsim_accel::gemm::{ConvProblem, OperandBits};
 use cptsim_accel::Accelerator;
 use serde_json::json;
 
-/// Output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
+use crate::cmd::shared::OutputFormat;
 
 /// Arguments of `cptsim layer`.
 #[derive(ClapArgs, Debug)]
@@ -57,8 +52,8 @@ pub struct Args {
     #[arg(long)]
     fc: bool,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
 }
 
 fn positive(flag: &str, v: u64) -> Result<()> {
@@ -123,8 +118,8 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<()> {
         .map(|l| format!("{l:?}").to_lowercase())
         .collect();
     let latency = acc.seconds(c.timing.total_cycles);
-    match a.format {
-        Format::Json => {
+    match a.format.json_or_table("layer")? {
+        true => {
             let v = json!({
                 "accelerator": acc.name(),
                 "total_cycles": c.timing.total_cycles,
@@ -147,7 +142,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<()> {
             });
             writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
-        Format::Text => {
+        false => {
             let shape = if a.fc {
                 format!("fc {} -> {}", p.in_ch, p.out_ch)
             } else {

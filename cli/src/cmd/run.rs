@@ -8,13 +8,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
 use cptsim_models::ModelSummary;
-use cptsim_traces::schedule::{
-    parse_bit_range, BitRange, Convention, Kind, Schedule, ScheduleArgs,
-};
+use cptsim_traces::schedule::{BitRange, Convention, Kind, Schedule, ScheduleArgs};
 use cptsim_traces::{read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow};
 use serde::Serialize;
 
 use super::accel_costs;
+use super::shared::{bit_range, OutputFormat};
 
 /// Arguments of `cptsim run`.
 #[derive(clap::Args, Debug)]
@@ -71,8 +70,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 391)]
     epoch_iters: u64,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
-    format: FormatArg,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
 }
 
 /// `--accounting` values.
@@ -96,13 +95,6 @@ enum PolicyArg {
 pub(crate) enum ConventionArg {
     Cpt,
     Wk,
-}
-
-/// `--format` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum FormatArg {
-    Table,
-    Json,
 }
 
 /// What `run` reports; also its JSON shape.
@@ -149,16 +141,16 @@ struct Run<'a> {
 /// Runs the subcommand.
 pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let (report, model) = evaluate(&args)?;
-    match args.format {
-        FormatArg::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-        FormatArg::Table => print_table(&report, &model, out)?,
+    match wants_json(&args)? {
+        true => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        false => print_table(&report, &model, out)?,
     }
     Ok(())
 }
 
-/// Whether `--format json` was asked for.
-pub(crate) fn wants_json(args: &RunArgs) -> bool {
-    matches!(args.format, FormatArg::Json)
+/// Whether `--format json` was asked for (CSV is an error).
+pub(crate) fn wants_json(args: &RunArgs) -> anyhow::Result<bool> {
+    args.format.json_or_table("run")
 }
 
 /// Costs the run the flags describe: BitOPs, and each `--accel` accelerator.
@@ -199,15 +191,6 @@ fn accounting(args: &RunArgs) -> Accounting {
         AccountingArg::Paper => Accounting::Paper,
         AccountingArg::Hardware => Accounting::Hardware,
     }
-}
-
-/// Parses a `--bits`/`--grad-bits` value (`text`, or `default` when the flag is absent).
-pub(crate) fn bit_range(
-    flag: &'static str,
-    text: Option<&str>,
-    default: &str,
-) -> anyhow::Result<BitRange> {
-    Ok(parse_bit_range(flag, text.unwrap_or(default))?)
 }
 
 /// Parses and validates the schedule flags.

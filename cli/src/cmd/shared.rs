@@ -5,14 +5,28 @@ use cptsim_sim::quant::QuantMethod;
 use cptsim_traces::schedule::{parse_bit_range, BitRange};
 use serde::{Deserialize, Serialize};
 
-/// `--format` values.
+/// `--format` values, the same for every command.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OutputFormat {
     /// Aligned text for people.
     #[default]
+    #[value(alias = "text")]
     Table,
     /// JSON for programs.
     Json,
+    /// CSV, one row per item (commands that print a list of rows: `inspect`).
+    Csv,
+}
+
+impl OutputFormat {
+    /// Whether JSON was asked for; an error naming `command` for CSV, which it does not print.
+    pub fn json_or_table(self, command: &str) -> anyhow::Result<bool> {
+        match self {
+            Self::Table => Ok(false),
+            Self::Json => Ok(true),
+            Self::Csv => anyhow::bail!("--format csv: `cptsim {command}` prints table or json"),
+        }
+    }
 }
 
 /// `--quantizer` values.
@@ -30,6 +44,16 @@ pub enum QuantizerArg {
 }
 
 impl QuantizerArg {
+    /// The value's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sbm => "sbm",
+            Self::Dorefa => "dorefa",
+            Self::Wageubn => "wageubn",
+            Self::None => "none",
+        }
+    }
+
     /// The engine's method, `None` for fp32.
     pub fn method(self) -> Option<QuantMethod> {
         match self {

@@ -14,7 +14,6 @@ use cptsim_sim::SimError;
 use cptsim_traces::Bits;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::shared::OutputFormat;
 use args::InitArg;
 pub use args::TrainArgs;
 use output::{Progress, Summary};
@@ -77,7 +76,7 @@ fn saved_plan(path: &Path, settings: &serde_json::Value) -> anyhow::Result<Saved
 struct Invocation {
     out: Option<PathBuf>,
     stop_at: Option<u64>,
-    format: OutputFormat,
+    json: bool,
 }
 
 /// Runs the subcommand.
@@ -87,7 +86,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let mut inv = Invocation {
         out: args.out.clone(),
         stop_at: args.stop_at,
-        format: args.format,
+        json: args.format.json_or_table("train")?,
     };
     let (plan, resume) = match args.resume.clone() {
         Some(dir) => {
@@ -218,7 +217,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     print(
         stdout,
         &plan,
-        inv.format,
+        inv.json,
         &result,
         fw.max,
         bw.max,
@@ -230,13 +229,13 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
 fn print(
     stdout: &mut dyn Write,
     plan: &TrainPlan,
-    format: OutputFormat,
+    json: bool,
     s: &Summary,
     fw: u8,
     bw: u8,
     dir: Option<&Path>,
 ) -> anyhow::Result<()> {
-    if format == OutputFormat::Json {
+    if json {
         writeln!(stdout, "{}", serde_json::to_string_pretty(s)?)?;
         return Ok(());
     }
