@@ -8,7 +8,7 @@ use anyhow::Context;
 use cptsim_accel::report::write_report;
 use cptsim_accel::{cost_trace, Accelerator, RunSummary};
 use cptsim_models::ModelSummary;
-use cptsim_traces::{Bits, TraceRow};
+use cptsim_traces::{static_rows, Bits, TraceRow};
 
 /// Loads every `--accel` value (built-in name or TOML path). A configuration whose name repeats
 /// an earlier one (an edited copy that kept its `name`) is labelled with the value that named it,
@@ -34,16 +34,6 @@ pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
                 };
             }
             Ok(acc)
-        })
-        .collect()
-}
-
-/// The static baseline of a trace: every quantized row at `baseline`, fp32 rows unchanged.
-pub fn static_rows(rows: &[TraceRow], baseline: Bits) -> Vec<TraceRow> {
-    rows.iter()
-        .map(|r| TraceRow {
-            bits: if r.bits.is_fp32() { r.bits } else { baseline },
-            ..*r
         })
         .collect()
 }

@@ -9,7 +9,9 @@ use anyhow::{bail, Context};
 use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{BitRange, Convention, Kind, Schedule, ScheduleArgs};
-use cptsim_traces::{read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow};
+use cptsim_traces::{
+    absent_layers_as_fp32, read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow,
+};
 use serde::Serialize;
 
 use super::accel_costs;
@@ -305,7 +307,12 @@ fn cost_trace_file(
     })
     .context("--trace")?;
     if keep {
-        kept.extend(absent_layers_as_fp32(&kept, model, &meta));
+        kept.extend(absent_layers_as_fp32(
+            &kept,
+            model.layers.len(),
+            meta.iterations,
+            meta.batch,
+        ));
     }
     let Some((lo, hi)) = counter.bit_bounds() else {
         bail!(
@@ -337,32 +344,6 @@ fn cost_trace_file(
         trace_rows: Some(rows),
     };
     Ok((report(args, model, run), kept))
-}
-
-/// fp32 rows for the layers a trace does not list (a trace may list only its quantized layers),
-/// so that accelerators cost them as the BitOPs count does: every sample of the run at fp32.
-fn absent_layers_as_fp32(
-    rows: &[TraceRow],
-    model: &ModelSummary,
-    meta: &TraceMeta,
-) -> Vec<TraceRow> {
-    let mut listed = vec![false; model.layers.len()];
-    for r in rows {
-        if let Some(l) = listed.get_mut(r.layer as usize) {
-            *l = true;
-        }
-    }
-    (0..model.layers.len())
-        .filter(|&i| !listed[i] && meta.iterations > 0)
-        .filter_map(|i| u32::try_from(i).ok())
-        .map(|layer| TraceRow {
-            iter_start: 0,
-            iter_end: meta.iterations,
-            layer,
-            bits: Bits::FP32,
-            samples: meta.batch,
-        })
-        .collect()
 }
 
 /// Totals of the run and of its static baseline (every quantized layer-sample at FW max, BW max).
