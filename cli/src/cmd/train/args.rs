@@ -284,22 +284,6 @@ pub struct LdpArgs {
     pub(crate) ldp_no_clip: bool,
 }
 
-impl Default for LdpArgs {
-    fn default() -> Self {
-        Self {
-            target: TARGET,
-            ldp_mapping: MappingArg::Scaled,
-            ldp_init_bits: None,
-            ldp_lr: LR,
-            ldp_alpha: ALPHA,
-            ldp_eps: EPS,
-            ldp_momentum: 0.0,
-            ldp_weight_decay: 0.0,
-            ldp_no_clip: false,
-        }
-    }
-}
-
 /// `--ldp-mapping` values.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
