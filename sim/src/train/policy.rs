@@ -5,7 +5,7 @@
 //! write its own files. The trainer has no branch on which policy runs.
 //!
 //! Adding a policy: one module implementing [`Policy`], one argument struct in the CLI and one
-//! line in its registry (`cli/src/cmd/train_policy.rs`); see README "Adding a precision policy".
+//! line in its registry (`cli/src/cmd/train/policies.rs`); see README "Adding a precision policy".
 
 use std::any::Any;
 use std::path::Path;
