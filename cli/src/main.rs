@@ -1,11 +1,13 @@
 //! The `cptsim` binary: argument parsing, progress and printing. All work happens in the library
 //! crates; each subcommand lives in its own module under `cmd/`.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod exit;
 
 /// Simulate dynamic-precision training: import models, synthesise or record precision traces,
 /// train with simulated low precision and cost runs on accelerator models.
@@ -46,24 +48,30 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let mut stdout = std::io::stdout().lock();
+    let out: &mut dyn Write = &mut stdout;
     let result: anyhow::Result<()> = match cli.command {
         Command::Forward(args) => cmd::forward::run(&args),
-        Command::Bench(args) => cmd::bench::run(&args),
-        Command::Train(args) => cmd::train::run(*args),
-        Command::Inspect(args) => cmd::inspect::run(&args),
-        Command::Zoo(args) => cmd::zoo::run(args),
-        Command::Run(args) => cmd::run::run(args),
-        Command::Layer(args) => cmd::layer::run(args),
-        Command::Infer(args) => cmd::infer::run(args),
-        Command::Accel(args) => cmd::accel::run(args),
-        Command::Compare(args) => cmd::compare::run(args),
+        Command::Bench(args) => cmd::bench::run(&args, out),
+        Command::Train(args) => cmd::train::run(*args, out),
+        Command::Inspect(args) => cmd::inspect::run(&args, out),
+        Command::Zoo(args) => cmd::zoo::run(args, out),
+        Command::Run(args) => cmd::run::run(args, out),
+        Command::Layer(args) => cmd::layer::run(args, out),
+        Command::Infer(args) => cmd::infer::run(args, out),
+        Command::Accel(args) => cmd::accel::run(args, out),
+        Command::Compare(args) => cmd::compare::run(args, out),
         Command::Plot(args) => cmd::plot::run(args),
     };
+    let result = result.and_then(|()| Ok(out.flush()?));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            let exit = exit::classify(&e);
+            if exit != exit::Exit::Ok {
+                eprintln!("error: {e:#}");
+            }
+            exit.code()
         }
     }
 }

@@ -59,25 +59,4 @@ pub fn assert_one_clear_line(err: &str) {
     );
 }
 
-/// The dataset folder `sub` of `../shared/data` beside the workspace (or of `$CPTSIM_DATA_DIR`
-/// when set), or `None` with a printed reason when it is missing — unless `CPTSIM_REQUIRE_DATA=1`,
-/// which turns the skip into a failure (CI sets it).
-pub fn shared_data(sub: &str) -> Option<PathBuf> {
-    let root = std::env::var_os("CPTSIM_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared/data"));
-    let dir = root.join(sub);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var("CPTSIM_REQUIRE_DATA").as_deref() != Ok("1"),
-        "CPTSIM_REQUIRE_DATA=1 but {} is missing",
-        dir.display()
-    );
-    eprintln!(
-        "skipped: {} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
-        dir.display()
-    );
-    None
-}
+pub use cptsim_testdata::shared_data;

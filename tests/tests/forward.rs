@@ -133,14 +133,15 @@ fn bad_inputs_are_clear_errors() {
     let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
     let fwd = |model: &str| forward(model, &x, &y);
 
+    // bad input data: exit code 3
     write_npy(&x, &[2, 3, 32, 32], |_| 0.5);
     let out = fwd("zoo:lenet5");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("[2, 1, 28, 28]"), "{}", stderr(&out));
 
     std::fs::write(&x, b"\x93NUMPY\x01\x00").unwrap();
     let out = fwd("zoo:lenet5");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("x.npy"), "{}", stderr(&out));
 
     assert!(!y.exists(), "no output on error");

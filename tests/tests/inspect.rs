@@ -84,10 +84,15 @@ fn csv_has_a_row_per_layer() {
     );
 }
 
+/// A bad model file: exit code 3 (bad input data) and one clear line.
 fn fails_with(model: &str, expected: &[&str]) {
+    fails_with_code(3, model, expected);
+}
+
+fn fails_with_code(code: i32, model: &str, expected: &[&str]) {
     let out = run(&["inspect", model]);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{model}: {err}");
+    assert_eq!(out.status.code(), Some(code), "{model}: {err}");
     assert_eq!(err.lines().count(), 1, "{model}: {err}");
     for e in expected {
         assert!(err.contains(e), "{model}: expected '{e}' in: {err}");
@@ -97,7 +102,8 @@ fn fails_with(model: &str, expected: &[&str]) {
 
 #[test]
 fn bad_models_give_one_clear_error_line() {
-    fails_with(
+    fails_with_code(
+        2,
         "tests/fixtures/no_such_model.onnx",
         &["cannot read tests/fixtures/no_such_model.onnx"],
     );
@@ -126,7 +132,7 @@ fn bad_models_give_one_clear_error_line() {
         &fixture("bad_zero_size_dim.onnx"),
         &["bad_zero_size_dim.onnx", "graph input 'x'", "size 0"],
     );
-    fails_with("zoo:nonexistent", &["unknown zoo model `nonexistent`"]);
+    fails_with_code(2, "zoo:nonexistent", &["unknown zoo model `nonexistent`"]);
 }
 
 #[test]
@@ -135,7 +141,8 @@ fn absurd_batches_are_rejected_not_wrapped() {
     for model in ["zoo:resnet50", &fixture("mixed_legacy_opset11.onnx")] {
         let out = run(&["inspect", model, "--batch", "18446744073709551615"]);
         let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{model}: {err}");
+        // the graph's shapes do not fit: bad input data
+        assert_eq!(out.status.code(), Some(3), "{model}: {err}");
         assert_eq!(err.lines().count(), 1, "{model}: {err}");
         assert!(
             err.contains("graph input") && err.contains("2^40 elements"),

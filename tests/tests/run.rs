@@ -173,12 +173,21 @@ fn schedule_files_report_their_own_bits() {
     assert_eq!(v["static_gbitops"], static8["gbitops"], "{v}");
 }
 
-/// Runs `cptsim run` expecting exit code 2 and a message containing `want`.
+/// Runs `cptsim run` expecting exit code 2 (usage) and a message containing `want`.
 fn rejects(args: &[&str], want: &str) {
+    rejects_with(2, args, want);
+}
+
+/// Runs `cptsim run` expecting exit code 3 (bad input data) and a message containing `want`.
+fn rejects_data(args: &[&str], want: &str) {
+    rejects_with(3, args, want);
+}
+
+fn rejects_with(code: i32, args: &[&str], want: &str) {
     let mut all = vec!["run"];
     all.extend_from_slice(args);
     let out = run(&all);
-    assert_eq!(out.status.code(), Some(2), "{all:?}: {}", stdout(&out));
+    assert_eq!(out.status.code(), Some(code), "{all:?}: {}", stdout(&out));
     let err = stderr(&out);
     assert!(err.contains(want), "{all:?}: stderr lacks '{want}': {err}");
     assert!(!err.contains("panicked"), "{err}");
@@ -225,7 +234,7 @@ fn bad_trace_files_are_rejected() {
     let r20 = path("r20.pb");
     let out = run(&["run", "--model", "zoo:resnet20", "--save-trace", &r20]);
     assert!(out.status.success(), "{}", stderr(&out));
-    rejects(
+    rejects_data(
         &["--model", "zoo:resnet74", "--trace", &r20],
         "does not match",
     );
@@ -233,14 +242,14 @@ fn bad_trace_files_are_rejected() {
     let bytes = std::fs::read(&r20).unwrap_or_default();
     let cut = path("cut.pb");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
-    rejects(&["--model", "zoo:resnet20", "--trace", &cut], "truncated");
+    rejects_data(&["--model", "zoo:resnet20", "--trace", &cut], "truncated");
     let csv = path("bad.csv");
     std::fs::write(
         &csv,
         "iter_start,iter_end,layer,layer_name,b_w,b_a,b_g,samples\n0,10,0,nope,4,4,8,128\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    rejects(&["--model", "zoo:resnet20", "--trace", &csv], "line 2");
+    rejects_data(&["--model", "zoo:resnet20", "--trace", &csv], "line 2");
     // A trace carries its batch; a --batch beside it would be silently ignored.
     rejects(
         &["--model", "zoo:resnet20", "--trace", &r20, "--batch", "64"],
@@ -253,7 +262,7 @@ fn bad_trace_files_are_rejected() {
     let text = std::fs::read_to_string(&full).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     std::fs::write(&csv, lines[..lines.len() - 5].join("\n")).unwrap_or_else(|e| panic!("{e}"));
-    rejects(
+    rejects_data(
         &["--model", "zoo:resnet20", "--trace", &csv],
         "truncated file",
     );

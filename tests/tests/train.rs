@@ -1,6 +1,6 @@
 //! `cptsim train`: LeNet-5 on real MNIST reaches ≥ 97 %, a resumed run equals an uninterrupted one,
 //! the written trace is costed by `cptsim run --trace` to the same GBitOPs, PFQ and PRT runs report
-//! their decisions, and bad input exits 2 with a clear line.
+//! their decisions, and bad input exits 2 (usage) or 3 (bad data) with a clear line.
 
 use std::path::Path;
 
@@ -69,8 +69,6 @@ fn lenet5_reaches_97_percent_on_mnist_static_8_8() {
     }
 }
 
-/// Runs a 40-iteration run of LeNet-5 on synthetic data into `out`, with extra flags.
-
 const COSINE: [&str; 6] = [
     "--schedule",
     "cosine",
@@ -79,6 +77,7 @@ const COSINE: [&str; 6] = [
     "--eval-every",
     "10",
 ];
+/// Runs a 40-iteration run of LeNet-5 on synthetic data into `out`, with extra flags.
 fn synthetic_run(out: &Path, extra: &[&str]) -> std::process::Output {
     let o = out.to_string_lossy().into_owned();
     let mut args = vec![
@@ -273,9 +272,14 @@ fn depthwise_convs_run_at_the_fixed_precision_given() {
     );
 }
 
+/// A usage error: exit code 2 and the needles in the error line.
 fn fails_with(args: &[&str], needles: &[&str]) {
+    fails_with_code(2, args, needles);
+}
+
+fn fails_with_code(code: i32, args: &[&str], needles: &[&str]) {
     let out = train(args);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
     let err = stderr(&out);
     let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or("");
     for n in needles {
@@ -321,7 +325,7 @@ fn bad_inputs_exit_2_with_a_clear_line() {
         ),
         &["--grad-bits"],
     );
-    // A truncated MNIST file names the file and the byte offset.
+    // A truncated MNIST file names the file and the byte offset; bad input data exits 3.
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut images = vec![0u8, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28];
     images.extend(vec![7u8; 28 * 28]); // one image of the two announced
@@ -338,7 +342,8 @@ fn bad_inputs_exit_2_with_a_clear_line() {
         .unwrap_or_else(|e| panic!("{e}"));
     }
     let data = format!("mnist:{}", dir.path().display());
-    fails_with(
+    fails_with_code(
+        3,
         &with(&base, &["--data", &data]),
         &["train-images-idx3-ubyte", "at byte"],
     );

@@ -8,6 +8,7 @@
 
 mod atomic;
 pub mod binary;
+pub mod complete;
 pub mod csv_format;
 mod error;
 mod format;
@@ -18,6 +19,7 @@ pub mod schedule;
 mod synth;
 
 pub use atomic::write_atomically;
+pub use complete::{absent_layers_as_fp32, static_rows};
 pub use error::TraceError;
 pub use format::{read_trace, write_trace, TraceFormat};
 pub use meta::TraceMeta;

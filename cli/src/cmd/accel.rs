@@ -1,5 +1,7 @@
 //! `cptsim accel list` / `cptsim accel show NAME`: the built-in accelerator configurations.
 
+use std::io::Write;
+
 use anyhow::{Context, Result};
 use clap::{Args as ClapArgs, Subcommand};
 use cptsim_accel::config;
@@ -23,7 +25,7 @@ enum AccelCommand {
 }
 
 /// Runs `cptsim accel`.
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, out: &mut dyn Write) -> Result<()> {
     match a.command {
         AccelCommand::List => {
             for name in config::builtin_names() {
@@ -37,7 +39,7 @@ pub fn run(a: Args) -> Result<()> {
                     .area_overhead
                     .map(|a| format!(" [area +{:.0} %]", 100.0 * a))
                     .unwrap_or_default();
-                println!("{name:<24}{}{alias}{area}", c.description);
+                writeln!(out, "{name:<24}{}{alias}{area}", c.description)?;
             }
         }
         AccelCommand::Show { name } => {
@@ -48,7 +50,7 @@ pub fn run(a: Args) -> Result<()> {
                     std::fs::read_to_string(&name).with_context(|| format!("cannot read {name}"))?
                 }
             };
-            print!("{text}");
+            write!(out, "{text}")?;
         }
     }
     Ok(())

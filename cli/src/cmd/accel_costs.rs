@@ -1,12 +1,14 @@
 //! Costing a run's trace on accelerators (`--accel`), for `cptsim run` and `cptsim compare`.
 
+use std::io::Write;
+
 use std::path::Path;
 
 use anyhow::Context;
 use cptsim_accel::report::write_report;
 use cptsim_accel::{cost_trace, Accelerator, RunSummary, TraceCostError};
 use cptsim_models::ModelSummary;
-use cptsim_traces::{Bits, TraceRow};
+use cptsim_traces::{static_rows, Bits, TraceRow};
 
 /// Loads every `--accel` value (built-in name or TOML path). A configuration whose name repeats
 /// an earlier one (an edited copy that kept its `name`) is labelled with the value that named it,
@@ -32,16 +34,6 @@ pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
                 };
             }
             Ok(acc)
-        })
-        .collect()
-}
-
-/// The static baseline of a trace: every quantized row at `baseline`, fp32 rows unchanged.
-pub fn static_rows(rows: &[TraceRow], baseline: Bits) -> Vec<TraceRow> {
-    rows.iter()
-        .map(|r| TraceRow {
-            bits: if r.bits.is_fp32() { r.bits } else { baseline },
-            ..*r
         })
         .collect()
 }
@@ -87,9 +79,9 @@ pub fn cost_all(
 }
 
 /// Prints one line per accelerator under a header.
-pub fn print_table(summaries: &[RunSummary]) {
+pub fn print_table(summaries: &[RunSummary], out: &mut dyn Write) -> std::io::Result<()> {
     if summaries.is_empty() {
-        return;
+        return Ok(());
     }
     let w = summaries
         .iter()
@@ -97,7 +89,8 @@ pub fn print_table(summaries: &[RunSummary]) {
         .max()
         .unwrap_or(0)
         .max(24);
-    println!(
+    writeln!(
+        out,
         "{:<w$} {:>12} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10}",
         "accelerator",
         "time (s)",
@@ -108,9 +101,10 @@ pub fn print_table(summaries: &[RunSummary]) {
         "static (J)",
         "time red.",
         "energy red."
-    );
+    )?;
     for s in summaries {
-        println!(
+        writeln!(
+            out,
             "{:<w$} {:>12.4e} {:>10.3} {:>12.4e} {:>12.4e} {:>10.3} {:>12.4e} {:>9.2} % {:>9.2} %",
             s.name,
             s.latency_s,
@@ -121,6 +115,7 @@ pub fn print_table(summaries: &[RunSummary]) {
             s.static_energy_j,
             100.0 * s.latency_reduction(),
             100.0 * s.energy_reduction()
-        );
+        )?;
     }
+    Ok(())
 }

@@ -1,9 +1,13 @@
 //! `cptsim bench train`: training-step throughput of a model built from the IR, the GEMM rate it
 //! reaches and this machine's single-core GEMM peak, measured in the same run.
 
+use std::io::Write;
+
+use crate::cmd::shared::{OutputFormat, QuantizerArg};
+
 use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use cptsim_models::load_graph;
 use cptsim_sim::bench::{train_steps, TrainBench};
 use cptsim_sim::build::{build_network, BuildOptions};
@@ -37,8 +41,8 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 5)]
     pub steps: usize,
     /// `none` (fp32) or `sbm` (in-scope layers at `--bits`, spec §1.4).
-    #[arg(long, value_enum, default_value_t = Quantizer::None)]
-    pub quantizer: Quantizer,
+    #[arg(long, value_enum, default_value_t = QuantizerArg::None)]
+    pub quantizer: QuantizerArg,
     /// Forward and backward bits with `--quantizer sbm`.
     #[arg(long, default_value_t = 8)]
     pub bits: u32,
@@ -52,37 +56,19 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 1.0)]
     pub peak_secs: f64,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-}
-
-/// Precision of the benchmarked steps.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Quantizer {
-    /// fp32 everywhere.
-    None,
-    /// SBM at `--bits` on the in-scope layers.
-    Sbm,
-}
-
-/// How the result is printed.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Format {
-    /// Human-readable lines.
-    Table,
-    /// One JSON object.
-    Json,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 /// Runs the command.
-pub fn run(args: &BenchArgs) -> Result<()> {
+pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     cptsim_sim::malloc::keep_large_blocks();
     match &args.what {
-        BenchCommand::Train(a) => train(a),
+        BenchCommand::Train(a) => train(a, out),
     }
 }
 
-fn train(a: &TrainArgs) -> Result<()> {
+fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     if a.batch == 0 || a.steps == 0 {
         anyhow::bail!("--batch and --steps must be at least 1");
     }
@@ -97,24 +83,30 @@ fn train(a: &TrainArgs) -> Result<()> {
         .build()
         .context("--threads: cannot build the thread pool")?;
     let graph = load_graph(&a.model, a.batch)?;
+    let json = a.format.json_or_table("bench train")?;
     let opts = BuildOptions {
-        method: QuantMethod::Sbm,
+        method: a.quantizer.method().unwrap_or(QuantMethod::Sbm),
         scope: a.scope.scope(),
         ..BuildOptions::default()
     };
     let mut net = build_network(&graph, &opts).with_context(|| format!("model {}", a.model))?;
-    let bits = match a.quantizer {
-        Quantizer::None => 0,
-        Quantizer::Sbm => a.bits,
-    };
+    let bits = bench_bits(a);
     net.set_bits(bits, bits).context("--bits")?;
     let threads = pool.current_num_threads();
     let r = pool.install(|| train_steps(&mut net, a.batch, a.steps, a.peak_secs))?;
-    match a.format {
-        Format::Json => println!("{:#}", to_json(&r, a, threads)),
-        Format::Table => print!("{}", table(&r, a, threads)),
+    match json {
+        true => writeln!(out, "{:#}", to_json(&r, a, threads))?,
+        false => write!(out, "{}", table(&r, a, threads))?,
     }
     Ok(())
+}
+
+/// The bits the in-scope layers run at: `--bits`, or 0 (fp32) with `--quantizer none`.
+fn bench_bits(a: &TrainArgs) -> u32 {
+    match a.quantizer.method() {
+        Some(_) => a.bits,
+        None => 0,
+    }
 }
 
 fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
@@ -123,8 +115,8 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
         "batch": a.batch,
         "steps": a.steps,
         "threads": threads,
-        "quantizer": match a.quantizer { Quantizer::None => "none", Quantizer::Sbm => "sbm" },
-        "bits": match a.quantizer { Quantizer::None => 0, Quantizer::Sbm => a.bits },
+        "quantizer": a.quantizer.name(),
+        "bits": bench_bits(a),
         "images_per_s": r.images_per_s,
         "images_per_cpu_s": r.images_per_cpu_s,
         "step_ms_median": r.step_ms_median,
@@ -140,9 +132,9 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
 
 fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
     let load = |l: Option<f64>| l.map_or("n/a".to_string(), |v| format!("{v:.2}"));
-    let q = match a.quantizer {
-        Quantizer::None => "fp32".to_string(),
-        Quantizer::Sbm => format!("SBM {0}/{0}", a.bits),
+    let q = match a.quantizer.method() {
+        None => "fp32".to_string(),
+        Some(_) => format!("{} {1}/{1}", a.quantizer.name().to_uppercase(), a.bits),
     };
     format!(
         "{} batch {} {q}, {} steps, {threads} thread(s)\n\

@@ -1,6 +1,8 @@
 //! `cptsim compare`: one run (schedule or trace) on several accelerator configurations, one table
 //! row per configuration.
 
+use std::io::Write;
+
 use anyhow::bail;
 use serde_json::json;
 
@@ -15,21 +17,21 @@ pub struct CompareArgs {
 }
 
 /// Runs the subcommand.
-pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+pub fn run(args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if args.run.accel.is_empty() {
         bail!("--accel: name at least one accelerator (built-in name or TOML path) to compare");
     }
     let (report, _) = evaluate(&args.run)?;
-    if wants_json(&args.run) {
+    if wants_json(&args.run)? {
         let v = json!({
             "model": report.model,
             "schedule": report.schedule,
             "accelerators": report.accelerators,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
-        println!("model {}, schedule {}", report.model, report.schedule);
-        accel_costs::print_table(&report.accelerators);
+        writeln!(out, "model {}, schedule {}", report.model, report.schedule)?;
+        accel_costs::print_table(&report.accelerators, out)?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::quant_scope::ScopeArgs;
+use super::shared::QuantizerArg;
 use anyhow::{Context, Result};
 use clap::Args;
 use cptsim_models::ir::Op;
@@ -29,9 +30,9 @@ pub struct ForwardArgs {
     /// output channel, input activations per tensor with the batch's own range. Default: fp32.
     #[arg(long)]
     pub bits: Option<u32>,
-    /// Quantizer used with `--bits`: sbm, dorefa or wageubn.
-    #[arg(long, default_value = "sbm")]
-    pub quantizer: String,
+    /// Quantizer used with `--bits`.
+    #[arg(long, value_enum, default_value_t = QuantizerArg::Sbm)]
+    pub quantizer: QuantizerArg,
     /// Which layers are quantized.
     #[command(flatten)]
     pub scope: ScopeArgs,
@@ -50,7 +51,13 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     };
     let graph = load_graph(&args.model, batch)?;
     let opts = BuildOptions {
-        method: QuantMethod::parse(&args.quantizer).context("--quantizer")?,
+        method: match (args.quantizer.method(), args.bits) {
+            (Some(m), _) => m,
+            (None, None) => QuantMethod::Sbm,
+            (None, Some(b)) => {
+                anyhow::bail!("--quantizer none --bits {b}: drop --bits for an fp32 pass")
+            }
+        },
         scope: args.scope.scope(),
         ..BuildOptions::default()
     };

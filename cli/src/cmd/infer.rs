@@ -3,6 +3,7 @@
 //! speed-up and energy reduction over Eyeriss when `eyeriss` is among the accelerators.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -14,6 +15,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::accel_costs;
+use super::shared::OutputFormat;
 
 /// Arguments of `cptsim infer`.
 #[derive(clap::Args, Debug)]
@@ -36,18 +38,11 @@ pub struct InferArgs {
     #[arg(long, default_value_t = 8)]
     bits: u8,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
     /// Write one per-layer CSV per model and accelerator into DIR.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
-}
-
-/// `--format` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    Table,
-    Json,
 }
 
 /// One accelerator's line for one model.
@@ -131,7 +126,8 @@ fn read_bits_file(path: &Path) -> anyhow::Result<HashMap<String, u8>> {
 }
 
 /// Runs the subcommand.
-pub fn run(args: InferArgs) -> anyhow::Result<()> {
+pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let json = args.format.json_or_table("infer")?;
     if args.batch == 0 {
         bail!("--batch: a batch needs at least 1 image");
     }
@@ -203,7 +199,7 @@ pub fn run(args: InferArgs) -> anyhow::Result<()> {
             )
         })
         .collect();
-    if args.format == Format::Json {
+    if json {
         let models: Vec<_> = lines
             .iter()
             .map(|(m, l)| json!({"model": m, "batch": args.batch, "accelerators": l}))
@@ -213,10 +209,11 @@ pub fn run(args: InferArgs) -> anyhow::Result<()> {
             .map(|(a, s, e)| json!({"accelerator": a, "speedup_over_eyeriss": s, "energy_reduction_over_eyeriss": e}))
             .collect();
         let v = json!({"models": models, "geomean": geo});
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "{:<16} {:<24} {:>14} {:>14} {:>12} {:>10} {:>10}",
         "model",
         "accelerator",
@@ -225,11 +222,12 @@ pub fn run(args: InferArgs) -> anyhow::Result<()> {
         "DRAM/img MB",
         "speed-up",
         "energy red."
-    );
+    )?;
     let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}x"));
     for (m, ls) in &lines {
         for l in ls {
-            println!(
+            writeln!(
+                out,
                 "{:<16} {:<24} {:>14.4e} {:>14.4e} {:>12.3} {:>10} {:>10}",
                 m,
                 l.accelerator,
@@ -238,20 +236,22 @@ pub fn run(args: InferArgs) -> anyhow::Result<()> {
                 l.dram_bytes_per_image / 1e6,
                 opt(l.speedup_over_eyeriss),
                 opt(l.energy_reduction_over_eyeriss)
-            );
+            )?;
         }
     }
     if base.is_some() {
-        println!(
+        writeln!(
+            out,
             "geometric mean over {} model(s), against {BASELINE}:",
             lines.len()
-        );
+        )?;
         for (a, s, e) in &means {
-            println!(
+            writeln!(
+                out,
                 "  {a:<24} speed-up {}  energy reduction {}",
                 opt(*s),
                 opt(*e)
-            );
+            )?;
         }
     }
     Ok(())

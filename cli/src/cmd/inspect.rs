@@ -1,11 +1,15 @@
 //! `cptsim inspect MODEL`: per-layer geometry, parameters and MACs of a model, with totals.
 
+use std::io::Write;
+
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use cptsim_models::{load_graph, LayerKind, ModelSummary};
 use serde_json::json;
+
+use crate::cmd::shared::OutputFormat;
 
 /// Arguments of `cptsim inspect`.
 #[derive(Args)]
@@ -16,31 +20,20 @@ pub struct InspectArgs {
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-}
-
-/// How `inspect` prints.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Format {
-    /// Aligned human-readable table.
-    Table,
-    /// One JSON document.
-    Json,
-    /// One CSV row per layer.
-    Csv,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 /// Runs the command.
-pub fn run(args: &InspectArgs) -> Result<()> {
+pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
     let graph = load_graph(&args.model, args.batch)?;
     let s = graph.summary();
     let text = match args.format {
-        Format::Table => table(&s, graph.bn_folded),
-        Format::Json => format!("{:#}\n", to_json(&s)),
-        Format::Csv => csv(&s),
+        OutputFormat::Table => table(&s, graph.bn_folded),
+        OutputFormat::Json => format!("{:#}\n", to_json(&s)),
+        OutputFormat::Csv => csv(&s),
     };
-    print!("{text}");
+    write!(out, "{text}")?;
     Ok(())
 }
 

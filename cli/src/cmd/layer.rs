@@ -1,18 +1,15 @@
 //! `cptsim layer`: one inference layer on one accelerator — the quick what-if, and how each model
 //! is checked against its reference simulator.
 
+use std::io::Write;
+
 use anyhow::{bail, Context, Result};
-use clap::{Args as ClapArgs, ValueEnum};
+use clap::Args as ClapArgs;
 use cptsim_accel::gemm::{ConvProblem, OperandBits};
 use cptsim_accel::Accelerator;
 use serde_json::json;
 
-/// Output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
+use crate::cmd::shared::OutputFormat;
 
 /// Arguments of `cptsim layer`.
 #[derive(ClapArgs, Debug)]
@@ -55,8 +52,8 @@ pub struct Args {
     #[arg(long)]
     fc: bool,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
 }
 
 fn positive(flag: &str, v: u64) -> Result<()> {
@@ -103,7 +100,7 @@ fn problem(a: &Args) -> Result<ConvProblem> {
 }
 
 /// Runs `cptsim layer`.
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, out: &mut dyn Write) -> Result<()> {
     let p = problem(&a)?;
     let acc = Accelerator::load(&a.accel)?;
     let bits = OperandBits {
@@ -121,8 +118,8 @@ pub fn run(a: Args) -> Result<()> {
         .map(|l| format!("{l:?}").to_lowercase())
         .collect();
     let latency = acc.seconds(c.timing.total_cycles);
-    match a.format {
-        Format::Json => {
+    match a.format.json_or_table("layer")? {
+        true => {
             let v = json!({
                 "accelerator": acc.name(),
                 "total_cycles": c.timing.total_cycles,
@@ -143,9 +140,9 @@ pub fn run(a: Args) -> Result<()> {
                     "groups": c.groups,
                 },
             });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
-        Format::Text => {
+        false => {
             let shape = if a.fc {
                 format!("fc {} -> {}", p.in_ch, p.out_ch)
             } else {
@@ -162,28 +159,31 @@ pub fn run(a: Args) -> Result<()> {
                     k = a.k
                 )
             };
-            println!("accelerator     {}", acc.name());
-            println!(
+            writeln!(out, "accelerator     {}", acc.name())?;
+            writeln!(
+                out,
                 "layer           {shape}, batch {}, {} b activations x {} b weights{}",
                 a.batch,
                 a.act_bits,
                 a.wgt_bits,
                 if a.first_layer { ", first layer" } else { "" }
-            );
-            println!("total cycles    {}", c.timing.total_cycles);
-            println!("compute cycles  {}", c.timing.compute_cycles);
-            println!("stall cycles    {}", c.timing.stall_cycles);
-            println!("latency         {:.3} us", latency * 1e6);
-            println!("DRAM            {} bits", c.dram_bits);
-            println!("SRAM            {} bits", c.sram_bits);
-            println!(
+            )?;
+            writeln!(out, "total cycles    {}", c.timing.total_cycles)?;
+            writeln!(out, "compute cycles  {}", c.timing.compute_cycles)?;
+            writeln!(out, "stall cycles    {}", c.timing.stall_cycles)?;
+            writeln!(out, "latency         {:.3} us", latency * 1e6)?;
+            writeln!(out, "DRAM            {} bits", c.dram_bits)?;
+            writeln!(out, "SRAM            {} bits", c.sram_bits)?;
+            writeln!(
+                out,
                 "energy          {:.4e} J (compute {:.3e}, SRAM {:.3e}, DRAM {:.3e})",
                 c.energy.total_j(),
                 c.energy.compute_j,
                 c.energy.sram_j,
                 c.energy.dram_j
-            );
-            println!(
+            )?;
+            writeln!(
+                out,
                 "tiling          b={} oc={} oh={} ow={} ic={}, loops outer->inner: {}",
                 t.b,
                 t.oc,
@@ -195,7 +195,7 @@ pub fn run(a: Args) -> Result<()> {
                 } else {
                     order.join(",")
                 }
-            );
+            )?;
         }
     }
     Ok(())

@@ -1,18 +1,21 @@
 //! `cptsim run`: cost a training run in BitOPs, either synthesised from a precision schedule or
 //! read from a trace file, against its static baseline (forward at B_max).
 
+use std::io::Write;
+
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
 use cptsim_models::ModelSummary;
-use cptsim_traces::schedule::{
-    parse_bit_range, BitRange, Convention, Kind, Schedule, ScheduleArgs,
+use cptsim_traces::schedule::{BitRange, Convention, Kind, Schedule, ScheduleArgs};
+use cptsim_traces::{
+    absent_layers_as_fp32, read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow,
 };
-use cptsim_traces::{read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow};
 use serde::Serialize;
 
 use super::accel_costs;
+use super::shared::{bit_range, OutputFormat};
 
 /// Arguments of `cptsim run`.
 #[derive(clap::Args, Debug)]
@@ -70,8 +73,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 391)]
     epoch_iters: u64,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
-    format: FormatArg,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
 }
 
 /// `--accounting` values.
@@ -90,18 +93,11 @@ enum PolicyArg {
 }
 
 /// `--convention` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, serde::Deserialize)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum ConventionArg {
     Cpt,
     Wk,
-}
-
-/// `--format` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum FormatArg {
-    Table,
-    Json,
 }
 
 /// What `run` reports; also its JSON shape.
@@ -146,21 +142,21 @@ struct Run<'a> {
 }
 
 /// Runs the subcommand.
-pub fn run(args: RunArgs) -> anyhow::Result<()> {
+pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let (report, model) = evaluate(&args)?;
     if let Some(dir) = &args.report {
         super::plot::write_run_index(dir, &report)?;
     }
-    match args.format {
-        FormatArg::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        FormatArg::Table => print_table(&report, &model),
+    match wants_json(&args)? {
+        true => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        false => print_table(&report, &model, out)?,
     }
     Ok(())
 }
 
-/// Whether `--format json` was asked for.
-pub(crate) fn wants_json(args: &RunArgs) -> bool {
-    matches!(args.format, FormatArg::Json)
+/// Whether `--format json` was asked for (CSV is an error).
+pub(crate) fn wants_json(args: &RunArgs) -> anyhow::Result<bool> {
+    args.format.json_or_table("run")
 }
 
 /// Costs the run the flags describe: BitOPs, and each `--accel` accelerator.
@@ -201,15 +197,6 @@ fn accounting(args: &RunArgs) -> Accounting {
         AccountingArg::Paper => Accounting::Paper,
         AccountingArg::Hardware => Accounting::Hardware,
     }
-}
-
-/// Parses a `--bits`/`--grad-bits` value (`text`, or `default` when the flag is absent).
-pub(crate) fn bit_range(
-    flag: &'static str,
-    text: Option<&str>,
-    default: &str,
-) -> anyhow::Result<BitRange> {
-    Ok(parse_bit_range(flag, text.unwrap_or(default))?)
 }
 
 /// Parses and validates the schedule flags.
@@ -324,7 +311,12 @@ fn cost_trace_file(
     })
     .context("--trace")?;
     if keep {
-        kept.extend(absent_layers_as_fp32(&kept, model, &meta));
+        kept.extend(absent_layers_as_fp32(
+            &kept,
+            model.layers.len(),
+            meta.iterations,
+            meta.batch,
+        ));
     }
     let Some((lo, hi)) = counter.bit_bounds() else {
         bail!(
@@ -356,32 +348,6 @@ fn cost_trace_file(
         trace_rows: Some(rows),
     };
     Ok((report(args, model, run), kept))
-}
-
-/// fp32 rows for the layers a trace does not list (a trace may list only its quantized layers),
-/// so that accelerators cost them as the BitOPs count does: every sample of the run at fp32.
-fn absent_layers_as_fp32(
-    rows: &[TraceRow],
-    model: &ModelSummary,
-    meta: &TraceMeta,
-) -> Vec<TraceRow> {
-    let mut listed = vec![false; model.layers.len()];
-    for r in rows {
-        if let Some(l) = listed.get_mut(r.layer as usize) {
-            *l = true;
-        }
-    }
-    (0..model.layers.len())
-        .filter(|&i| !listed[i] && meta.iterations > 0)
-        .filter_map(|i| u32::try_from(i).ok())
-        .map(|layer| TraceRow {
-            iter_start: 0,
-            iter_end: meta.iterations,
-            layer,
-            bits: Bits::FP32,
-            samples: meta.batch,
-        })
-        .collect()
 }
 
 /// Totals of the run and of its static baseline (every quantized layer-sample at FW max, BW max).
@@ -416,39 +382,44 @@ fn report(args: &RunArgs, model: &ModelSummary, run: Run<'_>) -> Report {
     }
 }
 
-fn print_table(r: &Report, model: &ModelSummary) {
+fn print_table(r: &Report, model: &ModelSummary, out: &mut dyn Write) -> std::io::Result<()> {
     let grad = match r.grad_bits.as_array() {
         Some(a) if a.len() == 2 => format!("{}:{}", a[0], a[1]),
         _ => r.grad_bits.to_string(),
     };
-    println!(
+    writeln!(
+        out,
         "model       {} ({} conv/linear layers)",
         r.model,
         model.layers.len()
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "schedule    {}  FW {}:{}  BW {}",
         r.schedule, r.bits[0], r.bits[1], grad
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "run         {} iterations x batch {}",
         r.iterations, r.batch
-    );
-    println!("accounting  {}", r.accounting);
-    println!("GBitOPs     {:.4e}", r.gbitops);
-    println!(
+    )?;
+    writeln!(out, "accounting  {}", r.accounting)?;
+    writeln!(out, "GBitOPs     {:.4e}", r.gbitops)?;
+    writeln!(
+        out,
         "static      {:.4e}  (FW {}, BW {})",
         r.static_gbitops, r.baseline.w, r.baseline.g
-    );
-    println!("reduction   {:.2} %", 100.0 * r.reduction);
+    )?;
+    writeln!(out, "reduction   {:.2} %", 100.0 * r.reduction)?;
     if let Some(bn) = r.bn_gops {
-        println!("BN (fp32)   {bn:.4e} GOPs, not included above");
+        writeln!(out, "BN (fp32)   {bn:.4e} GOPs, not included above")?;
     }
     if let Some(n) = r.trace_rows {
-        println!("trace rows  {n}");
+        writeln!(out, "trace rows  {n}")?;
     }
     if !r.accelerators.is_empty() {
-        println!();
-        accel_costs::print_table(&r.accelerators);
+        writeln!(out)?;
+        accel_costs::print_table(&r.accelerators, out)?;
     }
+    Ok(())
 }

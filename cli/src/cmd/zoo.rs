@@ -38,15 +38,14 @@ struct ExportArgs {
 }
 
 /// Runs `cptsim zoo …`.
-pub fn run(args: ZooArgs) -> Result<()> {
+pub fn run(args: ZooArgs, out: &mut dyn Write) -> Result<()> {
     match args.command {
-        ZooCommand::List => list(),
-        ZooCommand::Export(args) => export_model(&args),
+        ZooCommand::List => list(out),
+        ZooCommand::Export(args) => export_model(&args, out),
     }
 }
 
-fn list() -> Result<()> {
-    let mut out = std::io::stdout().lock();
+fn list(out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
         "{:<22} {:<10} {:>7}  DESCRIPTION",
@@ -63,7 +62,7 @@ fn list() -> Result<()> {
     Ok(())
 }
 
-fn export_model(args: &ExportArgs) -> Result<()> {
+fn export_model(args: &ExportArgs, out: &mut dyn Write) -> Result<()> {
     let name = args.name.strip_prefix("zoo:").unwrap_or(&args.name);
     let (model, records) = zoo::build_recorded(name, args.classes, args.seed)?;
     let bytes = export::model_bytes(&model)?;
@@ -74,11 +73,12 @@ fn export_model(args: &ExportArgs) -> Result<()> {
         .copied()
         .unwrap_or(0);
     let params: u64 = records.iter().map(|r| r.params).sum();
-    println!(
+    writeln!(
+        out,
         "wrote {}: zoo:{name}, {classes} classes, seed {}, {params} parameters, {} bytes",
         args.output.display(),
         args.seed,
         bytes.len()
-    );
+    )?;
     Ok(())
 }

@@ -7,6 +7,7 @@ use onnx_protobuf::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, Tenso
 
 use super::proto::{attr_float, attr_int, attr_ints, batched_value_info, float_tensor, node};
 use super::{ExportError, BATCH_DIM, IR_VERSION, OPSET_VERSION};
+use crate::ir::shape::{conv_macs, linear_macs, window_out};
 
 /// A value flowing through the graph: its name and its per-sample shape (batch dim excluded).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,7 +210,7 @@ impl GraphBuilder {
             inputs.push(self.initializer(name, "bias", &[co], b)?);
             params += co as u64;
         }
-        let macs = (co * oh * ow * (c / g) * k * k) as u64;
+        let macs = conv_macs([co, oh, ow], c, g, [k, k]);
         self.push(NodeSpec {
             op_type: "Conv",
             name,
@@ -415,7 +416,7 @@ impl GraphBuilder {
             in_shape: &x.shape,
             out_shape: vec![out_features],
             params,
-            macs: (n_in * out_features) as u64,
+            macs: linear_macs(1, n_in, out_features),
         })
     }
 
@@ -580,7 +581,8 @@ fn chw(node: &str, x: &Value) -> Result<[usize; 3], ExportError> {
     }
 }
 
-/// Output length of a sliding window (floor mode), or an error when the window does not fit.
+/// Output length of a square window with symmetric padding `p` (floor mode, [`window_out`]), or
+/// an error when the window does not fit.
 fn spatial_out(
     node: &str,
     size: usize,
@@ -594,13 +596,10 @@ fn spatial_out(
             format!("kernel {k} and stride {s} must be positive"),
         ));
     }
-    if size + 2 * p < k {
-        return Err(shape_err(
-            node,
-            format!("kernel {k} does not fit input size {size} with padding {p}"),
-        ));
-    }
-    Ok((size + 2 * p - k) / s + 1)
+    let pad = p
+        .checked_mul(2)
+        .ok_or_else(|| shape_err(node, format!("padding {p} overflows")))?;
+    window_out(size, pad, k, s, 1, false).map_err(|m| shape_err(node, m))
 }
 
 fn check_len(node: &str, what: &str, got: usize, want: usize) -> Result<(), ExportError> {

@@ -196,7 +196,26 @@ fn check_axes(axes: &[usize], rank: usize) -> Result<(), String> {
     }
 }
 
-/// Output length of a sliding window along one axis.
+/// Multiply-accumulates of a convolution per sample: every output element `out` = `[C_out, H, W]`
+/// sums `in_channels / groups · kh · kw` products (the one MAC count of the project: IR summary
+/// and export builder alike).
+pub fn conv_macs(out: [usize; 3], in_channels: usize, groups: usize, kernel: [usize; 2]) -> u64 {
+    let outputs = out.iter().map(|&d| d as u64).product::<u64>();
+    let per_output = (in_channels / groups.max(1)) as u64 * kernel[0] as u64 * kernel[1] as u64;
+    outputs.saturating_mul(per_output)
+}
+
+/// Multiply-accumulates of a linear layer per sample: `rows` input rows of `in_features`, each
+/// producing `out_features` outputs.
+pub fn linear_macs(rows: usize, in_features: usize, out_features: usize) -> u64 {
+    (rows as u64)
+        .saturating_mul(in_features as u64)
+        .saturating_mul(out_features as u64)
+}
+
+/// Output length of a sliding window along one axis (the one window formula of the project):
+/// `len` plus total padding `pad`, a `kernel` dilated by `dilation`, moved by `stride`, the
+/// last partial window kept when `ceil`.
 pub fn window_out(
     len: usize,
     pad: usize,

@@ -31,8 +31,7 @@ impl Graph {
                     } else {
                         LayerRole::Body
                     };
-                    let macs = (out_shape[1] * out_shape[2] * out_shape[0]) as u64
-                        * (in_shape[0] / c.groups.max(1) * kh * kw) as u64;
+                    let macs = super::shape::conv_macs(out_shape, in_shape[0], c.groups, [kh, kw]);
                     layers.push(LayerInfo {
                         name: node.name.clone(),
                         kind: LayerKind::Conv,
@@ -63,7 +62,7 @@ impl Graph {
                         dilation: [1, 1],
                         groups: 1,
                         params: node.op.params(),
-                        macs: (rows * l.in_features() * l.out_features()) as u64,
+                        macs: super::shape::linear_macs(rows, l.in_features(), l.out_features()),
                     });
                 }
                 Op::BatchNorm(_) => bn_elements += per_sample(y) as u64,

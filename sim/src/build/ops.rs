@@ -232,7 +232,24 @@ impl<R: Rng> Ctx<'_, R> {
                 let layer = self.linear(node, l, quant)?;
                 Ok(flat(self.net.push(layer, &[x.id])?))
             }
-            _ => Err(unsupported(node, "no engine layer for it")),
+            // Every other op is listed, so a new IR op fails to compile here until it is mapped.
+            Op::Binary(_) => Err(unsupported(
+                node,
+                "only an add of two same-shaped tensors has an engine layer",
+            )),
+            Op::ReduceMean { .. } => Err(unsupported(
+                node,
+                "only a mean over the spatial axes [2, 3] has an engine layer",
+            )),
+            Op::Flatten { .. } => Err(unsupported(
+                node,
+                "only a flatten at axis 1 has an engine layer",
+            )),
+            Op::MatMul => Err(unsupported(
+                node,
+                "a MatMul without a constant operand is not a linear layer",
+            )),
+            Op::Transpose { .. } => Err(unsupported(node, "no engine layer for a transpose")),
         }
     }
 

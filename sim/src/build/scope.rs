@@ -8,7 +8,7 @@ pub const IMAGENET_MIN_SIDE: usize = 64;
 
 /// Quantization scope: which layer roles follow the precision schedule. `None` picks the
 /// reference code's default for the model family (spec §1.4); `Some` overrides it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QuantScope {
     /// The first conv/linear layer (default: quantized on CIFAR-sized inputs, fp32 on ImageNet).
     pub first: Option<bool>,

@@ -8,6 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::dataset::Dataset;
+use super::shuffle::shuffle;
 use crate::error::{Result, SimError};
 use crate::layers::Tensor;
 use crate::quant::mix64;
@@ -22,14 +23,6 @@ pub struct Batch {
     pub images: Tensor,
     /// Labels, one per image.
     pub labels: Vec<usize>,
-}
-
-/// Fisher–Yates shuffle driven by `rng`.
-pub fn shuffle<T, R: Rng>(v: &mut [T], rng: &mut R) {
-    for i in (1..v.len()).rev() {
-        let j = rng.random_range(0..=i);
-        v.swap(i, j);
-    }
 }
 
 /// How a dataset's images are placed into a model's input.

@@ -12,6 +12,7 @@ use super::cifar::IMAGE_BYTES;
 use super::cifar::{read_cifar, CifarKind};
 use super::file::{data_err, find_file};
 use super::idx::read_idx;
+use super::shuffle::shuffle;
 use crate::error::{Result, SimError};
 
 /// Train or test split.
@@ -87,7 +88,7 @@ impl Dataset {
             ));
         }
         let mut idx: Vec<usize> = (0..self.len()).collect();
-        super::batch::shuffle(&mut idx, &mut ChaCha8Rng::seed_from_u64(seed));
+        shuffle(&mut idx, &mut ChaCha8Rng::seed_from_u64(seed));
         let nval = (self.len() as f64 * fraction).round() as usize;
         let (val, train) = idx.split_at(nval);
         Ok((self.select(train), self.select(val)))
@@ -310,7 +311,7 @@ pub(crate) mod tests {
     use super::*;
     use std::io::Write;
 
-    pub(crate) use cptsim_e2e::shared_data;
+    pub(crate) use cptsim_testdata::shared_data;
 
     #[test]
     fn real_mnist_and_fashion_load_with_published_counts() {

@@ -6,6 +6,7 @@ pub mod cifar;
 pub mod dataset;
 pub mod file;
 pub mod idx;
+pub mod shuffle;
 
 pub use batch::{eval_batches, Adaptation, Batch, Loader};
 pub use cifar::CifarKind;

@@ -61,7 +61,7 @@ impl Dense {
             .view()
             .into_dimensionality::<Ix1>()
             .map_err(|_| SimError::shape("dfq gate", "bias must be a vector"))?;
-        Ok(x.dot(&w.t()) + &b)
+        Ok(x.dot(&w.t()) + b)
     }
 
     /// Adds the parameter gradients of `dy` (at input `x`) and returns `dL/dx`.

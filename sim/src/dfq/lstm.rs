@@ -66,8 +66,7 @@ impl LstmCell {
             .view()
             .into_dimensionality::<Ix1>()
             .map_err(|_| SimError::shape("dfq gate", "LSTM bias must be a vector"))?;
-        let mut gates =
-            x.dot(&mat(&self.w_ih.value)?.t()) + h.dot(&mat(&self.w_hh.value)?.t()) + &b;
+        let mut gates = x.dot(&mat(&self.w_ih.value)?.t()) + h.dot(&mat(&self.w_hh.value)?.t()) + b;
         for mut row in gates.axis_iter_mut(Axis(0)) {
             for (j, v) in row.iter_mut().enumerate() {
                 *v = if (2 * hd..3 * hd).contains(&j) {

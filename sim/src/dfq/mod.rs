@@ -24,6 +24,7 @@ pub mod dense;
 mod exact;
 pub mod gate;
 pub mod lstm;
+mod policy;
 
 use cptsim_models::ModelSummary;
 use cptsim_traces::Bits;
@@ -33,9 +34,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SimError};
-use crate::layers::{Mode, Param, Tensor};
+use crate::layers::{Mode, Tensor};
 use crate::net::Graph;
-use crate::train::pfq::{Pfq, PfqConfig};
+use crate::train::plateau::{Plateau, PlateauConfig};
 
 pub use blocks::{find_blocks, Block};
 pub use cost::{Candidate, CandidateSet};
@@ -55,6 +56,17 @@ pub struct FracTrainConfig {
     pub epsilon: f64,
     /// Threshold decay α.
     pub alpha: f64,
+}
+
+impl FracTrainConfig {
+    /// The plateau indicator's constants: stage `k` (0..=K) is the target `cp_0 + k·Δcp`.
+    pub fn plateau(&self) -> PlateauConfig {
+        PlateauConfig {
+            epsilon: self.epsilon,
+            alpha: self.alpha,
+            stages: self.turns + 1,
+        }
+    }
 }
 
 /// How a gated block runs in training (spec §6.3).
@@ -143,7 +155,7 @@ impl DfqConfig {
             ));
         }
         if let Some(f) = &self.fractrain {
-            if !(f.cp_step >= 0.0) || f.turns == 0 {
+            if f.cp_step.is_nan() || f.cp_step < 0.0 || f.turns == 0 {
                 return Err(SimError::invalid(
                     "--cp-step",
                     format!(
@@ -181,8 +193,8 @@ pub struct DfqState {
     /// loss over that from the cost term (what the selected-only path leaves out, in scale).
     #[serde(default)]
     pub task_to_cost: Vec<f64>,
-    /// The FracTrain indicator.
-    pub pfq: Option<Pfq>,
+    /// The FracTrain plateau indicator (named `pfq` in checkpoints since format 1).
+    pub pfq: Option<Plateau>,
 }
 
 /// The DFQ controller of one network: gate, blocks, cost rule and state.
@@ -249,13 +261,7 @@ impl Dfq {
         let mut rng = ChaCha8Rng::seed_from_u64(crate::quant::mix64(seed ^ 0xDF0));
         let gate = Gate::new(&mut rng, &channels, config.candidates.len());
         let pfq = match &config.fractrain {
-            Some(f) => Some(Pfq::new(PfqConfig {
-                // Only the number of stages matters: the stage index k steps the cp target.
-                fw: vec![8; f.turns + 1],
-                bw: vec![8; f.turns + 1],
-                epsilon: f.epsilon,
-                alpha: f.alpha,
-            })?),
+            Some(f) => Some(Plateau::new(&f.plateau())?),
             None => None,
         };
         let gated_nodes = mapped.iter().flat_map(|b| b.nodes.clone()).collect();
@@ -517,7 +523,7 @@ impl Dfq {
             .map(|pick| Array2::from_shape_fn((pick.len(), row.len()), |(_, k)| row[k]))
             .collect();
         if !task.is_empty() {
-            let ratio = self.gate.logit_grad_norm(&task) / self.gate.logit_grad_norm(&dprobs);
+            let ratio = self.gate.logit_grad_norm(task) / self.gate.logit_grad_norm(&dprobs);
             self.state.task_to_cost.push(ratio);
             dprobs.iter_mut().zip(task).for_each(|(d, t)| *d += t);
         }
@@ -554,20 +560,6 @@ impl Dfq {
         rows
     }
 
-    /// Feeds a minibatch loss to FracTrain's indicator.
-    pub fn observe(&mut self, loss: f32) {
-        if let Some(p) = &mut self.state.pfq {
-            p.observe(loss);
-        }
-    }
-
-    /// A check point after iteration `t` (FracTrain may step the target).
-    pub fn check(&mut self, t: u64) {
-        if let Some(p) = &mut self.state.pfq {
-            p.check(t);
-        }
-    }
-
     /// Mean cp over the last 10 % of the iterations (at least one).
     pub fn achieved(&self) -> f64 {
         let n = self.state.cp.len();
@@ -576,11 +568,6 @@ impl Dfq {
             return 0.0;
         }
         self.state.cp[n - tail..].iter().sum::<f64>() / tail as f64
-    }
-
-    /// The gate's parameters (trained by the same SGD as the network).
-    pub fn params_mut(&mut self) -> Vec<&mut Param> {
-        self.gate.params_mut()
     }
 }
 
@@ -597,7 +584,7 @@ fn chosen_sum(probs: &Array2<f32>, pick: &[usize]) -> f64 {
 #[cfg(test)]
 pub(crate) fn check_param_grads<T>(
     model: &mut T,
-    params: fn(&mut T) -> Vec<&mut Param>,
+    params: fn(&mut T) -> Vec<&mut crate::layers::Param>,
     loss: impl Fn(&mut T) -> f64,
     stride: usize,
     rel_tol: f64,
@@ -640,8 +627,7 @@ mod tests {
     use super::*;
     use crate::build::{build_network, BuildOptions, Init};
     use crate::data::synthetic;
-    use crate::train::{checkpoint, PrecisionPolicy, TrainConfig, TrainData, TrainNet, Trainer};
-    use cptsim_traces::schedule::ScheduleArgs;
+    use crate::train::{checkpoint, TrainConfig, TrainData, TrainNet, Trainer};
 
     fn data() -> TrainData {
         let all = synthetic(96, [3, 32, 32], 10, 20.0, 3).unwrap();
@@ -701,10 +687,12 @@ mod tests {
             eval_batch: 16,
             ..TrainConfig::new(iters, 0.05)
         };
-        let s = ScheduleArgs::new("static", iters).build().unwrap();
-        Trainer::new(net, data, config, PrecisionPolicy::Schedule(s))
-            .unwrap()
-            .with_dfq(dfq)
+        Trainer::new(net, data, config, Box::new(dfq)).unwrap()
+    }
+
+    /// The trainer's DFQ policy.
+    fn dfq<'t>(tr: &'t Trainer<'_>) -> &'t Dfq {
+        tr.policy_as::<Dfq>().unwrap()
     }
 
     fn finish(
@@ -720,7 +708,7 @@ mod tests {
         }
         let params = tr.param_values();
         let buffers = tr.net.graph.buffer_values();
-        let cp = tr.dfq.as_ref().unwrap().state.cp.clone();
+        let cp = dfq(&tr).state.cp.clone();
         (tr.rows(), params, buffers, cp)
     }
 
@@ -734,10 +722,10 @@ mod tests {
         };
         let selected = finish(trainer_with(&data, 3, false, one(), DfqExec::Selected));
         let tr = trainer_with(&data, 3, false, one(), DfqExec::All);
-        assert_eq!(tr.dfq.as_ref().map(Dfq::exec), Some(DfqExec::All));
+        assert_eq!(tr.policy_as::<Dfq>().map(Dfq::exec), Some(DfqExec::All));
         // nine back-to-back blocks; the last ends like the plain block before it, after the
         // residual add and its ReLU (conv, bn, relu, conv, bn, add, relu)
-        let ranges = &tr.dfq.as_ref().unwrap().exact.as_ref().unwrap().ranges;
+        let ranges = &dfq(&tr).exact.as_ref().unwrap().ranges;
         assert_eq!(ranges.len(), 9);
         assert!(
             ranges.windows(2).all(|w| w[0].end == w[1].start),
@@ -757,7 +745,7 @@ mod tests {
             cfg.beta = 0.0;
             let mut tr = trainer_with(&data, 1, false, cfg, exec);
             tr.step().unwrap();
-            let d = tr.dfq.as_mut().unwrap();
+            let d = tr.policy_as_mut::<Dfq>().unwrap();
             d.gate
                 .params_mut()
                 .iter()
@@ -776,7 +764,7 @@ mod tests {
         );
         tr.step().unwrap();
         tr.step().unwrap();
-        let ratios = &tr.dfq.as_ref().unwrap().state.task_to_cost;
+        let ratios = &dfq(&tr).state.task_to_cost;
         assert!(
             ratios.len() == 2 && ratios.iter().all(|r| r.is_finite() && *r > 0.0),
             "{ratios:?}"
@@ -816,7 +804,7 @@ mod tests {
     fn resnet20_trains_with_per_sample_mix_in_the_trace_and_resumes_exactly() {
         let data = data();
         let mut tr = trainer(&data, 3, false);
-        assert_eq!(tr.dfq.as_ref().map(Dfq::blocks), Some(9));
+        assert_eq!(tr.policy_as::<Dfq>().map(Dfq::blocks), Some(9));
         while !tr.done() {
             tr.step().unwrap();
         }
@@ -848,7 +836,7 @@ mod tests {
                 );
             }
         }
-        let d = tr.dfq.as_ref().unwrap();
+        let d = dfq(&tr);
         assert_eq!(d.state.cp.len(), 3);
         assert!((0..3).all(|t| d.target_at(t) == 3.0));
         assert!(
@@ -873,7 +861,7 @@ mod tests {
             .unwrap();
         resumed.step().unwrap();
         assert_eq!(resumed.rows(), rows);
-        assert_eq!(resumed.dfq.as_ref().unwrap().state, d.state);
+        assert_eq!(dfq(&resumed).state, d.state);
         assert_eq!(resumed.param_values(), tr.param_values());
     }
 
@@ -900,14 +888,14 @@ mod tests {
         let data = data();
         for (target, rising) in [(20.0, true), (0.5, false)] {
             let mut tr = trainer(&data, 12, false);
-            if let Some(d) = &mut tr.dfq {
+            if let Some(d) = tr.policy_as_mut::<Dfq>() {
                 d.config.target_cp = target;
                 d.config.beta = 2.0;
             }
             while !tr.done() {
                 tr.step().unwrap();
             }
-            let cp = &tr.dfq.as_ref().unwrap().state.cp;
+            let cp = &dfq(&tr).state.cp;
             let (first, last) = (cp[0], cp[cp.len() - 1]);
             assert!(
                 if rising { last > first } else { last < first },
@@ -921,11 +909,11 @@ mod tests {
         let data = data();
         // ε = 10 with α = 1: every fifth check is a plateau.
         let mut tr = trainer(&data, 10, true);
-        assert_eq!(tr.dfq.as_ref().unwrap().target(), 1.5);
+        assert_eq!(dfq(&tr).target(), 1.5);
         while !tr.done() {
             tr.step().unwrap();
         }
-        let d = tr.dfq.as_ref().unwrap();
+        let d = dfq(&tr);
         assert_eq!(
             d.state.pfq.as_ref().map(|p| p.turns.clone()),
             Some(vec![5, 10])

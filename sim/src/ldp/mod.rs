@@ -7,6 +7,7 @@ pub mod bits;
 pub mod cost;
 pub mod plot;
 pub mod png;
+mod policy;
 
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::Precision;

@@ -1,20 +1,22 @@
-//! Checkpoints that resume a run exactly: one file holding a JSON header (progress, policy state,
-//! quantizer states, tensor sizes, and the caller's own settings) followed by every parameter,
-//! optimiser velocity and batch-norm statistic as little-endian f32. Written atomically.
+//! Checkpoints that resume a run exactly: one file holding a JSON header (progress, the policy's
+//! name and state, quantizer states, tensor sizes, and the caller's own settings) followed by every
+//! parameter, optimiser velocity and batch-norm statistic as little-endian f32. Written atomically.
+//!
+//! Format version 2 stores the policy as `{name, state}`; version 1 (before the `Policy` trait)
+//! kept a tagged schedule/PFQ/PRT/LDP state plus a separate DFQ state and is converted on load.
 
 use std::io::{Read, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::PolicyState;
 use super::trainer::{RunState, Trainer};
 use crate::error::{Result, SimError};
 use crate::layers::Tensor;
 use crate::quant::LayerQuant;
 
 const MAGIC: &[u8; 8] = b"CPTSIMCK";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The JSON part of a checkpoint.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -25,11 +27,8 @@ pub struct Header {
     pub settings: serde_json::Value,
     /// Progress.
     pub state: RunState,
-    /// Precision policy state.
-    pub policy: PolicyState,
-    /// DFQ/FracTrain state (cp history, indicator), when gating ran.
-    #[serde(default)]
-    pub dfq: Option<crate::dfq::DfqState>,
+    /// The precision policy.
+    pub policy: SavedPolicy,
     /// Quantizer state of each quantizable layer (EMA ranges, noise counters).
     pub quant: Vec<LayerQuant>,
     /// Shape of each parameter, in [`Trainer::params_mut`] order (network, then DFQ gate).
@@ -38,6 +37,52 @@ pub struct Header {
     pub velocity: bool,
     /// Length of each buffer (batch-norm statistics).
     pub buffers: Vec<usize>,
+}
+
+/// A policy in a checkpoint: its [`Policy::name`] and [`Policy::state`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SavedPolicy {
+    /// The policy's name.
+    pub name: String,
+    /// Its state.
+    pub state: serde_json::Value,
+}
+
+/// Rewrites a version-1 header into version 2: the tagged policy state (`kind`: schedule, pfq,
+/// prt or ldp) and the separate `dfq` state become one `{name, state}`.
+fn upgrade_v1(header: &mut serde_json::Value) -> std::result::Result<(), String> {
+    let obj = header
+        .as_object_mut()
+        .ok_or("the header is not a JSON object")?;
+    let dfq = obj.remove("dfq").unwrap_or(serde_json::Value::Null);
+    let mut policy = obj.remove("policy").ok_or("no policy state")?;
+    let saved = if dfq.is_null() {
+        let fields = policy
+            .as_object_mut()
+            .ok_or("policy state is not an object")?;
+        let kind = fields
+            .remove("kind")
+            .and_then(|k| k.as_str().map(str::to_owned))
+            .ok_or("policy state without a kind")?;
+        let state = match kind.as_str() {
+            "schedule" => serde_json::Value::Null,
+            "pfq" | "prt" | "ldp" => serde_json::Value::Object(fields.clone()),
+            other => return Err(format!("unknown policy kind `{other}`")),
+        };
+        SavedPolicy { name: kind, state }
+    } else {
+        // DFQ ran beside a (stateless) schedule; FracTrain is DFQ with an indicator.
+        let fractrain = dfq.get("pfq").is_some_and(|p| !p.is_null());
+        let name = if fractrain { "fractrain" } else { "dfq" };
+        SavedPolicy {
+            name: name.into(),
+            state: dfq,
+        }
+    };
+    let saved = serde_json::to_value(saved).map_err(|e| e.to_string())?;
+    obj.insert("policy".into(), saved);
+    obj.insert("version".into(), VERSION.into());
+    Ok(())
 }
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> SimError {
@@ -84,8 +129,10 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         version: VERSION,
         settings,
         state: tr.state.clone(),
-        policy: tr.policy.state(),
-        dfq: tr.dfq.as_ref().map(|d| d.state.clone()),
+        policy: SavedPolicy {
+            name: tr.policy.name().into(),
+            state: tr.policy.state()?,
+        },
         quant,
         params: shapes,
         velocity: !tr.opt.velocity.is_empty(),
@@ -146,15 +193,35 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
     let json = bytes
         .get(16..16usize.saturating_add(len))
         .ok_or_else(|| bad(path, 16, format!("header of {len} bytes is truncated")))?;
-    let header: Header =
+    let mut value: serde_json::Value =
         serde_json::from_slice(json).map_err(|e| bad(path, 16, format!("header: {e}")))?;
-    if header.version != VERSION {
-        return Err(bad(
-            path,
-            16,
-            format!("version {} (this build reads {VERSION})", header.version),
-        ));
+    let version = value.get("version").and_then(serde_json::Value::as_u64);
+    match version {
+        Some(1) => upgrade_v1(&mut value).map_err(|e| {
+            bad(
+                path,
+                16,
+                format!("written by an older cptsim (format 1) and not convertible: {e}"),
+            )
+        })?,
+        Some(v) if v == u64::from(VERSION) => {}
+        Some(v) if v > u64::from(VERSION) => {
+            return Err(bad(
+                path,
+                16,
+                format!("written by a newer cptsim (format {v}; this build reads up to {VERSION})"),
+            ))
+        }
+        v => {
+            return Err(bad(
+                path,
+                16,
+                format!("unknown format version {v:?} (this build reads 1..={VERSION})"),
+            ))
+        }
     }
+    let header: Header =
+        serde_json::from_value(value).map_err(|e| bad(path, 16, format!("header: {e}")))?;
     let body = &bytes[16 + len..];
     if body.len() % 4 != 0 {
         return Err(bad(
@@ -240,16 +307,14 @@ impl Checkpoint {
         for ((_, q), saved) in layers.iter_mut().zip(h.quant) {
             **q = saved;
         }
-        tr.policy.restore(h.policy)?;
-        match (&mut tr.dfq, h.dfq) {
-            (Some(d), Some(state)) => d.state = state,
-            (None, None) => {}
-            _ => {
-                return Err(mismatch(
-                    "DFQ gating on in only one of run and checkpoint".into(),
-                ))
-            }
+        if h.policy.name != tr.policy.name() {
+            return Err(mismatch(format!(
+                "the checkpoint's policy is `{}`, the run's `{}`",
+                h.policy.name,
+                tr.policy.name()
+            )));
         }
+        tr.policy.restore(h.policy.state)?;
         tr.seek_data(h.state.iteration);
         tr.state = h.state;
         Ok(())
@@ -258,14 +323,14 @@ impl Checkpoint {
 
 #[cfg(test)]
 mod tests {
-    use super::super::policy::PrecisionPolicy;
+    use super::super::schedule::SchedulePolicy;
     use super::super::trainer::tests::{config, small_data, small_net};
     use super::*;
     use cptsim_traces::schedule::ScheduleArgs;
 
     fn trainer<'a>(data: &'a super::super::trainer::TrainData) -> Trainer<'a> {
         let s = ScheduleArgs::new("cosine", 30).cycles(3).build().unwrap();
-        Trainer::new(small_net(7), data, config(30), PrecisionPolicy::Schedule(s)).unwrap()
+        Trainer::new(small_net(7), data, config(30), Box::new(SchedulePolicy(s))).unwrap()
     }
 
     #[test]

@@ -1,17 +1,21 @@
-//! Training: the seeded, deterministic loop ([`Trainer`]), precision policies (schedules, PFQ,
-//! PRT), the run-length-encoded trace recorder and exact-resume checkpoints.
+//! Training: the seeded, deterministic loop ([`Trainer`]), the precision-policy seam ([`Policy`])
+//! with the schedule, PFQ and PRT policies and the plateau indicator, the run-length-encoded trace recorder and exact-resume checkpoints.
 
 pub mod checkpoint;
 pub mod net;
 pub mod pfq;
+pub mod plateau;
 pub mod policy;
 pub mod prt;
 pub mod recorder;
+pub mod schedule;
 pub mod trainer;
 
 pub use net::{QuantSlot, TrainNet};
 pub use pfq::{Pfq, PfqConfig};
-pub use policy::{PolicyState, PrecisionPolicy};
-pub use prt::{Prt, PrtConfig, PrtStep};
+pub use plateau::{Plateau, PlateauConfig};
+pub use policy::{apply_uniform, LayerBits, LayerBitsReport, Policy, PolicyReport};
+pub use prt::{Prt, PrtConfig, PrtPolicy, PrtStep};
 pub use recorder::Recorder;
+pub use schedule::SchedulePolicy;
 pub use trainer::{EvalRecord, RunState, StepReport, TrainConfig, TrainData, Trainer};

@@ -1,15 +1,14 @@
-//! PFQ (FracTrain, spec §5): precision rises through stage lists when a loss-plateau indicator
-//! fires at a check point (every evaluation interval).
+//! PFQ (FracTrain, spec §5): precision rises through stage lists when the loss-plateau indicator
+//! ([`super::plateau`]) fires at a check point (every evaluation interval).
 
 use cptsim_traces::schedule::Precision;
 use serde::{Deserialize, Serialize};
 
+use super::plateau::{Plateau, PlateauConfig};
+use super::policy::{from_state, to_state, Policy, PolicyReport};
+use super::TrainNet;
 use crate::error::{Result, SimError};
-
-/// Losses compared by the plateau test.
-const WINDOW: usize = 5;
-/// Checks over which the loss scale is averaged.
-const SCALE_CHECKS: usize = 10;
+use cptsim_traces::TraceRow;
 
 /// The stage lists and indicator constants.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,6 +31,15 @@ impl PfqConfig {
             bw: vec![6, 6, 8, 8],
             epsilon: 0.05,
             alpha: 0.3,
+        }
+    }
+
+    /// The indicator's constants: one stage per list entry.
+    pub fn plateau(&self) -> PlateauConfig {
+        PlateauConfig {
+            epsilon: self.epsilon,
+            alpha: self.alpha,
+            stages: self.fw.len(),
         }
     }
 
@@ -58,100 +66,68 @@ impl PfqConfig {
                 format!("bit-width {b} not in 1..=32"),
             ));
         }
-        if !(self.epsilon > 0.0 && self.alpha > 0.0) {
-            return Err(SimError::invalid(
-                "PFQ indicator",
-                format!(
-                    "ε = {} and α = {} must be positive",
-                    self.epsilon, self.alpha
-                ),
-            ));
-        }
-        Ok(())
+        self.plateau().validate()
     }
 }
 
-/// The indicator's running state.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The PFQ policy: stage lists and the indicator's running state.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Pfq {
     /// Stage lists and constants.
     pub config: PfqConfig,
-    /// Current stage `k`.
-    pub stage: usize,
-    threshold: f64,
-    window: Vec<f64>,
-    scale_losses: Vec<f64>,
-    sum: f64,
-    count: u64,
-    /// Iterations at which the stage rose.
-    pub turns: Vec<u64>,
+    /// The plateau indicator (its stage indexes the lists).
+    pub plateau: Plateau,
 }
 
 impl Pfq {
-    /// The indicator at stage 0.
+    /// The policy at stage 0.
     pub fn new(config: PfqConfig) -> Result<Self> {
         config.validate()?;
-        Ok(Self {
-            threshold: config.epsilon,
-            config,
-            stage: 0,
-            window: Vec::new(),
-            scale_losses: Vec::new(),
-            sum: 0.0,
-            count: 0,
-            turns: Vec::new(),
-        })
+        let plateau = Plateau::new(&config.plateau())?;
+        Ok(Self { config, plateau })
     }
 
     /// The precision of the current stage.
-    pub fn precision(&self) -> Precision {
-        let k = self.stage.min(self.config.fw.len() - 1);
+    pub fn current(&self) -> Precision {
+        let k = self.plateau.stage.min(self.config.fw.len() - 1);
         Precision {
             fw: self.config.fw[k],
             bw: self.config.bw[k],
         }
     }
+}
 
-    /// Adds one minibatch loss.
-    pub fn observe(&mut self, loss: f32) {
-        self.sum += f64::from(loss);
-        self.count += 1;
+impl Policy for Pfq {
+    fn name(&self) -> &'static str {
+        "pfq"
     }
 
-    /// A check point after iteration `t`: the mean loss since the last check enters the plateau
-    /// test; a turning point raises the stage from the next iteration on.
-    pub fn check(&mut self, t: u64) {
-        if self.count == 0 {
-            return;
-        }
-        let mean = self.sum / self.count as f64;
-        (self.sum, self.count) = (0.0, 0);
-        if self.scale_losses.len() < SCALE_CHECKS {
-            self.scale_losses.push(mean);
-        }
-        let scale = self.scale_losses.iter().sum::<f64>() / self.scale_losses.len() as f64;
-        let last_stage = self.config.fw.len() - 1;
-        if self.stage >= last_stage {
-            return;
-        }
-        self.window.push(mean);
-        if self.window.len() > WINDOW {
-            self.window.remove(0);
-        }
-        if self.window.len() < WINDOW {
-            return;
-        }
-        let newest = self.window[WINDOW - 1];
-        let plateau = self.window[..WINDOW - 1]
-            .iter()
-            .all(|&l| (l - newest).abs() / scale.max(f64::MIN_POSITIVE) <= self.threshold);
-        if plateau {
-            self.stage += 1;
-            if self.stage <= 2 {
-                self.threshold *= self.config.alpha;
-            }
-            self.window.clear();
-            self.turns.push(t + 1);
+    fn precision(&self, _t: u64) -> Precision {
+        self.current()
+    }
+
+    fn observe(&mut self, loss: f32, _train_acc: f64) -> Result<()> {
+        self.plateau.observe(loss);
+        Ok(())
+    }
+
+    fn check(&mut self, t: u64) {
+        self.plateau.check(t, &self.config.plateau());
+    }
+
+    fn state(&self) -> Result<serde_json::Value> {
+        to_state(self.name(), &self.plateau)
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> Result<()> {
+        self.plateau = from_state(self.name(), state)?;
+        Ok(())
+    }
+
+    fn report(&self, _net: &mut TrainNet, _rows: &[TraceRow], _iterations: u64) -> PolicyReport {
+        PolicyReport {
+            turns: Some(self.plateau.turns.clone()),
+            ..PolicyReport::default()
         }
     }
 }
@@ -160,47 +136,29 @@ impl Pfq {
 mod tests {
     use super::*;
 
-    fn feed(p: &mut Pfq, loss: f32, t: u64) {
-        for _ in 0..10 {
-            p.observe(loss);
-        }
-        p.check(t);
-    }
-
     #[test]
-    fn plateau_raises_stage_after_five_checks_and_decays_threshold() {
+    fn stages_follow_the_indicator_and_the_state_round_trips() {
         let mut p = Pfq::new(PfqConfig {
-            fw: vec![3, 4, 6],
-            bw: vec![6, 8, 8],
-            epsilon: 0.1,
+            fw: vec![3, 4],
+            bw: vec![6, 8],
+            epsilon: 10.0,
             alpha: 0.5,
         })
         .unwrap();
-        assert_eq!(p.precision(), Precision { fw: 3, bw: 6 });
-        // Falling fast: no plateau (|2.0 − 1.0| / 1.5 > 0.1).
-        for (i, l) in [2.0, 1.75, 1.5, 1.25, 1.0].into_iter().enumerate() {
-            feed(&mut p, l, i as u64 * 10 + 9);
+        assert_eq!(p.precision(0), Precision { fw: 3, bw: 6 });
+        for t in 0..5 {
+            p.observe(1.0, 0.5).unwrap();
+            p.check(t);
         }
-        assert_eq!(p.stage, 0);
-        // Flat: the window [1.25, 1.0, 1.0, 1.0, 1.0] still spans 0.25/1.35 > 0.1, then plateau.
-        for i in 5..9 {
-            feed(&mut p, 1.0, i * 10 + 9);
-        }
-        assert_eq!(p.stage, 1, "turns {:?}", p.turns);
-        assert_eq!(p.turns, vec![90]);
-        assert_eq!(p.precision(), Precision { fw: 4, bw: 8 });
-        // Needs five fresh checks before the next turn; threshold now 0.05.
-        for i in 9..13 {
-            feed(&mut p, 1.0, i * 10 + 9);
-        }
-        assert_eq!(p.stage, 1);
-        feed(&mut p, 1.0, 139);
-        assert_eq!(p.stage, 2);
-        // Last stage: the indicator stops.
-        for i in 14..30 {
-            feed(&mut p, 1.0, i * 10 + 9);
-        }
-        assert_eq!((p.stage, p.turns.len()), (2, 2));
+        assert_eq!(p.precision(5), Precision { fw: 4, bw: 8 });
+        let mut fresh = Pfq::new(p.config.clone()).unwrap();
+        fresh.restore(p.state().unwrap()).unwrap();
+        assert_eq!(fresh, p);
+        assert_eq!(p.report(&mut dummy_net(), &[], 5).turns, Some(vec![5]));
+    }
+
+    fn dummy_net() -> TrainNet {
+        crate::train::trainer::tests::small_net(1)
     }
 
     #[test]

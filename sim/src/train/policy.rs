@@ -1,237 +1,304 @@
-//! Precision policies: which forward/backward bits the network runs at in each iteration — a
-//! schedule of the traces crate (static, CPT cosine and its variants), PFQ's loss-plateau
-//! indicator, or a cyclic schedule whose lower bound the Precision Range Test finds first.
+//! The precision-policy seam of the trainer: [`Policy`] is everything [`super::Trainer`] asks of
+//! whatever decides the bits — set the layers' bits for iteration `t` and record the trace rows,
+//! optionally run the forward/backward pass itself (gated execution), observe each step's loss
+//! and accuracy, own trainable parameters, save and restore its state, report target/achieved and
+//! write its own files. The trainer has no branch on which policy runs.
+//!
+//! Adding a policy: one module implementing [`Policy`], one argument struct in the CLI and one
+//! line in its registry (`cli/src/cmd/train/policies.rs`); see README "Adding a precision policy".
 
-use cptsim_traces::schedule::{BitRange, Precision, Schedule, ScheduleArgs};
-use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::path::Path;
+
+use cptsim_traces::schedule::Precision;
+use cptsim_traces::{Bits, TraceRow};
+use serde::Serialize;
 
 use super::net::TrainNet;
-use super::pfq::Pfq;
-use super::prt::Prt;
+use super::recorder::Recorder;
 use crate::error::{Result, SimError};
-use crate::ldp::{Ldp, LdpState};
-use cptsim_traces::Bits;
+use crate::layers::{Mode, Param, Tensor};
 
-/// A precision policy with its state.
-#[derive(Clone, Debug)]
-pub enum PrecisionPolicy {
-    /// A fixed function of the iteration.
-    Schedule(Schedule),
-    /// Stages raised by the loss-plateau indicator.
-    Pfq(Pfq),
-    /// PRT in the first iterations, then `args` with `B_min` set to the bound found.
-    Prt {
-        /// The running test.
-        prt: Prt,
-        /// The schedule to follow afterwards (its `--bits` minimum is replaced).
-        args: ScheduleArgs,
-        /// Backward bits during the test.
-        grad_bits: u8,
-        /// The schedule once the bound is known.
-        schedule: Option<Schedule>,
-    },
-    /// LDP: learned per-layer forward bits (spec §8).
-    Ldp(Ldp),
+/// A precision policy with its state, driven by the trainer once per iteration in this order:
+/// [`Policy::apply`], [`Policy::forward`], [`Policy::backward`], optimiser step (over the
+/// network's and [`Policy::params_mut`]'s parameters), [`Policy::record`], [`Policy::observe`],
+/// then (at check points) [`Policy::check`]. A `&dyn Policy` upcasts to `&dyn Any` for callers
+/// that need the concrete policy ([`super::Trainer::policy_as`]).
+pub trait Policy: Any {
+    /// The policy's name (stored in checkpoints with its state).
+    fn name(&self) -> &'static str;
+
+    /// The uniform precision of iteration `t` (before the step; in progress lines, evaluations
+    /// and the divergence message).
+    fn precision(&self, t: u64) -> Precision;
+
+    /// Sets the bits of every quantizable layer for iteration `t`; returns the (trace layer,
+    /// bits) pairs [`Policy::record`] receives. `quantize` false runs everything in fp32.
+    /// Default: every in-scope layer at [`Policy::precision`] ([`apply_uniform`]).
+    fn apply(&mut self, t: u64, net: &mut TrainNet, quantize: bool) -> Result<Vec<(u32, Bits)>> {
+        apply_uniform(net, self.precision(t), quantize)
+    }
+
+    /// The forward pass (override for gated execution).
+    fn forward(&mut self, net: &mut TrainNet, x: Tensor, mode: Mode) -> Result<Tensor> {
+        net.graph.forward(x, mode)
+    }
+
+    /// The backward pass of the loss gradient `grad` (override for gated execution or to learn
+    /// from the gradients it leaves, before the optimiser step).
+    fn backward(&mut self, net: &mut TrainNet, grad: Tensor) -> Result<()> {
+        net.graph.backward(grad)?;
+        Ok(())
+    }
+
+    /// Records iteration `t`'s trace rows (`bits` from [`Policy::apply`], `samples` per layer)
+    /// and returns the precision the step reports.
+    fn record(
+        &mut self,
+        t: u64,
+        bits: &[(u32, Bits)],
+        samples: u64,
+        recorder: &mut Recorder,
+    ) -> Precision {
+        recorder.record(t, bits, samples);
+        self.precision(t)
+    }
+
+    /// Feeds the step's minibatch loss and training accuracy (fraction).
+    fn observe(&mut self, _loss: f32, _train_acc: f64) -> Result<()> {
+        Ok(())
+    }
+
+    /// A check point after iteration `t` (every evaluation, or every `check_every`).
+    fn check(&mut self, _t: u64) {}
+
+    /// Trainable parameters of the policy itself (stepped with the network's, after them).
+    fn params_mut(&mut self) -> Vec<&mut Param> {
+        Vec::new()
+    }
+
+    /// The state a checkpoint keeps (the configuration comes from the run's settings).
+    fn state(&self) -> Result<serde_json::Value>;
+
+    /// Restores [`Policy::state`] into a policy built from the same settings.
+    fn restore(&mut self, state: serde_json::Value) -> Result<()>;
+
+    /// What the summary reports of the policy after `iterations` iterations with trace `rows`.
+    fn report(&self, _net: &mut TrainNet, _rows: &[TraceRow], _iterations: u64) -> PolicyReport {
+        PolicyReport::default()
+    }
+
+    /// Writes the policy's own files into `dir` (with every checkpoint).
+    fn write_artefacts(&self, _dir: &Path, _iterations: u64) -> Result<()> {
+        Ok(())
+    }
 }
 
-/// What a checkpoint keeps of a policy.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum PolicyState {
-    /// A schedule: nothing beyond the configuration.
-    Schedule,
-    /// PFQ indicator state.
-    Pfq(Pfq),
-    /// PRT state.
-    Prt(Prt),
-    /// LDP's β per layer.
-    Ldp(LdpState),
+/// What a policy adds to the run summary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PolicyReport {
+    /// The target the policy steers to, at the end (its unit is the policy's).
+    pub target: Option<f64>,
+    /// What it achieved (mean over the last 10 % of iterations).
+    pub achieved: Option<f64>,
+    /// Per-layer bits learned, with the inference cost.
+    pub layers: Option<LayerBitsReport>,
+    /// A Precision Range Test's bound.
+    pub prt_bits: Option<u8>,
+    /// Turning points of a plateau indicator.
+    pub turns: Option<Vec<u64>>,
 }
 
-fn schedule_err(e: impl std::fmt::Display) -> SimError {
-    SimError::invalid("schedule", e.to_string())
+/// One layer's forward bits at the end of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LayerBits {
+    /// Layer name.
+    pub layer: String,
+    /// Forward bits.
+    pub bits: u8,
 }
 
-impl PrecisionPolicy {
-    /// PRT first, then `args` from the bound found on; `grad_bits` during the test.
-    pub fn prt(prt: Prt, args: ScheduleArgs, grad_bits: u8) -> Self {
-        Self::Prt {
-            prt,
-            args,
-            grad_bits,
-            schedule: None,
-        }
-    }
+/// Final per-layer forward bits and the inference cost they give.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LayerBitsReport {
+    /// Forward bits of each controlled layer in the last iteration.
+    pub final_bits: Vec<LayerBits>,
+    /// Inference cost Σ_l MAC_l·b_l² of one image at the final bits, in GBitOPs.
+    pub inference_gbitops: f64,
+    /// The same at the top of the bit range everywhere.
+    pub static_inference_gbitops: f64,
+}
 
-    /// The precision of iteration `t`.
-    pub fn precision(&self, t: u64) -> Precision {
-        match self {
-            Self::Schedule(s) => s.at(t),
-            Self::Pfq(p) => p.precision(),
-            Self::Prt {
-                prt,
-                grad_bits,
-                schedule,
-                ..
-            } => match schedule {
-                Some(s) => s.at(t),
-                None => Precision {
-                    fw: prt.bits(),
-                    bw: *grad_bits,
-                },
-            },
-            Self::Ldp(l) => l.precision(),
-        }
-    }
-
-    /// Per-layer precision on top of the uniform one (LDP): adjusts the layers and the trace
-    /// entries `bits` that [`Self::precision`] set.
-    pub fn layer_bits(&self, net: &mut TrainNet, bits: &mut [(u32, Bits)]) -> Result<()> {
-        match self {
-            Self::Ldp(l) => l.apply(net, bits),
-            _ => Ok(()),
-        }
-    }
-
-    /// Learns from the backward pass just done (LDP's β step).
-    pub fn learn(&mut self, net: &mut TrainNet) {
-        if let Self::Ldp(l) = self {
-            l.learn(net);
-        }
-    }
-
-    /// Feeds iteration `t`'s minibatch loss and training accuracy (fraction).
-    pub fn observe(&mut self, loss: f32, train_acc: f64) -> Result<()> {
-        match self {
-            Self::Schedule(_) | Self::Ldp(_) => Ok(()),
-            Self::Pfq(p) => {
-                p.observe(loss);
-                Ok(())
-            }
-            Self::Prt {
-                prt,
-                args,
-                schedule,
-                ..
-            } => {
-                if schedule.is_none() {
-                    if let Some(bits) = prt.observe(train_acc) {
-                        *schedule = Some(Self::after_prt(args, prt, bits)?);
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    fn after_prt(args: &ScheduleArgs, prt: &Prt, bits: u8) -> Result<Schedule> {
-        let range = BitRange {
-            min: bits.min(prt.config.max_bits),
-            max: prt.config.max_bits,
+/// Sets every in-scope quantizable layer of `net` to precision `p` (a layer's fixed precision
+/// overrides it; out-of-scope layers, and every layer when `quantize` is false, run fp32);
+/// returns the (trace layer, bits) pairs.
+pub fn apply_uniform(net: &mut TrainNet, p: Precision, quantize: bool) -> Result<Vec<(u32, Bits)>> {
+    let slots = &net.slots;
+    let mut out = Vec::with_capacity(slots.len());
+    for ((name, q), slot) in net.graph.quant_layers_mut().into_iter().zip(slots) {
+        let bits = if quantize && slot.quantized {
+            slot.fixed
+                .unwrap_or_else(|| Bits::forward_backward(p.fw, p.bw))
+        } else {
+            Bits::FP32
         };
-        args.clone().bits(range).build().map_err(schedule_err)
+        q.set_bits(u32::from(bits.w), u32::from(bits.g))
+            .map_err(|e| SimError::invalid(&format!("bits of layer `{name}`"), e.to_string()))?;
+        out.push((slot.layer, bits));
     }
+    Ok(out)
+}
 
-    /// A check point (evaluation) after iteration `t`.
-    pub fn check(&mut self, t: u64) {
-        if let Self::Pfq(p) = self {
-            p.check(t);
-        }
-    }
+/// `value` as a policy state.
+pub fn to_state(name: &str, value: &impl Serialize) -> Result<serde_json::Value> {
+    serde_json::to_value(value)
+        .map_err(|e| SimError::invalid("checkpoint", format!("{name} state: {e}")))
+}
 
-    /// The state to checkpoint.
-    pub fn state(&self) -> PolicyState {
-        match self {
-            Self::Schedule(_) => PolicyState::Schedule,
-            Self::Pfq(p) => PolicyState::Pfq(p.clone()),
-            Self::Prt { prt, .. } => PolicyState::Prt(prt.clone()),
-            Self::Ldp(l) => PolicyState::Ldp(l.state.clone()),
-        }
-    }
-
-    /// Restores a checkpointed state into a policy built from the same configuration.
-    pub fn restore(&mut self, state: PolicyState) -> Result<()> {
-        match (self, state) {
-            (Self::Schedule(_), PolicyState::Schedule) => Ok(()),
-            (Self::Pfq(p), PolicyState::Pfq(s)) => {
-                *p = s;
-                Ok(())
-            }
-            (Self::Ldp(l), PolicyState::Ldp(s)) => l.restore(s),
-            (
-                Self::Prt {
-                    prt,
-                    args,
-                    schedule,
-                    ..
-                },
-                PolicyState::Prt(s),
-            ) => {
-                *schedule = match s.found {
-                    Some(bits) => Some(Self::after_prt(args, &s, bits)?),
-                    None => None,
-                };
-                *prt = s;
-                Ok(())
-            }
-            (_, s) => Err(SimError::invalid(
-                "checkpoint",
-                format!("policy state {s:?} does not fit the configured precision policy"),
-            )),
-        }
-    }
-
-    /// The bound found by the PRT, if this policy ran one and it finished.
-    pub fn prt_bound(&self) -> Option<&Prt> {
-        match self {
-            Self::Prt { prt, .. } if prt.found.is_some() => Some(prt),
-            _ => None,
-        }
-    }
+/// A policy state read back from a checkpoint.
+pub fn from_state<T: serde::de::DeserializeOwned>(
+    name: &str,
+    state: serde_json::Value,
+) -> Result<T> {
+    serde_json::from_value(state).map_err(|e| {
+        SimError::invalid(
+            "checkpoint",
+            format!("{name} state does not fit this policy: {e}"),
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::pfq::PfqConfig;
-    use super::super::prt::PrtConfig;
-    use super::*;
+    //! A test-only toy policy: everything a new policy needs is this module (the `impl Policy`)
+    //! — the trainer, the checkpoint and the recorder take it unchanged.
 
-    #[test]
-    fn prt_hands_over_to_the_schedule_with_the_bound() {
-        let cfg = PrtConfig {
-            iters_per_step: 2,
-            window: 1,
-            ..PrtConfig::new(8)
-        };
-        let args = ScheduleArgs::new("cosine", 100).cycles(4);
-        let mut p = PrecisionPolicy::prt(Prt::new(cfg).unwrap(), args, 8);
-        assert_eq!(p.precision(0), Precision { fw: 2, bw: 8 });
-        for acc in [0.1, 0.1, 0.5, 0.5] {
-            p.observe(1.0, acc).unwrap();
+    use super::*;
+    use crate::train::checkpoint;
+    use crate::train::trainer::tests::{config, small_data, small_net_scoped};
+    use crate::train::Trainer;
+    use serde::Deserialize;
+
+    /// Alternates 4 and 8 forward bits, and counts the losses it saw (its state).
+    #[derive(Default)]
+    struct Toggle {
+        seen: Seen,
+    }
+
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    struct Seen {
+        losses: u64,
+        checks: Vec<u64>,
+    }
+
+    impl Policy for Toggle {
+        fn name(&self) -> &'static str {
+            "toggle"
         }
-        assert_eq!(p.prt_bound().and_then(|t| t.found), Some(3));
-        // Cycle 2 starts at 25 with B_min = 3.
-        assert_eq!(p.precision(25), Precision { fw: 3, bw: 8 });
-        let state = p.state();
-        let mut fresh = PrecisionPolicy::prt(
-            Prt::new(PrtConfig::new(8)).unwrap(),
-            ScheduleArgs::new("cosine", 100).cycles(4),
-            8,
-        );
-        fresh.restore(state).unwrap();
-        assert_eq!(fresh.precision(25), p.precision(25));
-        assert!(fresh.restore(PolicyState::Schedule).is_err());
+
+        fn precision(&self, t: u64) -> Precision {
+            Precision {
+                fw: if t % 2 == 0 { 4 } else { 8 },
+                bw: 8,
+            }
+        }
+
+        fn observe(&mut self, _loss: f32, _acc: f64) -> Result<()> {
+            self.seen.losses += 1;
+            Ok(())
+        }
+
+        fn check(&mut self, t: u64) {
+            self.seen.checks.push(t);
+        }
+
+        fn state(&self) -> Result<serde_json::Value> {
+            to_state(self.name(), &self.seen)
+        }
+
+        fn restore(&mut self, state: serde_json::Value) -> Result<()> {
+            self.seen = from_state(self.name(), state)?;
+            Ok(())
+        }
+
+        fn report(&self, _net: &mut TrainNet, _rows: &[TraceRow], _n: u64) -> PolicyReport {
+            PolicyReport {
+                achieved: Some(self.seen.losses as f64),
+                ..PolicyReport::default()
+            }
+        }
+    }
+
+    fn trainer(data: &crate::train::TrainData) -> Trainer<'_> {
+        let net = small_net_scoped(5, true);
+        Trainer::new(net, data, config(12), Box::<Toggle>::default()).unwrap()
     }
 
     #[test]
-    fn pfq_and_schedule_policies() {
-        let s = ScheduleArgs::new("static", 10).build().unwrap();
-        let p = PrecisionPolicy::Schedule(s);
-        assert_eq!(p.precision(3), Precision { fw: 8, bw: 8 });
-        let mut q = PrecisionPolicy::Pfq(Pfq::new(PfqConfig::readme_cifar()).unwrap());
-        assert_eq!(q.precision(0), Precision { fw: 3, bw: 6 });
-        q.observe(1.0, 0.5).unwrap();
-        q.check(0);
-        assert!(matches!(q.state(), PolicyState::Pfq(_)));
+    fn a_toy_policy_drives_the_trainer_and_resumes_exactly() {
+        let data = small_data();
+        let mut full = trainer(&data);
+        while !full.done() {
+            full.step().unwrap();
+        }
+        let rows = full.rows();
+        // one span per iteration and layer: the bits alternate
+        assert_eq!(rows.len(), 24);
+        assert!(rows
+            .iter()
+            .all(|r| r.bits.w == if r.iter_start % 2 == 0 { 4 } else { 8 }));
+        let toy = full.policy_as::<Toggle>().unwrap();
+        assert_eq!(toy.seen.losses, 12);
+        assert_eq!(toy.seen.checks, vec![9, 11]);
+        let n = full.state.iteration;
+        assert_eq!(
+            full.policy.report(&mut full.net, &rows, n).achieved,
+            Some(12.0)
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ck.bin");
+        let mut part = trainer(&data);
+        for _ in 0..5 {
+            part.step().unwrap();
+        }
+        checkpoint::save(&path, &mut part, serde_json::Value::Null).unwrap();
+        let mut resumed = trainer(&data);
+        checkpoint::load(&path)
+            .unwrap()
+            .restore(&mut resumed)
+            .unwrap();
+        assert_eq!(resumed.policy_as::<Toggle>().unwrap().seen.losses, 5);
+        while !resumed.done() {
+            resumed.step().unwrap();
+        }
+        assert_eq!(resumed.rows(), rows);
+        assert_eq!(resumed.param_values(), full.param_values());
+    }
+
+    #[test]
+    fn a_checkpoint_of_another_policy_is_rejected() {
+        let data = small_data();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ck.bin");
+        let mut tr = trainer(&data);
+        tr.step().unwrap();
+        checkpoint::save(&path, &mut tr, serde_json::Value::Null).unwrap();
+        let s = cptsim_traces::schedule::ScheduleArgs::new("static", 12)
+            .build()
+            .unwrap();
+        let mut other = Trainer::new(
+            small_net_scoped(5, true),
+            &data,
+            config(12),
+            Box::new(crate::train::SchedulePolicy(s)),
+        )
+        .unwrap();
+        let e = checkpoint::load(&path)
+            .unwrap()
+            .restore(&mut other)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`toggle`") && e.contains("`schedule`"), "{e}");
     }
 }

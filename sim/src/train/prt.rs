@@ -2,10 +2,14 @@
 //! number of iterations per precision step while averaging the training accuracy over the last
 //! iterations of each step; the first precision whose average beats the previous step's by more
 //! than a threshold is the lower bound `B_min` of the cyclic schedule. The published procedure
-//! leaves these parameters open, so all are exposed.
+//! leaves these parameters open, so all are exposed. [`PrtPolicy`] runs the test, then the schedule.
 
+use cptsim_traces::schedule::{BitRange, Precision, Schedule, ScheduleArgs};
+use cptsim_traces::TraceRow;
 use serde::{Deserialize, Serialize};
 
+use super::policy::{from_state, to_state, Policy, PolicyReport};
+use super::TrainNet;
 use crate::error::{Result, SimError};
 
 /// Parameters of the test.
@@ -138,6 +142,90 @@ impl Prt {
     }
 }
 
+/// The PRT policy: the test in the first iterations, then `args` with `B_min` set to the bound
+/// found.
+#[derive(Clone, Debug)]
+pub struct PrtPolicy {
+    /// The running test.
+    pub prt: Prt,
+    /// The schedule to follow afterwards (its `--bits` minimum is replaced).
+    args: ScheduleArgs,
+    /// Backward bits during the test.
+    grad_bits: u8,
+    /// The schedule once the bound is known.
+    schedule: Option<Schedule>,
+}
+
+impl PrtPolicy {
+    /// PRT first, then `args` from the bound found on; `grad_bits` during the test.
+    pub fn new(prt: Prt, args: ScheduleArgs, grad_bits: u8) -> Self {
+        Self {
+            prt,
+            args,
+            grad_bits,
+            schedule: None,
+        }
+    }
+
+    fn after(&self, prt: &Prt, bits: u8) -> Result<Schedule> {
+        let range = BitRange {
+            min: bits.min(prt.config.max_bits),
+            max: prt.config.max_bits,
+        };
+        self.args
+            .clone()
+            .bits(range)
+            .build()
+            .map_err(|e| SimError::invalid("schedule", e.to_string()))
+    }
+}
+
+impl Policy for PrtPolicy {
+    fn name(&self) -> &'static str {
+        "prt"
+    }
+
+    fn precision(&self, t: u64) -> Precision {
+        match &self.schedule {
+            Some(s) => s.at(t),
+            None => Precision {
+                fw: self.prt.bits(),
+                bw: self.grad_bits,
+            },
+        }
+    }
+
+    fn observe(&mut self, _loss: f32, train_acc: f64) -> Result<()> {
+        if self.schedule.is_none() {
+            if let Some(bits) = self.prt.observe(train_acc) {
+                self.schedule = Some(self.after(&self.prt, bits)?);
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&self) -> Result<serde_json::Value> {
+        to_state(self.name(), &self.prt)
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> Result<()> {
+        let s: Prt = from_state(self.name(), state)?;
+        self.schedule = match s.found {
+            Some(bits) => Some(self.after(&s, bits)?),
+            None => None,
+        };
+        self.prt = s;
+        Ok(())
+    }
+
+    fn report(&self, _net: &mut TrainNet, _rows: &[TraceRow], _iterations: u64) -> PolicyReport {
+        PolicyReport {
+            prt_bits: self.prt.found,
+            ..PolicyReport::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +273,32 @@ mod tests {
         }
         assert!((prt.steps[0].train_acc - 75.0).abs() < 1e-9);
         assert_eq!(prt.bits(), 3);
+    }
+
+    #[test]
+    fn prt_hands_over_to_the_schedule_with_the_bound() {
+        let cfg = PrtConfig {
+            iters_per_step: 2,
+            window: 1,
+            ..PrtConfig::new(8)
+        };
+        let args = ScheduleArgs::new("cosine", 100).cycles(4);
+        let mut p = PrtPolicy::new(Prt::new(cfg).unwrap(), args, 8);
+        assert_eq!(p.precision(0), Precision { fw: 2, bw: 8 });
+        for acc in [0.1, 0.1, 0.5, 0.5] {
+            p.observe(1.0, acc).unwrap();
+        }
+        assert_eq!(p.prt.found, Some(3));
+        // Cycle 2 starts at 25 with B_min = 3.
+        assert_eq!(p.precision(25), Precision { fw: 3, bw: 8 });
+        let state = p.state().unwrap();
+        let mut fresh = PrtPolicy::new(
+            Prt::new(PrtConfig::new(8)).unwrap(),
+            ScheduleArgs::new("cosine", 100).cycles(4),
+            8,
+        );
+        fresh.restore(state).unwrap();
+        assert_eq!(fresh.precision(25), p.precision(25));
+        assert!(fresh.restore(serde_json::Value::Null).is_err());
     }
 }

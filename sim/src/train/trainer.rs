@@ -3,16 +3,17 @@
 //! recorded run-length encoded, the test set is evaluated every `eval_every` iterations (at the
 //! bits of the last training iteration, spec §1.5), and a NaN or exploding loss stops the run.
 
+use std::any::Any;
+
 use cptsim_traces::schedule::Precision;
-use cptsim_traces::{Bits, TraceRow};
+use cptsim_traces::TraceRow;
 use serde::{Deserialize, Serialize};
 
 use super::net::TrainNet;
-use super::policy::PrecisionPolicy;
+use super::policy::Policy;
 use super::recorder::Recorder;
 use crate::cputime::process_cpu_seconds;
 use crate::data::{eval_batches, Adaptation, Dataset, Loader};
-use crate::dfq::Dfq;
 use crate::error::{Result, SimError};
 use crate::layers::{Mode, Param, SoftmaxCrossEntropy};
 use crate::optim::{LrPolicy, Sgd};
@@ -156,13 +157,11 @@ pub struct Trainer<'a> {
     /// Settings.
     pub config: TrainConfig,
     /// Precision policy with its state.
-    pub policy: PrecisionPolicy,
+    pub policy: Box<dyn Policy>,
     /// Optimiser with its velocities.
     pub opt: Sgd,
     /// Progress.
     pub state: RunState,
-    /// DFQ/FracTrain gating, when on (overrides the policy's bits; see [`Trainer::with_dfq`]).
-    pub dfq: Option<Dfq>,
     data: &'a TrainData,
     loader: Loader<'a>,
     loss: SoftmaxCrossEntropy,
@@ -174,7 +173,7 @@ impl<'a> Trainer<'a> {
         net: TrainNet,
         data: &'a TrainData,
         config: TrainConfig,
-        policy: PrecisionPolicy,
+        policy: Box<dyn Policy>,
     ) -> Result<Self> {
         if config.iterations == 0 || config.eval_every == 0 || config.eval_batch == 0 {
             return Err(SimError::invalid(
@@ -206,36 +205,32 @@ impl<'a> Trainer<'a> {
             policy,
             opt,
             state: RunState::default(),
-            dfq: None,
             data,
             loader,
             loss: SoftmaxCrossEntropy::new(),
         })
     }
 
-    /// Runs DFQ gating (spec §6): the gate picks each sample's bits per block, and the gate's
-    /// parameters train with the network.
-    pub fn with_dfq(mut self, dfq: Dfq) -> Self {
-        self.dfq = Some(dfq);
-        self
+    /// The policy as its concrete type `P`, if it is one.
+    pub fn policy_as<P: Policy>(&self) -> Option<&P> {
+        let any: &dyn Any = self.policy.as_ref();
+        any.downcast_ref()
     }
 
-    /// The network's parameters followed by the DFQ gate's (the optimiser's order).
+    /// Mutable [`Trainer::policy_as`].
+    pub fn policy_as_mut<P: Policy>(&mut self) -> Option<&mut P> {
+        let any: &mut dyn Any = self.policy.as_mut();
+        any.downcast_mut()
+    }
+
+    /// The network's parameters followed by the policy's (the optimiser's order).
     pub fn params_mut(&mut self) -> Vec<&mut Param> {
-        all_params(&mut self.net, &mut self.dfq)
+        all_params(&mut self.net, self.policy.as_mut())
     }
 
     /// A copy of the values of [`Trainer::params_mut`].
     pub fn param_values(&mut self) -> Vec<crate::layers::Tensor> {
         self.params_mut().iter().map(|p| p.value.clone()).collect()
-    }
-
-    /// Forward pass, through the DFQ gate when on.
-    fn forward(&mut self, x: crate::layers::Tensor, mode: Mode) -> Result<crate::layers::Tensor> {
-        match &mut self.dfq {
-            Some(d) => d.forward(&mut self.net.graph, x, mode),
-            None => self.net.graph.forward(x, mode),
-        }
     }
 
     /// How the dataset's images are fitted to the model input.
@@ -253,27 +248,6 @@ impl<'a> Trainer<'a> {
         self.state.recorder.rows()
     }
 
-    /// Sets every in-scope quantizable layer to precision `p` (the others to fp32); returns the
-    /// (summary index, bits) pairs for the trace.
-    fn apply_bits(&mut self, p: Precision) -> Result<Vec<(u32, Bits)>> {
-        let slots = &self.net.slots;
-        let mut out = Vec::with_capacity(slots.len());
-        for ((name, q), slot) in self.net.graph.quant_layers_mut().into_iter().zip(slots) {
-            let bits = if self.config.quantize && slot.quantized {
-                slot.fixed
-                    .unwrap_or_else(|| Bits::forward_backward(p.fw, p.bw))
-            } else {
-                Bits::FP32
-            };
-            q.set_bits(u32::from(bits.w), u32::from(bits.g))
-                .map_err(|e| {
-                    SimError::invalid(&format!("bits of layer `{name}`"), e.to_string())
-                })?;
-            out.push((slot.layer, bits));
-        }
-        Ok(out)
-    }
-
     /// Runs one iteration (and the evaluation due after it).
     pub fn step(&mut self) -> Result<StepReport> {
         let t = self.state.iteration;
@@ -286,60 +260,30 @@ impl<'a> Trainer<'a> {
                 ),
             ));
         }
-        let mut precision = self.policy.precision(t);
-        let bits = match &self.dfq {
-            Some(d) => {
-                let slots: Vec<u32> = self.net.slots.iter().map(|s| s.layer).collect();
-                d.apply_bits(&mut self.net.graph, &slots)?
-            }
-            None => {
-                let mut bits = self.apply_bits(precision)?;
-                self.policy.layer_bits(&mut self.net, &mut bits)?;
-                bits
-            }
-        };
+        let planned = self.policy.precision(t);
+        let bits = self.policy.apply(t, &mut self.net, self.config.quantize)?;
         let batch = self.loader.next_batch()?;
         let samples = batch.labels.len();
-        let out = self.forward(batch.images, Mode::Train)?;
+        let out = self
+            .policy
+            .forward(&mut self.net, batch.images, Mode::Train)?;
         let (loss, correct) = self.loss.forward(&out, &batch.labels)?;
         if !loss.is_finite() || loss > self.config.max_loss {
             return Err(SimError::Diverged {
                 iteration: t,
                 loss,
-                fw: precision.fw,
-                bw: precision.bw,
+                fw: planned.fw,
+                bw: planned.bw,
             });
         }
         let grad = self.loss.backward()?;
-        match &mut self.dfq {
-            Some(d) => {
-                d.backward(&mut self.net.graph, grad)?;
-                d.observe(loss);
-            }
-            None => {
-                self.net.graph.backward(grad)?;
-            }
-        }
-        self.policy.learn(&mut self.net);
+        self.policy.backward(&mut self.net, grad)?;
         let lr = self.config.lr.lr_at(t);
-        let mut params = all_params(&mut self.net, &mut self.dfq);
+        let mut params = all_params(&mut self.net, self.policy.as_mut());
         self.opt.step(&mut params, lr)?;
-        match &self.dfq {
-            Some(d) => {
-                let mut rows: Vec<(u32, Bits, u64)> =
-                    bits.iter().map(|&(l, b)| (l, b, samples as u64)).collect();
-                rows.extend(d.trace_rows());
-                rows.sort_by_key(|r| r.0);
-                // Progress and metrics show the highest activation/error bits the gate chose.
-                let chosen = rows.iter().filter(|r| r.2 > 0).map(|r| r.1);
-                precision = Precision {
-                    fw: chosen.clone().map(|b| b.a).max().unwrap_or(0),
-                    bw: chosen.map(|b| b.g).max().unwrap_or(0),
-                };
-                self.state.recorder.record_mix(t, &rows);
-            }
-            None => self.state.recorder.record(t, &bits, samples as u64),
-        }
+        let precision = self
+            .policy
+            .record(t, &bits, samples as u64, &mut self.state.recorder);
         let train_acc = correct as f64 / samples.max(1) as f64;
         self.policy.observe(loss, train_acc)?;
         let s = &mut self.state;
@@ -350,9 +294,9 @@ impl<'a> Trainer<'a> {
         s.seen += samples as u64;
         s.steps += 1;
         let mut eval_seconds = (0.0, 0.0);
-        let evaluate = self.state.iteration % self.config.eval_every == 0 || self.done();
+        let evaluate = self.state.iteration.is_multiple_of(self.config.eval_every) || self.done();
         let check = match self.config.check_every {
-            Some(n) => self.state.iteration % n == 0,
+            Some(n) => self.state.iteration.is_multiple_of(n),
             None => evaluate,
         };
         let eval = if evaluate {
@@ -365,9 +309,6 @@ impl<'a> Trainer<'a> {
         };
         if check {
             self.policy.check(t);
-            if let Some(d) = &mut self.dfq {
-                d.check(t);
-            }
         }
         Ok(StepReport {
             iteration: t,
@@ -413,7 +354,7 @@ impl<'a> Trainer<'a> {
             let end = (start + chunk).min(data.len());
             let part = data.select(&(start..end).collect::<Vec<_>>());
             for b in eval_batches(&part, chunk, self.net.input)? {
-                let out = self.forward(b.images, Mode::Eval)?;
+                let out = self.policy.forward(&mut self.net, b.images, Mode::Eval)?;
                 let (l, c) = self.loss.forward(&out, &b.labels)?;
                 loss += f64::from(l) * b.labels.len() as f64;
                 correct += c;
@@ -430,12 +371,10 @@ impl<'a> Trainer<'a> {
     }
 }
 
-/// The network's parameters followed by the DFQ gate's.
-fn all_params<'b>(net: &'b mut TrainNet, dfq: &'b mut Option<Dfq>) -> Vec<&'b mut Param> {
+/// The network's parameters followed by the policy's.
+fn all_params<'b>(net: &'b mut TrainNet, policy: &'b mut dyn Policy) -> Vec<&'b mut Param> {
     let mut p = net.graph.params_mut();
-    if let Some(d) = dfq {
-        p.extend(d.params_mut());
-    }
+    p.extend(policy.params_mut());
     p
 }
 
@@ -449,6 +388,7 @@ pub(crate) mod tests {
     use crate::quant::{LayerQuant, QuantMethod};
     use crate::train::net::QuantSlot;
     use cptsim_traces::schedule::ScheduleArgs;
+    use cptsim_traces::Bits;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
@@ -509,12 +449,12 @@ pub(crate) mod tests {
         }
     }
 
-    fn cosine(iters: u64) -> PrecisionPolicy {
+    fn cosine(iters: u64) -> Box<dyn Policy> {
         let s = ScheduleArgs::new("cosine", iters)
             .cycles(2)
             .build()
             .unwrap();
-        PrecisionPolicy::Schedule(s)
+        Box::new(crate::train::SchedulePolicy(s))
     }
 
     #[test]

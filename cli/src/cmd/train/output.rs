@@ -29,7 +29,7 @@ pub(crate) struct Summary {
     pub(crate) achieved: Option<f64>,
     /// LDP: final per-layer bits and inference cost.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) ldp: Option<super::train_ldp::LdpReport>,
+    pub(crate) ldp: Option<cptsim_sim::train::LayerBitsReport>,
     pub(crate) final_test_acc: f64,
     pub(crate) best_test_acc: f64,
     pub(crate) gbitops: f64,

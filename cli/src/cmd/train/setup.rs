@@ -8,13 +8,14 @@ use cptsim_models::{LayerRole, ModelSummary};
 use cptsim_sim::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
 use cptsim_sim::optim::{LrPolicy, LrSchedule};
 use cptsim_sim::train::{
-    Pfq, PfqConfig, PrecisionPolicy, Prt, PrtConfig, TrainConfig, TrainData, TrainNet,
+    Pfq, PfqConfig, Policy, Prt, PrtConfig, PrtPolicy, SchedulePolicy, TrainConfig, TrainData,
+    TrainNet,
 };
 use cptsim_traces::schedule::{BitRange, ScheduleArgs};
 use cptsim_traces::Bits;
 
-use super::run::bit_range;
-use super::train::{LrArg, TrainArgs};
+use super::args::LrArg;
+use super::plan::{Length, TrainPlan};
 
 /// Images of the synthetic dataset (training + test).
 const SYNTHETIC_TRAIN: usize = 4096;
@@ -27,11 +28,11 @@ pub(crate) const DATA_KINDS: &str =
 /// Loads the training and test sets `--data` names (synthetic ones shaped for the model), then
 /// applies `--subset` and `--val-split`.
 pub(crate) fn load_data(
-    args: &TrainArgs,
+    args: &TrainPlan,
     input: [usize; 3],
     classes: usize,
 ) -> anyhow::Result<TrainData> {
-    let spec = args.data.as_deref().unwrap_or("");
+    let spec = args.data.as_str();
     let (kind, dir) = match spec.split_once(':') {
         Some((k, d)) => (k, Some(PathBuf::from(d))),
         None => (spec, None),
@@ -81,9 +82,6 @@ pub(crate) fn load_data(
         _ => bail!("--data {spec}: unknown dataset kind `{kind}` (expected {DATA_KINDS})"),
     };
     if let Some(n) = args.subset {
-        if n == 0 {
-            bail!("--subset: needs at least 1 image");
-        }
         train.truncate(n);
     }
     let (train, val) = if args.val_split > 0.0 {
@@ -105,50 +103,37 @@ pub(crate) fn load_data(
     Ok(TrainData { train, test, val })
 }
 
-/// Iterations of the run: `--iters`, or `--epochs` passes over the training set.
-pub(crate) fn iterations(args: &TrainArgs, train_len: usize) -> anyhow::Result<u64> {
-    let n = match (args.iters, args.epochs) {
-        (Some(i), None) => i,
-        (None, Some(e)) => e * (train_len as u64).div_ceil(args.batch.max(1) as u64),
-        (None, None) => 390,
-        (Some(_), Some(_)) => bail!("--iters and --epochs: give one of them"),
-    };
-    if n == 0 {
-        bail!("--iters/--epochs: a run needs at least 1 iteration");
+/// Iterations of the run: the plan's, or its epochs over `train_len` images.
+pub(crate) fn iterations(plan: &TrainPlan, train_len: usize) -> anyhow::Result<u64> {
+    match plan.length {
+        Length::Iterations(n) => Ok(n),
+        Length::Epochs(e) => (train_len as u64)
+            .div_ceil(plan.batch.max(1) as u64)
+            .checked_mul(e)
+            .with_context(|| format!("--epochs {e}: too many iterations")),
     }
-    Ok(n)
 }
 
-fn stage_list(flag: &str, text: &str) -> anyhow::Result<Vec<u8>> {
-    text.split(',')
-        .map(|s| {
-            s.trim()
-                .parse::<u8>()
-                .with_context(|| format!("{flag}: `{s}` is not a bit-width"))
-        })
-        .collect()
-}
-
-/// The precision policy and the static baseline's forward/backward bits.
+/// The schedule, PFQ or PRT policy and the static baseline's forward/backward bits.
 pub(crate) fn policy(
-    args: &TrainArgs,
+    args: &TrainPlan,
     iterations: u64,
-) -> anyhow::Result<(PrecisionPolicy, BitRange, BitRange)> {
-    let fw = bit_range("--bits", args.bits.as_deref(), "3:8")?;
-    let bw = bit_range("--grad-bits", args.grad_bits.as_deref(), "8")?;
+) -> anyhow::Result<(Box<dyn Policy>, BitRange, BitRange)> {
+    let fw = args.bits.bit_range();
+    let bw = args.grad_bits.bit_range();
     if args.schedule == "pfq" {
         let cfg = PfqConfig {
-            fw: stage_list("--pfq-fw", &args.pfq_fw)?,
-            bw: stage_list("--pfq-bw", &args.pfq_bw)?,
-            epsilon: args.pfq_eps,
-            alpha: args.pfq_alpha,
+            fw: args.pfq.fw.clone(),
+            bw: args.pfq.bw.clone(),
+            epsilon: args.pfq.epsilon,
+            alpha: args.pfq.alpha,
         };
         let pfq = Pfq::new(cfg.clone()).context("--pfq-fw/--pfq-bw/--pfq-eps/--pfq-alpha")?;
         let range = |v: &[u8]| BitRange {
             min: v.iter().copied().min().unwrap_or(0),
             max: v.iter().copied().max().unwrap_or(0),
         };
-        return Ok((PrecisionPolicy::Pfq(pfq), range(&cfg.fw), range(&cfg.bw)));
+        return Ok((Box::new(pfq), range(&cfg.fw), range(&cfg.bw)));
     }
     let sched = ScheduleArgs::new(args.schedule.as_str(), iterations)
         .cycles(args.cycles)
@@ -156,15 +141,15 @@ pub(crate) fn policy(
         .grad_bits(bw)
         .convention(args.convention.rule());
     let schedule = sched.build()?;
-    if !args.prt {
-        return Ok((PrecisionPolicy::Schedule(schedule), fw, bw));
-    }
+    let Some(prt) = &args.prt else {
+        return Ok((Box::new(SchedulePolicy(schedule)), fw, bw));
+    };
     let cfg = PrtConfig {
-        start_bits: args.prt_start_bits,
+        start_bits: prt.start_bits,
         max_bits: fw.max,
-        iters_per_step: args.prt_iters_per_step,
-        window: args.prt_window,
-        threshold_pp: args.prt_threshold,
+        iters_per_step: prt.iters_per_step,
+        window: prt.window,
+        threshold_pp: prt.threshold,
     };
     if cfg.max_iterations() > iterations {
         bail!(
@@ -174,28 +159,16 @@ pub(crate) fn policy(
             cfg.iters_per_step
         );
     }
-    let prt = Prt::new(cfg).context("--prt-start-bits/--prt-window")?;
+    let prt = Prt::new(cfg.clone()).context("--prt-start-bits/--prt-window")?;
     let range = BitRange {
-        min: args.prt_start_bits.min(fw.max),
+        min: cfg.start_bits.min(fw.max),
         max: fw.max,
     };
-    Ok((PrecisionPolicy::prt(prt, sched, bw.max), range, bw))
+    Ok((Box::new(PrtPolicy::new(prt, sched, bw.max)), range, bw))
 }
 
 /// Trainer settings from the flags.
-pub(crate) fn config(args: &TrainArgs, iterations: u64) -> anyhow::Result<TrainConfig> {
-    if args.batch == 0 {
-        bail!("--batch: a batch needs at least 1 sample");
-    }
-    if !(args.lr.is_finite() && args.lr > 0.0) {
-        bail!("--lr: {} is not a positive learning rate", args.lr);
-    }
-    if args.eval_every == Some(0) {
-        bail!("--eval-every: must be at least 1");
-    }
-    if args.pfq_check_every == Some(0) {
-        bail!("--pfq-check-every: must be at least 1");
-    }
+pub(crate) fn config(args: &TrainPlan, iterations: u64) -> TrainConfig {
     let schedule = match args.lr_schedule {
         LrArg::Constant => LrSchedule::Constant,
         LrArg::Cosine => LrSchedule::Cosine {
@@ -208,7 +181,7 @@ pub(crate) fn config(args: &TrainArgs, iterations: u64) -> anyhow::Result<TrainC
             gamma: 0.1,
         },
     };
-    Ok(TrainConfig {
+    TrainConfig {
         iterations,
         batch: args.batch,
         lr: LrPolicy {
@@ -219,28 +192,20 @@ pub(crate) fn config(args: &TrainArgs, iterations: u64) -> anyhow::Result<TrainC
         momentum: args.momentum,
         weight_decay: args.weight_decay,
         seed: args.seed,
-        eval_every: args.eval_every.unwrap_or(390),
-        check_every: args.pfq_check_every,
+        eval_every: args.eval_every,
+        check_every: args.pfq.check_every,
         eval_batch: 500,
-        augment: !args.no_augment,
+        augment: args.augment,
         max_loss: args.max_loss,
         quantize: args.quantizer.method().is_some(),
-    })
+    }
 }
 
 /// Applies `--depthwise-bits FW/BW`: depthwise convs run at that fixed precision.
-pub(crate) fn fix_depthwise(
-    args: &TrainArgs,
-    summary: &ModelSummary,
-    net: &mut TrainNet,
-) -> anyhow::Result<()> {
-    let Some(text) = args.depthwise_bits.as_deref() else {
-        return Ok(());
+pub(crate) fn fix_depthwise(plan: &TrainPlan, summary: &ModelSummary, net: &mut TrainNet) {
+    let Some((fw, bw)) = plan.depthwise_bits else {
+        return;
     };
-    let (fw, bw) = parse_fw_bw(text).map_err(|m| anyhow::anyhow!("--depthwise-bits: {m}"))?;
-    if args.quantize_depthwise == Some(false) {
-        bail!("--depthwise-bits {text} contradicts --quantize-depthwise false (drop one of them)");
-    }
     let depthwise = |i: u32| {
         summary
             .layers
@@ -254,19 +219,4 @@ pub(crate) fn fix_depthwise(
             summary.name
         );
     }
-    Ok(())
-}
-
-/// Parses `FW/BW` (each a bit-width in 1..=32).
-fn parse_fw_bw(text: &str) -> Result<(u8, u8), String> {
-    let bad = || format!("expected FW/BW such as 8/16, got '{text}'");
-    let (fw, bw) = text.split_once('/').ok_or_else(bad)?;
-    let one = |s: &str| match s.trim().parse::<u8>() {
-        Ok(b) if (1..=32).contains(&b) => Ok(b),
-        _ => Err(format!(
-            "'{}' is not a bit-width in 1..=32 (in '{text}')",
-            s.trim()
-        )),
-    };
-    Ok((one(fw)?, one(bw)?))
 }

@@ -1,0 +1,291 @@
+//! `cptsim train`: quantized training of an imported model on real or synthetic data under a
+//! precision schedule, PFQ or PRT; writes the trace, metrics, checkpoint and summary into `--out`
+//! and resumes exactly from a checkpoint with `--resume`.
+
+use std::io::Write;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use cptsim_sim::build::{build_network, BuildOptions, Init};
+use cptsim_sim::quant::QuantMethod;
+use cptsim_sim::train::{checkpoint, TrainNet, Trainer};
+use cptsim_sim::SimError;
+use cptsim_traces::Bits;
+use serde::{Deserialize, Serialize};
+
+use args::InitArg;
+pub use args::TrainArgs;
+use output::{Progress, Summary};
+use plan::{TrainPlan, PLAN_VERSION};
+
+mod args;
+mod dfq;
+mod ldp;
+mod output;
+mod plan;
+mod policies;
+mod setup;
+
+const CHECKPOINT: &str = "checkpoint.bin";
+
+/// What the checkpoint keeps besides the trainer state.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    plan: TrainPlan,
+    seconds: f64,
+}
+
+/// The plan and earlier training time stored in the checkpoint `path`'s `settings`.
+fn saved_plan(path: &Path, settings: &serde_json::Value) -> anyhow::Result<Saved> {
+    let Some(plan) = settings.get("plan") else {
+        if settings.get("args").is_some() {
+            bail!(
+                "--resume: {}: written by an older cptsim (its settings are the command-line flags \
+                 of before the train plan, which this version no longer reads); rerun the training",
+                path.display()
+            );
+        }
+        bail!(
+            "--resume: {}: no train plan in the checkpoint",
+            path.display()
+        );
+    };
+    match plan.get("version").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(PLAN_VERSION) => {}
+        Some(v) if v < u64::from(PLAN_VERSION) => bail!(
+            "--resume: {}: written by an older cptsim (train plan version {v}, this one reads {PLAN_VERSION})",
+            path.display()
+        ),
+        v => bail!(
+            "--resume: {}: train plan version {v:?} (this cptsim reads {PLAN_VERSION}; written by a newer cptsim?)",
+            path.display()
+        ),
+    }
+    let saved: Saved = serde_json::from_value(settings.clone())
+        .with_context(|| format!("--resume: {}: settings unreadable", path.display()))?;
+    saved
+        .plan
+        .validate()
+        .with_context(|| format!("--resume: {}", path.display()))?;
+    Ok(saved)
+}
+
+/// Where the outputs go, when to stop and how to print: the options of one invocation, not part
+/// of the plan.
+struct Invocation {
+    out: Option<PathBuf>,
+    stop_at: Option<u64>,
+    json: bool,
+}
+
+/// Runs the subcommand.
+pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
+    cptsim_sim::malloc::keep_large_blocks();
+    let mut seconds_before = 0.0;
+    let mut inv = Invocation {
+        out: args.out.clone(),
+        stop_at: args.stop_at,
+        json: args.format.json_or_table("train")?,
+    };
+    let (plan, resume) = match args.resume.clone() {
+        Some(dir) => {
+            let path = dir.join(CHECKPOINT);
+            let ck = checkpoint::load(&path).context("--resume")?;
+            let saved = saved_plan(&path, &ck.header.settings)?;
+            inv.out = Some(inv.out.unwrap_or(dir));
+            seconds_before = saved.seconds;
+            (saved.plan, Some(ck))
+        }
+        None => (args.resolve()?, None),
+    };
+    let model_spec = plan.model.clone();
+    if let Some(dir) = &inv.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("--out {}", dir.display()))?;
+    }
+    let graph = cptsim_models::load_graph(&model_spec, plan.batch.max(1))
+        .with_context(|| format!("--model {model_spec}"))?;
+    let opts = BuildOptions {
+        init: match plan.init {
+            InitArg::Seed => Init::Seeded(plan.seed),
+            InitArg::Model => Init::FromModel,
+        },
+        method: plan.quantizer.method().unwrap_or(QuantMethod::Sbm),
+        noise_seed: plan.seed,
+        scope: plan.scope,
+    };
+    let network = build_network(&graph, &opts).with_context(|| format!("--model {model_spec}"))?;
+    let summary = network.summary().clone();
+    let mut net =
+        TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
+    setup::fix_depthwise(&plan, &summary, &mut net);
+    let gate = dfq::build(&plan, &graph, &opts, &summary, &mut net)?;
+    let data = setup::load_data(&plan, net.input, net.classes)?;
+    let iterations = setup::iterations(&plan, data.train.len())?;
+    let (policy, fw, bw) = policies::build(&plan, iterations, &net, &summary, gate)?;
+    let config = setup::config(&plan, iterations);
+    let mut tr = Trainer::new(net, &data, config, policy)?;
+    let adaptation = tr.adaptation();
+    if adaptation.is_needed() {
+        eprintln!("{}", adaptation.describe());
+    }
+    if let Some(ck) = resume {
+        ck.restore(&mut tr).context("--resume")?;
+        eprintln!("resumed at iteration {}/{iterations}", tr.state.iteration);
+    }
+    let stop = inv.stop_at.unwrap_or(iterations).min(iterations);
+    let mut progress = Progress::new(tr.state.iteration, iterations);
+    let out = inv.out.clone();
+    let save = |tr: &mut Trainer<'_>, progress: &Progress| -> anyhow::Result<()> {
+        let Some(dir) = &out else { return Ok(()) };
+        let saved = Saved {
+            plan: plan.clone(),
+            seconds: seconds_before + progress.seconds(),
+        };
+        checkpoint::save(&dir.join(CHECKPOINT), tr, serde_json::to_value(saved)?)?;
+        let rows = tr.rows();
+        output::write_traces(dir, &summary, plan.batch as u64, tr.state.iteration, &rows)?;
+        ldp::write_plot(dir, tr, &rows)?;
+        tr.policy
+            .write_artefacts(dir, tr.state.iteration)
+            .with_context(|| format!("--out {}", dir.display()))?;
+        output::write_metrics(dir, &tr.state.evals)
+    };
+    while tr.state.iteration < stop {
+        let report = match tr.step() {
+            Ok(r) => r,
+            Err(e @ SimError::Diverged { .. }) => {
+                let kept = match (&out, tr.state.evals.last()) {
+                    (Some(dir), Some(last)) => format!(
+                        "; the last good checkpoint (iteration {}) is {}",
+                        last.iteration,
+                        dir.join(CHECKPOINT).display()
+                    ),
+                    (Some(_), None) => "; no checkpoint was written yet".into(),
+                    (None, _) => "; no --out, so no checkpoint".into(),
+                };
+                return Err(crate::exit::Diverged(format!(
+                    "{e}: stopped{kept} (try a lower --lr or higher --bits)"
+                ))
+                .into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        progress.step(&report);
+        if report.eval.is_some() {
+            save(&mut tr, &progress)?;
+        }
+    }
+    if !tr.done() {
+        save(&mut tr, &progress)?;
+        eprintln!(
+            "stopped at iteration {stop}/{iterations} (--stop-at); continue with --resume {}",
+            out.as_deref()
+                .map_or("DIR".into(), |d| d.display().to_string())
+        );
+        return Ok(());
+    }
+    let rows = tr.rows();
+    let (gbitops, static_gbitops) =
+        output::cost(&summary, &rows, Bits::forward_backward(fw.max, bw.max))?;
+    let cpu = progress.train_cpu_seconds();
+    let secs = progress.seconds();
+    let iterations_done = tr.state.iteration;
+    let report = tr.policy.report(&mut tr.net, &rows, iterations_done);
+    let last = tr.state.evals.last();
+    let result = Summary {
+        policy: plan.policy.name(),
+        target: report.target,
+        achieved: report.achieved,
+        ldp: report.layers,
+        final_test_acc: last.map_or(0.0, |e| e.test_acc),
+        best_test_acc: tr.state.best_test_acc(),
+        gbitops,
+        static_gbitops,
+        iterations: iterations_done,
+        seconds: seconds_before + secs,
+        images_per_s: progress.images() as f64 / progress.train_seconds().max(1e-9),
+        cpu_seconds: cpu,
+        images_per_cpu_s: progress.images() as f64 / cpu.max(1e-9),
+        load_average: cptsim_sim::cputime::load_average_1min(),
+        prt_bits: report.prt_bits,
+        pfq_turns: report.turns,
+    };
+    if let Some(dir) = &out {
+        output::write_summary(dir, &result)?;
+    }
+    print(
+        stdout,
+        &plan,
+        inv.json,
+        &result,
+        fw.max,
+        bw.max,
+        out.as_deref(),
+    )?;
+    Ok(())
+}
+
+fn print(
+    stdout: &mut dyn Write,
+    plan: &TrainPlan,
+    json: bool,
+    s: &Summary,
+    fw: u8,
+    bw: u8,
+    dir: Option<&Path>,
+) -> anyhow::Result<()> {
+    if json {
+        writeln!(stdout, "{}", serde_json::to_string_pretty(s)?)?;
+        return Ok(());
+    }
+    writeln!(stdout, "model           {}", plan.model)?;
+    writeln!(stdout, "schedule        {}", plan.schedule)?;
+    if let Some(b) = s.prt_bits {
+        writeln!(stdout, "PRT bound       B_min = {b} bits")?;
+    }
+    if let Some(t) = &s.pfq_turns {
+        writeln!(stdout, "PFQ turns       {t:?}")?;
+    }
+    if let (Some(t), Some(a), true) = (s.target, s.achieved, s.ldp.is_none()) {
+        writeln!(stdout, "policy          {}", s.policy)?;
+        writeln!(
+            stdout,
+            "cp target       {t:.3} %, achieved {a:.3} % (mean of the last 10 % of iterations)"
+        )?;
+    }
+    if let Some(l) = &s.ldp {
+        writeln!(stdout, "policy          ldp")?;
+        writeln!(
+            stdout,
+            "LDP cost        target {:.3}  achieved {}  (C/T_static, last 10 % of iterations)",
+            s.target.unwrap_or_default(),
+            s.achieved.map_or("-".into(), |a| format!("{a:.3}"))
+        )?;
+        let bits: Vec<String> = l.final_bits.iter().map(|b| b.bits.to_string()).collect();
+        writeln!(stdout, "final bits      {}", bits.join(" "))?;
+        writeln!(
+            stdout,
+            "inference       {:.4} GBitOPs/image  (static {:.4}, Σ MAC·b²)",
+            l.inference_gbitops, l.static_inference_gbitops
+        )?;
+    }
+    writeln!(stdout, "iterations      {}", s.iterations)?;
+    writeln!(stdout, "final test acc  {:.2} %", 100.0 * s.final_test_acc)?;
+    writeln!(stdout, "best test acc   {:.2} %", 100.0 * s.best_test_acc)?;
+    writeln!(stdout, "GBitOPs         {:.4e}", s.gbitops)?;
+    writeln!(
+        stdout,
+        "static          {:.4e}  (FW {fw}, BW {bw})",
+        s.static_gbitops
+    )?;
+    writeln!(
+        stdout,
+        "time            {:.1} s, {:.0} img/s, {:.0} img per CPU-s",
+        s.seconds, s.images_per_s, s.images_per_cpu_s
+    )?;
+    if let Some(d) = dir {
+        writeln!(stdout, "outputs         {}", d.display())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Exit codes and how an error maps to one. A closed stdout (`cptsim … | head -1`) is not an
+//! error: the command stops quietly with 0.
+
+use std::io::ErrorKind;
+use std::process::ExitCode;
+
+use cptsim_models::ModelError;
+use cptsim_sim::SimError;
+use cptsim_traces::TraceError;
+
+/// Exit codes of `cptsim` (README "Exit codes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Success, or stdout closed by the reader.
+    Ok = 0,
+    /// Usage: a bad flag value, a missing file, an unknown name or a contradiction between
+    /// flags (clap's own errors use 2 too).
+    Usage = 2,
+    /// Bad input data: a file that exists but is malformed or does not fit (ONNX, trace,
+    /// dataset, `.npy`, checkpoint).
+    BadInput = 3,
+    /// Runtime failure: an output could not be written, or an internal error.
+    Runtime = 4,
+    /// Training diverged (NaN or a loss above `--max-loss`); the last good checkpoint is kept.
+    Diverged = 5,
+}
+
+impl Exit {
+    /// The process exit code.
+    pub fn code(self) -> ExitCode {
+        ExitCode::from(self as u8)
+    }
+}
+
+/// A diverged training run (its message says where and what was kept).
+#[derive(Debug)]
+pub struct Diverged(pub String);
+
+impl std::fmt::Display for Diverged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Diverged {}
+
+/// The exit for error `e`: the first cause in its chain that has a known kind decides; an
+/// error of none (the CLI's own flag checks) is a usage error.
+pub fn classify(e: &anyhow::Error) -> Exit {
+    e.chain().find_map(kind).unwrap_or(Exit::Usage)
+}
+
+fn io_kind(e: &std::io::Error) -> Exit {
+    match e.kind() {
+        ErrorKind::BrokenPipe => Exit::Ok,
+        ErrorKind::NotFound => Exit::Usage,
+        _ => Exit::Runtime,
+    }
+}
+
+fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
+    if let Some(e) = cause.downcast_ref::<std::io::Error>() {
+        return Some(io_kind(e));
+    }
+    if cause.is::<Diverged>() {
+        return Some(Exit::Diverged);
+    }
+    if let Some(e) = cause.downcast_ref::<SimError>() {
+        return Some(match e {
+            SimError::Diverged { .. } => Exit::Diverged,
+            // data that does not fit the network is bad input too
+            SimError::Data { .. } | SimError::Shape { .. } => Exit::BadInput,
+            SimError::Io { source, .. } => io_kind(source),
+            SimError::Invalid { .. } => Exit::Usage,
+            _ => Exit::Runtime,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<ModelError>() {
+        return Some(match e {
+            ModelError::Io { .. } | ModelError::Zoo(_) => return None,
+            _ => Exit::BadInput,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<TraceError>() {
+        return Some(match e {
+            TraceError::Io { error, .. } => io_kind(error),
+            TraceError::Malformed { .. }
+            | TraceError::ModelMismatch { .. }
+            | TraceError::Rejected { .. } => Exit::BadInput,
+            TraceError::UnknownFormat { .. } => Exit::Usage,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_map_to_their_codes() {
+        let pipe = anyhow::Error::from(std::io::Error::from(ErrorKind::BrokenPipe));
+        assert_eq!(classify(&pipe), Exit::Ok);
+        let diverged = anyhow::Error::from(SimError::Diverged {
+            iteration: 3,
+            loss: f32::NAN,
+            fw: 8,
+            bw: 8,
+        })
+        .context("training");
+        assert_eq!(classify(&diverged), Exit::Diverged);
+        let stopped = anyhow::Error::from(Diverged("training diverged: stopped".into()));
+        assert_eq!(classify(&stopped), Exit::Diverged);
+        let data = anyhow::Error::from(SimError::Data {
+            path: "x.npy".into(),
+            offset: 0,
+            msg: "bad".into(),
+        });
+        assert_eq!(classify(&data), Exit::BadInput);
+        let full = anyhow::Error::from(std::io::Error::other("disk full"));
+        assert_eq!(classify(&full), Exit::Runtime);
+        assert_eq!(classify(&anyhow::anyhow!("--batch: 0")), Exit::Usage);
+    }
+}

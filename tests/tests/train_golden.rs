@@ -1,0 +1,298 @@
+//! Golden runs of `cptsim train`: a fixed set of short runs on synthetic data (static, CPT cosine,
+//! PFQ, PRT, LDP, DFQ with both executions, FracTrain, and one DoReFa run with a non-default
+//! scope) whose `trace.csv`, `metrics.csv`, `dfq.csv` and `summary.json` (minus its timing and
+//! host fields) must equal, byte for byte, the files in `tests/fixtures/golden/NAME/`. They were
+//! written by the binary before the structural refactor (issue 12); a change of behaviour shows as
+//! a diff here. `CPTSIM_BLESS=1` rewrites the fixtures (only when a change is intended).
+
+use std::path::{Path, PathBuf};
+
+use cptsim_e2e::{run, stderr, workspace_root};
+
+/// Summary keys that depend on the machine or the clock.
+const VOLATILE: [&str; 5] = [
+    "seconds",
+    "images_per_s",
+    "cpu_seconds",
+    "images_per_cpu_s",
+    "load_average",
+];
+
+/// Files compared when the run writes them.
+const FILES: [&str; 4] = ["trace.csv", "metrics.csv", "dfq.csv", "summary.json"];
+
+const LENET: [&str; 10] = [
+    "--model",
+    "zoo:lenet5",
+    "--data",
+    "synthetic",
+    "--batch",
+    "16",
+    "--seed",
+    "5",
+    "--eval-every",
+    "4",
+];
+
+const RESNET: [&str; 10] = [
+    "--model",
+    "zoo:resnet20",
+    "--data",
+    "synthetic",
+    "--batch",
+    "4",
+    "--seed",
+    "5",
+    "--eval-every",
+    "2",
+];
+
+/// The golden cases: name, base arguments, extra arguments.
+fn cases() -> Vec<(&'static str, &'static [&'static str], Vec<&'static str>)> {
+    vec![
+        (
+            "static",
+            &LENET,
+            vec![
+                "--schedule",
+                "static",
+                "--bits",
+                "8",
+                "--grad-bits",
+                "8",
+                "--iters",
+                "8",
+            ],
+        ),
+        (
+            "cpt_cosine",
+            &LENET,
+            vec![
+                "--schedule",
+                "cosine",
+                "--bits",
+                "3:8",
+                "--cycles",
+                "2",
+                "--iters",
+                "8",
+            ],
+        ),
+        (
+            "pfq",
+            &LENET,
+            vec![
+                "--schedule",
+                "pfq",
+                "--pfq-fw",
+                "3,8",
+                "--pfq-bw",
+                "8,8",
+                "--pfq-eps",
+                "10",
+                "--pfq-check-every",
+                "1",
+                "--iters",
+                "8",
+            ],
+        ),
+        (
+            "prt",
+            &LENET,
+            vec![
+                "--prt",
+                "--prt-iters-per-step",
+                "2",
+                "--prt-window",
+                "1",
+                "--schedule",
+                "cosine",
+                "--bits",
+                "3:8",
+                "--cycles",
+                "2",
+                "--iters",
+                "20",
+            ],
+        ),
+        (
+            "ldp",
+            &LENET,
+            vec![
+                "--policy",
+                "ldp",
+                "--bits",
+                "3:8",
+                "--grad-bits",
+                "8",
+                "--iters",
+                "8",
+            ],
+        ),
+        (
+            "dorefa_scope",
+            &LENET,
+            vec![
+                "--quantizer",
+                "dorefa",
+                "--quantize-first",
+                "false",
+                "--quantize-last",
+                "true",
+                "--bits",
+                "4",
+                "--grad-bits",
+                "8",
+                "--iters",
+                "4",
+            ],
+        ),
+        (
+            "dfq_selected",
+            &RESNET,
+            vec!["--policy", "dfq", "--iters", "4"],
+        ),
+        (
+            "dfq_all",
+            &RESNET,
+            vec!["--policy", "dfq", "--dfq-exec", "all", "--iters", "4"],
+        ),
+        (
+            "fractrain",
+            &RESNET,
+            vec![
+                "--policy",
+                "fractrain",
+                "--pfq-check-every",
+                "1",
+                "--pfq-eps",
+                "10",
+                "--iters",
+                "7",
+            ],
+        ),
+    ]
+}
+
+/// `summary.json` without its volatile lines (one key per line, as the run writes it).
+fn stable_summary(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            !VOLATILE
+                .iter()
+                .any(|k| l.starts_with(&format!("  \"{k}\":")))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn golden_dir(name: &str) -> PathBuf {
+    workspace_root().join("tests/fixtures/golden").join(name)
+}
+
+/// The comparable contents of `file` in the run directory `dir`, if the run wrote it.
+fn produced(dir: &Path, file: &str) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(file)).ok()?;
+    Some(if file == "summary.json" {
+        stable_summary(&text)
+    } else {
+        text
+    })
+}
+
+#[test]
+fn golden_runs_are_byte_identical() {
+    let bless = std::env::var("CPTSIM_BLESS").as_deref() == Ok("1");
+    let mut failures = Vec::new();
+    for (name, base, extra) in cases() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let o = dir.path().to_string_lossy().into_owned();
+        let mut args = vec!["train", "--out", &o];
+        args.extend_from_slice(base);
+        args.extend_from_slice(&extra);
+        let out = run(&args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let golden = golden_dir(name);
+        if bless {
+            std::fs::create_dir_all(&golden).unwrap_or_else(|e| panic!("{e}"));
+        }
+        for file in FILES {
+            let got = produced(dir.path(), file);
+            let path = golden.join(file);
+            if bless {
+                if let Some(text) = &got {
+                    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+                }
+                continue;
+            }
+            let want = std::fs::read_to_string(&path).ok();
+            if got != want {
+                failures.push(format!(
+                    "{name}/{file}: got\n{}\nwant\n{}",
+                    got.as_deref().unwrap_or("(not written)"),
+                    want.as_deref().unwrap_or("(no fixture)")
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn summary_filter_drops_only_the_volatile_keys() {
+    let text = "{\n  \"policy\": \"dfq\",\n  \"seconds\": 1.5,\n  \"gbitops\": 2.0,\n  \"load_average\": null\n}\n";
+    assert_eq!(
+        stable_summary(text),
+        "{\n  \"policy\": \"dfq\",\n  \"gbitops\": 2.0,\n}\n"
+    );
+}
+
+/// `tests/fixtures/checkpoint_v0/checkpoint.bin` was written by the binary before the structural
+/// refactor (the `pfq` case above with `--stop-at 3`); its settings are the old command-line
+/// flags, not a train plan, so `--resume` rejects it with one clear line and writes nothing.
+#[test]
+fn checkpoint_from_before_the_train_plan_is_rejected_clearly() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let fixture = workspace_root().join("tests/fixtures/checkpoint_v0/checkpoint.bin");
+    std::fs::copy(&fixture, dir.path().join("checkpoint.bin"))
+        .unwrap_or_else(|e| panic!("{}: {e}", fixture.display()));
+    let d = dir.path().to_string_lossy().into_owned();
+    let out = run(&["train", "--resume", &d]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("written by an older cptsim"), "{err}");
+    assert!(err.contains("checkpoint.bin"), "{err}");
+    cptsim_e2e::assert_one_clear_line(&err);
+    for file in ["trace.csv", "metrics.csv", "summary.json"] {
+        assert!(!dir.path().join(file).exists(), "{file}");
+    }
+}
+
+/// A run stopped with `--stop-at` and resumed ends with the golden files (the checkpoint holds
+/// the train plan and the policy's `{name, state}`).
+#[test]
+fn stopped_and_resumed_pfq_run_ends_at_the_golden_files() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (_, base, extra) = cases()
+        .into_iter()
+        .find(|c| c.0 == "pfq")
+        .unwrap_or_else(|| panic!("no pfq case"));
+    let o = dir.path().to_string_lossy().into_owned();
+    let mut args = vec!["train", "--out", &o, "--stop-at", "3"];
+    args.extend_from_slice(base);
+    args.extend_from_slice(&extra);
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["train", "--resume", &o]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("resumed at iteration 3/8"),
+        "{}",
+        stderr(&out)
+    );
+    let golden = golden_dir("pfq");
+    for file in ["trace.csv", "metrics.csv", "summary.json"] {
+        let want = std::fs::read_to_string(golden.join(file)).ok();
+        assert_eq!(produced(dir.path(), file), want, "{file}");
+    }
+}

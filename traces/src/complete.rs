@@ -1,0 +1,69 @@
+//! Completing a trace for costing: the layers a trace does not list ran in fp32, and the static
+//! baseline of a trace runs every quantized layer-sample at one precision. `cptsim run` and the
+//! accelerator costing both use these.
+
+use crate::row::{Bits, TraceRow};
+
+/// One fp32 row over `iterations` × `batch` for every layer of `layers` that no row of `rows`
+/// lists (a trace may list only its quantized layers).
+pub fn absent_layers_as_fp32(
+    rows: &[TraceRow],
+    layers: usize,
+    iterations: u64,
+    batch: u64,
+) -> Vec<TraceRow> {
+    let mut listed = vec![false; layers];
+    for r in rows {
+        if let Some(l) = listed.get_mut(r.layer as usize) {
+            *l = true;
+        }
+    }
+    (0..layers)
+        .filter(|&i| !listed[i] && iterations > 0)
+        .filter_map(|i| u32::try_from(i).ok())
+        .map(|layer| TraceRow {
+            iter_start: 0,
+            iter_end: iterations,
+            layer,
+            bits: Bits::FP32,
+            samples: batch,
+        })
+        .collect()
+}
+
+/// The static baseline of a trace: every quantized row at `baseline`, fp32 rows unchanged.
+pub fn static_rows(rows: &[TraceRow], baseline: Bits) -> Vec<TraceRow> {
+    rows.iter()
+        .map(|r| TraceRow {
+            bits: if r.bits.is_fp32() { r.bits } else { baseline },
+            ..*r
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(layer: u32, bits: Bits) -> TraceRow {
+        TraceRow {
+            iter_start: 0,
+            iter_end: 10,
+            layer,
+            bits,
+            samples: 4,
+        }
+    }
+
+    #[test]
+    fn absent_layers_become_fp32_and_the_baseline_keeps_fp32_rows() {
+        let rows = [row(1, Bits::forward_backward(4, 8)), row(2, Bits::FP32)];
+        let added = absent_layers_as_fp32(&rows, 4, 10, 4);
+        assert_eq!(added.iter().map(|r| r.layer).collect::<Vec<_>>(), [0, 3]);
+        assert!(added.iter().all(|r| r.bits.is_fp32() && r.samples == 4));
+        assert!(absent_layers_as_fp32(&rows, 4, 0, 4).is_empty());
+        let base = static_rows(&rows, Bits::forward_backward(8, 8));
+        assert_eq!(base[0].bits, Bits::forward_backward(8, 8));
+        assert!(base[1].bits.is_fp32());
+    }
+}
