@@ -3,54 +3,21 @@
 
 use cptsim_models::summary::{LayerInfo, LayerRole};
 use cptsim_traces::row::Bits;
-use serde::Serialize;
 
 use crate::bitfusion::BitFusionLaw;
-use crate::cache::GemmSummary;
 use crate::config::{self, AccelConfig, ConfigError, DepthwiseMapping, EnergyConstants, Engine};
+pub use crate::cost::{CostError, GemmCost, GemmSummary};
 use crate::depthwise::channel_lanes_cost;
 use crate::dram::{transfer_cycles, Timing};
 use crate::energy::{energy_of, EnergySplit};
 use crate::eyeriss::EyerissLaw;
 use crate::gemm::{training_gemm, ConvProblem, GemmKind, OperandBits};
 use crate::stripes::StripesLaw;
-use crate::tiling::{search, ArrayLaw, BufferBits, Mapping, SearchSpace, TilingError};
+use crate::tiling::{search, ArrayLaw, BufferBits, SearchSpace};
 use crate::zc706::{pass_bits, SystolicLaw};
 
 /// Widest operand any model accepts, even with the multi-pass extension.
 pub const MAX_BITS: u32 = 32;
-
-/// Why a GEMM cannot be costed.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum CostError {
-    /// Operand bits outside what the configuration runs.
-    #[error("{bits}-bit operands: {reason}")]
-    Bits { bits: u32, reason: String },
-    /// The problem's counts would not fit the models' 64-bit counters.
-    #[error("layer too large to cost: {0}")]
-    TooLarge(String),
-    /// No tiling fits the buffers.
-    #[error(transparent)]
-    Tiling(#[from] TilingError),
-    /// A depthwise conv on a configuration without a depthwise mapping.
-    #[error("depthwise conv ({channels} channels): accelerator `{accel}` has no depthwise mapping; set key `depthwise` in its config (\"dense\", or \"channel-lanes\" on the zc706-* engines)")]
-    NoDepthwise { channels: u64, accel: String },
-}
-
-/// Cost of one GEMM problem (all groups).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GemmCost {
-    pub timing: Timing,
-    /// DRAM bits moved.
-    pub dram_bits: u64,
-    /// On-chip buffer bits accessed.
-    pub sram_bits: u64,
-    pub energy: EnergySplit,
-    /// The chosen tiling of one group.
-    pub mapping: Mapping,
-    /// Groups run back to back.
-    pub groups: u64,
-}
 
 /// The array law of a configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -5,32 +5,11 @@ use std::collections::HashMap;
 
 use cptsim_models::summary::LayerInfo;
 use cptsim_traces::row::Bits;
-use serde::Serialize;
 
-use crate::accelerator::{Accelerator, CostError, GemmCost};
-use crate::dram::Timing;
-use crate::energy::EnergySplit;
+use crate::accelerator::Accelerator;
+pub use crate::cost::GemmSummary;
+use crate::cost::{CostError, GemmCost};
 use crate::gemm::{ConvProblem, GemmKind, OperandBits};
-
-/// The numbers of a GEMM cost that traces accumulate.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct GemmSummary {
-    pub timing: Timing,
-    pub dram_bits: u64,
-    pub sram_bits: u64,
-    pub energy: EnergySplit,
-}
-
-impl From<&GemmCost> for GemmSummary {
-    fn from(c: &GemmCost) -> Self {
-        Self {
-            timing: c.timing,
-            dram_bits: c.dram_bits,
-            sram_bits: c.sram_bits,
-            energy: c.energy,
-        }
-    }
-}
 
 type ProblemKey = (ConvProblem, OperandBits, bool);
 type LayerKey = (usize, GemmKind, u64, Bits);

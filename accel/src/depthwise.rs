@@ -18,12 +18,13 @@
 //! step's operands load before compute starts, and the last fold's outputs store after it ends;
 //! the rest overlaps compute.
 
-use crate::accelerator::{CostError, GemmCost};
 use crate::config::AccelConfig;
+use crate::cost::{CostError, GemmCost};
 use crate::dram::overlap_total;
 use crate::energy::energy_of;
+use crate::gemm::PSUM_BITS;
 use crate::gemm::{ConvProblem, OperandBits};
-use crate::tiling::{Mapping, SramAccess, Tile, TilingError, Traffic, PSUM_BITS};
+use crate::tiling::{Mapping, SramAccess, Tile, TilingError, Traffic};
 use crate::zc706::SystolicLaw;
 
 /// Cost of a depthwise problem (all channels) on the channel-lanes mapping of `law`.

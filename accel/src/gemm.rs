@@ -22,6 +22,9 @@ use cptsim_models::summary::{LayerInfo, LayerKind, LayerRole};
 use cptsim_traces::row::Bits;
 use serde::Serialize;
 
+/// Bits of one partial sum / output element in flight.
+pub const PSUM_BITS: u64 = 32;
+
 /// Which training GEMM of a layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -227,11 +230,9 @@ impl ConvProblem {
             * self.in_ch
             * self.taps()
             * u64::from(bits.stationary));
-        let output = self.output_scale.of(g
-            * self.batch
-            * self.out_ch
-            * self.pixels()
-            * crate::tiling::PSUM_BITS);
+        let output = self
+            .output_scale
+            .of(g * self.batch * self.out_ch * self.pixels() * PSUM_BITS);
         input + weight + output
     }
 

@@ -13,6 +13,7 @@ pub mod bitfusion;
 pub mod bitops;
 pub mod cache;
 pub mod config;
+pub mod cost;
 pub mod depthwise;
 pub mod dram;
 pub mod energy;

@@ -23,10 +23,7 @@
 use serde::Serialize;
 
 use crate::dram::{overlap_total, Timing};
-use crate::gemm::{ConvProblem, OperandBits};
-
-/// Bits of one partial sum / output element in flight.
-pub const PSUM_BITS: u64 = 32;
+use crate::gemm::{ConvProblem, OperandBits, PSUM_BITS};
 
 /// Tile loops, indexed 0..5 in this order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

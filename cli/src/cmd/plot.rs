@@ -15,8 +15,7 @@ use cptsim_plot::SchedulePlot;
 use cptsim_traces::schedule::{Schedule, ScheduleArgs, SCHEDULE_NAMES};
 use cptsim_traces::{read_trace, TraceRow};
 
-use super::run::ConventionArg;
-use super::shared::bit_range;
+use super::shared::{bit_range, ConventionArg};
 
 /// Most iteration bins a heat map may have (far more than any screen shows).
 const MAX_COLUMNS: usize = 20_000;

@@ -8,14 +8,14 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
 use cptsim_models::ModelSummary;
-use cptsim_traces::schedule::{BitRange, Convention, Kind, Schedule, ScheduleArgs};
+use cptsim_traces::schedule::{BitRange, Kind, Schedule, ScheduleArgs};
 use cptsim_traces::{
     absent_layers_as_fp32, read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow,
 };
 use serde::Serialize;
 
 use super::accel_costs;
-use super::shared::{bit_range, OutputFormat};
+use super::shared::{bit_range, ConventionArg, OutputFormat};
 
 /// Arguments of `cptsim run`.
 #[derive(clap::Args, Debug)]
@@ -90,14 +90,6 @@ enum PolicyArg {
     All,
     Cifar,
     Imagenet,
-}
-
-/// `--convention` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum ConventionArg {
-    Cpt,
-    Wk,
 }
 
 /// What `run` reports; also its JSON shape.
@@ -209,16 +201,6 @@ fn build_schedule(args: &RunArgs) -> anyhow::Result<Schedule> {
         .grad_bits(bw)
         .convention(args.convention.rule())
         .build()?)
-}
-
-impl ConventionArg {
-    /// The traces crate's convention.
-    pub(crate) fn rule(self) -> Convention {
-        match self {
-            ConventionArg::Cpt => Convention::Cpt,
-            ConventionArg::Wk => Convention::WolfeKyrillidis,
-        }
-    }
 }
 
 /// Synthesises the schedule's trace (writing it if asked) and costs it in the same pass; returns

@@ -2,7 +2,7 @@
 //! parser.
 
 use cptsim_sim::quant::QuantMethod;
-use cptsim_traces::schedule::{parse_bit_range, BitRange};
+use cptsim_traces::schedule::{parse_bit_range, BitRange, Convention};
 use serde::{Deserialize, Serialize};
 
 /// `--format` values, the same for every command.
@@ -72,4 +72,22 @@ pub fn bit_range(
     default: &str,
 ) -> anyhow::Result<BitRange> {
     Ok(parse_bit_range(flag, text.unwrap_or(default))?)
+}
+
+/// `--convention` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConventionArg {
+    Cpt,
+    Wk,
+}
+
+impl ConventionArg {
+    /// The traces crate's convention.
+    pub fn rule(self) -> Convention {
+        match self {
+            ConventionArg::Cpt => Convention::Cpt,
+            ConventionArg::Wk => Convention::WolfeKyrillidis,
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::quant_scope::ScopeArgs;
-use crate::cmd::run::ConventionArg;
+use crate::cmd::shared::ConventionArg;
 use crate::cmd::shared::{OutputFormat, QuantizerArg};
 
 /// Arguments of `cptsim train`.

@@ -10,7 +10,7 @@ use cptsim_traces::schedule::BitRange;
 use serde::{Deserialize, Serialize};
 
 use super::args::{CandidatesArg, DfqExecArg, InitArg, LrArg, MappingArg, PolicyArg, TrainArgs};
-use crate::cmd::run::ConventionArg;
+use crate::cmd::shared::ConventionArg;
 use crate::cmd::shared::{bit_range, QuantizerArg};
 
 /// Version of [`TrainPlan`]'s serialised form; a checkpoint with another is rejected.
