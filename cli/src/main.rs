@@ -37,6 +37,9 @@ enum Command {
     Forward(cmd::forward::ForwardArgs),
     /// Benchmarks: training-step throughput and GEMM rate against this machine's peak.
     Bench(cmd::bench::BenchArgs),
+    /// Studies: run a plan's grid of run/train cells on a local pool or a Slurm job array,
+    /// resumably, into one results table.
+    Sweep(cmd::sweep::SweepArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Layer(args) => cmd::layer::run(args),
         Command::Accel(args) => cmd::accel::run(args),
         Command::Compare(args) => cmd::compare::run(args),
+        Command::Sweep(args) => cmd::sweep::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

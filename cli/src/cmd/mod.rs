@@ -9,6 +9,7 @@ pub mod inspect;
 pub mod layer;
 pub mod quant_scope;
 pub mod run;
+pub mod sweep;
 pub mod train;
 pub mod train_dfq;
 pub mod train_ldp;
