@@ -301,6 +301,7 @@ fn last_line(log: &Path, from: u64) -> String {
         .find(|l| !l.trim().is_empty() && !l.starts_with("# cptsim-sweep"))
         .unwrap_or("no message")
         .trim()
+        .trim_start_matches("error: ")
         .to_string()
 }
 
