@@ -57,7 +57,9 @@ fn done_count(out: &Path) -> usize {
 fn starts(cell: &Path, sub: &str) -> usize {
     let log = std::fs::read_to_string(cell.join("stderr.log")).unwrap_or_default();
     log.lines()
-        .filter(|l| l.starts_with("# cptsim-sweep start") && l.contains(&format!(": cptsim {sub} ")))
+        .filter(|l| {
+            l.starts_with("# cptsim-sweep start") && l.contains(&format!(": cptsim {sub} "))
+        })
         .count()
 }
 
@@ -73,7 +75,10 @@ fn csv_rows(path: &Path) -> Vec<Vec<String>> {
 fn local_run_writes_the_table_and_status_and_collect_read_it() {
     let tmp = tempfile::tempdir().unwrap();
     write_plan(tmp.path(), COST_PLAN);
-    let out = sweep(tmp.path(), &["run", "plan.toml", "--out", "out", "--jobs", "2"]);
+    let out = sweep(
+        tmp.path(),
+        &["run", "plan.toml", "--out", "out", "--jobs", "2"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let dir = tmp.path().join("out");
     let text = std::fs::read_to_string(dir.join("results.csv")).unwrap();
@@ -89,7 +94,10 @@ fn local_run_writes_the_table_and_status_and_collect_read_it() {
         assert!(row[col("final_test_acc")].is_empty());
     }
     let accels: Vec<&str> = rows[1..].iter().map(|r| r[col("accel")].as_str()).collect();
-    assert!(accels.contains(&"zc706") && accels.contains(&"stripes"), "{accels:?}");
+    assert!(
+        accels.contains(&"zc706") && accels.contains(&"stripes"),
+        "{accels:?}"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 12);
@@ -105,7 +113,10 @@ fn local_run_writes_the_table_and_status_and_collect_read_it() {
     std::fs::remove_file(dir.join("results.csv")).unwrap();
     let collect = sweep(tmp.path(), &["collect", "out"]);
     assert!(collect.status.success(), "{}", stderr(&collect));
-    assert_eq!(std::fs::read_to_string(dir.join("results.csv")).unwrap(), text);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("results.csv")).unwrap(),
+        text
+    );
 
     // A second run finds everything done and runs nothing.
     let again = sweep(tmp.path(), &["run", "plan.toml", "--out", "out"]);
@@ -119,7 +130,10 @@ fn local_run_writes_the_table_and_status_and_collect_read_it() {
 #[test]
 fn bad_plans_fail_before_anything_runs_naming_the_key_and_cell() {
     let cases: [(&str, &[&str]); 7] = [
-        ("name = \"b\"\ngird = 1", &["`gird`", "valid: name, out, grid"]),
+        (
+            "name = \"b\"\ngird = 1",
+            &["`gird`", "valid: name, out, grid"],
+        ),
         (
             "name = \"b\"\n[grid]\nmodel = \"zoo:lenet5\"\nbitz = [\"8\"]",
             &["`bitz`", "neither", "grad-bits"],
@@ -128,7 +142,10 @@ fn bad_plans_fail_before_anything_runs_naming_the_key_and_cell() {
             "name = \"b\"\n[grid]\nmodel = \"zoo:lenet5\"\nseed = [0, 1]",
             &["`seed`", "no [train]"],
         ),
-        ("name = \"b\"\n[grid]\nmodel = \"zoo:lenet5\"\nbits = []", &["`bits`", "empty"]),
+        (
+            "name = \"b\"\n[grid]\nmodel = \"zoo:lenet5\"\nbits = []",
+            &["`bits`", "empty"],
+        ),
         ("name = \"b\"", &["no cells"]),
         (
             "name = \"b\"\n[grid]\nmodel = \"zoo:lenet5\"\niters = [\"10\", \"many\"]",
@@ -159,11 +176,23 @@ fn slurm_executor_without_sbatch_says_so() {
     let out = cptsim()
         .current_dir(tmp.path())
         .env("PATH", tmp.path())
-        .args(["sweep", "run", "plan.toml", "--out", "out", "--executor", "slurm"])
+        .args([
+            "sweep",
+            "run",
+            "plan.toml",
+            "--out",
+            "out",
+            "--executor",
+            "slurm",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("`sbatch` is not on PATH"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`sbatch` is not on PATH"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!tmp.path().join("out").exists());
 }
 
@@ -198,13 +227,21 @@ fn a_killed_sweep_resumes_and_runs_no_done_cell_twice() {
         "killed with {} of 16 cells done",
         done_before.len()
     );
-    let again = sweep(tmp.path(), &["run", "plan.toml", "--out", "out", "--jobs", "2"]);
+    let again = sweep(
+        tmp.path(),
+        &["run", "plan.toml", "--out", "out", "--jobs", "2"],
+    );
     assert!(again.status.success(), "{}", stderr(&again));
     let cells = cell_dirs(&out);
     assert_eq!(cells.len(), 16);
     assert_eq!(done_count(&out), 16);
     for cell in &done_before {
-        assert_eq!(starts(cell, "run"), 1, "done cell rerun: {}", cell.display());
+        assert_eq!(
+            starts(cell, "run"),
+            1,
+            "done cell rerun: {}",
+            cell.display()
+        );
     }
     // With one worker, at most the one cell interrupted mid-way started twice.
     let total: usize = cells.iter().map(|c| starts(c, "run")).sum();
@@ -220,7 +257,10 @@ fn a_failing_cell_does_not_stop_the_others() {
         "name = \"f\"\n[grid]\nmodel = \"zoo:lenet5\"\n\
          schedule = [\"static\", \"file:no/such/schedule.csv\", \"cosine\"]\niters = 500\n",
     );
-    let out = sweep(tmp.path(), &["run", "plan.toml", "--out", "out", "--jobs", "1"]);
+    let out = sweep(
+        tmp.path(),
+        &["run", "plan.toml", "--out", "out", "--jobs", "1"],
+    );
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("FAILED") && err.contains("1 failed"), "{err}");
@@ -230,8 +270,14 @@ fn a_failing_cell_does_not_stop_the_others() {
     assert_eq!(rows.len(), 3);
     let status = sweep(tmp.path(), &["status", "out"]);
     let text = stdout(&status);
-    assert!(text.contains("done 2  running 0  failed 1  pending 0"), "{text}");
-    assert!(text.contains("failed ") && text.contains("schedule.csv"), "{text}");
+    assert!(
+        text.contains("done 2  running 0  failed 1  pending 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("failed ") && text.contains("schedule.csv"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -290,7 +336,10 @@ fn the_accuracy_study_example_runs_end_to_end_in_a_tiny_variant() {
     let example = workspace_root().join("examples/sweeps/accuracy-fmnist-resnet20.toml");
     let mut text = std::fs::read_to_string(example).unwrap();
     for (from, to) in [
-        ("data = \"fashion-mnist:../shared/data/fashion-mnist\"", "data = \"synthetic\""),
+        (
+            "data = \"fashion-mnist:../shared/data/fashion-mnist\"",
+            "data = \"synthetic\"",
+        ),
         ("epochs = 8", "iters = 2"),
         ("seed = [0, 1, 2]", "seed = [0]"),
         ("cycles = 32", "cycles = 1"),
@@ -300,12 +349,18 @@ fn the_accuracy_study_example_runs_end_to_end_in_a_tiny_variant() {
     }
     let tmp = tempfile::tempdir().unwrap();
     write_plan(tmp.path(), &text);
-    let out = sweep(tmp.path(), &["run", "plan.toml", "--out", "out", "--jobs", "2"]);
+    let out = sweep(
+        tmp.path(),
+        &["run", "plan.toml", "--out", "out", "--jobs", "2"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let rows = csv_rows(&tmp.path().join("out/results.csv"));
     assert_eq!(rows.len(), 1 + 5);
     let col = |name: &str| rows[0].iter().position(|c| c == name).unwrap();
-    let mut policies: Vec<&str> = rows[1..].iter().map(|r| r[col("policy")].as_str()).collect();
+    let mut policies: Vec<&str> = rows[1..]
+        .iter()
+        .map(|r| r[col("policy")].as_str())
+        .collect();
     policies.sort_unstable();
     assert_eq!(policies, ["dfq", "ldp", "schedule", "schedule", "schedule"]);
     for row in &rows[1..] {

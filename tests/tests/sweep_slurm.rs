@@ -32,7 +32,9 @@ fn slurm_missing() -> Option<String> {
         )),
         Ok(out) => {
             let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            let usable = ["idle", "mixed", "alloc"].iter().any(|s| state.starts_with(s));
+            let usable = ["idle", "mixed", "alloc"]
+                .iter()
+                .any(|s| state.starts_with(s));
             (!usable).then(|| format!("the Slurm node is `{state}`, not idle"))
         }
     }
@@ -76,10 +78,23 @@ fn slurm_and_local_executors_give_the_same_table() {
     assert!(local.status.success(), "{}", stderr(&local));
     let slurm = sweep(
         tmp.path(),
-        &["run", "plan.toml", "--out", "slurm", "--executor", "slurm", "--jobs", "2"],
+        &[
+            "run",
+            "plan.toml",
+            "--out",
+            "slurm",
+            "--executor",
+            "slurm",
+            "--jobs",
+            "2",
+        ],
     );
     assert!(slurm.status.success(), "{}", stderr(&slurm));
-    assert!(stderr(&slurm).contains("submitted job"), "{}", stderr(&slurm));
+    assert!(
+        stderr(&slurm).contains("submitted job"),
+        "{}",
+        stderr(&slurm)
+    );
     let (a, b) = (
         table(&tmp.path().join("local/results.csv")),
         table(&tmp.path().join("slurm/results.csv")),
@@ -89,18 +104,35 @@ fn slurm_and_local_executors_give_the_same_table() {
     // Each cell ran as its own array task.
     let logs = std::fs::read_dir(tmp.path().join("slurm/slurm"))
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "out"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "out")
+        })
         .count();
     assert_eq!(logs, 6);
 
     // --no-wait: the job id on stdout at once; the cells finish on their own.
     let nowait = sweep(
         tmp.path(),
-        &["run", "plan.toml", "--out", "nowait", "--executor", "slurm", "--no-wait"],
+        &[
+            "run",
+            "plan.toml",
+            "--out",
+            "nowait",
+            "--executor",
+            "slurm",
+            "--no-wait",
+        ],
     );
     assert!(nowait.status.success(), "{}", stderr(&nowait));
     let job = stdout(&nowait).trim().to_string();
-    assert!(!job.is_empty() && job.chars().all(|c| c.is_ascii_digit()), "{job:?}");
+    assert!(
+        !job.is_empty() && job.chars().all(|c| c.is_ascii_digit()),
+        "{job:?}"
+    );
     let start = Instant::now();
     loop {
         let status = sweep(tmp.path(), &["status", "nowait"]);

@@ -345,7 +345,7 @@ mod tests {
         ]);
         let id = cell_id(&a, None);
         // Pinned: ids name directories of earlier runs, so they must never change.
-        assert_eq!(id, cell_id(&a, None));
+        assert_eq!(id, "resnet20_3-8-2e02b0d95754");
         assert!(id.starts_with("resnet20_3-8-"), "{id}");
         assert_eq!(id.len(), "resnet20_3-8-".len() + 12);
         // Key order and `_`/`-` spelling do not matter; values, [train] and accel do.
