@@ -179,6 +179,7 @@ impl Cell {
             cell: self,
             lock,
             threads,
+            phase,
         };
         if let Some(train) = &self.commands.train {
             let run_dir = self.dir.join("run");
@@ -213,6 +214,8 @@ struct Child<'a> {
     cell: &'a Cell,
     lock: &'a Lock,
     threads: Option<usize>,
+    /// Hears the child's latest stderr line (a training run's progress) about once a second.
+    phase: &'a dyn Fn(&str),
 }
 
 impl Child<'_> {
@@ -256,6 +259,9 @@ impl Child<'_> {
             .spawn()
             .with_context(|| format!("starting {}", exe.display()))?;
         let mut beat = Instant::now();
+        let mut shown = Instant::now();
+        let body_start = err_start + line.len() as u64;
+        let sub = argv.first().map_or("", String::as_str);
         let status = loop {
             if let Some(status) = child.try_wait()? {
                 break status;
@@ -264,15 +270,19 @@ impl Child<'_> {
                 self.lock.touch();
                 beat = Instant::now();
             }
+            if shown.elapsed() >= Duration::from_secs(1) {
+                let last = last_line(&dir.join(STDERR_LOG), body_start);
+                (self.phase)(&format!("{sub}: {last}"));
+                shown = Instant::now();
+            }
             std::thread::sleep(Duration::from_millis(50));
         };
-        writeln!(err_log, "# cptsim-sweep exit {status}")?;
+        writeln!(err_log, "# cptsim-sweep end: {status}")?;
         if !status.success() {
             let _ = std::fs::remove_file(&part);
-            let last = last_line(&dir.join(STDERR_LOG), err_start + line.len() as u64);
+            let last = last_line(&dir.join(STDERR_LOG), body_start);
             bail!(
-                "`cptsim {}` failed ({status}): {last} (log: {})",
-                argv.first().map_or("", String::as_str),
+                "`cptsim {sub}` failed ({status}): {last} (log: {})",
                 dir.join(STDERR_LOG).display()
             );
         }
@@ -288,14 +298,18 @@ impl Child<'_> {
     }
 }
 
-/// The last non-empty line a child wrote to the log after `from`.
+/// The last non-empty line a child wrote to the log after `from` (read from its last 4 KiB).
 fn last_line(log: &Path, from: u64) -> String {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     if let Ok(mut f) = File::open(log) {
-        if f.seek(SeekFrom::Start(from)).is_ok() {
-            let _ = f.read_to_string(&mut text);
+        let end = f.seek(SeekFrom::End(0)).unwrap_or(0);
+        if f.seek(SeekFrom::Start(from.max(end.saturating_sub(4096))))
+            .is_ok()
+        {
+            let _ = f.read_to_end(&mut bytes);
         }
     }
+    let text = String::from_utf8_lossy(&bytes);
     text.lines()
         .rev()
         .find(|l| !l.trim().is_empty() && !l.starts_with("# cptsim-sweep"))

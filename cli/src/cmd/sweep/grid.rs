@@ -111,7 +111,12 @@ fn product(axes: &Axes) -> anyhow::Result<Vec<CellSpec>> {
         if axis.0 == ACCEL {
             for v in &axis.1 {
                 match v {
-                    Scalar::Str(s) => accel.push(s.clone()),
+                    Scalar::Str(s) => accel.extend(
+                        s.split(',')
+                            .map(str::trim)
+                            .filter(|a| !a.is_empty())
+                            .map(String::from),
+                    ),
                     other => bail!(
                         "key `accel`: expected accelerator names or config paths, found {}",
                         other.text()

@@ -169,7 +169,16 @@ fn run_cell(args: &CellArgs) -> anyhow::Result<()> {
         );
     };
     let id = &cell.id;
-    match cell.execute(None, &|phase| eprintln!("cell {id}: {phase}"))? {
+    // One line per step, not the children's progress lines (those are in the cell's log).
+    let step = std::cell::RefCell::new(String::new());
+    let report = |phase: &str| {
+        let name = phase.split(':').next().unwrap_or(phase);
+        if *step.borrow() != name {
+            eprintln!("cell {id}: {name}");
+            *step.borrow_mut() = name.to_string();
+        }
+    };
+    match cell.execute(None, &report)? {
         Outcome::Ran => eprintln!("cell {id}: done"),
         Outcome::AlreadyDone => eprintln!("cell {id}: already done"),
         Outcome::Busy(owner) => eprintln!("cell {id}: running elsewhere ({owner})"),

@@ -130,6 +130,9 @@ impl Plan {
             Some(v) => Some(fixed(sub_table(v, "[train]")?, "[train]")?),
             None => None,
         };
+        if train.iter().flatten().any(|(k, _)| k == "accel") {
+            bail!("[train] key `accel`: accelerators are a [grid] or [[cell]] key (every cell is costed on them)");
+        }
         let cells = array_of_tables(&table, "cell")?
             .into_iter()
             .enumerate()
@@ -290,6 +293,7 @@ extra = ["--exclusive"]
         assert!(err("name = \"x\"\n[train]\nseed = [1, 2]").contains("[grid]"));
         assert!(err("name = \"x\"\n[slurm]\npartitoin = \"a\"").contains("`partitoin`"));
         assert!(err("[grid]\nseed = [1]").contains("`name`"));
+        assert!(err("name = \"x\"\n[train]\naccel = \"zc706\"").contains("`accel`"));
         assert!(err("name = \"x\"\n[grid]\nseed = [[1]]").contains("`seed`"));
     }
 }
