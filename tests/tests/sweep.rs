@@ -3,24 +3,11 @@
 //! a tiny variant of the accuracy-study example. The Slurm executor is in `sweep_slurm.rs`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use cptsim_e2e::sweep::{sweep, COST_PLAN};
 use cptsim_e2e::{cptsim, stderr, stdout, workspace_root};
-
-/// A cost-only plan of 6 cells (8 combinations, 2 excluded) on 2 accelerators.
-pub const COST_PLAN: &str = r#"
-name = "e2e-cost"
-[grid]
-model = ["zoo:lenet5", "zoo:mlp"]
-schedule = ["static", "cosine"]
-bits = ["8", "3:8"]
-iters = 2000
-accel = ["zc706", "stripes"]
-[[exclude]]
-schedule = "static"
-bits = "3:8"
-"#;
 
 const HEADER: &str = "cell,model,schedule,bits,grad_bits,seed,policy,iters,macs,gbitops,\
 static_gbitops,reduction,accel,latency_s,energy_j,static_latency_s,static_energy_j,\
@@ -30,12 +17,6 @@ fn write_plan(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("plan.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn sweep(dir: &Path, args: &[&str]) -> Output {
-    let mut cmd = cptsim();
-    cmd.current_dir(dir).arg("sweep").args(args);
-    cmd.output().unwrap()
 }
 
 fn cell_dirs(out: &Path) -> Vec<PathBuf> {

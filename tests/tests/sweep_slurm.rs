@@ -4,23 +4,11 @@
 //! with `CPTSIM_REQUIRE_SLURM=1` (CI) a missing Slurm fails it.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cptsim_e2e::{cptsim, stderr, stdout};
-
-const PLAN: &str = r#"
-name = "e2e-slurm"
-[grid]
-model = ["zoo:lenet5", "zoo:resnet20"]
-schedule = ["static", "cosine"]
-bits = ["8", "3:8"]
-iters = 2000
-accel = ["zc706", "bitfusion"]
-[[exclude]]
-schedule = "static"
-bits = "3:8"
-"#;
+use cptsim_e2e::sweep::{sweep, COST_PLAN};
+use cptsim_e2e::{stderr, stdout};
 
 /// Why Slurm cannot be used here, if it cannot.
 fn slurm_missing() -> Option<String> {
@@ -38,15 +26,6 @@ fn slurm_missing() -> Option<String> {
             (!usable).then(|| format!("the Slurm node is `{state}`, not idle"))
         }
     }
-}
-
-fn sweep(dir: &Path, args: &[&str]) -> Output {
-    cptsim()
-        .current_dir(dir)
-        .arg("sweep")
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// `results.csv` without the timing column `cpu_s`.
@@ -73,7 +52,7 @@ fn slurm_and_local_executors_give_the_same_table() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("plan.toml"), PLAN).unwrap();
+    std::fs::write(tmp.path().join("plan.toml"), COST_PLAN).unwrap();
     let local = sweep(tmp.path(), &["run", "plan.toml", "--out", "local"]);
     assert!(local.status.success(), "{}", stderr(&local));
     let slurm = sweep(

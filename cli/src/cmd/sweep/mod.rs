@@ -159,7 +159,7 @@ fn run_plan(args: RunArgs) -> anyhow::Result<()> {
 }
 
 fn run_cell(args: &CellArgs) -> anyhow::Result<()> {
-    let study = Study::load(&args.plan, Some(&args.out))?;
+    let study = Study::read(&args.plan, Some(&args.out))?;
     let Some(cell) = study.cells.get(args.index) else {
         bail!(
             "--index {}: the plan has {} cells (0-{})",

@@ -27,8 +27,20 @@ pub struct Study {
 }
 
 impl Study {
-    /// Reads the plan in `path`; the study's directory is `out`, else the plan's `out`.
+    /// Reads the plan in `path` and checks it whole, models and accelerators included; the
+    /// study's directory is `out`, else the plan's `out`.
     pub fn load(path: &Path, out: Option<&Path>) -> anyhow::Result<Self> {
+        let study = Self::read(path, out)?;
+        study
+            .check_models_and_accelerators()
+            .with_context(|| format!("plan {}", path.display()))?;
+        Ok(study)
+    }
+
+    /// Reads the plan in `path` and builds its cells, without loading models or accelerators
+    /// (`sweep cell`, whose children load them, and `status` / `collect`, which may run from
+    /// another directory than the sweep's relative paths need).
+    pub fn read(path: &Path, out: Option<&Path>) -> anyhow::Result<Self> {
         let plan = Plan::load(path)?;
         let dir = match (out, &plan.out) {
             (Some(dir), _) => dir.to_path_buf(),
@@ -51,7 +63,7 @@ impl Study {
                 dir.display()
             );
         }
-        Self::load(&copy, Some(dir))
+        Self::read(&copy, Some(dir))
     }
 
     fn new(plan: Plan, dir: PathBuf) -> anyhow::Result<Self> {
@@ -75,14 +87,12 @@ impl Study {
                 dir: cell_dir,
             });
         }
-        let study = Self {
+        Ok(Self {
             plan,
             dir,
             keys,
             cells,
-        };
-        study.check_models_and_accelerators()?;
-        Ok(study)
+        })
     }
 
     /// Loads each distinct model and accelerator list once, so a typo fails before any cell.
