@@ -1,5 +1,5 @@
 //! The Slurm executor: one job array (`sbatch --array=INDICES%MAX`) whose task `i` runs
-//! `cptsim sweep cell DIR/plan.toml --out DIR --index i`; then it polls `squeue` until the job
+//! `cptsim sweep cell DIR/slurm/plan-STAMP.toml --out DIR --index i` (the plan as submitted); then it polls `squeue` until the job
 //! has left the queue (or returns the job id at once with `--no-wait`). DIR must be on a
 //! filesystem every node mounts at the same path.
 
@@ -101,7 +101,19 @@ impl Slurm {
         let slurm_dir = study.dir.join("slurm");
         std::fs::create_dir_all(&slurm_dir)
             .with_context(|| format!("creating {}", slurm_dir.display()))?;
-        let script = slurm_dir.join("task.sh");
+        // Each submission freezes its own plan and script, so editing the plan (and rerunning)
+        // while a job waits in the queue cannot shift the cells its array indices name.
+        let stamp = format!(
+            "{}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            std::process::id()
+        );
+        let plan = slurm_dir.join(format!("plan-{stamp}.toml"));
+        std::fs::copy(study.dir.join(PLAN_COPY), &plan)
+            .with_context(|| format!("copying the plan to {}", plan.display()))?;
+        let script = slurm_dir.join(format!("task-{stamp}.sh"));
         write_file(
             &script,
             &format!(
@@ -110,7 +122,7 @@ impl Slurm {
                  export RAYON_NUM_THREADS=\"${{SLURM_CPUS_PER_TASK:-1}}\"\n\
                  exec {} sweep cell {} --out {} --index \"$SLURM_ARRAY_TASK_ID\"\n",
                 shell_quote(&exe.to_string_lossy()),
-                shell_quote(&study.dir.join(PLAN_COPY).to_string_lossy()),
+                shell_quote(&plan.to_string_lossy()),
                 shell_quote(&study.dir.to_string_lossy()),
             ),
         )?;
