@@ -99,13 +99,43 @@ fn local_run_writes_the_table_and_status_and_collect_read_it() {
         text
     );
 
-    // A second run finds everything done and runs nothing.
+    // A cell another live process holds is not run, and is reported as running.
+    let held = cell_dirs(&dir).remove(0);
+    std::fs::remove_file(held.join("done")).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    std::fs::write(
+        held.join("lock"),
+        format!("{} {} 0\n", std::process::id(), host.trim()),
+    )
+    .unwrap();
+    let status = sweep(tmp.path(), &["status", "out"]);
+    assert!(
+        stdout(&status).contains("done 5  running 1"),
+        "{}",
+        stdout(&status)
+    );
+    let busy = sweep(tmp.path(), &["run", "plan.toml", "--out", "out"]);
+    assert!(!busy.status.success());
+    assert!(
+        stderr(&busy).contains("running elsewhere"),
+        "{}",
+        stderr(&busy)
+    );
+    assert_eq!(starts(&held, "run"), 1);
+    std::fs::remove_file(held.join("lock")).unwrap();
+
+    // A second run finds everything done and runs nothing but the released cell.
     let again = sweep(tmp.path(), &["run", "plan.toml", "--out", "out"]);
     assert!(again.status.success(), "{}", stderr(&again));
-    assert!(stderr(&again).contains("0 to run"), "{}", stderr(&again));
+    assert!(stderr(&again).contains("1 to run"), "{}", stderr(&again));
     for cell in cell_dirs(&dir) {
-        assert_eq!(starts(&cell, "run"), 1, "{}", cell.display());
+        let expected = if cell == held { 2 } else { 1 };
+        assert_eq!(starts(&cell, "run"), expected, "{}", cell.display());
     }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("results.csv")).unwrap(),
+        text
+    );
 }
 
 #[test]

@@ -277,3 +277,27 @@ pub fn write_results(study: &Study) -> anyhow::Result<usize> {
     )?;
     Ok(rows.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_accuracy_falls_back_to_the_metrics_and_rejects_nan() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.csv");
+        std::fs::write(
+            &path,
+            "iteration,train_loss,train_acc,test_loss,test_acc\n10,1,0.5,1,0.25\n20,1,0.6,1,0.75\n30,1,0.7,1,0.5\n",
+        )
+        .unwrap();
+        assert_eq!(best_from_metrics(&path).unwrap(), 0.75);
+        std::fs::write(&path, "iteration,test_acc\n10,NaN\n").unwrap();
+        assert!(best_from_metrics(&path).is_err());
+        std::fs::write(&path, "iteration,test_acc\n").unwrap();
+        assert!(format!("{:#}", best_from_metrics(&path).unwrap_err()).contains("no evaluations"));
+        let v = serde_json::json!({"gbitops": null, "x": 1.5});
+        assert_eq!(number(&v, "x", &path).unwrap(), 1.5);
+        assert!(number(&v, "gbitops", &path).is_err());
+    }
+}

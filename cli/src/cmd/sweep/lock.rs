@@ -198,5 +198,15 @@ mod tests {
         // A fresh lock of another host is live.
         std::fs::write(&path, "1 some-other-node 0\n").unwrap();
         assert!(matches!(Lock::acquire(&path).unwrap(), Acquired::Busy(_)));
+        // Untouched for longer than STALE_AFTER, it is stale wherever its owner runs.
+        let old = SystemTime::now() - STALE_AFTER - Duration::from_secs(1);
+        std::fs::File::options()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(live_owner(&path).is_none());
+        assert!(matches!(Lock::acquire(&path).unwrap(), Acquired::Held(_)));
     }
 }
