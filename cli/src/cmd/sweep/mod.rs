@@ -78,6 +78,9 @@ struct RunArgs {
     /// Slurm: print the job id and return once submitted.
     #[arg(long)]
     no_wait: bool,
+    /// Check the plan and print each cell's id and command lines; run and write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -115,6 +118,10 @@ fn run_plan(args: RunArgs) -> anyhow::Result<()> {
         bail!("--jobs: at least 1");
     }
     let study = Study::load(&args.plan, args.out.as_deref())?;
+    if args.dry_run {
+        print_cells(&study);
+        return Ok(());
+    }
     let executor: Box<dyn Executor> = match args.executor {
         ExecutorArg::Local => Box::new(Local::new(args.jobs, args.threads)),
         ExecutorArg::Slurm => Box::new(Slurm::new(
@@ -156,6 +163,24 @@ fn run_plan(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--dry-run`: every cell's index, id, state and command lines.
+fn print_cells(study: &Study) {
+    println!(
+        "sweep {}: {} cells in {}",
+        study.plan.name,
+        study.cells.len(),
+        study.dir.join("cells").display()
+    );
+    for cell in &study.cells {
+        let done = if cell.is_done() { " (done)" } else { "" };
+        println!("#{} {}{done}", cell.index, cell.id);
+        let c = &cell.commands;
+        for argv in c.train.iter().chain([&c.inspect, &c.cost]) {
+            println!("  cptsim {}", argv.join(" "));
+        }
+    }
 }
 
 fn run_cell(args: &CellArgs) -> anyhow::Result<()> {
