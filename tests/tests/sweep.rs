@@ -360,6 +360,19 @@ fn the_accuracy_study_example_runs_end_to_end_in_a_tiny_variant() {
     }
     let tmp = tempfile::tempdir().unwrap();
     write_plan(tmp.path(), &text);
+    let dry = sweep(
+        tmp.path(),
+        &["run", "plan.toml", "--out", "out", "--dry-run"],
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let listing = stdout(&dry);
+    assert!(listing.contains(": 5 cells in "), "{listing}");
+    assert_eq!(
+        listing.matches("cptsim train --data=synthetic").count(),
+        5,
+        "{listing}"
+    );
+    assert!(!tmp.path().join("out").exists(), "--dry-run wrote output");
     let out = sweep(
         tmp.path(),
         &["run", "plan.toml", "--out", "out", "--jobs", "2"],
