@@ -44,6 +44,9 @@ enum Command {
     /// Figures (SVG or PNG): schedules, trace heat maps, sweep Pareto plots, accelerator
     /// breakdowns and training curves.
     Plot(cmd::plot::PlotArgs),
+    /// Studies: run a plan's grid of run/train cells on a local pool or a Slurm job array,
+    /// resumably, into one results table.
+    Sweep(cmd::sweep::SweepArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Accel(args) => cmd::accel::run(args, out),
         Command::Compare(args) => cmd::compare::run(args, out),
         Command::Plot(args) => cmd::plot::run(args),
+        Command::Sweep(args) => cmd::sweep::run(args, out),
     };
     let result = result.and_then(|()| Ok(out.flush()?));
     match result {

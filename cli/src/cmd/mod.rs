@@ -12,5 +12,6 @@ pub mod plot;
 pub mod quant_scope;
 pub mod run;
 pub mod shared;
+pub mod sweep;
 pub mod train;
 pub mod zoo;

@@ -1,0 +1,120 @@
+//! A study: the plan, its output directory and its cells, every one checked before anything
+//! runs — plan keys against the binary's flags, each command line through the binary's parser,
+//! each model and accelerator loaded once.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::cell::{cell_id, Cell};
+use super::command::{self, Flags};
+use super::grid::{expand, plan_keys};
+use super::plan::Plan;
+
+/// Where a study keeps its copy of the plan (what Slurm tasks, `status` and `collect` read).
+pub const PLAN_COPY: &str = "plan.toml";
+
+/// A validated plan and its cells.
+#[derive(Debug)]
+pub struct Study {
+    pub plan: Plan,
+    /// The output directory, absolute.
+    pub dir: PathBuf,
+    /// The plan's keys, in plan order.
+    pub keys: Vec<String>,
+    pub cells: Vec<Cell>,
+}
+
+impl Study {
+    /// Reads the plan in `path` and checks it whole, models and accelerators included; the
+    /// study's directory is `out`, else the plan's `out`.
+    pub fn load(path: &Path, out: Option<&Path>) -> anyhow::Result<Self> {
+        let study = Self::read(path, out)?;
+        study
+            .check_models_and_accelerators()
+            .with_context(|| format!("plan {}", path.display()))?;
+        Ok(study)
+    }
+
+    /// Reads the plan in `path` and builds its cells, without loading models or accelerators
+    /// (`sweep cell`, whose children load them, and `status` / `collect`, which may run from
+    /// another directory than the sweep's relative paths need).
+    pub fn read(path: &Path, out: Option<&Path>) -> anyhow::Result<Self> {
+        let plan = Plan::load(path)?;
+        let dir = match (out, &plan.out) {
+            (Some(dir), _) => dir.to_path_buf(),
+            (None, Some(dir)) => dir.clone(),
+            (None, None) => anyhow::bail!(
+                "plan {}: no `out` in the plan and no --out: where should the study go?",
+                path.display()
+            ),
+        };
+        let dir = std::path::absolute(&dir).with_context(|| format!("--out {}", dir.display()))?;
+        Self::new(plan, dir).with_context(|| format!("plan {}", path.display()))
+    }
+
+    /// The study whose copy of the plan is in `dir` (written by `sweep run`).
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        let copy = dir.join(PLAN_COPY);
+        if !copy.exists() {
+            anyhow::bail!(
+                "{}: not a sweep directory (no {PLAN_COPY}; `cptsim sweep run` writes it)",
+                dir.display()
+            );
+        }
+        Self::read(&copy, Some(dir))
+    }
+
+    fn new(plan: Plan, dir: PathBuf) -> anyhow::Result<Self> {
+        let flags = Flags::of_cli()?;
+        let keys = plan_keys(&plan);
+        flags.check_keys(&keys, plan.train.is_some())?;
+        let specs = expand(&plan)?;
+        let cells_dir = dir.join("cells");
+        let mut cells = Vec::with_capacity(specs.len());
+        for (index, spec) in specs.into_iter().enumerate() {
+            let id = cell_id(&spec, plan.train.as_deref());
+            let cell_dir = cells_dir.join(&id);
+            let commands = command::build(&flags, plan.train.as_ref(), &spec, &cell_dir)
+                .and_then(|c| command::check(&c).map(|()| c))
+                .with_context(|| format!("cell #{index} ({})", spec.describe()))?;
+            cells.push(Cell {
+                index,
+                id,
+                spec,
+                commands,
+                dir: cell_dir,
+            });
+        }
+        Ok(Self {
+            plan,
+            dir,
+            keys,
+            cells,
+        })
+    }
+
+    /// Loads each distinct model and accelerator list once, so a typo fails before any cell.
+    fn check_models_and_accelerators(&self) -> anyhow::Result<()> {
+        let mut models = BTreeSet::new();
+        let mut accels = BTreeSet::new();
+        let train = self.plan.train.iter().flatten();
+        for cell in &self.cells {
+            let keys = cell.spec.keys.iter().chain(train.clone());
+            if let Some((_, m)) = keys.into_iter().find(|(k, _)| k == "model") {
+                models.insert(m.text());
+            }
+            accels.insert(cell.spec.accel.clone());
+        }
+        for model in models {
+            cptsim_models::load_summary(&model, 1)
+                .with_context(|| format!("key `model` = {model}"))?;
+        }
+        for list in accels {
+            crate::cmd::accel_costs::load_all(&list)
+                .with_context(|| format!("key `accel` = {}", list.join(",")))?;
+        }
+        Ok(())
+    }
+}
