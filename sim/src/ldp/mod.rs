@@ -5,8 +5,6 @@
 
 pub mod bits;
 pub mod cost;
-pub mod plot;
-pub mod png;
 mod policy;
 
 use cptsim_models::ModelSummary;

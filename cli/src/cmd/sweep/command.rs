@@ -195,7 +195,17 @@ pub fn check(commands: &Commands) -> anyhow::Result<()> {
         .chain([&commands.inspect, &commands.cost])
     {
         let args = std::iter::once("cptsim").chain(argv.iter().map(String::as_str));
-        if let Err(e) = <crate::Cli as clap::Parser>::try_parse_from(args) {
+        let parsed = <crate::Cli as clap::Parser>::try_parse_from(args);
+        if let Ok(crate::Cli {
+            command: crate::Command::Train(train),
+        }) = &parsed
+        {
+            // The flags parse; the plan they make must validate too (ranges, combinations).
+            train
+                .resolve()
+                .map_err(|e| anyhow::anyhow!("`cptsim train` rejects it: {e:#}"))?;
+        }
+        if let Err(e) = parsed {
             let text = e.to_string();
             let message = text
                 .lines()

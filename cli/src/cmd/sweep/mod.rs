@@ -6,6 +6,7 @@
 pub mod cell;
 pub mod collect;
 pub mod command;
+pub mod execute;
 pub mod executor;
 pub mod grid;
 pub mod lock;
@@ -158,6 +159,12 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         "{rows} rows: {}",
         study.dir.join("results.csv").display()
     )?;
+    if study.plan.train.is_some() && done == study.cells.len() {
+        // Accuracy against cost needs training cells; a cost-only study's table is results.csv.
+        let prov = cptsim_plot::report::Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
+        cptsim_plot::report::write_sweep_index(&study.dir, "schedule", &prov)
+            .with_context(|| format!("{}/index.html", study.dir.display()))?;
+    }
     if done < study.cells.len() {
         bail!(
             "{} of {} cells are not done ({failed} failed, {running} running elsewhere, \

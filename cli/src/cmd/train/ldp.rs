@@ -5,10 +5,11 @@ use std::path::Path;
 
 use anyhow::Context;
 use cptsim_models::ModelSummary;
-use cptsim_sim::ldp::{plot, BitMap, Ldp, LdpConfig, Mapping};
+use cptsim_plot::trace::{heatmap, HeatmapOptions, Operand};
+use cptsim_sim::ldp::{BitMap, Ldp, LdpConfig, Mapping};
 use cptsim_sim::train::{Policy, TrainNet, Trainer};
 use cptsim_traces::schedule::BitRange;
-use cptsim_traces::TraceRow;
+use cptsim_traces::{TraceMeta, TraceRow};
 
 use super::args::MappingArg;
 use super::plan::TrainPlan;
@@ -45,15 +46,29 @@ pub(crate) fn policy(
     Ok((Box::new(ldp), fw, bw))
 }
 
-/// Writes `ldp_bits.png` into `dir` when LDP runs.
-pub(crate) fn write_plot(dir: &Path, tr: &Trainer<'_>, rows: &[TraceRow]) -> anyhow::Result<()> {
+/// Writes `ldp_bits.png` into `dir` when LDP runs: the learned weight bits per quantized layer
+/// over the iterations so far, on the colour range `--bits`.
+pub(crate) fn write_plot(
+    dir: &Path,
+    tr: &Trainer<'_>,
+    model: &ModelSummary,
+    batch: u64,
+    rows: &[TraceRow],
+) -> anyhow::Result<()> {
     let Some(ldp) = tr.policy_as::<Ldp>() else {
         return Ok(());
     };
-    let layers: Vec<u32> = ldp.layers().iter().map(|l| l.layer).collect();
     let map = ldp.config.map;
-    let img = plot::bits_heatmap(rows, &layers, tr.state.iteration, (map.b_min, map.b_max));
+    let opts = HeatmapOptions {
+        operand: Operand::Weights,
+        layers: Some(ldp.layers().iter().map(|l| l.layer).collect()),
+        bits: Some((map.b_min, map.b_max)),
+        title: "LDP: learned weight bits".into(),
+        ..HeatmapOptions::default()
+    };
+    let meta = TraceMeta::for_model(model, batch, tr.state.iteration);
     let path = dir.join(PLOT);
-    img.write(&path)
+    let figure = heatmap(rows, &meta, &opts).context("ldp_bits.png")?;
+    cptsim_plot::write(&figure, &path, cptsim_plot::Size::default())
         .with_context(|| format!("writing {}", path.display()))
 }

@@ -145,7 +145,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         checkpoint::save(&dir.join(CHECKPOINT), tr, serde_json::to_value(saved)?)?;
         let rows = tr.rows();
         output::write_traces(dir, &summary, plan.batch as u64, tr.state.iteration, &rows)?;
-        ldp::write_plot(dir, tr, &rows)?;
+        ldp::write_plot(dir, tr, &summary, plan.batch as u64, &rows)?;
         tr.policy
             .write_artefacts(dir, tr.state.iteration)
             .with_context(|| format!("--out {}", dir.display()))?;
@@ -213,6 +213,9 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     };
     if let Some(dir) = &out {
         output::write_summary(dir, &result)?;
+        let prov = cptsim_plot::report::Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
+        cptsim_plot::report::write_train_index(dir, &summary, &prov)
+            .with_context(|| format!("--out {}", dir.display()))?;
     }
     print(
         stdout,
