@@ -18,4 +18,4 @@ pub use policy::{apply_uniform, LayerBits, LayerBitsReport, Policy, PolicyReport
 pub use prt::{Prt, PrtConfig, PrtPolicy, PrtStep};
 pub use recorder::Recorder;
 pub use schedule::SchedulePolicy;
-pub use trainer::{EvalRecord, RunState, StepReport, TrainConfig, TrainData, Trainer};
+pub use trainer::{EvalBits, EvalRecord, RunState, StepReport, TrainConfig, TrainData, Trainer};

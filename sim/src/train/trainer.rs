@@ -10,7 +10,7 @@ use cptsim_traces::TraceRow;
 use serde::{Deserialize, Serialize};
 
 use super::net::TrainNet;
-use super::policy::Policy;
+use super::policy::{apply_uniform, Policy};
 use super::recorder::Recorder;
 use crate::cputime::process_cpu_seconds;
 use crate::data::{eval_batches, Adaptation, Dataset, Loader};
@@ -47,6 +47,26 @@ pub struct TrainConfig {
     pub max_loss: f32,
     /// False runs every layer in fp32 (`--quantizer none`).
     pub quantize: bool,
+    /// The precision evaluations run at.
+    #[serde(default)]
+    pub eval_bits: EvalBits,
+}
+
+/// The precision of an evaluation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EvalBits {
+    /// The bits the policy set for the iteration the evaluation follows (the papers' practice).
+    #[default]
+    Current,
+    /// Every in-scope layer at this forward/backward precision (`--eval-bits max`).
+    Fixed {
+        /// Forward bits.
+        fw: u8,
+        /// Backward bits.
+        bw: u8,
+    },
+    /// Every layer in fp32; recorded as 0/0 bits, the traces' fp32 code.
+    Fp32,
 }
 
 impl TrainConfig {
@@ -70,6 +90,7 @@ impl TrainConfig {
             augment: true,
             max_loss: 1e3,
             quantize: true,
+            eval_bits: EvalBits::Current,
         }
     }
 }
@@ -127,7 +148,17 @@ pub struct RunState {
 impl RunState {
     /// Best test accuracy over the evaluations (0 before the first).
     pub fn best_test_acc(&self) -> f64 {
-        self.evals.iter().map(|e| e.test_acc).fold(0.0, f64::max)
+        self.best_eval().map_or(0.0, |e| e.test_acc)
+    }
+
+    /// The first evaluation with the best test accuracy.
+    pub fn best_eval(&self) -> Option<&EvalRecord> {
+        self.evals
+            .iter()
+            .fold(None, |best: Option<&EvalRecord>, e| match best {
+                Some(b) if b.test_acc >= e.test_acc => Some(b),
+                _ => Some(e),
+            })
     }
 }
 
@@ -322,6 +353,19 @@ impl<'a> Trainer<'a> {
     }
 
     fn evaluation(&mut self, p: Precision, lr: f32) -> Result<EvalRecord> {
+        // The next step's `Policy::apply` sets the training bits again.
+        let p = match self.config.eval_bits {
+            EvalBits::Current => p,
+            EvalBits::Fixed { fw, bw } => {
+                let fixed = Precision { fw, bw };
+                apply_uniform(&mut self.net, fixed, self.config.quantize)?;
+                fixed
+            }
+            EvalBits::Fp32 => {
+                apply_uniform(&mut self.net, p, false)?;
+                Precision { fw: 0, bw: 0 }
+            }
+        };
         let data = self.data;
         let (test_loss, test_acc) = self.evaluate(&data.test)?;
         let val_acc = match &data.val {

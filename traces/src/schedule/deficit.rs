@@ -11,6 +11,11 @@ use super::{BitRange, Precision};
 
 const FLAG: &str = "--schedule";
 
+/// The deficit D of a `deficit:D` schedule name, `None` for any other name or a malformed D.
+pub fn deficit_of(name: &str) -> Option<u64> {
+    name.trim().strip_prefix("deficit:")?.trim().parse().ok()
+}
+
 /// Builds the step function from the text after `deficit:`.
 pub fn parse(
     spec: &str,

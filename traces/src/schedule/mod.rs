@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 pub use cyclic::{Cyclic, Form, Segment, Segments};
+pub use deficit::deficit_of;
 pub use error::ScheduleError;
 pub use parse::{parse_bit_range, Convention, ScheduleArgs, SCHEDULE_NAMES};
 pub use profile::{Flip, Profile};

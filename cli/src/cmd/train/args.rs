@@ -73,6 +73,12 @@ pub struct TrainArgs {
     /// or paper (×0.1 at 50 % and 75 % of the run, the CIFAR recipe's 32k/48k of 64k).
     #[arg(long, value_enum, default_value_t = LrArg::Cosine)]
     pub(crate) lr_schedule: LrArg,
+    /// Precision of every evaluation: current (the bits of the iteration it follows, as the
+    /// papers did; a cyclic run's last evaluation is then at the top of --bits, since its last
+    /// cycle ends on the last iteration), max (forward and backward at the top of --bits and
+    /// --grad-bits) or fp32. metrics.csv records the bits each evaluation ran at (0 = fp32).
+    #[arg(long, value_enum, default_value_t = EvalBitsArg::Current)]
+    pub(crate) eval_bits: EvalBitsArg,
     /// Linear learning-rate warm-up iterations.
     #[arg(long, default_value_t = 0)]
     pub(crate) warmup: u64,
@@ -212,6 +218,27 @@ pub(crate) enum LrArg {
     Constant,
     Cosine,
     Paper,
+}
+
+/// `--eval-bits` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum EvalBitsArg {
+    #[default]
+    Current,
+    Max,
+    Fp32,
+}
+
+impl EvalBitsArg {
+    /// The value's name on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Current => "current",
+            Self::Max => "max",
+            Self::Fp32 => "fp32",
+        }
+    }
 }
 
 /// `--init` values.

@@ -123,7 +123,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let data = setup::load_data(&plan, net.input, net.classes)?;
     let iterations = setup::iterations(&plan, data.train.len())?;
     let (policy, fw, bw) = policies::build(&plan, iterations, &net, &summary, gate)?;
-    let config = setup::config(&plan, iterations);
+    let config = setup::config(&plan, iterations, fw, bw);
     let mut tr = Trainer::new(net, &data, config, policy)?;
     let adaptation = tr.adaptation();
     if adaptation.is_needed() {
@@ -200,6 +200,10 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         ldp: report.layers,
         final_test_acc: last.map_or(0.0, |e| e.test_acc),
         best_test_acc: tr.state.best_test_acc(),
+        eval_bits: plan.eval_bits.name(),
+        final_eval_bits: last.map(|e| [e.fw, e.bw]),
+        best_eval_bits: tr.state.best_eval().map(|e| [e.fw, e.bw]),
+        best_iteration: tr.state.best_eval().map(|e| e.iteration),
         gbitops,
         static_gbitops,
         iterations: iterations_done,

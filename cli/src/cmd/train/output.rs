@@ -31,7 +31,15 @@ pub(crate) struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) ldp: Option<cptsim_sim::train::LayerBitsReport>,
     pub(crate) final_test_acc: f64,
+    /// The highest test accuracy of any evaluation (what the papers report).
     pub(crate) best_test_acc: f64,
+    /// `--eval-bits`: current, max or fp32.
+    pub(crate) eval_bits: &'static str,
+    /// Forward and backward bits of the last evaluation and of the best one (0 = fp32).
+    pub(crate) final_eval_bits: Option<[u8; 2]>,
+    pub(crate) best_eval_bits: Option<[u8; 2]>,
+    /// The iteration of the best evaluation.
+    pub(crate) best_iteration: Option<u64>,
     pub(crate) gbitops: f64,
     pub(crate) static_gbitops: f64,
     pub(crate) iterations: u64,

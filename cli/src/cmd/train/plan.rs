@@ -9,7 +9,9 @@ use cptsim_sim::build::QuantScope;
 use cptsim_traces::schedule::BitRange;
 use serde::{Deserialize, Serialize};
 
-use super::args::{CandidatesArg, DfqExecArg, InitArg, LrArg, MappingArg, PolicyArg, TrainArgs};
+use super::args::{
+    CandidatesArg, DfqExecArg, EvalBitsArg, InitArg, LrArg, MappingArg, PolicyArg, TrainArgs,
+};
 use crate::cmd::shared::ConventionArg;
 use crate::cmd::shared::{bit_range, QuantizerArg};
 
@@ -133,6 +135,9 @@ pub(crate) struct TrainPlan {
     pub(crate) batch: usize,
     pub(crate) lr: f32,
     pub(crate) lr_schedule: LrArg,
+    /// `--eval-bits` (plans written before it existed evaluated at the current bits).
+    #[serde(default)]
+    pub(crate) eval_bits: EvalBitsArg,
     pub(crate) warmup: u64,
     pub(crate) momentum: f32,
     pub(crate) weight_decay: f32,
@@ -221,6 +226,7 @@ impl TrainArgs {
             batch: self.batch,
             lr: self.lr,
             lr_schedule: self.lr_schedule,
+            eval_bits: self.eval_bits,
             warmup: self.warmup,
             momentum: self.momentum,
             weight_decay: self.weight_decay,
@@ -302,6 +308,14 @@ impl TrainPlan {
         let gated = matches!(self.policy, PolicyArg::Dfq | PolicyArg::Fractrain);
         if self.policy == PolicyArg::Schedule && self.dfq.target_cp.is_some() {
             bail!("--target-cp needs --policy dfq or fractrain");
+        }
+        if gated && self.eval_bits != EvalBitsArg::Current {
+            bail!(
+                "--eval-bits {}: not with --policy {} (its gate picks each sample's bits in \
+                 evaluation too); use --eval-bits current",
+                self.eval_bits.name(),
+                self.policy.name()
+            );
         }
         if !gated && self.dfq.exec == DfqExecArg::All {
             bail!("--dfq-exec all needs --policy dfq or fractrain");

@@ -8,13 +8,13 @@ use cptsim_models::{LayerRole, ModelSummary};
 use cptsim_sim::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
 use cptsim_sim::optim::{LrPolicy, LrSchedule};
 use cptsim_sim::train::{
-    Pfq, PfqConfig, Policy, Prt, PrtConfig, PrtPolicy, SchedulePolicy, TrainConfig, TrainData,
-    TrainNet,
+    EvalBits, Pfq, PfqConfig, Policy, Prt, PrtConfig, PrtPolicy, SchedulePolicy, TrainConfig,
+    TrainData, TrainNet,
 };
 use cptsim_traces::schedule::{BitRange, ScheduleArgs};
 use cptsim_traces::Bits;
 
-use super::args::LrArg;
+use super::args::{EvalBitsArg, LrArg};
 use super::plan::{Length, TrainPlan};
 
 /// Images of the synthetic dataset (training + test).
@@ -168,7 +168,10 @@ pub(crate) fn policy(
 }
 
 /// Trainer settings from the flags.
-pub(crate) fn config(args: &TrainPlan, iterations: u64) -> TrainConfig {
+pub(crate) fn config(args: &TrainPlan, iterations: u64, fw: BitRange, bw: BitRange) -> TrainConfig {
+    // W&K's critical-period probe drops the rate at 50 % and 75 % of the part after the deficit.
+    let deficit = cptsim_traces::schedule::deficit_of(&args.schedule).unwrap_or(0);
+    let after = iterations.saturating_sub(deficit);
     let schedule = match args.lr_schedule {
         LrArg::Constant => LrSchedule::Constant,
         LrArg::Cosine => LrSchedule::Cosine {
@@ -177,7 +180,7 @@ pub(crate) fn config(args: &TrainPlan, iterations: u64) -> TrainConfig {
         },
         // The CIFAR recipe's drops at 32 000 and 48 000 of 64 000 iterations, scaled to the run.
         LrArg::Paper => LrSchedule::MultiStep {
-            milestones: vec![iterations / 2, iterations * 3 / 4],
+            milestones: vec![deficit + after / 2, deficit + after * 3 / 4],
             gamma: 0.1,
         },
     };
@@ -198,6 +201,14 @@ pub(crate) fn config(args: &TrainPlan, iterations: u64) -> TrainConfig {
         augment: args.augment,
         max_loss: args.max_loss,
         quantize: args.quantizer.method().is_some(),
+        eval_bits: match args.eval_bits {
+            EvalBitsArg::Current => EvalBits::Current,
+            EvalBitsArg::Max => EvalBits::Fixed {
+                fw: fw.max,
+                bw: bw.max,
+            },
+            EvalBitsArg::Fp32 => EvalBits::Fp32,
+        },
     }
 }
 
