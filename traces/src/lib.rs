@@ -8,6 +8,7 @@
 
 mod atomic;
 pub mod binary;
+mod coverage;
 pub mod csv_format;
 mod error;
 mod format;
