@@ -1,6 +1,8 @@
 //! Helpers for the end-to-end tests in `tests/tests/`: locate the `cptsim` binary that cargo built
 //! beside the test executable and run it as a user would.
 
+pub mod fuzz;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
