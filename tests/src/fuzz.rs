@@ -9,8 +9,11 @@ use std::sync::OnceLock;
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{parse_bit_range, ScheduleArgs};
 
+/// A fuzz target's entry point: whether the input was accepted.
+pub type Entry = fn(&[u8]) -> bool;
+
 /// The fuzz targets by name, each with its entry point.
-pub const TARGETS: [(&str, fn(&[u8]) -> bool); 7] = [
+pub const TARGETS: [(&str, Entry); 7] = [
     ("onnx_import", onnx_import),
     ("trace_csv", trace_csv),
     ("trace_pb", trace_pb),
