@@ -62,8 +62,8 @@ pub fn assert_one_clear_line(err: &str) {
 }
 
 /// The dataset folder `sub` of `../shared/data` beside the workspace (or of `$CPTSIM_DATA_DIR`
-/// when set), or `None` with a printed reason when it is missing — unless `CPTSIM_REQUIRE_DATA=1`,
-/// which turns the skip into a failure (CI sets it).
+/// when set), or `None` after [`skip`] reports why — unless `CPTSIM_REQUIRE_DATA=1`, which turns
+/// the skip into a failure (CI sets it).
 pub fn shared_data(sub: &str) -> Option<PathBuf> {
     let root = std::env::var_os("CPTSIM_DATA_DIR")
         .map(PathBuf::from)
@@ -77,9 +77,38 @@ pub fn shared_data(sub: &str) -> Option<PathBuf> {
         "CPTSIM_REQUIRE_DATA=1 but {} is missing",
         dir.display()
     );
-    eprintln!(
-        "skipped: {} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
+    skip(&format!(
+        "{} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
         dir.display()
-    );
+    ));
     None
+}
+
+/// Reports that the running test skips its work: a `SKIPPED: <test>: <reason>` line written to
+/// the process's stderr directly, which the test harness does not capture, so `cargo test` shows
+/// it even for a passing test and a run without data is visibly partial.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let line = skip_line(std::thread::current().name(), reason);
+    // Nothing sensible to do if stderr is closed; the test still passes as a skip.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// The line [`skip`] prints for test `name` (libtest names each test's thread after the test).
+fn skip_line(name: Option<&str>, reason: &str) -> String {
+    format!("SKIPPED: {}: {reason}\n", name.unwrap_or("(unnamed test)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skip_names_the_test_and_the_reason() {
+        assert_eq!(
+            skip_line(Some("train::mnist"), "no data"),
+            "SKIPPED: train::mnist: no data\n"
+        );
+        assert!(skip_line(None, "x").starts_with("SKIPPED: (unnamed test): x"));
+    }
 }
