@@ -14,6 +14,7 @@ pub mod init;
 pub mod layers;
 pub mod ldp;
 pub mod malloc;
+pub mod memory;
 pub mod net;
 pub mod npy;
 pub mod optim;

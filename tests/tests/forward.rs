@@ -143,6 +143,25 @@ fn bad_inputs_are_clear_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("x.npy"), "{}", stderr(&out));
 
+    write_npy(&x, &[2, 1, 28, 28], |i| if i == 7 { f32::NAN } else { 0.5 });
+    let out = fwd("zoo:lenet5");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("x.npy: element 7 is NaN"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Finite input that overflows inside the model: no silent inf/NaN logits.
+    write_npy(&x, &[2, 1, 28, 28], |_| 3e38);
+    let out = fwd("zoo:lenet5");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("output element 0 of 20 is") && err.contains("not written"),
+        "{err}"
+    );
+
     assert!(!y.exists(), "no output on error");
 }
 

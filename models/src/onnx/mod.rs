@@ -25,7 +25,7 @@ use crate::ir::{Graph, Op};
 use context::Importer;
 use node::NodeView;
 pub use registry::supported_ops;
-use value::Val;
+use value::{Const, Val};
 
 /// Reads and imports an ONNX file, binding a symbolic batch dimension to `batch`.
 pub fn import_file(path: &Path, batch: usize) -> Result<Graph, ModelError> {
@@ -40,6 +40,22 @@ pub fn import_file(path: &Path, batch: usize) -> Result<Graph, ModelError> {
         g.name = stem.to_string_lossy().into_owned();
     }
     Ok(g)
+}
+
+/// Why constant `c` cannot be a weight, if so: a NaN anywhere, or an infinity in a tensor of
+/// more than one element (a scalar ±inf is a legitimate bound or fill value, e.g. of `Clip`).
+fn non_finite(c: &Const) -> Option<String> {
+    let Const::F32(a) = c else {
+        return None;
+    };
+    let (i, v) = a
+        .iter()
+        .enumerate()
+        .find(|(_, v)| v.is_nan() || (v.is_infinite() && a.len() > 1))?;
+    Some(format!(
+        "holds {v} at element {i} of {}: the file's weights are corrupt or diverged",
+        a.len()
+    ))
 }
 
 /// Decodes ONNX bytes; `source` names them in errors.
@@ -83,6 +99,9 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
     for init in &g.initializer {
         let c =
             tensor::decode(init).map_err(|m| fail(format!("initializer '{}': {m}", init.name)))?;
+        if let Some(m) = non_finite(&c) {
+            return Err(fail(format!("initializer '{}' {m}", init.name)));
+        }
         vals.insert(init.name.clone(), Val::Const(c));
     }
     let inputs: Vec<&ValueInfoProto> = g

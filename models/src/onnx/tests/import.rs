@@ -596,3 +596,21 @@ fn every_pytorch_fixture_imports_and_validates() {
     }
     assert_eq!(n, 5);
 }
+
+#[test]
+fn non_finite_weights_are_errors_naming_the_initializer() {
+    let mut w = floats("w1", &[8, 3, 3, 3]);
+    w.float_data[5] = f32::NAN;
+    let e = err(&small_cnn().init(w));
+    assert!(
+        e.contains("initializer 'w1' holds NaN at element 5 of 216"),
+        "{e}"
+    );
+    let mut b = floats("fc.b", &[10]);
+    b.float_data[9] = f32::INFINITY;
+    assert!(err(&small_cnn().init(b)).contains("'fc.b' holds inf at element 9"));
+    // A scalar infinity is a bound (Clip's max, a pad value), not a weight.
+    let mut inf = floats("unused_bound", &[]);
+    inf.float_data = vec![f32::INFINITY];
+    assert!(import(&small_cnn().init(inf), 2).is_ok());
+}
