@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod build;
+pub mod collapse;
 pub mod cputime;
 pub mod data;
 pub mod dfq;
