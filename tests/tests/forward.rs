@@ -177,3 +177,16 @@ fn pytorch_fixture_with_pad_slice_concat_sigmoid_runs() {
     assert_eq!(shape, "(2, 10)");
     assert!(v.iter().all(|x| x.is_finite()));
 }
+
+#[test]
+fn a_file_with_bn_folded_into_conv_runs_with_a_one_line_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
+    write_npy(&x, &[4, 1, 6, 6], |i| (i as f32 * 0.3).cos());
+    let out = forward("tests/fixtures/tiny_legacy_folded_bn.onnx", &x, &y);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("BN was most likely folded").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(read_npy(&y).0, "(4, 3)");
+}

@@ -52,6 +52,9 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         anyhow::bail!("{}: element {i} is {v}", args.input.display());
     }
     let graph = load_graph(&args.model, batch)?;
+    if graph.bn_folded {
+        eprintln!("{}", cptsim_models::onnx::BN_FOLDED_NOTE);
+    }
     let opts = BuildOptions {
         method: QuantMethod::parse(&args.quantizer).context("--quantizer")?,
         scope: args.scope.scope(),

@@ -42,6 +42,12 @@ pub fn import_file(path: &Path, batch: usize) -> Result<Graph, ModelError> {
     Ok(g)
 }
 
+/// The one-line notice `inspect`, `forward` and `train` print for a graph with
+/// [`Graph::bn_folded`] set: it trains as conv with bias, without BatchNorm.
+pub const BN_FOLDED_NOTE: &str = "note: no BatchNormalization in the graph but convs carry \
+    biases: BN was most likely folded into conv (eval-mode export); it runs and trains as conv \
+    with bias, and BN ops count 0";
+
 /// Why constant `c` cannot be a weight, if so: a NaN anywhere, or an infinity in a tensor of
 /// more than one element (a scalar ±inf is a legitimate bound or fill value, e.g. of `Clip`).
 fn non_finite(c: &Const) -> Option<String> {
