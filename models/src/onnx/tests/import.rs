@@ -409,7 +409,45 @@ fn fixed_batch_must_match_and_symbolic_batch_binds() {
         .node("Relu", "r", &["x"], &["y"], vec![])
         .output("y", &[Some(1), Some(4)]);
     assert!(import(&b, 1).is_ok());
-    assert!(err(&b).contains("fixed batch of 1"), "{}", err(&b));
+    // A batch-agnostic graph with a fixed batch is rebound.
+    let g = import(&b, 2).unwrap();
+    assert_eq!(g.shape(g.output), &[2, 4]);
+}
+
+#[test]
+fn a_fixed_batch_carried_by_a_reshape_target_is_rebound() {
+    // `x.view(x.size(0), -1)` traced at batch 1: Reshape(x, [1, -1]).
+    let b = ModelBuilder::new(13, &[Some(1), Some(4), Some(2), Some(2)])
+        .init(ints("target", &[1, -1]))
+        .init(floats("fc.w", &[3, 16]))
+        .node("Reshape", "view", &["x", "target"], &["f"], vec![])
+        .node(
+            "Gemm",
+            "fc",
+            &["f", "fc.w"],
+            &["y"],
+            vec![("transB", A::I(1))],
+        )
+        .output("y", &[Some(1), Some(3)]);
+    let g = import(&b, 4).unwrap();
+    assert_eq!(g.shape(g.output), &[4, 3]);
+    assert_eq!(import(&b, 1).unwrap().shape(g.output), &[1, 3]);
+}
+
+#[test]
+fn a_node_that_pins_the_fixed_batch_is_named() {
+    let b = ModelBuilder::new(13, &[Some(1), Some(4), Some(2), Some(2)])
+        .init(ints("target", &[2, 8]))
+        .node("Reshape", "pin", &["x", "target"], &["y"], vec![])
+        .output("y", &[Some(2), Some(8)]);
+    assert!(import(&b, 1).is_ok());
+    let e = err(&b);
+    assert!(
+        e.contains("node pin (Reshape)")
+            && e.contains("fixed batch of 1 and this node pins it")
+            && e.contains("batch 2"),
+        "{e}"
+    );
 }
 
 // ---- bad input ----
