@@ -258,26 +258,27 @@ fn bind_input_shape(
     let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
     let mut shape = Vec::with_capacity(dims.len());
     for (i, d) in dims.iter().enumerate() {
-        let v =
-            match (&d.value, i) {
-                (Some(Dim::DimValue(v)), 0) if *v > 0 => {
-                    if *v as usize != batch {
-                        file_batch = Some(*v as usize);
-                    }
-                    batch
+        let v = match (&d.value, i) {
+            (Some(Dim::DimValue(v)), 0) if *v > 0 => {
+                if *v as usize != batch {
+                    file_batch = Some(*v as usize);
                 }
-                (Some(Dim::DimParam(_)) | None, 0) => batch,
-                (Some(Dim::DimValue(v)), _) if *v > 0 => *v as usize,
-                (Some(Dim::DimValue(v)), _) => return Err(format!(
+                batch
+            }
+            (Some(Dim::DimParam(_)) | None, 0) => batch,
+            (Some(Dim::DimValue(v)), _) if *v > 0 => *v as usize,
+            (Some(Dim::DimValue(v)), _) => {
+                return Err(format!(
                     "dimension {i} has size {v}; zero-size or negative dimensions are not allowed"
-                )),
-                (Some(Dim::DimParam(p)), _) => {
-                    return Err(format!(
-                        "dimension {i} is symbolic ('{p}'); only the batch may be"
-                    ))
-                }
-                _ => return Err(format!("dimension {i} has no size")),
-            };
+                ))
+            }
+            (Some(Dim::DimParam(p)), _) => {
+                return Err(format!(
+                    "dimension {i} is symbolic ('{p}'); only the batch may be"
+                ))
+            }
+            _ => return Err(format!("dimension {i} has no size")),
+        };
         shape.push(v);
     }
     if crate::ir::shape::element_count(&shape).is_none() {
