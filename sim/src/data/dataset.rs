@@ -173,7 +173,7 @@ pub fn load_mnist(dir: &Path, split: Split, fashion: bool) -> Result<Dataset> {
             ),
         ));
     }
-    if img.dims.iter().any(|&d| d == 0) {
+    if img.dims.contains(&0) {
         return Err(data_err(
             &img_path,
             4,
