@@ -652,3 +652,51 @@ fn non_finite_weights_are_errors_naming_the_initializer() {
     inf.float_data = vec![f32::INFINITY];
     assert!(import(&small_cnn().init(inf), 2).is_ok());
 }
+
+#[test]
+fn clip_variants_attributes_inputs_and_one_sided() {
+    let clip = |opset, b: ModelBuilder| {
+        let b = b.output("y", &[None, Some(4)]);
+        let g = import(&b, 2).unwrap_or_else(|e| panic!("opset {opset}: {e}"));
+        match &g.nodes[0].op {
+            Op::Clip { min, max } => (*min, *max),
+            op => panic!("{op:?}"),
+        }
+    };
+    let base = |opset| ModelBuilder::new(opset, &[None, Some(4)]);
+    // Opset < 11: attributes.
+    let b = base(6).node(
+        "Clip",
+        "c",
+        &["x"],
+        &["y"],
+        vec![("min", A::F(0.0)), ("max", A::F(6.0))],
+    );
+    assert_eq!(clip(6, b), (0.0, 6.0));
+    let b = base(6).node("Clip", "c", &["x"], &["y"], vec![("max", A::F(2.0))]);
+    assert_eq!(clip(6, b), (f32::NEG_INFINITY, 2.0));
+    // Opset >= 11: inputs, either one absent ("" keeps the position of max).
+    let scalar = |name: &str, v: f32| {
+        let mut t = floats(name, &[]);
+        t.float_data = vec![v];
+        t
+    };
+    let b = base(13)
+        .init(scalar("lo", -1.0))
+        .init(scalar("hi", 1.0))
+        .node("Clip", "c", &["x", "lo", "hi"], &["y"], vec![]);
+    assert_eq!(clip(13, b), (-1.0, 1.0));
+    let b = base(13)
+        .init(scalar("lo", 0.5))
+        .node("Clip", "c", &["x", "lo"], &["y"], vec![]);
+    assert_eq!(clip(13, b), (0.5, f32::INFINITY));
+    let b = base(13)
+        .init(scalar("hi", 3.0))
+        .node("Clip", "c", &["x", "", "hi"], &["y"], vec![]);
+    assert_eq!(clip(13, b), (f32::NEG_INFINITY, 3.0));
+    let b = base(13)
+        .init(scalar("lo", f32::NAN))
+        .node("Clip", "c", &["x", "lo"], &["y"], vec![])
+        .output("y", &[None, Some(4)]);
+    assert!(err(&b).contains("NaN"), "{}", err(&b));
+}
