@@ -178,8 +178,7 @@ fn pytorch_fixture_with_pad_slice_concat_sigmoid_runs() {
     assert!(v.iter().all(|x| x.is_finite()));
 }
 
-/// The fixture is a legacy export with a fixed batch of 1 and BN folded into conv bias: it runs at
-/// batch 4 (the batch is rebound) and says once that BN was folded.
+/// The fixture is a legacy export with BN folded into conv bias: it runs and says so once.
 #[test]
 fn a_file_with_bn_folded_into_conv_runs_with_a_one_line_notice() {
     let dir = tempfile::tempdir().unwrap();
