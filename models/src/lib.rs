@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod error;
 pub mod export;
+pub mod head;
 pub mod ir;
 pub mod onnx;
 pub mod source;

@@ -89,6 +89,12 @@ pub fn train_steps(
             "batch and steps must be ≥ 1",
         ));
     }
+    crate::memory::check_train_batch(
+        net.summary(),
+        batch,
+        "--batch",
+        crate::memory::available_bytes(),
+    )?;
     let [c, h, w] = net.input_chw();
     let mut rng = ChaCha8Rng::seed_from_u64(2);
     let x_ir = Tensor::from_shape_simple_fn(vec![batch, c, h, w], || rng.random_range(-2.0..2.0));

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod build;
+pub mod collapse;
 pub mod cputime;
 pub mod data;
 pub mod dfq;
@@ -14,6 +15,7 @@ pub mod init;
 pub mod layers;
 pub mod ldp;
 pub mod malloc;
+pub mod memory;
 pub mod net;
 pub mod npy;
 pub mod optim;

@@ -20,9 +20,37 @@ pub fn shared_data(sub: &str) -> Option<PathBuf> {
         "CPTSIM_REQUIRE_DATA=1 but {} is missing",
         dir.display()
     );
-    eprintln!(
-        "skipped: {} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
+    skip(&format!(
+        "{} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
         dir.display()
-    );
+    ));
     None
+}
+
+/// Reports that the running test skips its work: a `SKIPPED: <test>: <reason>` line written to
+/// the process's stderr directly, which the test harness does not capture, so `cargo test` shows
+/// it even for a passing test and a run without data is visibly partial.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let line = skip_line(std::thread::current().name(), reason);
+    // Nothing sensible to do if stderr is closed; the test still passes as a skip.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// The line [`skip`] prints for test `name` (libtest names each test's thread after the test).
+fn skip_line(name: Option<&str>, reason: &str) -> String {
+    format!("SKIPPED: {}: {reason}\n", name.unwrap_or("(unnamed test)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skip_names_the_test_and_the_reason() {
+        assert_eq!(
+            skip_line(Some("train::mnist"), "no data"),
+            "SKIPPED: train::mnist: no data\n"
+        );
+    }
 }

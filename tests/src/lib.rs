@@ -2,6 +2,7 @@
 //! beside the test executable and run it as a user would.
 
 pub mod sweep;
+pub mod fuzz;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -61,4 +62,4 @@ pub fn assert_one_clear_line(err: &str) {
     );
 }
 
-pub use cptsim_testdata::shared_data;
+pub use cptsim_testdata::{shared_data, skip};

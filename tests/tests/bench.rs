@@ -52,4 +52,17 @@ fn bench_rejects_bad_flags() {
     let out = run(&["bench", "train", "--model", "zoo:nope", "--steps", "1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("nope"), "{}", stderr(&out));
+    // Sized against memory before allocating: an error, not an allocation abort (exit 134).
+    let args = [
+        "bench",
+        "train",
+        "--model",
+        "zoo:lenet5",
+        "--batch",
+        "100000000",
+    ];
+    let out = run(&[&args[..], &["--steps", "1"]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--batch") && err.contains("GiB"), "{err}");
 }

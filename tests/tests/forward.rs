@@ -144,6 +144,25 @@ fn bad_inputs_are_clear_errors() {
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("x.npy"), "{}", stderr(&out));
 
+    write_npy(&x, &[2, 1, 28, 28], |i| if i == 7 { f32::NAN } else { 0.5 });
+    let out = fwd("zoo:lenet5");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("x.npy: element 7 is NaN"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Finite input that overflows inside the model: no silent inf/NaN logits.
+    write_npy(&x, &[2, 1, 28, 28], |_| 3e38);
+    let out = fwd("zoo:lenet5");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("output element 0 of 20 is") && err.contains("not written"),
+        "{err}"
+    );
+
     assert!(!y.exists(), "no output on error");
 }
 
@@ -158,4 +177,18 @@ fn pytorch_fixture_with_pad_slice_concat_sigmoid_runs() {
     let (shape, v) = read_npy(&y);
     assert_eq!(shape, "(2, 10)");
     assert!(v.iter().all(|x| x.is_finite()));
+}
+
+/// The fixture is a legacy export with BN folded into conv bias: it runs and says so once.
+#[test]
+fn a_file_with_bn_folded_into_conv_runs_with_a_one_line_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
+    write_npy(&x, &[4, 1, 6, 6], |i| (i as f32 * 0.3).cos());
+    let out = forward("tests/fixtures/tiny_legacy_folded_bn.onnx", &x, &y);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("BN was most likely folded").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(read_npy(&y).0, "(4, 3)");
 }

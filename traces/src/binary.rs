@@ -12,8 +12,9 @@ use cptsim_models::ModelSummary;
 use prost::Message;
 
 use crate::atomic::{write_all, write_atomically};
+use crate::coverage::Coverage;
 use crate::error::TraceError;
-use crate::meta::{check_for_writing, row_problem, Coverage, TraceMeta};
+use crate::meta::{check_for_writing, row_problem, TraceMeta};
 use crate::{Bits, TraceRow};
 
 /// First bytes of every binary trace.
@@ -220,8 +221,18 @@ pub fn read(
     visit: &mut dyn FnMut(&TraceRow) -> Result<(), String>,
 ) -> Result<TraceMeta, TraceError> {
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    read_from(BufReader::new(file), path, model, visit)
+}
+
+/// [`read`] from any byte source; `path` names it in errors.
+pub fn read_from(
+    source: impl Read,
+    path: &Path,
+    model: &ModelSummary,
+    visit: &mut dyn FnMut(&TraceRow) -> Result<(), String>,
+) -> Result<TraceMeta, TraceError> {
     let mut cur = Cursor {
-        inner: BufReader::new(file),
+        inner: source,
         offset: 0,
         path,
     };
@@ -292,7 +303,9 @@ pub fn read(
         if let Some(problem) = row_problem(&row, meta.layer_names.len(), Some(&meta)) {
             return Err(TraceError::malformed(path, position(), problem));
         }
-        coverage.add(&row);
+        coverage
+            .add(&row)
+            .map_err(|m| TraceError::malformed(path, position(), m))?;
         visit(&row).map_err(|message| TraceError::Rejected {
             path: path.to_path_buf(),
             position: position(),
@@ -315,7 +328,7 @@ pub fn read(
         let m = format!("footer counts {} rows but the file holds {n}", footer.rows);
         return Err(TraceError::malformed(path, format!("byte {footer_at}"), m));
     }
-    if let Some(problem) = coverage.problem(&meta.layer_names) {
+    if let Some(problem) = coverage.problem(&meta.layer_names, meta.iterations) {
         return Err(TraceError::malformed(path, format!("row {n}"), problem));
     }
     let mut extra = [0u8; 1];

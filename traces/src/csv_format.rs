@@ -21,8 +21,9 @@ use std::path::Path;
 use cptsim_models::ModelSummary;
 
 use crate::atomic::write_atomically;
+use crate::coverage::Coverage;
 use crate::error::TraceError;
-use crate::meta::{check_for_writing, row_problem, Coverage, TraceMeta};
+use crate::meta::{check_for_writing, row_problem, TraceMeta};
 use crate::{Bits, TraceRow};
 
 /// The header line's columns.
@@ -81,9 +82,19 @@ pub fn read(
     visit: &mut dyn FnMut(&TraceRow) -> Result<(), String>,
 ) -> Result<TraceMeta, TraceError> {
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    read_from(std::io::BufReader::new(file), path, model, visit)
+}
+
+/// [`read`] from any byte source; `path` names it in errors.
+pub fn read_from(
+    source: impl std::io::Read,
+    path: &Path,
+    model: &ModelSummary,
+    visit: &mut dyn FnMut(&TraceRow) -> Result<(), String>,
+) -> Result<TraceMeta, TraceError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
-        .from_reader(std::io::BufReader::new(file));
+        .from_reader(source);
     let header = reader
         .headers()
         .map_err(|e| TraceError::malformed(path, "line 1", e.to_string()))?;
@@ -95,7 +106,6 @@ pub fn read(
             format!("expected header {}, found {found}", COLUMNS.join(",")),
         ));
     }
-    let mut iterations = 0u64;
     let mut coverage = Coverage::new(model.layers.len());
     let mut last_line = 1;
     let mut record = csv::StringRecord::new();
@@ -110,8 +120,9 @@ pub fn read(
         if let Some(problem) = row_problem(&row, model.layers.len(), None) {
             return Err(TraceError::malformed(path, at(), problem));
         }
-        iterations = iterations.max(row.iter_end);
-        coverage.add(&row);
+        coverage
+            .add(&row)
+            .map_err(|m| TraceError::malformed(path, at(), m))?;
         last_line = line;
         visit(&row).map_err(|message| TraceError::Rejected {
             path: path.to_path_buf(),
@@ -120,7 +131,8 @@ pub fn read(
         })?;
     }
     let names: Vec<String> = model.layers.iter().map(|l| l.name.clone()).collect();
-    if let Some(problem) = coverage.problem(&names) {
+    let iterations = coverage.iterations();
+    if let Some(problem) = coverage.problem(&names, iterations) {
         let at = format!("after line {last_line}");
         return Err(TraceError::malformed(path, at, problem));
     }

@@ -229,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn traces_cut_at_a_row_boundary_or_with_overlaps_are_rejected() {
+    fn traces_cut_short_or_with_gaps_overlaps_or_duplicates_are_rejected() {
         let m = model(&roles());
         let rows = sample_rows(&m);
         let meta = TraceMeta::for_model(&m, 128, ITERS);
@@ -239,10 +239,28 @@ mod tests {
             r[4].iter_end += 1;
             r
         };
+        let gap = {
+            let mut r = rows.clone();
+            r.remove(m.layers.len() + 1);
+            r
+        };
+        let duplicate = {
+            let mut r = rows.clone();
+            r.insert(m.layers.len(), rows[m.layers.len()]);
+            r
+        };
         let cases = [
-            (rows[..rows.len() - 3].to_vec(), "covers"),
-            (rows[..m.layers.len() + 1].to_vec(), "covers"),
-            (overlap, "overlapping"),
+            (
+                rows[..rows.len() - 3].to_vec(),
+                "has no rows for iterations",
+            ),
+            (
+                rows[..m.layers.len() + 1].to_vec(),
+                "has no rows for iterations",
+            ),
+            (overlap, "overlaps"),
+            (gap, "has no rows for iterations"),
+            (duplicate, "duplicated row"),
         ];
         // A trace that lists only some layers (the rest ran fp32) is fine.
         let some: Vec<TraceRow> = rows.iter().copied().filter(|r| r.layer != 2).collect();

@@ -9,6 +9,7 @@
 mod atomic;
 pub mod binary;
 pub mod complete;
+mod coverage;
 pub mod csv_format;
 mod error;
 mod format;

@@ -57,8 +57,9 @@ impl TraceRow {
     pub fn iterations(&self) -> u64 {
         self.iter_end.saturating_sub(self.iter_start)
     }
-    /// Samples over the whole span (`iterations · samples`).
+    /// Samples over the whole span (`iterations · samples`), saturating (the readers reject
+    /// rows whose product overflows).
     pub fn total_samples(&self) -> u64 {
-        self.iterations() * self.samples
+        self.iterations().saturating_mul(self.samples)
     }
 }

@@ -49,7 +49,13 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
             x.shape()
         ),
     };
+    if let Some((i, v)) = first_non_finite(&x) {
+        anyhow::bail!("{}: element {i} is {v}", args.input.display());
+    }
     let graph = load_graph(&args.model, batch)?;
+    if graph.bn_folded {
+        eprintln!("{}", cptsim_models::onnx::BN_FOLDED_NOTE);
+    }
     let opts = BuildOptions {
         method: match (args.quantizer.method(), args.bits) {
             (Some(m), _) => m,
@@ -83,6 +89,19 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     };
     let y = net.forward(input, mode)?;
     let y = net.output_to_ir(y)?;
+    if let Some((i, v)) = first_non_finite(&y) {
+        anyhow::bail!(
+            "model {}: output element {i} of {} is {v} (overflow in the model's arithmetic); {} not written",
+            args.model,
+            y.len(),
+            args.output.display()
+        );
+    }
     npy::write(&args.output, &y)?;
     Ok(())
+}
+
+/// The first NaN or infinite element of `t` (in C order) and its value.
+fn first_non_finite(t: &cptsim_sim::layers::Tensor) -> Option<(usize, f32)> {
+    t.iter().copied().enumerate().find(|(_, v)| !v.is_finite())
 }

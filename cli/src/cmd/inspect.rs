@@ -152,10 +152,7 @@ fn table(s: &ModelSummary, bn_folded: bool) -> String {
     let _ = writeln!(out, "MACs/sample (conv+linear): {}", s.total_macs());
     let _ = writeln!(out, "BN output elements/sample: {}", s.bn_elements);
     if bn_folded {
-        let _ = writeln!(
-            out,
-            "note: no BatchNormalization in the graph but convs carry biases: BN was most likely folded into conv (eval-mode export); BN ops count 0"
-        );
+        let _ = writeln!(out, "{}", cptsim_models::onnx::BN_FOLDED_NOTE);
     }
     let _ = writeln!(
         out,

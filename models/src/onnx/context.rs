@@ -13,6 +13,10 @@ pub struct Importer {
     pub graph: Graph,
     /// ONNX tensor name → runtime tensor or constant.
     pub vals: HashMap<String, Val>,
+    /// The fixed batch the file was exported with, when it differs from the batch bound into
+    /// the graph: a constant reshape target that starts with it (`x.view(x.size(0), -1)` traced
+    /// at batch 1 gives `Reshape(x, [1, -1])`) is rebound to the graph's batch.
+    pub file_batch: Option<usize>,
 }
 
 impl Importer {

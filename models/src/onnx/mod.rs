@@ -25,7 +25,7 @@ use crate::ir::{Graph, Op};
 use context::Importer;
 use node::NodeView;
 pub use registry::supported_ops;
-use value::Val;
+use value::{Const, Val};
 
 /// Reads and imports an ONNX file, binding a symbolic batch dimension to `batch`.
 pub fn import_file(path: &Path, batch: usize) -> Result<Graph, ModelError> {
@@ -40,6 +40,53 @@ pub fn import_file(path: &Path, batch: usize) -> Result<Graph, ModelError> {
         g.name = stem.to_string_lossy().into_owned();
     }
     Ok(g)
+}
+
+/// The one-line notice `inspect`, `forward` and `train` print for a graph with
+/// [`Graph::bn_folded`] set: it trains as conv with bias, without BatchNorm.
+pub const BN_FOLDED_NOTE: &str = "note: no BatchNormalization in the graph but convs carry \
+    biases: BN was most likely folded into conv (eval-mode export); it runs and trains as conv \
+    with bias, and BN ops count 0";
+
+/// Adds to a node's error, when the file's fixed batch was being rebound, that this node pins it.
+fn pinned_batch(e: ModelError, file_batch: Option<usize>, batch: usize) -> ModelError {
+    match (e, file_batch) {
+        (
+            ModelError::Node {
+                file,
+                node,
+                op,
+                msg,
+            },
+            Some(fb),
+        ) => ModelError::Node {
+            msg: format!(
+                "{msg}; the file was exported with a fixed batch of {fb} and this node pins it, \
+                 so it cannot run at batch {batch} (re-export with a dynamic batch axis, or use \
+                 batch {fb})"
+            ),
+            file,
+            node,
+            op,
+        },
+        (e, _) => e,
+    }
+}
+
+/// Why constant `c` cannot be a weight, if so: a NaN anywhere, or an infinity in a tensor of
+/// more than one element (a scalar ±inf is a legitimate bound or fill value, e.g. of `Clip`).
+fn non_finite(c: &Const) -> Option<String> {
+    let Const::F32(a) = c else {
+        return None;
+    };
+    let (i, v) = a
+        .iter()
+        .enumerate()
+        .find(|(_, v)| v.is_nan() || (v.is_infinite() && a.len() > 1))?;
+    Some(format!(
+        "holds {v} at element {i} of {}: the file's weights are corrupt or diverged",
+        a.len()
+    ))
 }
 
 /// Decodes ONNX bytes; `source` names them in errors.
@@ -83,6 +130,9 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
     for init in &g.initializer {
         let c =
             tensor::decode(init).map_err(|m| fail(format!("initializer '{}': {m}", init.name)))?;
+        if let Some(m) = non_finite(&c) {
+            return Err(fail(format!("initializer '{}' {m}", init.name)));
+        }
         vals.insert(init.name.clone(), Val::Const(c));
     }
     let inputs: Vec<&ValueInfoProto> = g
@@ -96,7 +146,7 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
             "expected exactly one graph input besides initializers, found {names:?}"
         )));
     };
-    let shape = bind_input_shape(input, batch)
+    let (shape, file_batch) = bind_input_shape(input, batch)
         .map_err(|m| fail(format!("graph input '{}': {m}", input.name)))?;
     let name = if g.name.is_empty() {
         source.to_string()
@@ -105,7 +155,11 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
     };
     let graph = Graph::new(&name, source, batch, &input.name, shape);
     vals.insert(input.name.clone(), Val::Tensor(graph.input));
-    let mut imp = Importer { graph, vals };
+    let mut imp = Importer {
+        graph,
+        vals,
+        file_batch,
+    };
 
     let mut used_names = HashSet::new();
     for (i, proto_node) in topological(&g.node).into_iter().enumerate() {
@@ -139,7 +193,7 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
                     supported: supported_ops().join(", "),
                 }
             })?;
-        let out = handler(&mut imp, &view)?;
+        let out = handler(&mut imp, &view).map_err(|e| pinned_batch(e, file_batch, batch))?;
         imp.vals.insert(view.output_name()?.to_string(), out);
     }
 
@@ -190,7 +244,14 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
 
 /// Static input shape with the batch (axis 0) bound: a `dim_param` batch takes `batch`; a fixed
 /// batch must equal it. Other dimensions must be fixed and positive.
-fn bind_input_shape(input: &ValueInfoProto, batch: usize) -> Result<Vec<usize>, String> {
+///
+/// A fixed batch other than `batch` is rebound and returned as well, so that the importer can
+/// rebind constant reshape targets that carry it ([`Importer::file_batch`]).
+fn bind_input_shape(
+    input: &ValueInfoProto,
+    batch: usize,
+) -> Result<(Vec<usize>, Option<usize>), String> {
+    let mut file_batch = None;
     let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
         return Err("is not a tensor with a declared type".into());
     };
@@ -198,16 +259,24 @@ fn bind_input_shape(input: &ValueInfoProto, batch: usize) -> Result<Vec<usize>, 
     let mut shape = Vec::with_capacity(dims.len());
     for (i, d) in dims.iter().enumerate() {
         let v = match (&d.value, i) {
-            (Some(Dim::DimValue(v)), 0) if *v as usize == batch => batch,
             (Some(Dim::DimValue(v)), 0) if *v > 0 => {
-                return Err(format!(
-                    "has a fixed batch of {v}, cannot bind batch {batch} (re-export with a dynamic batch axis or use --batch {v})"
-                ))
+                if *v as usize != batch {
+                    file_batch = Some(*v as usize);
+                }
+                batch
             }
             (Some(Dim::DimParam(_)) | None, 0) => batch,
             (Some(Dim::DimValue(v)), _) if *v > 0 => *v as usize,
-            (Some(Dim::DimValue(v)), _) => return Err(format!("dimension {i} has size {v}; zero-size or negative dimensions are not allowed")),
-            (Some(Dim::DimParam(p)), _) => return Err(format!("dimension {i} is symbolic ('{p}'); only the batch may be")),
+            (Some(Dim::DimValue(v)), _) => {
+                return Err(format!(
+                    "dimension {i} has size {v}; zero-size or negative dimensions are not allowed"
+                ))
+            }
+            (Some(Dim::DimParam(p)), _) => {
+                return Err(format!(
+                    "dimension {i} is symbolic ('{p}'); only the batch may be"
+                ))
+            }
             _ => return Err(format!("dimension {i} has no size")),
         };
         shape.push(v);
@@ -217,7 +286,7 @@ fn bind_input_shape(input: &ValueInfoProto, batch: usize) -> Result<Vec<usize>, 
             "shape {shape:?} (batch {batch}) has more than 2^40 elements"
         ));
     }
-    Ok(shape)
+    Ok((shape, file_batch))
 }
 
 /// Compares the inferred output shape with the fixed dimensions the file declares (batch aside).

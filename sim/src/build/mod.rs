@@ -463,6 +463,78 @@ mod tests {
         }
     }
 
+    /// Input normalisation by constants and a squeeze-and-excitation gate (GAP → sigmoid →
+    /// broadcasting Mul) against a direct NCHW computation; the network also trains a step.
+    #[test]
+    fn normalisation_constants_and_a_broadcast_gate_equal_a_direct_computation() {
+        let t =
+            |shape: &[usize], seed: u64| crate::layers::gradcheck::rand_tensor(shape, 1.0, seed);
+        let (mean, std) = (t(&[3, 1, 1], 1), t(&[3, 1, 1], 2).mapv(|v| v.abs() + 0.5));
+        let binary = |kind, value: &ArrayD<f32>, on_left| {
+            Op::Binary(ir::Binary {
+                kind,
+                constant: Some(ir::ConstOperand {
+                    value: value.clone(),
+                    on_left,
+                }),
+            })
+        };
+        let mut g = ir::Graph::new("se", "test", 2, "x", vec![2, 3, 2, 2]);
+        let c = g
+            .push(
+                "sub",
+                binary(ir::BinaryKind::Sub, &mean, false),
+                vec![g.input],
+                "c",
+            )
+            .unwrap();
+        let z = g
+            .push(
+                "div",
+                binary(ir::BinaryKind::Div, &std, false),
+                vec![c],
+                "z",
+            )
+            .unwrap();
+        let p = g.push("gap", Op::GlobalAveragePool, vec![z], "p").unwrap();
+        let s = g.push("gate", Op::Sigmoid, vec![p], "s").unwrap();
+        let mul = Op::Binary(ir::Binary {
+            kind: ir::BinaryKind::Mul,
+            constant: None,
+        });
+        let m = g.push("scale", mul, vec![z, s], "m").unwrap();
+        g.output = g
+            .push("flat", Op::Flatten { axis: 1 }, vec![m], "y")
+            .unwrap();
+        let mut net = build_network(&g, &BuildOptions::default()).unwrap();
+        let x = t(&[2, 3, 2, 2], 3);
+        let y = net
+            .forward(net.input_from_ir(&x).unwrap(), Mode::Eval)
+            .unwrap();
+        for n in 0..2 {
+            for ch in 0..3 {
+                let zs: Vec<f32> = (0..4)
+                    .map(|k| (x[[n, ch, k / 2, k % 2]] - mean[[ch, 0, 0]]) / std[[ch, 0, 0]])
+                    .collect();
+                let gate = 1.0 / (1.0 + (-zs.iter().sum::<f32>() / 4.0).exp());
+                for (k, zk) in zs.iter().enumerate() {
+                    let got = y[[n, ch * 4 + k]];
+                    assert!(
+                        (got - zk * gate).abs() < 1e-5,
+                        "y[{n},{}] = {got}",
+                        ch * 4 + k
+                    );
+                }
+            }
+        }
+        let out = net
+            .forward(net.input_from_ir(&x).unwrap(), Mode::Train)
+            .unwrap();
+        let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
+        assert_eq!(grad.shape(), [2, 2, 2, 3]);
+        assert!(grad.iter().all(|v| v.is_finite()));
+    }
+
     fn itertools4(
         a: usize,
         b: usize,

@@ -10,8 +10,9 @@ use super::Init;
 use crate::error::{Result, SimError};
 use crate::init::{conv_weight, linear_weight_bias, uniform};
 use crate::layers::{
-    Activation, ActivationKind, Add, BatchNorm, Clip, Concat, Conv2d, Conv2dSpec, Flatten,
-    GlobalAvgPool, Layer, Linear, Pad, Pool2d, PoolKind, PoolSpec, Sigmoid, SliceLayer, Tensor,
+    elementwise::Constant, Activation, ActivationKind, Add, BatchNorm, Clip, Concat, Conv2d,
+    Conv2dSpec, Elementwise, ElementwiseKind, Flatten, GlobalAvgPool, Layer, Linear, Pad, Pool2d,
+    PoolKind, PoolSpec, Sigmoid, SliceLayer, Tensor,
 };
 use crate::net::Graph;
 use crate::quant::LayerQuant;
@@ -84,6 +85,36 @@ fn one_any(node: &Node, ins: &[Val]) -> Result<Val> {
             format!("{} inputs, expected 1", ins.len()),
         )),
     }
+}
+
+/// An IR constant operand (NumPy-broadcast against a tensor of `layout`) in engine layout: padded
+/// with leading size-1 axes to the tensor's rank, then NCHW → NHWC for images.
+fn engine_constant(node: &Node, value: &ndarray::ArrayD<f32>, layout: Layout) -> Result<Tensor> {
+    let rank = match layout {
+        Layout::Image => 4,
+        Layout::Flat => 2,
+    };
+    if value.ndim() > rank {
+        return Err(unsupported(
+            node,
+            format!(
+                "constant of shape {:?} against a rank-{rank} tensor",
+                value.shape()
+            ),
+        ));
+    }
+    let mut shape = vec![1; rank - value.ndim()];
+    shape.extend_from_slice(value.shape());
+    let full = owned(value)
+        .into_shape_with_order(shape)
+        .map_err(|e| SimError::shape(&node.name, e.to_string()))?;
+    Ok(match layout {
+        Layout::Image => full
+            .permuted_axes(vec![0, 2, 3, 1])
+            .as_standard_layout()
+            .into_owned(),
+        Layout::Flat => full,
+    })
 }
 
 /// A tensor's data as an owned standard-layout engine tensor.
@@ -183,26 +214,7 @@ impl<R: Rng> Ctx<'_, R> {
                     layout: first.layout,
                 })
             }
-            Op::Binary(b) if b.kind == ir::BinaryKind::Add && b.constant.is_none() => {
-                let [a, c] = ins else {
-                    return Err(unsupported(node, "Add needs two tensor inputs"));
-                };
-                let (sa, sc) = (node.inputs[0], node.inputs[1]);
-                if self.shape(sa) != self.shape(sc) || a.layout != c.layout {
-                    return Err(unsupported(
-                        node,
-                        format!(
-                            "broadcasting add of {:?} and {:?}",
-                            self.shape(sa),
-                            self.shape(sc)
-                        ),
-                    ));
-                }
-                Ok(Val {
-                    id: self.net.push(Add::new(name), &[a.id, c.id])?,
-                    layout: a.layout,
-                })
-            }
+            Op::Binary(b) => self.binary(node, ins, b),
             Op::MaxPool(p) => {
                 let x = one(Layout::Image)?;
                 let layer = self.pool(node, PoolKind::Max, p, false)?;
@@ -233,10 +245,6 @@ impl<R: Rng> Ctx<'_, R> {
                 Ok(flat(self.net.push(layer, &[x.id])?))
             }
             // Every other op is listed, so a new IR op fails to compile here until it is mapped.
-            Op::Binary(_) => Err(unsupported(
-                node,
-                "only an add of two same-shaped tensors has an engine layer",
-            )),
             Op::ReduceMean { .. } => Err(unsupported(
                 node,
                 "only a mean over the spatial axes [2, 3] has an engine layer",
@@ -259,6 +267,51 @@ impl<R: Rng> Ctx<'_, R> {
             id: self.net.push(layer, &[x.id])?,
             layout: x.layout,
         })
+    }
+
+    /// Elementwise arithmetic: a residual add of equal shapes is an [`Add`]; anything else
+    /// (broadcasting, other ops, a constant operand) an [`Elementwise`].
+    fn binary(&mut self, node: &Node, ins: &[Val], b: &ir::Binary) -> Result<Val> {
+        let kind = match b.kind {
+            ir::BinaryKind::Add => ElementwiseKind::Add,
+            ir::BinaryKind::Sub => ElementwiseKind::Sub,
+            ir::BinaryKind::Mul => ElementwiseKind::Mul,
+            ir::BinaryKind::Div => ElementwiseKind::Div,
+        };
+        let name = node.name.as_str();
+        match (ins, &b.constant) {
+            ([x], Some(c)) => {
+                let value = engine_constant(node, &c.value, x.layout)?;
+                let constant = Constant {
+                    value,
+                    on_left: c.on_left,
+                };
+                self.same_layout(Elementwise::with_constant(name, kind, constant), *x)
+            }
+            ([a, c], None) => {
+                if a.layout != c.layout {
+                    return Err(unsupported(
+                        node,
+                        format!(
+                            "operands of ranks {} and {}",
+                            self.shape(node.inputs[0]).len(),
+                            self.shape(node.inputs[1]).len()
+                        ),
+                    ));
+                }
+                let same = self.shape(node.inputs[0]) == self.shape(node.inputs[1]);
+                let id = if same && kind == ElementwiseKind::Add {
+                    self.net.push(Add::new(name), &[a.id, c.id])?
+                } else {
+                    self.net.push(Elementwise::new(name, kind), &[a.id, c.id])?
+                };
+                Ok(Val {
+                    id,
+                    layout: a.layout,
+                })
+            }
+            _ => Err(unsupported(node, format!("{} tensor inputs", ins.len()))),
+        }
     }
 
     fn activation(&mut self, node: &Node, ins: &[Val], kind: ActivationKind) -> Result<Val> {

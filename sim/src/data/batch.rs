@@ -250,8 +250,15 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// All images in order, in batches of `batch`, without augmentation (for evaluation).
+/// All images in order, in batches of `batch`, without augmentation (for evaluation). An empty
+/// dataset is an error: its accuracy would read as 0 %.
 pub fn eval_batches(data: &Dataset, batch: usize, input: [usize; 3]) -> Result<Vec<Batch>> {
+    if data.is_empty() {
+        return Err(SimError::invalid(
+            &format!("dataset '{}'", data.name),
+            "no images to evaluate on (an accuracy over 0 images is meaningless)",
+        ));
+    }
     let ad = Adaptation::new(data.shape, input)?;
     let idx: Vec<usize> = (0..data.len()).collect();
     idx.chunks(batch.max(1))
@@ -276,6 +283,15 @@ mod tests {
             std: vec![0.5],
             augment: false,
         }
+    }
+
+    #[test]
+    fn evaluating_on_no_images_is_an_error() {
+        let mut d = tiny();
+        d.truncate(0);
+        let e = eval_batches(&d, 4, [1, 2, 2]).unwrap_err().to_string();
+        assert!(e.contains("dataset 't'") && e.contains("no images"), "{e}");
+        assert_eq!(eval_batches(&tiny(), 4, [1, 2, 2]).unwrap().len(), 1);
     }
 
     #[test]

@@ -90,6 +90,16 @@ impl Dataset {
         let mut idx: Vec<usize> = (0..self.len()).collect();
         shuffle(&mut idx, &mut ChaCha8Rng::seed_from_u64(seed));
         let nval = (self.len() as f64 * fraction).round() as usize;
+        if fraction > 0.0 && nval == 0 {
+            return Err(SimError::invalid(
+                "validation split",
+                format!(
+                    "{fraction} of {} images of '{}' is no image at all",
+                    self.len(),
+                    self.name
+                ),
+            ));
+        }
         let (val, train) = idx.split_at(nval);
         Ok((self.select(train), self.select(val)))
     }
@@ -162,6 +172,13 @@ pub fn load_mnist(dir: &Path, split: Split, fashion: bool) -> Result<Dataset> {
                 "label file must have 1 dimension, has {:?} (images file?)",
                 lab.dims
             ),
+        ));
+    }
+    if img.dims.contains(&0) {
+        return Err(data_err(
+            &img_path,
+            4,
+            format!("holds no images (dimensions {:?})", img.dims),
         ));
     }
     if img.dims[0] != lab.dims[0] {
@@ -385,6 +402,25 @@ pub(crate) mod tests {
             e.contains("t10k-images-idx3-ubyte.gz") && e.contains("at byte"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn an_empty_test_set_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write_idx(&d.join("t10k-images-idx3-ubyte"), &[0, 28, 28], &[], false);
+        write_idx(&d.join("t10k-labels-idx1-ubyte"), &[0], &[], false);
+        let e = load_mnist(d, Split::Test, false).unwrap_err().to_string();
+        assert!(
+            e.contains("t10k-images-idx3-ubyte") && e.contains("holds no images"),
+            "{e}"
+        );
+        let e = synthetic(5, [1, 2, 2], 2, 1.0, 1)
+            .unwrap()
+            .split_validation(0.01, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no image at all"), "{e}");
     }
 
     #[test]

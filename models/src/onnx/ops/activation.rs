@@ -35,6 +35,9 @@ pub fn clip(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     };
     let min = bound(1, "min", f32::NEG_INFINITY)?;
     let max = bound(2, "max", f32::INFINITY)?;
+    if min.is_nan() || max.is_nan() {
+        return Err(node.err(format!("bound min {min}, max {max} is NaN")));
+    }
     if min > max {
         return Err(node.err(format!("min {min} exceeds max {max}")));
     }

@@ -41,10 +41,17 @@ fn axes_arg(imp: &Importer, node: &NodeView) -> Result<Option<Vec<i64>>, ModelEr
 pub fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.input(node, 0)?;
     let dims = shape_of(imp, &x);
-    let target = match node.ints("shape")? {
+    let mut target = match node.ints("shape")? {
         Some(s) => s,
         None => imp.constant(node, 1)?.ints(),
     };
+    // A run-time tensor's axis 0 is the batch: a target that carries the file's fixed batch there
+    // follows the rebound batch.
+    if let (Val::Tensor(_), Some(fb), Some(t0)) = (&x, imp.file_batch, target.first_mut()) {
+        if *t0 == fb as i64 && dims.first() == Some(&imp.graph.batch) {
+            *t0 = imp.graph.batch as i64;
+        }
+    }
     let allowzero = node.int("allowzero")?.unwrap_or(0) != 0;
     let shape = resolve_reshape(&dims, &target, allowzero).map_err(|m| node.err(m))?;
     reshape_to(imp, node, x, shape)

@@ -409,7 +409,45 @@ fn fixed_batch_must_match_and_symbolic_batch_binds() {
         .node("Relu", "r", &["x"], &["y"], vec![])
         .output("y", &[Some(1), Some(4)]);
     assert!(import(&b, 1).is_ok());
-    assert!(err(&b).contains("fixed batch of 1"), "{}", err(&b));
+    // A batch-agnostic graph with a fixed batch is rebound.
+    let g = import(&b, 2).unwrap();
+    assert_eq!(g.shape(g.output), &[2, 4]);
+}
+
+#[test]
+fn a_fixed_batch_carried_by_a_reshape_target_is_rebound() {
+    // `x.view(x.size(0), -1)` traced at batch 1: Reshape(x, [1, -1]).
+    let b = ModelBuilder::new(13, &[Some(1), Some(4), Some(2), Some(2)])
+        .init(ints("target", &[1, -1]))
+        .init(floats("fc.w", &[3, 16]))
+        .node("Reshape", "view", &["x", "target"], &["f"], vec![])
+        .node(
+            "Gemm",
+            "fc",
+            &["f", "fc.w"],
+            &["y"],
+            vec![("transB", A::I(1))],
+        )
+        .output("y", &[Some(1), Some(3)]);
+    let g = import(&b, 4).unwrap();
+    assert_eq!(g.shape(g.output), &[4, 3]);
+    assert_eq!(import(&b, 1).unwrap().shape(g.output), &[1, 3]);
+}
+
+#[test]
+fn a_node_that_pins_the_fixed_batch_is_named() {
+    let b = ModelBuilder::new(13, &[Some(1), Some(4), Some(2), Some(2)])
+        .init(ints("target", &[2, 8]))
+        .node("Reshape", "pin", &["x", "target"], &["y"], vec![])
+        .output("y", &[Some(2), Some(8)]);
+    assert!(import(&b, 1).is_ok());
+    let e = err(&b);
+    assert!(
+        e.contains("node pin (Reshape)")
+            && e.contains("fixed batch of 1 and this node pins it")
+            && e.contains("batch 2"),
+        "{e}"
+    );
 }
 
 // ---- bad input ----
@@ -595,4 +633,70 @@ fn every_pytorch_fixture_imports_and_validates() {
         n += 1;
     }
     assert_eq!(n, 5);
+}
+
+#[test]
+fn non_finite_weights_are_errors_naming_the_initializer() {
+    let mut w = floats("w1", &[8, 3, 3, 3]);
+    w.float_data[5] = f32::NAN;
+    let e = err(&small_cnn().init(w));
+    assert!(
+        e.contains("initializer 'w1' holds NaN at element 5 of 216"),
+        "{e}"
+    );
+    let mut b = floats("fc.b", &[10]);
+    b.float_data[9] = f32::INFINITY;
+    assert!(err(&small_cnn().init(b)).contains("'fc.b' holds inf at element 9"));
+    // A scalar infinity is a bound (Clip's max, a pad value), not a weight.
+    let mut inf = floats("unused_bound", &[]);
+    inf.float_data = vec![f32::INFINITY];
+    assert!(import(&small_cnn().init(inf), 2).is_ok());
+}
+
+#[test]
+fn clip_variants_attributes_inputs_and_one_sided() {
+    let clip = |opset, b: ModelBuilder| {
+        let b = b.output("y", &[None, Some(4)]);
+        let g = import(&b, 2).unwrap_or_else(|e| panic!("opset {opset}: {e}"));
+        match &g.nodes[0].op {
+            Op::Clip { min, max } => (*min, *max),
+            op => panic!("{op:?}"),
+        }
+    };
+    let base = |opset| ModelBuilder::new(opset, &[None, Some(4)]);
+    // Opset < 11: attributes.
+    let b = base(6).node(
+        "Clip",
+        "c",
+        &["x"],
+        &["y"],
+        vec![("min", A::F(0.0)), ("max", A::F(6.0))],
+    );
+    assert_eq!(clip(6, b), (0.0, 6.0));
+    let b = base(6).node("Clip", "c", &["x"], &["y"], vec![("max", A::F(2.0))]);
+    assert_eq!(clip(6, b), (f32::NEG_INFINITY, 2.0));
+    // Opset >= 11: inputs, either one absent ("" keeps the position of max).
+    let scalar = |name: &str, v: f32| {
+        let mut t = floats(name, &[]);
+        t.float_data = vec![v];
+        t
+    };
+    let b = base(13)
+        .init(scalar("lo", -1.0))
+        .init(scalar("hi", 1.0))
+        .node("Clip", "c", &["x", "lo", "hi"], &["y"], vec![]);
+    assert_eq!(clip(13, b), (-1.0, 1.0));
+    let b = base(13)
+        .init(scalar("lo", 0.5))
+        .node("Clip", "c", &["x", "lo"], &["y"], vec![]);
+    assert_eq!(clip(13, b), (0.5, f32::INFINITY));
+    let b = base(13)
+        .init(scalar("hi", 3.0))
+        .node("Clip", "c", &["x", "", "hi"], &["y"], vec![]);
+    assert_eq!(clip(13, b), (f32::NEG_INFINITY, 3.0));
+    let b = base(13)
+        .init(scalar("lo", f32::NAN))
+        .node("Clip", "c", &["x", "lo"], &["y"], vec![])
+        .output("y", &[None, Some(4)]);
+    assert!(err(&b).contains("NaN"), "{}", err(&b));
 }
