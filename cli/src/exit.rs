@@ -23,6 +23,8 @@ pub enum Exit {
     Runtime = 4,
     /// Training diverged (NaN or a loss above `--max-loss`); the last good checkpoint is kept.
     Diverged = 5,
+    /// Training collapsed to chance and `--stop-on-collapse` stopped it; its outputs are kept.
+    Collapsed = 6,
 }
 
 impl Exit {
@@ -32,17 +34,23 @@ impl Exit {
     }
 }
 
-/// A diverged training run (its message says where and what was kept).
+/// A training run that stopped itself — diverged, or collapsed under `--stop-on-collapse` — with
+/// the exit code that says which; its message says where and what was kept.
 #[derive(Debug)]
-pub struct Diverged(pub String);
+pub struct Stopped {
+    /// [`Exit::Diverged`] or [`Exit::Collapsed`].
+    pub exit: Exit,
+    /// What happened and what was kept.
+    pub message: String,
+}
 
-impl std::fmt::Display for Diverged {
+impl std::fmt::Display for Stopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for Diverged {}
+impl std::error::Error for Stopped {}
 
 /// The exit for error `e`: the first cause in its chain that has a known kind decides; an
 /// error of none (the CLI's own flag checks) is a usage error.
@@ -62,8 +70,8 @@ fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
     if let Some(e) = cause.downcast_ref::<std::io::Error>() {
         return Some(io_kind(e));
     }
-    if cause.is::<Diverged>() {
-        return Some(Exit::Diverged);
+    if let Some(s) = cause.downcast_ref::<Stopped>() {
+        return Some(s.exit);
     }
     if let Some(e) = cause.downcast_ref::<SimError>() {
         return Some(match e {

@@ -1,8 +1,8 @@
 //! Helpers for the end-to-end tests in `tests/tests/`: locate the `cptsim` binary that cargo built
 //! beside the test executable and run it as a user would.
 
-pub mod sweep;
 pub mod fuzz;
+pub mod sweep;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

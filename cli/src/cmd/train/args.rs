@@ -110,6 +110,11 @@ pub struct TrainArgs {
     /// A loss above this (or NaN) stops the run.
     #[arg(long, default_value_t = 1000.0)]
     pub(crate) max_loss: f32,
+    /// Stop a run that collapsed to chance (test loss at ln(classes) with chance accuracy over 3
+    /// evaluations in a row) with exit code 6, keeping its outputs; without it a collapse is a
+    /// warning and `summary.json` `collapsed`.
+    #[arg(long)]
+    pub(crate) stop_on_collapse: bool,
     /// PFQ forward stage list.
     #[arg(long, default_value = "3,4,6,8")]
     pub(crate) pfq_fw: String,

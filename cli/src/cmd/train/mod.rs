@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use cptsim_sim::build::{build_network, BuildOptions, Init};
+use cptsim_sim::collapse::CollapseDetector;
 use cptsim_sim::quant::QuantMethod;
 use cptsim_sim::train::{checkpoint, TrainNet, Trainer};
 use cptsim_sim::SimError;
 use cptsim_traces::Bits;
 use serde::{Deserialize, Serialize};
 
+use crate::exit::{Exit, Stopped};
 use args::InitArg;
 pub use args::TrainArgs;
 use output::{Progress, Summary};
@@ -105,6 +107,9 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     }
     let graph = cptsim_models::load_graph(&model_spec, plan.batch.max(1))
         .with_context(|| format!("--model {model_spec}"))?;
+    if graph.bn_folded {
+        eprintln!("{}", cptsim_models::onnx::BN_FOLDED_NOTE);
+    }
     let opts = BuildOptions {
         init: match plan.init {
             InitArg::Seed => Init::Seeded(plan.seed),
@@ -124,6 +129,10 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let iterations = setup::iterations(&plan, data.train.len())?;
     let (policy, fw, bw) = policies::build(&plan, iterations, &net, &summary, gate)?;
     let config = setup::config(&plan, iterations, fw, bw);
+    let mut collapse = CollapseDetector::new(net.classes, CollapseDetector::DEFAULT_WINDOW)
+        .with_context(|| format!("--model {model_spec}"))?;
+    // Whether the run collapsed at some evaluation (warned once; summary.json `collapsed`).
+    let mut collapsed = false;
     let mut tr = Trainer::new(net, &data, config, policy)?;
     let adaptation = tr.adaptation();
     if adaptation.is_needed() {
@@ -132,6 +141,11 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     if let Some(ck) = resume {
         ck.restore(&mut tr).context("--resume")?;
         eprintln!("resumed at iteration {}/{iterations}", tr.state.iteration);
+        for e in &tr.state.evals {
+            if collapse.observe(e.test_loss, e.test_acc).is_some() {
+                collapsed = true;
+            }
+        }
     }
     let stop = inv.stop_at.unwrap_or(iterations).min(iterations);
     let mut progress = Progress::new(tr.state.iteration, iterations);
@@ -164,16 +178,35 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
                     (Some(_), None) => "; no checkpoint was written yet".into(),
                     (None, _) => "; no --out, so no checkpoint".into(),
                 };
-                return Err(crate::exit::Diverged(format!(
-                    "{e}: stopped{kept} (try a lower --lr or higher --bits)"
-                ))
+                return Err(Stopped {
+                    exit: Exit::Diverged,
+                    message: format!("{e}: stopped{kept} (try a lower --lr or higher --bits)"),
+                }
                 .into());
             }
             Err(e) => return Err(e.into()),
         };
         progress.step(&report);
-        if report.eval.is_some() {
+        if let Some(e) = &report.eval {
             save(&mut tr, &progress)?;
+            if let (Some(c), false) = (collapse.observe(e.test_loss, e.test_acc), collapsed) {
+                collapsed = true;
+                if plan.stop_on_collapse {
+                    return Err(Stopped {
+                        exit: Exit::Collapsed,
+                        message: format!(
+                            "training collapsed at iteration {}: {c}; stopped (--stop-on-collapse), \
+                             outputs kept",
+                            e.iteration
+                        ),
+                    }
+                    .into());
+                }
+                eprintln!(
+                    "warning: training collapsed at iteration {}: {c}",
+                    e.iteration
+                );
+            }
         }
     }
     if !tr.done() {
@@ -204,6 +237,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         final_eval_bits: last.map(|e| [e.fw, e.bw]),
         best_eval_bits: tr.state.best_eval().map(|e| [e.fw, e.bw]),
         best_iteration: tr.state.best_eval().map(|e| e.iteration),
+        collapsed,
         gbitops,
         static_gbitops,
         iterations: iterations_done,

@@ -40,6 +40,8 @@ pub(crate) struct Summary {
     pub(crate) best_eval_bits: Option<[u8; 2]>,
     /// The iteration of the best evaluation.
     pub(crate) best_iteration: Option<u64>,
+    /// The test loss sat at ln(classes) with chance accuracy for 3 evaluations in a row.
+    pub(crate) collapsed: bool,
     pub(crate) gbitops: f64,
     pub(crate) static_gbitops: f64,
     pub(crate) iterations: u64,

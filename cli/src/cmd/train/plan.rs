@@ -148,6 +148,9 @@ pub(crate) struct TrainPlan {
     pub(crate) eval_every: u64,
     pub(crate) augment: bool,
     pub(crate) max_loss: f32,
+    /// `--stop-on-collapse`.
+    #[serde(default)]
+    pub(crate) stop_on_collapse: bool,
     pub(crate) pfq: PfqPlan,
     pub(crate) prt: Option<PrtPlan>,
     pub(crate) dfq: DfqPlan,
@@ -237,6 +240,7 @@ impl TrainArgs {
             eval_every: self.eval_every.unwrap_or(DEFAULT_ITERATIONS),
             augment: !self.no_augment,
             max_loss: self.max_loss,
+            stop_on_collapse: self.stop_on_collapse,
             pfq: PfqPlan {
                 fw: stage_list("--pfq-fw", &self.pfq_fw)?,
                 bw: stage_list("--pfq-bw", &self.pfq_bw)?,
