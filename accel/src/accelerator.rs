@@ -168,6 +168,10 @@ impl Accelerator {
         first_layer: bool,
     ) -> Result<GemmCost, CostError> {
         self.check_bits(bits)?;
+        let bits = match self.law {
+            Law::Eyeriss(_) => crate::eyeriss::stored_bits(bits),
+            _ => bits,
+        };
         if let Some(why) = problem.size_problem() {
             return Err(CostError::TooLarge(why));
         }
@@ -532,5 +536,26 @@ mod tests {
             let want = p.macs() as f64 * 5.0 * 16.0 * 0.2e-12;
             assert!((c.energy.compute_j - want).abs() <= want * 1e-12, "{c:?}");
         }
+    }
+
+    #[test]
+    fn eyeriss_moves_sub_16_bit_operands_as_16_bit_words() {
+        // 64 → 64 FC, batch 2, everything fits: compulsory traffic. At 4/4 bits Eyeriss still
+        // moves 16-bit words: inputs 2·64·16, weights 64·64·16 bits — the same as at 16/16.
+        let acc = Accelerator::load("eyeriss").unwrap();
+        let p = ConvProblem::fc(2, 64, 64);
+        let d4 = acc
+            .cost_problem(&p, bits(4, 4), false)
+            .unwrap()
+            .mapping
+            .dram;
+        let d16 = acc
+            .cost_problem(&p, bits(16, 16), false)
+            .unwrap()
+            .mapping
+            .dram;
+        assert_eq!(d4.input, 2 * 64 * 16);
+        assert_eq!(d4.weight, 64 * 64 * 16);
+        assert_eq!(d4, d16);
     }
 }
