@@ -135,6 +135,10 @@ impl Accelerator {
         first_layer: bool,
     ) -> Result<GemmCost, CostError> {
         self.check_bits(bits)?;
+        let bits = match self.law {
+            Law::Eyeriss(_) => crate::eyeriss::stored_bits(bits),
+            _ => bits,
+        };
         if let Some(why) = problem.size_problem() {
             return Err(CostError::TooLarge(why));
         }
@@ -484,5 +488,41 @@ mod tests {
             .compute_cycles;
         // 3 products per DSP at 4×4 bits, 1 at 8×8
         assert!(c4 * 2 < c8, "{c4} vs {c8}");
+    }
+
+    #[test]
+    fn eyeriss_charges_the_alu_and_four_scratchpad_accesses_per_mac() {
+        // Eyeriss's RS energy per MAC: ALU 1x + four PE-scratchpad accesses at 1x each (read
+        // ifmap, read filter, read partial sum, write partial sum), 1x = 16 bits × 0.2 pJ; the
+        // Bit Fusion authors' Eyeriss data have RF = 4 × ALU. No per-cycle core energy, so the
+        // compute energy of any problem is MACs × 5 × 3.2 pJ, whatever the bits.
+        let acc = Accelerator::load("eyeriss").unwrap();
+        let p = ConvProblem::conv(2, 16, 32, 8, 3, 1, 1);
+        for b in [bits(16, 16), bits(4, 4)] {
+            let c = acc.cost_problem(&p, b, false).unwrap();
+            let want = p.macs() as f64 * 5.0 * 16.0 * 0.2e-12;
+            assert!((c.energy.compute_j - want).abs() <= want * 1e-12, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn eyeriss_moves_sub_16_bit_operands_as_16_bit_words() {
+        // 64 → 64 FC, batch 2, everything fits: compulsory traffic. At 4/4 bits Eyeriss still
+        // moves 16-bit words: inputs 2·64·16, weights 64·64·16 bits — the same as at 16/16.
+        let acc = Accelerator::load("eyeriss").unwrap();
+        let p = ConvProblem::fc(2, 64, 64);
+        let d4 = acc
+            .cost_problem(&p, bits(4, 4), false)
+            .unwrap()
+            .mapping
+            .dram;
+        let d16 = acc
+            .cost_problem(&p, bits(16, 16), false)
+            .unwrap()
+            .mapping
+            .dram;
+        assert_eq!(d4.input, 2 * 64 * 16);
+        assert_eq!(d4.weight, 64 * 64 * 16);
+        assert_eq!(d4, d16);
     }
 }

@@ -30,6 +30,18 @@ fn passes(p: u32) -> u64 {
     u64::from(p.max(1)).div_ceil(u64::from(NATIVE_BITS))
 }
 
+/// Operands as Eyeriss stores and moves them: whole 16-bit words (Eyeriss is a 16-bit
+/// fixed-point design, and the Bit Fusion authors' Eyeriss data count DRAM and buffer accesses
+/// in 16-bit words whatever the layer's bits), so a 4-bit operand occupies and moves 16 bits.
+/// Cycles are unchanged: [`passes`] of a rounded width equals that of the width.
+pub fn stored_bits(bits: OperandBits) -> OperandBits {
+    let word = |p: u32| p.max(1).div_ceil(NATIVE_BITS).saturating_mul(NATIVE_BITS);
+    OperandBits {
+        stream: word(bits.stream),
+        stationary: word(bits.stationary),
+    }
+}
+
 impl ArrayLaw for EyerissLaw {
     fn tile_cycles(&self, problem: &ConvProblem, t: &Tile, bits: OperandBits) -> u64 {
         let (r, s) = (problem.kernel_h.max(1), problem.kernel_w.max(1));
@@ -99,6 +111,23 @@ mod tests {
         assert_eq!(
             EYERISS.tile_cycles(&p, &t, b32),
             2 * EYERISS.tile_cycles(&p, &t, B16)
+        );
+    }
+
+    #[test]
+    fn operands_are_stored_as_16_bit_words() {
+        let b = OperandBits {
+            stream: 4,
+            stationary: 17,
+        };
+        let s = stored_bits(b);
+        assert_eq!((s.stream, s.stationary), (16, 32));
+        assert_eq!(stored_bits(B16), B16);
+        let p = ConvProblem::conv(2, 16, 16, 8, 3, 1, 1);
+        let t = whole(&p);
+        assert_eq!(
+            EYERISS.tile_cycles(&p, &t, s),
+            EYERISS.tile_cycles(&p, &t, b)
         );
     }
 
