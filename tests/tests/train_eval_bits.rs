@@ -121,3 +121,56 @@ fn eval_bits_other_than_current_are_an_error_under_a_gated_policy() {
         "{err}"
     );
 }
+
+/// LeNet-5 on synthetic data at a learning rate too small to move it: its test loss stays at
+/// ln 10 with chance accuracy, which the collapse detector reports after 3 evaluations.
+fn frozen_run(dir: &Path, extra: &[&str]) -> std::process::Output {
+    let o = dir.to_string_lossy().into_owned();
+    let mut args = vec![
+        "train",
+        "--model",
+        "zoo:lenet5",
+        "--data",
+        "synthetic",
+        "--iters",
+        "40",
+        "--batch",
+        "16",
+        "--eval-every",
+        "10",
+        "--lr",
+        "0.000001",
+        "--seed",
+        "0",
+        "--out",
+        &o,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn a_collapsed_run_warns_and_records_it_or_stops_with_its_own_code() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = frozen_run(dir.path(), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("warning: training collapsed").count(),
+        1,
+        "{err}"
+    );
+    let summary = std::fs::read_to_string(dir.path().join("summary.json")).unwrap_or_default();
+    let summary: Value = serde_json::from_str(&summary).unwrap_or(Value::Null);
+    assert_eq!(summary["collapsed"], true, "{summary}");
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = frozen_run(dir.path(), &["--stop-on-collapse"]);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("collapsed at iteration 30"), "{err}");
+    // Stopped at the third collapsed evaluation, with the run's outputs up to there kept.
+    let metrics = std::fs::read_to_string(dir.path().join("metrics.csv")).unwrap_or_default();
+    assert_eq!(metrics.lines().count(), 4, "{metrics}");
+    assert!(dir.path().join("checkpoint.bin").is_file());
+}
