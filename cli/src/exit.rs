@@ -117,8 +117,13 @@ mod tests {
         })
         .context("training");
         assert_eq!(classify(&diverged), Exit::Diverged);
-        let stopped = anyhow::Error::from(Diverged("training diverged: stopped".into()));
-        assert_eq!(classify(&stopped), Exit::Diverged);
+        for exit in [Exit::Diverged, Exit::Collapsed] {
+            let stopped = anyhow::Error::from(Stopped {
+                exit,
+                message: "training stopped".into(),
+            });
+            assert_eq!(classify(&stopped), exit);
+        }
         let data = anyhow::Error::from(SimError::Data {
             path: "x.npy".into(),
             offset: 0,

@@ -396,6 +396,14 @@ fn train_heatmap(dir: &Path, model: &ModelSummary) -> Result<crate::trace::Heatm
 /// cost the file has.
 pub fn write_sweep_index(dir: &Path, by: &str, prov: &Provenance) -> Result<PathBuf> {
     let results = dir.join("results.csv");
+    let table = crate::table::Table::read(&results)?;
+    let trained = table.has("final_test_acc") && {
+        let acc = table.column("final_test_acc")?;
+        (0..table.len()).any(|r| !table.text(r, &acc).is_empty())
+    };
+    if !trained {
+        return write_cost_sweep_index(dir, &table, prov);
+    }
     let main = pareto(&results, XAxis::Gbitops, YAxis::Final, by)?;
     let mut page = Page::new("cptsim sweep");
     let rows: Vec<Vec<String>> = main
@@ -432,9 +440,81 @@ pub fn write_sweep_index(dir: &Path, by: &str, prov: &Provenance) -> Result<Path
     page.write(dir)
 }
 
+/// The columns of a cost-only sweep's table, in page order, as far as `results.csv` has them.
+const COST_COLUMNS: [&str; 11] = [
+    "model",
+    "schedule",
+    "bits",
+    "grad_bits",
+    "accel",
+    "gbitops",
+    "static_gbitops",
+    "reduction",
+    "latency_s",
+    "static_latency_s",
+    "energy_j",
+];
+
+/// `index.html` of a sweep without training cells: no accuracy to plot, so the page is the
+/// results table (one row per cell and accelerator) with links and provenance.
+fn write_cost_sweep_index(
+    dir: &Path,
+    table: &crate::table::Table,
+    prov: &Provenance,
+) -> Result<PathBuf> {
+    let cols = COST_COLUMNS
+        .iter()
+        .filter(|c| table.has(c))
+        .map(|c| table.column(c))
+        .collect::<Result<Vec<_>>>()?;
+    let head: Vec<&str> = COST_COLUMNS
+        .iter()
+        .copied()
+        .filter(|c| table.has(c))
+        .collect();
+    let rows: Vec<Vec<String>> = (0..table.len())
+        .map(|r| {
+            cols.iter()
+                .map(|c| {
+                    let text = table.text(r, c);
+                    match text.parse::<f64>() {
+                        Ok(v) if v.is_finite() => num(&Value::from(v)),
+                        _ => text.to_string(),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let mut page = Page::new("cptsim sweep");
+    page.heading("Results (cost only: the plan has no [train] table, so no accuracy)");
+    page.table(&head, &rows);
+    page.files_and_provenance(dir, prov)?;
+    page.write(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cost_only_sweep_index_is_its_table() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("results.csv"),
+            "cell,model,schedule,bits,grad_bits,seed,accel,gbitops,static_gbitops,reduction,latency_s,energy_j,static_latency_s,static_energy_j,final_test_acc,best_test_acc\n\
+             a,resnet74,cosine,3:8,8,,zc706,1.6898e8,2.6684e8,0.3667,1.2e5,3.4e5,1.6e5,4.5e5,,\n",
+        )
+        .unwrap();
+        let prov = Provenance {
+            command: "cptsim sweep".into(),
+            version: "0.1.0".into(),
+        };
+        let path = write_sweep_index(dir.path(), "schedule", &prov).unwrap();
+        let html = std::fs::read_to_string(path).unwrap();
+        assert_eq!(html.matches("<svg").count(), 0);
+        assert!(html.contains("resnet74") && html.contains("1.6898e8") && html.contains("0.3667"));
+        assert!(html.contains("<a href=\"results.csv\">results.csv</a>"));
+    }
 
     #[test]
     fn quoting_escaping_and_numbers() {

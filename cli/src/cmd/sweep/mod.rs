@@ -159,8 +159,7 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         "{rows} rows: {}",
         study.dir.join("results.csv").display()
     )?;
-    if study.plan.train.is_some() && done == study.cells.len() {
-        // Accuracy against cost needs training cells; a cost-only study's table is results.csv.
+    if done == study.cells.len() {
         let prov = cptsim_plot::report::Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
         cptsim_plot::report::write_sweep_index(&study.dir, "schedule", &prov)
             .with_context(|| format!("{}/index.html", study.dir.display()))?;
