@@ -8,8 +8,6 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::ModelError;
 use crate::ir::{Graph, Op};
-use crate::source::DEFAULT_ZOO_SEED;
-use crate::zoo;
 
 /// How the head must fit the dataset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +25,7 @@ pub struct HeadFit {
 /// `fit.reinit`, is replaced.
 pub fn load_graph_for(spec: &str, batch: usize, fit: HeadFit) -> Result<Graph, ModelError> {
     match spec.strip_prefix("zoo:") {
-        Some(name) => {
-            let proto = zoo::build(name, Some(fit.classes), DEFAULT_ZOO_SEED)?;
-            crate::onnx::import_proto(&proto, spec, batch)
-        }
+        Some(name) => crate::source::zoo_graph(name, Some(fit.classes), spec, batch),
         None => {
             let mut g = crate::load_graph(spec, batch)?;
             fit_head(&mut g, fit)?;

@@ -16,12 +16,23 @@ pub const DEFAULT_ZOO_SEED: u64 = 0;
 /// `zoo:NAME` builds the zoo model with its default class count and [`DEFAULT_ZOO_SEED`].
 pub fn load_graph(spec: &str, batch: usize) -> Result<Graph, ModelError> {
     match spec.strip_prefix("zoo:") {
-        Some(name) => {
-            let proto = zoo::build(name, None, DEFAULT_ZOO_SEED)?;
-            crate::onnx::import_proto(&proto, spec, batch)
-        }
+        Some(name) => zoo_graph(name, None, spec, batch),
         None => crate::onnx::import_file(Path::new(spec), batch),
     }
+}
+
+/// The zoo model `name` (head of `classes` outputs, or its default) as a graph. A zoo model is
+/// built as defined, so a conv bias without batch norm (LeNet-5) is not a folded BN.
+pub(crate) fn zoo_graph(
+    name: &str,
+    classes: Option<usize>,
+    spec: &str,
+    batch: usize,
+) -> Result<Graph, ModelError> {
+    let proto = zoo::build(name, classes, DEFAULT_ZOO_SEED)?;
+    let mut graph = crate::onnx::import_proto(&proto, spec, batch)?;
+    graph.bn_folded = false;
+    Ok(graph)
 }
 
 /// The per-layer summary of the model `spec` names (see [`load_graph`]).
