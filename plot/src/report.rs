@@ -462,16 +462,11 @@ fn write_cost_sweep_index(
     table: &crate::table::Table,
     prov: &Provenance,
 ) -> Result<PathBuf> {
-    let cols = COST_COLUMNS
+    let head: Vec<&str> = COST_COLUMNS.into_iter().filter(|c| table.has(c)).collect();
+    let cols = head
         .iter()
-        .filter(|c| table.has(c))
         .map(|c| table.column(c))
         .collect::<Result<Vec<_>>>()?;
-    let head: Vec<&str> = COST_COLUMNS
-        .iter()
-        .copied()
-        .filter(|c| table.has(c))
-        .collect();
     let rows: Vec<Vec<String>> = (0..table.len())
         .map(|r| {
             cols.iter()

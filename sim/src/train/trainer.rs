@@ -155,10 +155,7 @@ impl RunState {
     pub fn best_eval(&self) -> Option<&EvalRecord> {
         self.evals
             .iter()
-            .fold(None, |best: Option<&EvalRecord>, e| match best {
-                Some(b) if b.test_acc >= e.test_acc => Some(b),
-                _ => Some(e),
-            })
+            .reduce(|best, e| if e.test_acc > best.test_acc { e } else { best })
     }
 }
 

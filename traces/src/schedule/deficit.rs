@@ -13,7 +13,17 @@ const FLAG: &str = "--schedule";
 
 /// The deficit D of a `deficit:D` schedule name, `None` for any other name or a malformed D.
 pub fn deficit_of(name: &str) -> Option<u64> {
-    name.trim().strip_prefix("deficit:")?.trim().parse().ok()
+    deficit(name.trim().strip_prefix("deficit:")?).ok()
+}
+
+/// D from the text after `deficit:`.
+fn deficit(spec: &str) -> Result<u64, ScheduleError> {
+    spec.trim().parse::<u64>().map_err(|_| {
+        ScheduleError::flag(
+            FLAG,
+            format!("deficit: '{spec}' is not a whole number of iterations"),
+        )
+    })
 }
 
 /// Builds the step function from the text after `deficit:`.
@@ -23,12 +33,7 @@ pub fn parse(
     fw: BitRange,
     bw: BitRange,
 ) -> Result<Steps, ScheduleError> {
-    let d = spec.trim().parse::<u64>().map_err(|_| {
-        ScheduleError::flag(
-            FLAG,
-            format!("deficit: '{spec}' is not a whole number of iterations"),
-        )
-    })?;
+    let d = deficit(spec)?;
     if d >= iterations {
         return Err(ScheduleError::flag(
             FLAG,
@@ -68,6 +73,8 @@ mod tests {
         assert_eq!(s.at(99), Precision { fw: 3, bw: 8 });
         assert_eq!(s.at(100), Precision { fw: 8, bw: 8 });
         assert_eq!(s.at(999), Precision { fw: 8, bw: 8 });
+        assert_eq!(deficit_of("deficit:100"), Some(100));
+        assert_eq!(deficit_of("cosine"), None);
         let control = parse("0", 1_000, FW, BW).unwrap();
         assert_eq!(control.len(), 1);
         assert_eq!(control.at(0), Precision { fw: 8, bw: 8 });
