@@ -9,6 +9,7 @@ pub mod policy;
 pub mod prt;
 pub mod recorder;
 pub mod schedule;
+mod snapshot;
 pub mod trainer;
 
 pub use net::{QuantSlot, TrainNet};

@@ -72,6 +72,20 @@ pub trait Policy: Any {
     /// A check point after iteration `t` (every evaluation, or every `check_every`).
     fn check(&mut self, _t: u64) {}
 
+    /// Whether the trainer should keep a copy of the weights, optimiser and quantizer state
+    /// before iteration `t`, to come back to when [`Policy::diverged`] absorbs a divergence.
+    fn recovery_point(&mut self, _t: u64) -> bool {
+        false
+    }
+
+    /// Iteration `t` diverged (`loss` not finite or above the limit) before its backward pass.
+    /// `Some(note)` absorbs it: the trainer restores the last [`Policy::recovery_point`] and runs
+    /// iteration `t` again under the policy's new state, reporting `note`. `None` (the default)
+    /// stops the run.
+    fn diverged(&mut self, _t: u64, _loss: f32) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     /// Trainable parameters of the policy itself (stepped with the network's, after them).
     fn params_mut(&mut self) -> Vec<&mut Param> {
         Vec::new()
@@ -105,6 +119,8 @@ pub struct PolicyReport {
     pub layers: Option<LayerBitsReport>,
     /// A Precision Range Test's bound.
     pub prt_bits: Option<u8>,
+    /// The test's steps whose training diverged (their forward bits), ascending.
+    pub prt_diverged: Vec<u8>,
     /// Turning points of a plateau indicator.
     pub turns: Option<Vec<u64>>,
 }

@@ -3,6 +3,11 @@
 //! iterations of each step; the first precision whose average beats the previous step's by more
 //! than a threshold is the lower bound `B_min` of the cyclic schedule. The published procedure
 //! leaves these parameters open, so all are exposed. [`PrtPolicy`] runs the test, then the schedule.
+//!
+//! A step whose training diverges (NaN or exploding loss) is a precision too low to train at: it
+//! ends there with accuracy 0, the weights go back to where the step started, and the test goes on
+//! at the next precision (so the next step that trains counts as the jump). Divergence at the
+//! highest precision, or after the test, stops the run as usual.
 
 use cptsim_traces::schedule::{BitRange, Precision, Schedule, ScheduleArgs};
 use cptsim_traces::TraceRow;
@@ -74,8 +79,11 @@ impl PrtConfig {
 pub struct PrtStep {
     /// Forward bits of the step.
     pub bits: u8,
-    /// Mean training accuracy (%) over the step's last `window` iterations.
+    /// Mean training accuracy (%) over the step's last `window` iterations (0 when it diverged).
     pub train_acc: f64,
+    /// True when the step ended early because its training diverged.
+    #[serde(default)]
+    pub diverged: bool,
 }
 
 /// The running test.
@@ -111,7 +119,7 @@ impl Prt {
 
     /// Adds one iteration's training accuracy (fraction 0..1); returns the bound when the test
     /// ends. If no step improves by the threshold, the lowest precision already trained as well as
-    /// any higher one, and the bound is `start_bits`.
+    /// any higher one, and the bound is the lowest step that did not diverge.
     pub fn observe(&mut self, train_acc: f64) -> Option<u8> {
         if self.found.is_some() {
             return self.found;
@@ -126,7 +134,32 @@ impl Prt {
         let step = PrtStep {
             bits: self.bits(),
             train_acc: self.acc_sum / self.config.window as f64,
+            diverged: false,
         };
+        self.finish(step)
+    }
+
+    /// True before a step's first iteration (and after the test).
+    pub fn at_step_start(&self) -> bool {
+        self.in_step == 0
+    }
+
+    /// Ends the current step as diverged (accuracy 0). False, with nothing changed, when there is
+    /// no higher precision to go on with (or the test is over).
+    pub fn diverged(&mut self) -> bool {
+        if self.found.is_some() || self.bits() >= self.config.max_bits {
+            return false;
+        }
+        let step = PrtStep {
+            bits: self.bits(),
+            train_acc: 0.0,
+            diverged: true,
+        };
+        self.finish(step);
+        true
+    }
+
+    fn finish(&mut self, step: PrtStep) -> Option<u8> {
         (self.in_step, self.acc_sum) = (0, 0.0);
         let jump = self
             .steps
@@ -136,7 +169,9 @@ impl Prt {
         if jump {
             self.found = Some(step.bits);
         } else if step.bits >= self.config.max_bits {
-            self.found = Some(self.config.start_bits);
+            // no jump: the lowest precision that trained at all
+            let trained = self.steps.iter().find(|s| !s.diverged);
+            self.found = Some(trained.map_or(self.config.start_bits, |s| s.bits));
         }
         self.found
     }
@@ -154,6 +189,9 @@ pub struct PrtPolicy {
     grad_bits: u8,
     /// The schedule once the bound is known.
     schedule: Option<Schedule>,
+    /// Whether the trainer holds a recovery point of this process (a resumed run takes a new one
+    /// at its first iteration, mid-step).
+    recovery_taken: bool,
 }
 
 impl PrtPolicy {
@@ -164,6 +202,7 @@ impl PrtPolicy {
             args,
             grad_bits,
             schedule: None,
+            recovery_taken: false,
         }
     }
 
@@ -195,6 +234,27 @@ impl Policy for PrtPolicy {
         }
     }
 
+    fn recovery_point(&mut self, _t: u64) -> bool {
+        let wanted = self.schedule.is_none() && (self.prt.at_step_start() || !self.recovery_taken);
+        self.recovery_taken |= wanted;
+        wanted
+    }
+
+    fn diverged(&mut self, t: u64, loss: f32) -> Result<Option<String>> {
+        let bits = self.prt.bits();
+        if self.schedule.is_some() || !self.prt.diverged() {
+            return Ok(None);
+        }
+        if let Some(bound) = self.prt.found {
+            self.schedule = Some(self.after(&self.prt, bound)?);
+        }
+        Ok(Some(format!(
+            "PRT: training at {bits} forward bits diverged at iteration {t} (loss {loss}); \
+             {bits} bits count as too low, the test goes on at {} bits",
+            bits + 1
+        )))
+    }
+
     fn observe(&mut self, _loss: f32, train_acc: f64) -> Result<()> {
         if self.schedule.is_none() {
             if let Some(bits) = self.prt.observe(train_acc) {
@@ -221,6 +281,13 @@ impl Policy for PrtPolicy {
     fn report(&self, _net: &mut TrainNet, _rows: &[TraceRow], _iterations: u64) -> PolicyReport {
         PolicyReport {
             prt_bits: self.prt.found,
+            prt_diverged: self
+                .prt
+                .steps
+                .iter()
+                .filter(|s| s.diverged)
+                .map(|s| s.bits)
+                .collect(),
             ..PolicyReport::default()
         }
     }
@@ -300,5 +367,160 @@ mod tests {
         fresh.restore(state).unwrap();
         assert_eq!(fresh.precision(25), p.precision(25));
         assert!(fresh.restore(serde_json::Value::Null).is_err());
+    }
+
+    /// PRT whose training blows up at `at` forward bits from the third iteration of that step.
+    struct BlowUp {
+        inner: PrtPolicy,
+        at: u8,
+        in_step: u64,
+    }
+
+    impl Policy for BlowUp {
+        fn name(&self) -> &'static str {
+            "prt"
+        }
+        fn precision(&self, t: u64) -> Precision {
+            self.inner.precision(t)
+        }
+        fn apply(
+            &mut self,
+            t: u64,
+            net: &mut TrainNet,
+            quantize: bool,
+        ) -> Result<Vec<(u32, cptsim_traces::Bits)>> {
+            self.in_step = if self.inner.prt.at_step_start() {
+                0
+            } else {
+                self.in_step + 1
+            };
+            self.inner.apply(t, net, quantize)
+        }
+        fn forward(
+            &mut self,
+            net: &mut TrainNet,
+            x: crate::layers::Tensor,
+            mode: crate::layers::Mode,
+        ) -> Result<crate::layers::Tensor> {
+            let y = self.inner.forward(net, x, mode)?;
+            let blow = self.inner.schedule.is_none() && self.inner.prt.bits() == self.at;
+            Ok(if blow && self.in_step >= 2 {
+                y.mapv(|v| v * f32::INFINITY)
+            } else {
+                y
+            })
+        }
+        fn observe(&mut self, loss: f32, acc: f64) -> Result<()> {
+            self.inner.observe(loss, acc)
+        }
+        fn recovery_point(&mut self, t: u64) -> bool {
+            self.inner.recovery_point(t)
+        }
+        fn diverged(&mut self, t: u64, loss: f32) -> Result<Option<String>> {
+            self.inner.diverged(t, loss)
+        }
+        fn state(&self) -> Result<serde_json::Value> {
+            self.inner.state()
+        }
+        fn restore(&mut self, state: serde_json::Value) -> Result<()> {
+            self.inner.restore(state)
+        }
+    }
+
+    fn blow_up_run(
+        at: u8,
+        start_bits: u8,
+    ) -> (Result<Vec<String>>, Vec<TraceRow>, Vec<PrtStep>, Vec<f32>) {
+        use crate::train::trainer::tests::{config, small_data, small_net};
+        use crate::train::Trainer;
+        let data = small_data();
+        let cfg = PrtConfig {
+            iters_per_step: 5,
+            window: 2,
+            start_bits,
+            ..PrtConfig::new(4)
+        };
+        let inner = PrtPolicy::new(
+            Prt::new(cfg).unwrap(),
+            ScheduleArgs::new("cosine", 30).cycles(2),
+            8,
+        );
+        let policy = Box::new(BlowUp {
+            inner,
+            at,
+            in_step: 0,
+        });
+        let mut tr = Trainer::new(small_net(3), &data, config(30), policy).unwrap();
+        let mut notes = Vec::new();
+        let result = loop {
+            if tr.done() {
+                break Ok(notes);
+            }
+            match tr.step() {
+                Ok(r) => notes.extend(r.notes),
+                Err(e) => break Err(e),
+            }
+        };
+        let steps = tr.policy_as::<BlowUp>().unwrap().inner.prt.steps.clone();
+        let params = tr
+            .param_values()
+            .iter()
+            .flat_map(|t| t.iter().copied())
+            .collect();
+        (result, tr.rows(), steps, params)
+    }
+
+    #[test]
+    fn a_diverging_step_counts_as_too_low_and_the_test_goes_on() {
+        let (result, rows, steps, params) = blow_up_run(2, 2);
+        let notes = result.unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("2 forward bits diverged at iteration 2"),
+            "{}",
+            notes[0]
+        );
+        assert!(
+            notes[0].contains("state before iteration 0"),
+            "{}",
+            notes[0]
+        );
+        assert_eq!(
+            steps[0],
+            PrtStep {
+                bits: 2,
+                train_acc: 0.0,
+                diverged: true
+            }
+        );
+        assert!(!steps[1].diverged && steps[1].bits == 3);
+        // every iteration is in the trace exactly once: the diverged one ran again at 3 bits
+        let mut first: Vec<&TraceRow> = rows.iter().filter(|r| r.layer == 0).collect();
+        first.sort_by_key(|r| r.iter_start);
+        let mut next = 0;
+        for r in first {
+            assert_eq!(r.iter_start, next, "{rows:?}");
+            next = r.iter_end;
+        }
+        assert_eq!(next, 30);
+        assert_eq!(
+            rows.iter()
+                .find(|r| r.iter_start <= 2 && 2 < r.iter_end)
+                .unwrap()
+                .bits
+                .w,
+            3
+        );
+        assert!(params.iter().all(|v| v.is_finite()));
+        // deterministic
+        assert_eq!(blow_up_run(2, 2).3, params);
+    }
+
+    #[test]
+    fn divergence_at_the_highest_precision_still_stops_the_run() {
+        let (result, _, steps, _) = blow_up_run(4, 4);
+        let err = result.unwrap_err();
+        assert!(matches!(err, SimError::Diverged { fw: 4, .. }), "{err}");
+        assert!(steps.iter().all(|s| !s.diverged));
     }
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::net::TrainNet;
 use super::policy::{apply_uniform, Policy};
 use super::recorder::Recorder;
+use super::snapshot::{all_params, Snapshot};
 use crate::cputime::process_cpu_seconds;
 use crate::data::{eval_batches, Adaptation, Dataset, Loader};
 use crate::error::{Result, SimError};
@@ -176,6 +177,9 @@ pub struct StepReport {
     pub eval: Option<EvalRecord>,
     /// Wall and CPU seconds the evaluation took (0 without one), to tell training throughput apart.
     pub eval_seconds: (f64, f64),
+    /// What the policy did about divergences absorbed on the way to this iteration
+    /// ([`Policy::diverged`]), oldest first.
+    pub notes: Vec<String>,
 }
 
 /// A training run in progress.
@@ -193,6 +197,8 @@ pub struct Trainer<'a> {
     data: &'a TrainData,
     loader: Loader<'a>,
     loss: SoftmaxCrossEntropy,
+    /// The policy's last recovery point ([`Policy::recovery_point`]).
+    snapshot: Option<Snapshot>,
 }
 
 impl<'a> Trainer<'a> {
@@ -236,6 +242,7 @@ impl<'a> Trainer<'a> {
             data,
             loader,
             loss: SoftmaxCrossEntropy::new(),
+            snapshot: None,
         })
     }
 
@@ -288,6 +295,10 @@ impl<'a> Trainer<'a> {
                 ),
             ));
         }
+        if self.policy.recovery_point(t) {
+            let snap = Snapshot::take(t, &mut self.net, self.policy.as_mut(), &self.opt);
+            self.snapshot = Some(snap);
+        }
         let planned = self.policy.precision(t);
         let bits = self.policy.apply(t, &mut self.net, self.config.quantize)?;
         let batch = self.loader.next_batch()?;
@@ -297,6 +308,21 @@ impl<'a> Trainer<'a> {
             .forward(&mut self.net, batch.images, Mode::Train)?;
         let (loss, correct) = self.loss.forward(&out, &batch.labels)?;
         if !loss.is_finite() || loss > self.config.max_loss {
+            if let Some(snap) = &self.snapshot {
+                if let Some(note) = self.policy.diverged(t, loss)? {
+                    snap.restore(&mut self.net, self.policy.as_mut(), &mut self.opt);
+                    // iteration t runs again on the same batch, so the data stream stays where
+                    // a resumed run puts it
+                    self.loader.seek(t);
+                    let note = format!(
+                        "{note} (restored the state before iteration {})",
+                        snap.iteration
+                    );
+                    let mut report = self.step()?;
+                    report.notes.insert(0, note);
+                    return Ok(report);
+                }
+            }
             return Err(SimError::Diverged {
                 iteration: t,
                 loss,
@@ -346,6 +372,7 @@ impl<'a> Trainer<'a> {
             samples,
             eval,
             eval_seconds,
+            notes: Vec::new(),
         })
     }
 
@@ -410,13 +437,6 @@ impl<'a> Trainer<'a> {
     pub(crate) fn seek_data(&mut self, iterations: u64) {
         self.loader.seek(iterations);
     }
-}
-
-/// The network's parameters followed by the policy's.
-fn all_params<'b>(net: &'b mut TrainNet, policy: &'b mut dyn Policy) -> Vec<&'b mut Param> {
-    let mut p = net.graph.params_mut();
-    p.extend(policy.params_mut());
-    p
 }
 
 #[cfg(test)]

@@ -186,6 +186,9 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
+        for note in &report.notes {
+            eprintln!("warning: {note}");
+        }
         progress.step(&report);
         if let Some(e) = &report.eval {
             save(&mut tr, &progress)?;
@@ -247,6 +250,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         images_per_cpu_s: progress.images() as f64 / cpu.max(1e-9),
         load_average: cptsim_sim::cputime::load_average_1min(),
         prt_bits: report.prt_bits,
+        prt_diverged_bits: report.prt_diverged,
         pfq_turns: report.turns,
     };
     if let Some(dir) = &out {
@@ -284,6 +288,13 @@ fn print(
     writeln!(stdout, "schedule        {}", plan.schedule)?;
     if let Some(b) = s.prt_bits {
         writeln!(stdout, "PRT bound       B_min = {b} bits")?;
+        if !s.prt_diverged_bits.is_empty() {
+            writeln!(
+                stdout,
+                "PRT diverged    at {:?} bits (counted as too low)",
+                s.prt_diverged_bits
+            )?;
+        }
     }
     if let Some(t) = &s.pfq_turns {
         writeln!(stdout, "PFQ turns       {t:?}")?;

@@ -56,6 +56,9 @@ pub(crate) struct Summary {
     /// The PRT's bound, when `--prt` ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) prt_bits: Option<u8>,
+    /// The PRT steps whose training diverged (forward bits), counted as too low.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) prt_diverged_bits: Vec<u8>,
     /// PFQ turning iterations, when the PFQ indicator ran (PFQ schedule or FracTrain).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) pfq_turns: Option<Vec<u64>>,
