@@ -4,10 +4,11 @@
 //! than a threshold is the lower bound `B_min` of the cyclic schedule. The published procedure
 //! leaves these parameters open, so all are exposed. [`PrtPolicy`] runs the test, then the schedule.
 //!
-//! A step whose training diverges (NaN or exploding loss) is a precision too low to train at: it
-//! ends there with accuracy 0, the weights go back to where the step started, and the test goes on
-//! at the next precision (so the next step that trains counts as the jump). Divergence at the
-//! highest precision, or after the test, stops the run as usual.
+//! A step whose training diverges (NaN or exploding loss) is a precision below the range: it ends
+//! there, the weights go back to where the step started, and the test goes on at the next
+//! precision as if it had started there (the step after a diverged one has nothing to jump from;
+//! counting the diverged step as accuracy 0 would make any step that trains at all the bound).
+//! Divergence at the highest precision, or after the test, stops the run as usual.
 
 use cptsim_traces::schedule::{BitRange, Precision, Schedule, ScheduleArgs};
 use cptsim_traces::TraceRow;
@@ -144,7 +145,7 @@ impl Prt {
         self.in_step == 0
     }
 
-    /// Ends the current step as diverged (accuracy 0). False, with nothing changed, when there is
+    /// Ends the current step as diverged (accuracy 0, not a base for the next step's jump). False, with nothing changed, when there is
     /// no higher precision to go on with (or the test is over).
     pub fn diverged(&mut self) -> bool {
         if self.found.is_some() || self.bits() >= self.config.max_bits {
@@ -161,10 +162,9 @@ impl Prt {
 
     fn finish(&mut self, step: PrtStep) -> Option<u8> {
         (self.in_step, self.acc_sum) = (0, 0.0);
-        let jump = self
-            .steps
-            .last()
-            .is_some_and(|prev| step.train_acc - prev.train_acc > self.config.threshold_pp);
+        let jump = self.steps.last().is_some_and(|prev| {
+            !prev.diverged && step.train_acc - prev.train_acc > self.config.threshold_pp
+        });
         self.steps.push(step);
         if jump {
             self.found = Some(step.bits);
@@ -325,6 +325,34 @@ mod tests {
         assert_eq!(run(&mut flat, &[0.57]), Some(2));
         assert_eq!(flat.steps.len(), 7);
         assert!(Prt::new(PrtConfig { window: 30, ..cfg }).is_err());
+    }
+
+    #[test]
+    fn a_diverged_step_is_below_the_range() {
+        let cfg = PrtConfig {
+            iters_per_step: 4,
+            window: 2,
+            ..PrtConfig::new(5)
+        };
+        let mut prt = Prt::new(cfg.clone()).unwrap();
+        prt.observe(0.1);
+        assert!(prt.diverged());
+        assert_eq!(prt.bits(), 3);
+        // 3 bits has nothing to jump from; 4 bits jumps from it
+        assert_eq!(run(&mut prt, &[0.4]), None);
+        assert_eq!(run(&mut prt, &[0.5]), Some(4));
+        // no jump at all: the lowest step that trained
+        let mut flat = Prt::new(cfg).unwrap();
+        assert!(flat.diverged());
+        assert_eq!(run(&mut flat, &[0.5, 0.51, 0.52]), Some(3));
+        // nothing above the highest precision to go on with
+        let mut top = Prt::new(PrtConfig {
+            start_bits: 5,
+            ..flat.config.clone()
+        })
+        .unwrap();
+        assert!(!top.diverged());
+        assert!(top.steps.is_empty());
     }
 
     #[test]
@@ -494,6 +522,8 @@ mod tests {
             }
         );
         assert!(!steps[1].diverged && steps[1].bits == 3);
+        // 3 bits cannot be the jump (nothing to compare with): the test ran on to 4 bits
+        assert_eq!(steps[2].bits, 4, "{steps:?}");
         // every iteration is in the trace exactly once: the diverged one ran again at 3 bits
         let mut first: Vec<&TraceRow> = rows.iter().filter(|r| r.layer == 0).collect();
         first.sort_by_key(|r| r.iter_start);
