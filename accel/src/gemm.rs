@@ -270,7 +270,7 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
     let cout = layer.out_channels() as u64 / groups;
     let (kh, kw) = match layer.kind {
         LayerKind::Conv => (layer.kernel[0] as u64, layer.kernel[1] as u64),
-        LayerKind::Linear => (1, 1),
+        LayerKind::Linear | LayerKind::Matmul | LayerKind::Recurrent => (1, 1),
     };
     let (oh, ow) = (layer.out_shape[1] as u64, layer.out_shape[2] as u64);
     let stride = layer.stride[0].max(layer.stride[1]).max(1) as u64;
@@ -292,7 +292,7 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
     };
     let (sh, sw) = match layer.kind {
         LayerKind::Conv => (layer.stride[0].max(1) as u64, layer.stride[1].max(1) as u64),
-        LayerKind::Linear => (1, 1),
+        LayerKind::Linear | LayerKind::Matmul | LayerKind::Recurrent => (1, 1),
     };
     match gemm {
         GemmKind::Forward => Some(forward),

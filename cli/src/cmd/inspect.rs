@@ -38,10 +38,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
 }
 
 fn op_name(kind: LayerKind) -> &'static str {
-    match kind {
-        LayerKind::Conv => "Conv",
-        LayerKind::Linear => "Linear",
-    }
+    kind.name()
 }
 
 /// The JSON document of the issue: model, input, layers, totals.

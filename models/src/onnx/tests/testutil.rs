@@ -9,6 +9,7 @@ use onnx_protobuf::{
 };
 
 /// An attribute value for [`ModelBuilder::node`].
+#[allow(clippy::large_enum_variant)] // a test-only attribute literal; size is irrelevant
 pub enum A {
     I(i64),
     Is(Vec<i64>),
