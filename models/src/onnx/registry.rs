@@ -2,6 +2,7 @@
 
 use super::context::Importer;
 use super::node::NodeView;
+use super::ops::recurrent::{self, Cell};
 use super::ops::{activation, constant, conv, elementwise, linear, norm, pool, reshape, select};
 use super::value::Val;
 use crate::error::ModelError;
@@ -17,6 +18,14 @@ const HANDLERS: &[(&str, Handler)] = &[
     ("Relu", activation::relu),
     ("Clip", activation::clip),
     ("Sigmoid", activation::sigmoid),
+    ("Tanh", activation::tanh),
+    ("Gelu", activation::gelu),
+    ("Softmax", activation::softmax),
+    ("LayerNormalization", norm::layer_norm),
+    ("LSTM", |i, n| recurrent::recurrent(i, n, Cell::Lstm)),
+    ("GRU", |i, n| recurrent::recurrent(i, n, Cell::Gru)),
+    ("RNN", |i, n| recurrent::recurrent(i, n, Cell::Rnn)),
+    ("Split", select::split),
     ("Add", |i, n| elementwise::binary(i, n, BinaryKind::Add)),
     ("Sub", |i, n| elementwise::binary(i, n, BinaryKind::Sub)),
     ("Mul", |i, n| elementwise::binary(i, n, BinaryKind::Mul)),

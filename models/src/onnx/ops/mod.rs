@@ -8,6 +8,7 @@ pub mod elementwise;
 pub mod linear;
 pub mod norm;
 pub mod pool;
+pub mod recurrent;
 pub mod reshape;
 pub mod select;
 

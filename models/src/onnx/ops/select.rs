@@ -1,5 +1,7 @@
 //! Selection and assembly: `Concat`, `Slice` (attribute and 5-input forms, INT64_MAX ends,
-//! negative steps), `Gather` (constants only: shape arithmetic), `Pad` (constant mode).
+//! negative steps), `Gather` (shape arithmetic on constants; an embedding lookup of run-time
+//! ids in a constant table; a constant index into a run-time tensor), `Split` (one `Slice` per
+//! output), `Pad` (constant mode).
 
 use ndarray::{concatenate, ArrayD, Axis};
 
@@ -7,7 +9,7 @@ use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::value::{each_const, Const, Val};
 use crate::error::ModelError;
-use crate::ir::{Op, SliceAxis, ValueId};
+use crate::ir::{Embedding, Op, SliceAxis, ValueId};
 
 /// `Concat(X…)` along `axis`: all constants fold, all tensors become an IR `Concat`.
 pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
@@ -144,10 +146,74 @@ pub fn slice_axis(
     })
 }
 
-/// `Gather(data, indices)` on constants (the `Shape → Gather` part of shape subgraphs).
+/// `Gather(data, indices)`: on two constants it folds (the `Shape → Gather` part of shape
+/// subgraphs); run-time ids into a constant rank-2 table on axis 0 are an [`Embedding`]; a
+/// constant index into a run-time tensor is a `Slice` (plus a `Reshape` dropping the axis for
+/// a scalar index, e.g. the ViT class token `x[:, 0]`).
 pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let data = imp.constant(node, 0)?;
-    let indices = imp.constant(node, 1)?;
+    match (imp.input(node, 0)?, imp.input(node, 1)?) {
+        (Val::Const(table), Val::Tensor(ids)) => {
+            let axis = node.int("axis")?.unwrap_or(0);
+            if axis != 0 || table.shape().len() != 2 {
+                return Err(node.err(format!(
+                    "run-time indices into a constant of shape {:?} on axis {axis}: only an \
+                     embedding lookup (a [vocab, dim] table, axis 0) is supported",
+                    table.shape()
+                )));
+            }
+            let op = Op::Embedding(Embedding {
+                table: table.to_f32(),
+            });
+            imp.push(node, op, vec![ids])
+        }
+        (Val::Tensor(x), Val::Const(indices)) => {
+            let dims = imp.shape(x);
+            let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
+            let idx = match indices.ints().as_slice() {
+                [i] => *i,
+                v => {
+                    return Err(node.err(format!(
+                        "{} constant indices into a run-time tensor; only one is supported",
+                        v.len()
+                    )))
+                }
+            };
+            let n = dims[axis] as i64;
+            let sel = slice_axis(
+                axis,
+                dims[axis],
+                idx,
+                if idx == -1 { n } else { idx + 1 },
+                1,
+            )
+            .ok()
+            .filter(|s| s.len == 1)
+            .ok_or_else(|| {
+                node.err(format!(
+                    "index {idx} out of range for axis {axis} of length {n}"
+                ))
+            })?;
+            if !indices.shape().is_empty() {
+                return imp.push(node, Op::Slice { axes: vec![sel] }, vec![x]);
+            }
+            let name = format!("{}/select", node.name);
+            let Val::Tensor(picked) =
+                imp.push_named(node, &name, Op::Slice { axes: vec![sel] }, vec![x], &name)?
+            else {
+                return Err(node.err("internal: a slice produced a constant"));
+            };
+            let mut shape = dims;
+            shape.remove(axis);
+            imp.push(node, Op::Reshape { shape }, vec![picked])
+        }
+        (Val::Tensor(_), Val::Tensor(_)) => {
+            Err(node.err("gathering a run-time tensor at run-time indices is not supported"))
+        }
+        (Val::Const(data), Val::Const(indices)) => gather_const(node, &data, &indices),
+    }
+}
+
+fn gather_const(node: &NodeView, data: &Const, indices: &Const) -> Result<Val, ModelError> {
     let dims = data.shape().to_vec();
     let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
     let n = dims[axis] as i64;
@@ -169,11 +235,67 @@ pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let mut shape = dims[..axis].to_vec();
     shape.extend_from_slice(indices.shape());
     shape.extend_from_slice(&dims[axis + 1..]);
-    let picked = each_const!(&data, a => a.select(Axis(axis), &flat));
+    let picked = each_const!(data, a => a.select(Axis(axis), &flat));
     picked
         .reshaped(&shape)
         .map(Val::Const)
         .map_err(|m| node.err(m))
+}
+
+/// `Split(X[, split])` along `axis` (default 0): sizes from the `split` input (opset ≥ 13) or
+/// attribute, else `num_outputs` (opset 18) or the output count, equal parts (the last one
+/// smaller when they do not divide). Each output is one `Slice` of the input.
+pub fn split(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let dims = imp.shape(x);
+    let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
+    let outputs: Vec<String> = node.proto.output.clone();
+    let d = dims[axis];
+    let sizes: Vec<usize> = match node.ints("split")? {
+        Some(v) => v.iter().map(|&s| s.max(0) as usize).collect(),
+        None => match imp.opt_const(node, 1)? {
+            Some(c) => c.ints().iter().map(|&s| s.max(0) as usize).collect(),
+            None => {
+                let n = outputs.len().max(1);
+                let part = d.div_ceil(n);
+                (0..n)
+                    .map(|i| part.min(d.saturating_sub(i * part)))
+                    .collect()
+            }
+        },
+    };
+    if sizes.len() != outputs.len() || sizes.iter().sum::<usize>() != d || sizes.contains(&0) {
+        return Err(node.err(format!(
+            "split sizes {sizes:?} for {} outputs do not tile axis {axis} of {dims:?}",
+            outputs.len()
+        )));
+    }
+    let mut start = 0;
+    let mut first = None;
+    for (i, (out, &len)) in outputs.iter().zip(&sizes).enumerate() {
+        let sel = SliceAxis {
+            axis,
+            start,
+            len,
+            step: 1,
+        };
+        start += len;
+        if out.is_empty() {
+            continue;
+        }
+        let name = if i == 0 {
+            node.name.clone()
+        } else {
+            format!("{}/{i}", node.name)
+        };
+        let v = imp.push_named(node, &name, Op::Slice { axes: vec![sel] }, vec![x], out)?;
+        if i == 0 {
+            first = Some(v);
+        } else {
+            imp.vals.insert(out.clone(), v);
+        }
+    }
+    first.ok_or_else(|| node.err("the first output is unnamed"))
 }
 
 /// `Pad(X, pads[, constant_value][, axes])` (opset ≥ 11; attributes before), constant mode only.

@@ -15,7 +15,31 @@ pub enum A {
     Is(Vec<i64>),
     F(f32),
     S(&'static str),
+    Ss(Vec<&'static str>),
     T(TensorProto),
+}
+
+/// A value info of element type `elem` (1 float, 7 int64) whose dimensions are numbers or
+/// symbolic names: `&["seq", "batch"]`, `&["N", "5", "16"]`.
+pub fn named_value_info(name: &str, dims: &[&str], elem: i32) -> ValueInfoProto {
+    let mut shape = TensorShapeProto::new();
+    for d in dims {
+        let mut dim = Dimension::new();
+        dim.value = Some(match d.parse::<i64>() {
+            Ok(v) => Dim::DimValue(v),
+            Err(_) => Dim::DimParam(d.to_string()),
+        });
+        shape.dim.push(dim);
+    }
+    let mut tt = Tensor::new();
+    tt.elem_type = elem;
+    tt.shape = Some(shape).into();
+    let mut tp = TypeProto::new();
+    tp.value = Some(TypeValue::TensorType(tt));
+    let mut vi = ValueInfoProto::new();
+    vi.name = name.into();
+    vi.type_ = Some(tp).into();
+    vi
 }
 
 /// Builds a single-input, single-output model node by node.
@@ -125,6 +149,10 @@ impl ModelBuilder {
                     a.s = s.as_bytes().to_vec();
                     AttributeType::STRING
                 }
+                A::Ss(v) => {
+                    a.strings = v.iter().map(|s| s.as_bytes().to_vec()).collect();
+                    AttributeType::STRINGS
+                }
                 A::T(t) => {
                     a.t = Some(t).into();
                     AttributeType::TENSOR
@@ -134,6 +162,24 @@ impl ModelBuilder {
             n.attribute.push(a);
         }
         self.graph().node.push(n);
+        self
+    }
+
+    /// Replaces the main input `x` by `vi` (keep the name `x` for the nodes to read it).
+    pub fn input_info(mut self, vi: ValueInfoProto) -> Self {
+        self.graph().input[0] = vi;
+        self
+    }
+
+    /// Adds another graph input.
+    pub fn extra_input(mut self, vi: ValueInfoProto) -> Self {
+        self.graph().input.push(vi);
+        self
+    }
+
+    /// Declares the graph output by its value info.
+    pub fn output_info(mut self, vi: ValueInfoProto) -> Self {
+        self.graph().output.push(vi);
         self
     }
 
