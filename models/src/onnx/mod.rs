@@ -187,7 +187,11 @@ pub fn import_proto_with(
             "expected exactly one graph input besides initializers, found {names:?}"
         )));
     };
-    let (shape, file_batch, bound_seq) = bind_input_shape(input, batch, seq_len)
+    let BoundInput {
+        shape,
+        file_batch,
+        seq_len: bound_seq,
+    } = bind_input_shape(input, batch, seq_len)
         .map_err(|m| fail(format!("graph input '{}': {m}", input.name)))?;
     let name = if g.name.is_empty() {
         source.to_string()
@@ -353,7 +357,7 @@ fn bind_input_shape(
     input: &ValueInfoProto,
     batch: usize,
     seq_len: Option<usize>,
-) -> Result<(Vec<usize>, Option<usize>, Option<usize>), String> {
+) -> Result<BoundInput, String> {
     let mut file_batch = None;
     let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
         return Err("is not a tensor with a declared type".into());
@@ -444,7 +448,20 @@ fn bind_input_shape(
             "shape {shape:?} (batch {batch}) has more than 2^40 elements"
         ));
     }
-    Ok((shape, file_batch, bound_seq))
+    Ok(BoundInput {
+        shape,
+        file_batch,
+        seq_len: bound_seq,
+    })
+}
+
+/// The graph input's shape as bound by [`bind_input_shape`].
+struct BoundInput {
+    shape: Vec<usize>,
+    /// The file's fixed batch, when it differs from the bound one.
+    file_batch: Option<usize>,
+    /// The bound sequence length of a sequence model.
+    seq_len: Option<usize>,
 }
 
 /// Compares the inferred output shape with the fixed dimensions the file declares (batch aside).
