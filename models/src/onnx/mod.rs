@@ -83,11 +83,15 @@ fn pinned_batch(e: ModelError, file_batch: Option<usize>, batch: usize) -> Model
 }
 
 /// Why constant `c` cannot be a weight, if so: a NaN anywhere, or an infinity in a tensor of
-/// more than one element (a scalar ±inf is a legitimate bound or fill value, e.g. of `Clip`).
+/// more than one element (a scalar ±inf is a legitimate bound or fill value, e.g. of `Clip`,
+/// and so is the `-inf` of an additive causal attention mask).
 fn non_finite(c: &Const) -> Option<String> {
     let Const::F32(a) = c else {
         return None;
     };
+    if ops::mask::is_additive_causal(a) {
+        return None;
+    }
     let (i, v) = a
         .iter()
         .enumerate()

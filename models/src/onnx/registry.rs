@@ -3,7 +3,9 @@
 use super::context::Importer;
 use super::node::NodeView;
 use super::ops::recurrent::{self, Cell};
-use super::ops::{activation, constant, conv, elementwise, linear, norm, pool, reshape, select};
+use super::ops::{
+    activation, constant, conv, elementwise, linear, mask, norm, pool, reshape, select,
+};
 use super::value::Val;
 use crate::error::ModelError;
 use crate::ir::BinaryKind;
@@ -26,6 +28,8 @@ const HANDLERS: &[(&str, Handler)] = &[
     ("GRU", |i, n| recurrent::recurrent(i, n, Cell::Gru)),
     ("RNN", |i, n| recurrent::recurrent(i, n, Cell::Rnn)),
     ("Split", select::split),
+    ("Where", mask::where_),
+    ("Expand", mask::expand),
     ("Add", |i, n| elementwise::binary(i, n, BinaryKind::Add)),
     ("Sub", |i, n| elementwise::binary(i, n, BinaryKind::Sub)),
     ("Mul", |i, n| elementwise::binary(i, n, BinaryKind::Mul)),

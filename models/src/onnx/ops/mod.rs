@@ -6,6 +6,7 @@ pub mod constant;
 pub mod conv;
 pub mod elementwise;
 pub mod linear;
+pub mod mask;
 pub mod norm;
 pub mod pool;
 pub mod recurrent;

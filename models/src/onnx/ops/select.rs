@@ -41,7 +41,7 @@ pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         return imp.push(node, Op::Concat { axis }, tensors);
     }
     if !tensors.is_empty() {
-        return Err(node.err("mixes constant and run-time inputs"));
+        return class_token(imp, node, &vals, axis);
     }
     let consts: Vec<Const> = vals
         .into_iter()
@@ -67,6 +67,38 @@ pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         )
     };
     Ok(Val::Const(joined))
+}
+
+/// `Concat([token, x], axis=1)` of a constant `[B|1, 1, D]` (the same row for every sample) and
+/// a run-time `[B, N, D]`: the ViT class token, an IR `ClassToken`. Other mixes of constants
+/// and run-time tensors are errors.
+fn class_token(
+    imp: &mut Importer,
+    node: &NodeView,
+    vals: &[Val],
+    axis: usize,
+) -> Result<Val, ModelError> {
+    let (Some(Val::Const(c)), Some(Val::Tensor(x)), 2, 1) =
+        (vals.first(), vals.get(1), vals.len(), axis)
+    else {
+        return Err(node.err(
+            "mixes constant and run-time inputs (only a class token [1, 1, D] before [B, N, D] on axis 1 is supported)",
+        ));
+    };
+    let c = c.to_f32();
+    let token = match c.shape() {
+        [_, 1, d] => {
+            super::mask::single_row(&c).and_then(|r| r.into_shape_with_order(vec![*d]).ok())
+        }
+        _ => None,
+    }
+    .ok_or_else(|| {
+        node.err(format!(
+            "constant input {:?} is not a class token [1, 1, D] shared by the batch",
+            c.shape()
+        ))
+    })?;
+    imp.push(node, Op::ClassToken { token }, vec![*x])
 }
 
 /// `Slice(X, starts, ends[, axes][, steps])` (opset ≥ 10) or with attributes (opset < 10).

@@ -299,3 +299,90 @@ fn softmax_and_layer_norm_axes_other_than_the_last_are_errors() {
         .output("y", &[]);
     assert!(err(&b, None).contains("embedding"));
 }
+
+fn tensor(name: &str, dims: &[i64], values: Vec<f32>) -> onnx_protobuf::TensorProto {
+    let mut t = floats(name, dims);
+    t.float_data = values;
+    t
+}
+
+fn causal(t: usize, masked: f32) -> Vec<f32> {
+    (0..t * t)
+        .map(|k| if k % t > k / t { masked } else { 0.0 })
+        .collect()
+}
+
+#[test]
+fn causal_masks_fold_into_one_op() {
+    // PyTorch's generate_square_subsequent_mask: -inf above the diagonal, added to the scores.
+    let add = |values: Vec<f32>| {
+        ModelBuilder::new(14, &[None, Some(3), Some(3)])
+            .init(tensor("mask", &[3, 3], values))
+            .node("Add", "masked", &["x", "mask"], &["y"], vec![])
+            .node("Softmax", "sm", &["y"], &["p"], vec![])
+            .output("p", &[None, Some(3), Some(3)])
+    };
+    let g = import(&add(causal(3, f32::NEG_INFINITY)), 2, None).unwrap();
+    assert_eq!(ops(&g), ["CausalMask", "Softmax"]);
+    // Any other -inf tensor is still a corrupt weight.
+    let mut anti = causal(3, f32::NEG_INFINITY);
+    anti.reverse();
+    let e = err(&add(anti), None);
+    assert!(e.contains("mask") && e.contains("inf"), "{e}");
+    // Where(cond, x, -inf) with a boolean lower-triangular condition.
+    let mut cond = ints("cond", &[1, 0, 0, 1, 1, 0, 1, 1, 1]);
+    cond.dims = vec![3, 3];
+    cond.data_type = 9;
+    cond.int32_data = cond.int64_data.iter().map(|&v| v as i32).collect();
+    cond.int64_data.clear();
+    let b = ModelBuilder::new(14, &[None, Some(3), Some(3)])
+        .init(cond.clone())
+        .init(tensor("ninf", &[], vec![f32::NEG_INFINITY]))
+        .node("Where", "w", &["cond", "x", "ninf"], &["y"], vec![])
+        .output("y", &[None, Some(3), Some(3)]);
+    assert_eq!(ops(&import(&b, 2, None).unwrap()), ["CausalMask"]);
+    let b = ModelBuilder::new(14, &[None, Some(3), Some(3)])
+        .init(cond)
+        .init(tensor("ninf", &[], vec![f32::NEG_INFINITY]))
+        .node("Where", "w", &["cond", "ninf", "x"], &["y"], vec![])
+        .output("y", &[None, Some(3), Some(3)]);
+    let e = err(&b, None);
+    assert!(e.contains("not a causal mask"), "{e}");
+}
+
+/// torchvision's ViT: the class token expanded over the batch, concatenated before the patches,
+/// then learned positions added.
+#[test]
+fn vit_class_token_concat_is_a_class_token() {
+    let b = ModelBuilder::new(14, &[None, Some(4), Some(6)])
+        .init(floats("cls", &[1, 1, 6]))
+        .init(ints("shape", &[2, 1, 6]))
+        .init(floats("pos", &[1, 5, 6]))
+        .node("Expand", "expand", &["cls", "shape"], &["cls_b"], vec![])
+        .node(
+            "Concat",
+            "cat",
+            &["cls_b", "x"],
+            &["t"],
+            vec![("axis", A::I(1))],
+        )
+        .node("Add", "pos_add", &["t", "pos"], &["y"], vec![])
+        .output("y", &[None, Some(5), Some(6)]);
+    let g = import(&b, 2, None).unwrap();
+    assert_eq!(ops(&g), ["ClassToken", "Add"]);
+    assert_eq!(g.shape(g.output), &[2, 5, 6]);
+    assert_eq!(g.params(), 6);
+    // A constant that is not one row shared by the batch is refused.
+    let b = ModelBuilder::new(14, &[None, Some(4), Some(6)])
+        .init(floats("cls", &[2, 1, 6]))
+        .node(
+            "Concat",
+            "cat",
+            &["cls", "x"],
+            &["t"],
+            vec![("axis", A::I(1))],
+        )
+        .output("t", &[None, Some(5), Some(6)]);
+    let e = err(&b, None);
+    assert!(e.contains("cat") && e.contains("class token"), "{e}");
+}
