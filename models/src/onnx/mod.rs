@@ -7,6 +7,7 @@
 //! evaluated at import and leave no trace in the IR.
 
 mod context;
+mod fuse;
 mod node;
 pub mod ops;
 pub mod registry;
@@ -212,7 +213,8 @@ pub fn import_proto_with(
     };
 
     let mut used_names = HashSet::new();
-    for (i, proto_node) in topological(&g.node).into_iter().enumerate() {
+    let nodes = fuse::fuse(&g.node, &g.initializer, &g.output);
+    for (i, proto_node) in topological(&nodes).into_iter().enumerate() {
         let mut name = if proto_node.name.is_empty() {
             format!("{}_{i}", proto_node.op_type)
         } else {

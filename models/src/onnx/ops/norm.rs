@@ -23,7 +23,7 @@ pub fn batch_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError
     imp.push(node, op, vec![x])
 }
 
-/// `LayerNormalization(X, scale[, B])` normalising the last axis (`axis` = −1 or rank − 1);
+/// `LayerNormalization(X[, scale][, B])` normalising the last axis (`axis` = −1 or rank − 1);
 /// only the first output (`Mean` and `InvStdDev` are training-only extras).
 pub fn layer_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
@@ -37,7 +37,12 @@ pub fn layer_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError
             ),
         ));
     }
-    let scale = imp.constant(node, 1)?.to_f32();
+    // A layer norm fused from its decomposed form without an affine step has no scale: ones.
+    let d = imp.shape(x).last().copied().unwrap_or(0);
+    let scale = match imp.opt_const(node, 1)? {
+        Some(s) => s.to_f32(),
+        None => ndarray::ArrayD::from_elem(vec![d], 1.0),
+    };
     let bias = match imp.opt_const(node, 2)? {
         Some(b) => b.to_f32(),
         None => ndarray::ArrayD::zeros(scale.raw_dim()),

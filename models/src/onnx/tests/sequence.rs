@@ -386,3 +386,68 @@ fn vit_class_token_concat_is_a_class_token() {
     let e = err(&b, None);
     assert!(e.contains("cat") && e.contains("class token"), "{e}");
 }
+
+/// The legacy exporter's nn.LayerNorm (opset < 17) followed by its nn.GELU (opset < 20).
+fn decomposed(extra_use_of_var: bool) -> ModelBuilder {
+    let scalar = |name: &str, v: f32| tensor(name, &[], vec![v]);
+    let mut b = ModelBuilder::new(13, &[None, Some(5), Some(4)])
+        .init(floats("gamma", &[4]))
+        .init(floats("beta", &[4]))
+        .init(scalar("two", 2.0))
+        .init(scalar("sqrt2", std::f32::consts::SQRT_2))
+        .init(scalar("one", 1.0))
+        .init(scalar("half", 0.5))
+        .node(
+            "Constant",
+            "eps_c",
+            &[],
+            &["eps"],
+            vec![("value", A::T(scalar("e", 1e-5)))],
+        )
+        .node(
+            "ReduceMean",
+            "mean",
+            &["x"],
+            &["m"],
+            vec![("axes", A::Is(vec![-1]))],
+        )
+        .node("Sub", "center", &["x", "m"], &["d"], vec![])
+        .node("Pow", "sq", &["d", "two"], &["p"], vec![])
+        .node(
+            "ReduceMean",
+            "var",
+            &["p"],
+            &["v"],
+            vec![("axes", A::Is(vec![-1]))],
+        )
+        .node("Add", "var_eps", &["v", "eps"], &["ve"], vec![])
+        .node("Sqrt", "std", &["ve"], &["s"], vec![])
+        .node("Div", "norm", &["d", "s"], &["n"], vec![])
+        .node("Mul", "scale", &["n", "gamma"], &["ng"], vec![])
+        .node("Add", "shift", &["ng", "beta"], &["y"], vec![])
+        .node("Div", "g_div", &["y", "sqrt2"], &["gd"], vec![])
+        .node("Erf", "g_erf", &["gd"], &["ge"], vec![])
+        .node("Add", "g_add", &["ge", "one"], &["ga"], vec![])
+        .node("Mul", "g_mul", &["y", "ga"], &["gm"], vec![])
+        .node("Mul", "gelu", &["gm", "half"], &["z"], vec![]);
+    if extra_use_of_var {
+        b = b.node("Relu", "peek", &["v"], &["pv"], vec![]);
+    }
+    b.output("z", &[None, Some(5), Some(4)])
+}
+
+#[test]
+fn decomposed_layer_norm_and_erf_gelu_fuse() {
+    let g = import(&decomposed(false), 2, None).unwrap();
+    assert_eq!(ops(&g), ["LayerNorm", "Gelu"]);
+    let Op::LayerNorm(ln) = &g.nodes[0].op else {
+        unreachable!()
+    };
+    assert_eq!(ln.epsilon, 1e-5);
+    assert_eq!(ln.bias[1], 0.01);
+    assert_eq!(g.nodes[1].op, Op::Gelu { tanh_approx: false });
+    assert_eq!(g.params(), 8);
+    // An intermediate read elsewhere keeps the chain as it is: Pow has no handler.
+    let e = err(&decomposed(true), None);
+    assert!(e.contains("unsupported op type 'Pow'"), "{e}");
+}
