@@ -25,8 +25,8 @@ pub fn fuse(
     let g = Chains::new(nodes, initializers, outputs);
     let mut replaced: HashMap<usize, NodeProto> = HashMap::new();
     let mut dropped = vec![false; nodes.len()];
-    for i in 0..nodes.len() {
-        let found = match nodes[i].op_type.as_str() {
+    for (i, n) in nodes.iter().enumerate() {
+        let found = match n.op_type.as_str() {
             "Erf" => g.gelu(i),
             "ReduceMean" => g.layer_norm(i),
             _ => None,
