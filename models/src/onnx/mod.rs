@@ -277,6 +277,7 @@ pub fn import_proto_with(
     check_declared_output(out, imp.graph.shape(imp.graph.output))
         .map_err(|m| fail(format!("graph output '{}': {m}", out.name)))?;
     let mut graph = imp.graph;
+    absorb_linear_biases(&mut graph);
     graph.prune();
     graph
         .validate()
@@ -295,6 +296,45 @@ pub fn import_proto_with(
     let has_bn = graph.nodes.iter().any(|n| matches!(n.op, Op::BatchNorm(_)));
     graph.bn_folded = !has_bn && conv_biases.iter().any(|&b| b);
     Ok(graph)
+}
+
+/// Gives a bias-free `Linear` (ONNX `MatMul` with a constant) the bias of the `Add` of a
+/// constant `[out]` that alone reads it — how exporters write `nn.Linear` on a rank-3 input — so
+/// that the bias counts as the layer's parameter; the `Add` is left dead for `prune`.
+fn absorb_linear_biases(graph: &mut Graph) {
+    for i in 0..graph.nodes.len() {
+        let out = graph.nodes[i].output;
+        let Op::Linear(l) = &graph.nodes[i].op else {
+            continue;
+        };
+        if l.bias.is_some() || out == graph.output {
+            continue;
+        }
+        let features = l.out_features();
+        let [user] = graph.consumers(out)[..] else {
+            continue;
+        };
+        let bias = match &graph.nodes[user].op {
+            Op::Binary(crate::ir::Binary {
+                kind: crate::ir::BinaryKind::Add,
+                constant: Some(c),
+            }) if c.value.len() == features && c.value.shape().last() == Some(&features) => {
+                c.value.clone().into_shape_with_order(vec![features]).ok()
+            }
+            _ => None,
+        };
+        let Some(bias) = bias else { continue };
+        let added = graph.nodes[user].output;
+        if let Op::Linear(l) = &mut graph.nodes[i].op {
+            l.bias = Some(bias);
+        }
+        for n in &mut graph.nodes {
+            n.inputs.iter_mut().filter(|v| **v == added).for_each(|v| *v = out);
+        }
+        if graph.output == added {
+            graph.output = out;
+        }
+    }
 }
 
 /// Names of graph inputs whose every use is a recurrent layer's initial state (`LSTM` inputs

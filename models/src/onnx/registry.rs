@@ -4,7 +4,7 @@ use super::context::Importer;
 use super::node::NodeView;
 use super::ops::recurrent::{self, Cell};
 use super::ops::{
-    activation, constant, conv, elementwise, linear, mask, norm, pool, reshape, select,
+    activation, arith, constant, conv, elementwise, linear, mask, norm, pool, reshape, select,
 };
 use super::value::Val;
 use crate::error::ModelError;
@@ -30,6 +30,13 @@ const HANDLERS: &[(&str, Handler)] = &[
     ("Split", select::split),
     ("Where", mask::where_),
     ("Expand", mask::expand),
+    ("Mod", arith::modulo),
+    ("Equal", |i, n| arith::compare(i, n, |a, b| a == b)),
+    ("Less", |i, n| arith::compare(i, n, |a, b| a < b)),
+    ("Greater", |i, n| arith::compare(i, n, |a, b| a > b)),
+    ("Not", arith::not),
+    ("Sqrt", arith::sqrt),
+    ("Trilu", arith::trilu),
     ("Add", |i, n| elementwise::binary(i, n, BinaryKind::Add)),
     ("Sub", |i, n| elementwise::binary(i, n, BinaryKind::Sub)),
     ("Mul", |i, n| elementwise::binary(i, n, BinaryKind::Mul)),

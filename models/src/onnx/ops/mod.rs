@@ -2,6 +2,7 @@
 //! to a constant or appends the equivalent IR node(s); see [`super::registry`] for the mapping.
 
 pub mod activation;
+pub mod arith;
 pub mod constant;
 pub mod conv;
 pub mod elementwise;

@@ -131,6 +131,12 @@ pub fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             slice_axis(axis, dims[axis], starts[i], ends[i], steps[i]).map_err(|m| node.err(m))?;
         sel.push(s);
     }
+    if let (Val::Tensor(_), Some(s)) = (&x, sel.iter().find(|s| s.len == 0)) {
+        return Err(node.err(format!(
+            "selects nothing on axis {} (length {})",
+            s.axis, dims[s.axis]
+        )));
+    }
     match x {
         Val::Tensor(t) => imp.push(node, Op::Slice { axes: sel }, vec![t]),
         Val::Const(c) => Ok(Val::Const(sel.iter().fold(c, |c, s| {
@@ -143,7 +149,7 @@ pub fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 }
 
 /// Resolves ONNX slice bounds on an axis of length `dim` (negative indices count from the end,
-/// out-of-range values clamp).
+/// out-of-range values clamp); the selection may be empty (`len` 0).
 pub fn slice_axis(
     axis: usize,
     dim: usize,
@@ -167,13 +173,12 @@ pub fn slice_axis(
     } else {
         (start - end - st - 1) / -st
     };
-    if len <= 0 {
-        return Err(format!("selects nothing on axis {axis} (length {dim})"));
-    }
+    // An empty selection is legal shape arithmetic on constants (`shape[3:]` of a rank-3
+    // shape); a run-time tensor may not become empty (see `slice`).
     Ok(SliceAxis {
         axis,
-        start: start as usize,
-        len: len as usize,
+        start: start.clamp(0, (d - 1).max(0)) as usize,
+        len: len.max(0) as usize,
         step,
     })
 }
@@ -413,7 +418,8 @@ mod tests {
                 step: -1
             })
         );
-        assert!(slice_axis(0, 5, 3, 3, 1).is_err());
+        assert_eq!(slice_axis(0, 5, 3, 3, 1).map(|s| s.len), Ok(0));
+        assert_eq!(slice_axis(0, 3, 3, i64::MAX, 1).map(|s| s.len), Ok(0));
         assert!(slice_axis(0, 5, 0, 5, 0).is_err());
     }
 }
