@@ -329,7 +329,10 @@ fn absorb_linear_biases(graph: &mut Graph) {
             l.bias = Some(bias);
         }
         for n in &mut graph.nodes {
-            n.inputs.iter_mut().filter(|v| **v == added).for_each(|v| *v = out);
+            n.inputs
+                .iter_mut()
+                .filter(|v| **v == added)
+                .for_each(|v| *v = out);
         }
         if graph.output == added {
             graph.output = out;

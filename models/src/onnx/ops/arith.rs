@@ -6,7 +6,7 @@
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
-use super::super::value::{broadcast_map, Const, Val};
+use super::super::value::{broadcast_map, each_const, Const, Val};
 use crate::error::ModelError;
 
 /// Both inputs as constants, or an error saying the op only folds.
@@ -93,28 +93,14 @@ pub fn trilu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             j - i <= k
         }
     };
-    let out = match c {
-        Const::F32(a) => {
-            let v: Vec<f32> = a
-                .iter()
-                .enumerate()
-                .map(|(f, &x)| if keep(f) { x } else { 0.0 })
-                .collect();
-            Const::F32(
-                ndarray::ArrayD::from_shape_vec(shape, v).map_err(|e| node.err(e.to_string()))?,
-            )
-        }
-        Const::I64(a) => {
-            let v: Vec<i64> = a
-                .iter()
-                .enumerate()
-                .map(|(f, &x)| if keep(f) { x } else { 0 })
-                .collect();
-            Const::I64(
-                ndarray::ArrayD::from_shape_vec(shape, v).map_err(|e| node.err(e.to_string()))?,
-            )
-        }
-    };
+    let out = each_const!(&c, a => ndarray::ArrayD::from_shape_vec(
+        shape.clone(),
+        a.iter()
+            .enumerate()
+            .map(|(f, x)| if keep(f) { x.clone() } else { Default::default() })
+            .collect(),
+    )
+    .map_err(|e| node.err(e.to_string()))?);
     Ok(Val::Const(out))
 }
 

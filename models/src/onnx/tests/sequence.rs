@@ -137,33 +137,24 @@ fn unsupported_recurrent_forms_name_node_and_attribute() {
     assert!(e.contains("gru") && e.contains("initial_h"), "{e}");
 }
 
+/// A GRU on `[T, N, 6]` with outputs `outputs` (`""` skips one), read through `yh`.
+fn gru(outputs: &[&str], attrs: Vec<(&'static str, A)>) -> ModelBuilder {
+    ModelBuilder::new(14, &[None])
+        .input_info(named_value_info("x", &["T", "N", "6"], 1))
+        .init(floats("W", &[1, 3 * H, D]))
+        .init(floats("R", &[1, 3 * H, H]))
+        .node("GRU", "gru", &["x", "W", "R"], outputs, attrs)
+        .output_info(named_value_info("yh", &["1", "N", "4"], 1))
+}
+
 #[test]
 fn gru_last_hidden_state_is_the_last_step() {
-    let b = ModelBuilder::new(14, &[None])
-        .input_info(named_value_info("x", &["T", "N", "6"], 1))
-        .init(floats("W", &[1, 3 * H, D]))
-        .init(floats("R", &[1, 3 * H, H]))
-        .node(
-            "GRU",
-            "gru",
-            &["x", "W", "R"],
-            &["", "yh"],
-            vec![("linear_before_reset", A::I(1)), ("hidden_size", A::I(H))],
-        )
-        .output_info(named_value_info("yh", &["1", "N", "4"], 1));
+    let b = gru(
+        &["", "yh"],
+        vec![("linear_before_reset", A::I(1)), ("hidden_size", A::I(H))],
+    );
     assert_eq!(import(&b, 2, Some(3)).unwrap().nodes.len(), 2);
-    let b = ModelBuilder::new(14, &[None])
-        .input_info(named_value_info("x", &["T", "N", "6"], 1))
-        .init(floats("W", &[1, 3 * H, D]))
-        .init(floats("R", &[1, 3 * H, H]))
-        .node(
-            "GRU",
-            "gru",
-            &["x", "W", "R"],
-            &["y", "yh"],
-            vec![("linear_before_reset", A::I(1))],
-        )
-        .output_info(named_value_info("yh", &["1", "N", "4"], 1));
+    let b = gru(&["y", "yh"], vec![("linear_before_reset", A::I(1))]);
     let g = import(&b, 2, Some(7)).unwrap();
     assert_eq!(g.shape(g.output), &[1, 2, H as usize]);
     assert!(matches!(

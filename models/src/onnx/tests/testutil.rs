@@ -47,26 +47,14 @@ pub struct ModelBuilder {
     pub model: ModelProto,
 }
 
-/// A dimension: `None` is the symbolic batch `N`.
+/// A float value info; a dimension `None` is the symbolic batch `N`.
 pub fn value_info(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {
-    let mut shape = TensorShapeProto::new();
-    for d in dims {
-        let mut dim = Dimension::new();
-        dim.value = Some(match d {
-            Some(v) => Dim::DimValue(*v),
-            None => Dim::DimParam("N".into()),
-        });
-        shape.dim.push(dim);
-    }
-    let mut tt = Tensor::new();
-    tt.elem_type = 1;
-    tt.shape = Some(shape).into();
-    let mut tp = TypeProto::new();
-    tp.value = Some(TypeValue::TensorType(tt));
-    let mut vi = ValueInfoProto::new();
-    vi.name = name.into();
-    vi.type_ = Some(tp).into();
-    vi
+    let dims: Vec<String> = dims
+        .iter()
+        .map(|d| d.map_or_else(|| "N".to_string(), |v| v.to_string()))
+        .collect();
+    let dims: Vec<&str> = dims.iter().map(String::as_str).collect();
+    named_value_info(name, &dims, 1)
 }
 
 /// A float tensor with deterministic values `0.01 · k`.
