@@ -97,7 +97,7 @@ pub fn trilu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         shape.clone(),
         a.iter()
             .enumerate()
-            .map(|(f, x)| if keep(f) { x.clone() } else { Default::default() })
+            .map(|(f, &x)| if keep(f) { x } else { Default::default() })
             .collect(),
     )
     .map_err(|e| node.err(e.to_string()))?);
