@@ -377,8 +377,9 @@ fn zero_state(input: &ValueInfoProto, batch: usize) -> Result<Const, String> {
             _ => Ok(batch),
         })
         .collect::<Result<_, _>>()?;
-    if crate::ir::shape::element_count(&shape).is_none() {
-        return Err(format!("shape {shape:?} is too large"));
+    // A state is `[1, B, H]`: far below 2^24 elements for any real model.
+    if crate::ir::shape::element_count(&shape).is_none_or(|n| n > 1 << 24) {
+        return Err(format!("shape {shape:?} is too large for an initial state"));
     }
     Ok(Const::F32(ndarray::ArrayD::zeros(shape)))
 }

@@ -84,7 +84,7 @@ pub fn trilu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     };
     let keep = |flat: usize| {
         let (i, j) = (
-            ((flat / cols.max(1)) % shape[shape.len() - 2]) as i64,
+            ((flat / cols.max(1)) % shape[shape.len() - 2].max(1)) as i64,
             (flat % cols.max(1)) as i64,
         );
         if upper {

@@ -220,7 +220,7 @@ pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
                 axis,
                 dims[axis],
                 idx,
-                if idx == -1 { n } else { idx + 1 },
+                if idx == -1 { n } else { idx.saturating_add(1) },
                 1,
             )
             .ok()
