@@ -26,14 +26,18 @@ pub fn load_graph_with(
     batch: usize,
     seq_len: Option<usize>,
 ) -> Result<Graph, ModelError> {
-    match spec.strip_prefix("zoo:") {
-        Some(name) if zoo::seq::entry(name).is_some() => {
+    let name = spec.strip_prefix("zoo:");
+    let sequence = name.and_then(zoo::seq::entry);
+    if let (Some(name), Some(seq_len)) = (name, seq_len) {
+        if sequence.is_none_or(|e| e.seq_len.is_none()) {
+            let name = name.to_string();
+            return Err(zoo::ZooError::NoSequence { name, seq_len }.into());
+        }
+    }
+    match name {
+        Some(name) if sequence.is_some() => {
             zoo::seq::graph(name, spec, batch, seq_len).map_err(|m| ModelError::graph(spec, m))
         }
-        Some(name) if seq_len.is_some() => Err(ModelError::graph(
-            spec,
-            format!("--seq-len: zoo:{name} is an image model with no sequence axis"),
-        )),
         Some(name) => zoo_graph(name, None, spec, batch),
         None => crate::onnx::import_file_with(Path::new(spec), batch, seq_len),
     }

@@ -108,7 +108,7 @@ fn run_costs_the_lms_with_their_paper_defaults() {
 fn seq_len_on_an_image_model_is_one_clear_error() {
     let out = run(&["inspect", "zoo:resnet20", "--seq-len", "5"]);
     let err = stderr(&out);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2), "a usage error: {err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no sequence axis"), "{err}");
     let out = run(&["run", "--model", "zoo:deit-tiny", "--seq-len", "5"]);

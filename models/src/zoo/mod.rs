@@ -37,6 +37,14 @@ pub enum ZooError {
         /// The model.
         name: String,
     },
+    /// `--seq-len` was given for an image model.
+    #[error("--seq-len {seq_len}: zoo:{name} is an image model with no sequence axis")]
+    NoSequence {
+        /// The model.
+        name: String,
+        /// The length asked for.
+        seq_len: usize,
+    },
     /// The class count is out of range.
     #[error("zoo model `{name}`: classes must be between 1 and {MAX_CLASSES}, got {classes}")]
     Classes {
