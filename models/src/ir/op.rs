@@ -26,8 +26,10 @@
 //! [`Graph::seq_len`](super::Graph::seq_len) records the bound `T`.
 //!
 //! **Ops not in the enum.** ONNX `Split` becomes one [`Op::Slice`] per output (IR nodes have one
-//! output each); `Dropout` stays as [`Op::Dropout`] (identity in eval); shape arithmetic
-//! (`Shape`, `Gather` of a shape, `Unsqueeze`, `Concat` of shapes, `Expand`) is folded at import
+//! output each); ONNX `Dropout` is imported as the identity it is in eval (the CNN trainer
+//! predates [`Op::Dropout`], which graphs built for training use); shape arithmetic
+//! (`Shape`, `Gather` of a shape, `Unsqueeze`, `Concat` of shapes, `Expand`, `Mod`, `Equal`,
+//! `Trilu`, …) is folded at import
 //! into the resolved shapes of [`Op::Reshape`] & co.; an additive causal mask (a constant, or
 //! `Where` / `Expand` of one) becomes [`Op::CausalMask`]; the decomposed `LayerNormalization`
 //! (ReduceMean/Sub/Pow/Sqrt/Add/Div, then Mul/Add by the affine constants) becomes
