@@ -17,6 +17,14 @@
 //! read once, [`ConvProblem::input_scale`]); error backprop writes the whole `H_in × W_in` error
 //! map ([`ConvProblem::output_scale`]). The first layer has no error-backprop GEMM: nothing consumes the
 //! gradient of the input image.
+//!
+//! The sequence kinds fit the same table ([`LayerKind`]): a linear layer over `T` tokens and a
+//! recurrent layer unrolled over `T` steps are 1×1 convolutions over `T` "pixels"; an
+//! activation × activation product `A·B` (attention) streams `A` and holds `B` in the stationary
+//! role (at the bits the trace records as `b_w`, which for such a layer are the activation bits
+//! B was quantized to), and its third GEMM, the gradient of `B` (`dB = Aᵀ·dY`), reduces over the
+//! `M` rows of each sample and head rather than over the mini-batch: there is no weight shared by
+//! the samples.
 
 use cptsim_models::summary::{LayerInfo, LayerKind, LayerRole};
 use cptsim_traces::row::Bits;
@@ -270,7 +278,7 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
     let cout = layer.out_channels() as u64 / groups;
     let (kh, kw) = match layer.kind {
         LayerKind::Conv => (layer.kernel[0] as u64, layer.kernel[1] as u64),
-        LayerKind::Linear => (1, 1),
+        LayerKind::Linear | LayerKind::Matmul | LayerKind::Recurrent => (1, 1),
     };
     let (oh, ow) = (layer.out_shape[1] as u64, layer.out_shape[2] as u64);
     let stride = layer.stride[0].max(layer.stride[1]).max(1) as u64;
@@ -292,7 +300,7 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
     };
     let (sh, sw) = match layer.kind {
         LayerKind::Conv => (layer.stride[0].max(1) as u64, layer.stride[1].max(1) as u64),
-        LayerKind::Linear => (1, 1),
+        LayerKind::Linear | LayerKind::Matmul | LayerKind::Recurrent => (1, 1),
     };
     match gemm {
         GemmKind::Forward => Some(forward),
@@ -307,6 +315,16 @@ pub fn training_gemm(layer: &LayerInfo, gemm: GemmKind, samples: u64) -> Option<
                 num: (layer.in_shape[1] * layer.in_shape[2]).max(1) as u64,
                 den: (oh * ow).max(1),
             },
+            ..forward
+        }),
+        // dB = Aᵀ·dY per sample and group: K×N outputs, each reducing the M rows.
+        GemmKind::WeightGrad if layer.kind == LayerKind::Matmul => Some(ConvProblem {
+            batch: samples,
+            in_ch: oh * ow,
+            out_ch: cout,
+            out_h: cin,
+            out_w: 1,
+            stride: 1,
             ..forward
         }),
         GemmKind::WeightGrad => Some(ConvProblem {
@@ -370,6 +388,28 @@ pub(crate) mod tests {
             let p = training_gemm(&l, g, 128).unwrap();
             assert_eq!(p.macs(), l.macs * 128, "{g:?}");
         }
+    }
+
+    #[test]
+    fn activation_products_keep_their_gradient_per_sample() {
+        // 4 heads of [M=10, K=8] × [K=8, N=10] per sample.
+        let l = LayerInfo {
+            name: "qk".into(),
+            kind: LayerKind::Matmul,
+            in_shape: [4 * 8, 10, 1],
+            out_shape: [4 * 10, 10, 1],
+            kernel: [1, 1],
+            groups: 4,
+            params: 0,
+            macs: 4 * 10 * 10 * 8,
+            ..conv_layer(LayerRole::Body, 1, 1, 1, 1)
+        };
+        for g in GemmKind::ALL {
+            let p = training_gemm(&l, g, 3).unwrap();
+            assert_eq!(p.macs(), l.macs * 3, "{g:?}");
+        }
+        let wg = training_gemm(&l, GemmKind::WeightGrad, 3).unwrap();
+        assert_eq!((wg.batch, wg.groups, wg.in_ch, wg.out_ch), (3, 4, 10, 10));
     }
 
     #[test]

@@ -15,9 +15,31 @@ pub const DEFAULT_ZOO_SEED: u64 = 0;
 ///
 /// `zoo:NAME` builds the zoo model with its default class count and [`DEFAULT_ZOO_SEED`].
 pub fn load_graph(spec: &str, batch: usize) -> Result<Graph, ModelError> {
-    match spec.strip_prefix("zoo:") {
+    load_graph_with(spec, batch, None)
+}
+
+/// [`load_graph`] of a sequence model at `seq_len` tokens (a zoo sequence model's default when
+/// `None`; an ONNX file with a symbolic sequence axis needs it, see
+/// [`crate::onnx::import_proto_with`]).
+pub fn load_graph_with(
+    spec: &str,
+    batch: usize,
+    seq_len: Option<usize>,
+) -> Result<Graph, ModelError> {
+    let name = spec.strip_prefix("zoo:");
+    let sequence = name.and_then(zoo::seq::entry);
+    if let (Some(name), Some(seq_len)) = (name, seq_len) {
+        if sequence.is_none_or(|e| e.seq_len.is_none()) {
+            let name = name.to_string();
+            return Err(zoo::ZooError::NoSequence { name, seq_len }.into());
+        }
+    }
+    match name {
+        Some(name) if sequence.is_some() => {
+            zoo::seq::graph(name, spec, batch, seq_len).map_err(|m| ModelError::graph(spec, m))
+        }
         Some(name) => zoo_graph(name, None, spec, batch),
-        None => crate::onnx::import_file(Path::new(spec), batch),
+        None => crate::onnx::import_file_with(Path::new(spec), batch, seq_len),
     }
 }
 

@@ -7,13 +7,56 @@
 use serde::{Deserialize, Serialize};
 
 /// What kind of GEMM-backed layer this is.
+///
+/// Every kind is described as a (grouped) convolution per sample so that one cost model serves
+/// all: `groups` independent products, each reducing `in_shape[0] / groups · kh · kw` inputs into
+/// `out_shape[0] / groups` outputs at each of `out_shape[1] · out_shape[2]` "pixels".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayerKind {
     /// 2-D convolution (any groups; depthwise when `groups == in_channels > 1`).
     Conv,
-    /// Fully connected layer (ONNX Gemm, or MatMul with a constant weight).
+    /// Fully connected layer (ONNX Gemm, or MatMul with a constant weight) on the last axis; the
+    /// other axes of a sample are its rows (`[in, rows, 1]` → `[out, rows, 1]`: the tokens of a
+    /// Transformer, 1 for a classifier).
     Linear,
+    /// Product of two activations `A [.., M, K] × B [.., K, N]` (attention `QKᵀ` and `AV`): the
+    /// per-sample batch axes (heads) are `groups`; `in_shape = [groups·K, M, 1]`,
+    /// `out_shape = [groups·N, M, 1]`. `A` plays the streamed role, `B` the stationary one.
+    Matmul,
+    /// A recurrent layer (LSTM / GRU / RNN) unrolled over its `T` steps: at each step
+    /// `[x_t, h_{t−1}]` (`I + H`) times `[W R]ᵀ` gives the `gates·H` pre-activations;
+    /// `in_shape = [I + H, T, 1]`, `out_shape = [gates·H, T, 1]`.
+    Recurrent,
+}
+
+/// Which operands a layer's forward GEMM multiplies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GemmOperands {
+    /// Weights × activations (conv, linear, recurrent).
+    WeightActivation,
+    /// Activations × activations (attention).
+    ActivationActivation,
+}
+
+impl LayerKind {
+    /// The operands of the kind's forward GEMM.
+    pub fn operands(self) -> GemmOperands {
+        match self {
+            LayerKind::Matmul => GemmOperands::ActivationActivation,
+            _ => GemmOperands::WeightActivation,
+        }
+    }
+    /// Name in tables (`Conv`, `Linear`, `MatMul`, `Recurrent`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LayerKind::Conv => "Conv",
+            LayerKind::Linear => "Linear",
+            LayerKind::Matmul => "MatMul",
+            LayerKind::Recurrent => "Recurrent",
+        }
+    }
 }
 
 /// Where a layer sits in the network; decides the default quantization policy (spec §1.4).
@@ -32,16 +75,17 @@ pub enum LayerRole {
     Last,
 }
 
-/// One conv or linear layer, per sample (batch dimension removed).
+/// One GEMM-backed layer (conv, linear, act × act matmul, recurrent), per sample (batch removed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LayerInfo {
     /// ONNX node name (unique within the model).
     pub name: String,
     pub kind: LayerKind,
     pub role: LayerRole,
-    /// Input `[C, H, W]`; a linear layer with `n` inputs is `[n, 1, 1]`.
+    /// Input `[C, H, W]`; a linear layer with `n` inputs over `rows` rows is `[n, rows, 1]`
+    /// (other kinds: see [`LayerKind`]).
     pub in_shape: [usize; 3],
-    /// Output `[C, H, W]`; a linear layer with `m` outputs is `[m, 1, 1]`.
+    /// Output `[C, H, W]`; a linear layer with `m` outputs is `[m, rows, 1]`.
     pub out_shape: [usize; 3],
     /// Kernel `[kh, kw]` (`[1, 1]` for linear).
     pub kernel: [usize; 2],
@@ -65,13 +109,28 @@ impl LayerInfo {
     pub fn out_channels(&self) -> usize {
         self.out_shape[0]
     }
-    /// Output pixels per sample (`H_out · W_out`; 1 for linear layers).
+    /// Output pixels per sample (`H_out · W_out`; the rows of a linear layer, `M` of a matmul,
+    /// `T` of a recurrent layer).
     pub fn out_pixels(&self) -> usize {
         self.out_shape[1] * self.out_shape[2]
     }
     /// Length of the forward reduction axis: `C_in/groups · kh · kw`.
     pub fn reduction_len(&self) -> usize {
         self.in_shape[0] / self.groups.max(1) * self.kernel[0] * self.kernel[1]
+    }
+    /// The forward GEMM as `groups` products of `[M, K] × [K, N]` for `batch` samples:
+    /// `(groups, M, N, K)` with `M = batch · pixels`, `N = out_channels / groups`,
+    /// `K` = [`LayerInfo::reduction_len`] (a matmul's products are per sample: `groups · batch`
+    /// products of `M = pixels` rows).
+    pub fn gemm_dims(&self, batch: u64) -> (u64, u64, u64, u64) {
+        let g = self.groups.max(1) as u64;
+        let n = (self.out_channels() / self.groups.max(1)) as u64;
+        let k = self.reduction_len() as u64;
+        let pixels = self.out_pixels() as u64;
+        match self.kind {
+            LayerKind::Matmul => (g.saturating_mul(batch), pixels, n, k),
+            _ => (g, batch.saturating_mul(pixels), n, k),
+        }
     }
 }
 

@@ -1,4 +1,6 @@
-//! `cptsim inspect MODEL`: per-layer geometry, parameters and MACs of a model, with totals.
+//! `cptsim inspect MODEL`: per-layer geometry, parameters and MACs of a model, with totals; per
+//! GEMM its `groups × [M, K] × [K, N]` at the chosen batch and which operands are weights and
+//! which activations.
 
 use std::io::Write;
 
@@ -6,7 +8,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 use clap::Args;
-use cptsim_models::{load_graph, LayerKind, ModelSummary};
+use cptsim_models::{load_graph_with, GemmOperands, LayerInfo, LayerKind, ModelSummary};
 use serde_json::json;
 
 use crate::cmd::shared::OutputFormat;
@@ -16,9 +18,14 @@ use crate::cmd::shared::OutputFormat;
 pub struct InspectArgs {
     /// ONNX file path, or `zoo:NAME` for a built-in model.
     pub model: String,
-    /// Batch size bound to the model's batch dimension (shapes per sample do not depend on it).
+    /// Batch size bound to the model's batch dimension (shapes per sample do not depend on it;
+    /// the GEMM dimensions M do).
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
+    /// Tokens per sample of a sequence model (default: a zoo model's own; required for an ONNX
+    /// file with a symbolic sequence axis).
+    #[arg(long)]
+    pub seq_len: Option<usize>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
@@ -26,33 +33,47 @@ pub struct InspectArgs {
 
 /// Runs the command.
 pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
-    let graph = load_graph(&args.model, args.batch)?;
+    let graph = load_graph_with(&args.model, args.batch, args.seq_len)?;
     let s = graph.summary();
+    let batch = args.batch as u64;
     let text = match args.format {
-        OutputFormat::Table => table(&s, graph.bn_folded),
-        OutputFormat::Json => format!("{:#}\n", to_json(&s)),
-        OutputFormat::Csv => csv(&s),
+        OutputFormat::Table => table(&s, graph.bn_folded, batch, graph.seq_len),
+        OutputFormat::Json => {
+            let mut j = to_json(&s, batch);
+            j["batch"] = json!(batch);
+            j["seq_len"] = json!(graph.seq_len);
+            format!("{j:#}\n")
+        }
+        OutputFormat::Csv => csv(&s, batch),
     };
     write!(out, "{text}")?;
     Ok(())
 }
 
 fn op_name(kind: LayerKind) -> &'static str {
-    match kind {
-        LayerKind::Conv => "Conv",
-        LayerKind::Linear => "Linear",
+    kind.name()
+}
+
+/// `w×a` (weights × activations) or `a×a` (two activations).
+fn operands(l: &LayerInfo) -> &'static str {
+    match l.kind.operands() {
+        GemmOperands::WeightActivation => "w×a",
+        GemmOperands::ActivationActivation => "a×a",
     }
 }
 
-/// The JSON document of the issue: model, input, layers, totals.
-pub fn to_json(s: &ModelSummary) -> serde_json::Value {
+/// The JSON document of the issue: model, input, layers, totals; `gemm` per layer at `batch`.
+pub fn to_json(s: &ModelSummary, batch: u64) -> serde_json::Value {
     let layers: Vec<_> = s
         .layers
         .iter()
         .map(|l| {
+            let (g, m, n, k) = l.gemm_dims(batch);
             json!({
                 "name": l.name, "op": op_name(l.kind), "in_shape": l.in_shape, "out_shape": l.out_shape,
                 "kernel": l.kernel, "stride": l.stride, "groups": l.groups, "params": l.params, "macs": l.macs,
+                "gemm": {"groups": g, "m": m, "n": n, "k": k, "operands": l.kind.operands(),
+                         "macs": l.macs.saturating_mul(batch)},
             })
         })
         .collect();
@@ -74,14 +95,20 @@ fn dims(d: &[usize]) -> String {
         .join("x")
 }
 
-fn csv(s: &ModelSummary) -> String {
-    let mut out =
-        String::from("name,op,role,in_shape,out_shape,kernel,stride,groups,params,macs\n");
+fn csv(s: &ModelSummary, batch: u64) -> String {
+    let mut out = String::from(
+        "name,op,role,in_shape,out_shape,kernel,stride,groups,params,macs,operands,gemm_groups,m,n,k\n",
+    );
     for l in &s.layers {
         let role = format!("{:?}", l.role).to_lowercase();
+        let (g, m, n, k) = l.gemm_dims(batch);
+        let operands = match l.kind.operands() {
+            GemmOperands::WeightActivation => "weight_activation",
+            GemmOperands::ActivationActivation => "activation_activation",
+        };
         let _ = writeln!(
             out,
-            "{},{},{role},{},{},{},{},{},{},{}",
+            "{},{},{role},{},{},{},{},{},{},{},{operands},{g},{m},{n},{k}",
             l.name,
             op_name(l.kind),
             dims(&l.in_shape),
@@ -96,26 +123,32 @@ fn csv(s: &ModelSummary) -> String {
     out
 }
 
-fn table(s: &ModelSummary, bn_folded: bool) -> String {
+fn table(s: &ModelSummary, bn_folded: bool, batch: u64, seq_len: Option<usize>) -> String {
+    let gemm_head = format!("GEMM g×(M×K·K×N) @ batch {batch}");
     let head = [
         "name",
         "op",
         "role",
         "in → out",
         "kernel/stride/groups",
+        "operands",
+        gemm_head.as_str(),
         "params",
         "MACs/sample",
     ];
-    let rows: Vec<[String; 7]> = s
+    let rows: Vec<[String; 9]> = s
         .layers
         .iter()
         .map(|l| {
+            let (g, m, n, k) = l.gemm_dims(batch);
             [
                 l.name.clone(),
                 op_name(l.kind).to_string(),
                 format!("{:?}", l.role).to_lowercase(),
                 format!("{} → {}", dims(&l.in_shape), dims(&l.out_shape)),
                 format!("{}/{}/{}", dims(&l.kernel), dims(&l.stride), l.groups),
+                operands(l).to_string(),
+                format!("{g}×({m}×{k}·{k}×{n})"),
                 l.params.to_string(),
                 l.macs.to_string(),
             ]
@@ -127,7 +160,11 @@ fn table(s: &ModelSummary, bn_folded: bool) -> String {
             *w = (*w).max(c.chars().count());
         }
     }
-    let mut out = format!("model {}  input {:?}\n", s.name, s.input);
+    let mut out = format!("model {}  input {:?}", s.name, s.input);
+    if let Some(t) = seq_len {
+        let _ = write!(out, "  sequence length {t}");
+    }
+    out.push('\n');
     let line = |cells: &[String]| {
         let padded: Vec<String> = cells
             .iter()
@@ -135,7 +172,7 @@ fn table(s: &ModelSummary, bn_folded: bool) -> String {
             .enumerate()
             .map(|(i, (c, w))| {
                 let pad = " ".repeat(w - c.chars().count());
-                if i >= 5 {
+                if i >= 7 {
                     format!("{pad}{c}")
                 } else {
                     format!("{c}{pad}")
@@ -148,8 +185,22 @@ fn table(s: &ModelSummary, bn_folded: bool) -> String {
     for r in &rows {
         out += &line(r);
     }
-    let _ = writeln!(out, "layers: {} conv/linear", s.layers.len());
-    let _ = writeln!(out, "MACs/sample (conv+linear): {}", s.total_macs());
+    let aa = s
+        .layers
+        .iter()
+        .filter(|l| l.kind.operands() == GemmOperands::ActivationActivation);
+    let (aa_n, aa_macs) = aa.fold((0, 0u64), |(n, m), l| (n + 1, m + l.macs));
+    let _ = writeln!(
+        out,
+        "layers: {} GEMM layers ({aa_n} activation × activation)",
+        s.layers.len()
+    );
+    let _ = writeln!(
+        out,
+        "MACs/sample (all GEMMs): {} (activation × activation: {aa_macs}); at batch {batch}: {}",
+        s.total_macs(),
+        s.total_macs().saturating_mul(batch)
+    );
     let _ = writeln!(out, "BN output elements/sample: {}", s.bn_elements);
     if bn_folded {
         let _ = writeln!(out, "{}", cptsim_models::onnx::BN_FOLDED_NOTE);

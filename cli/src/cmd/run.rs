@@ -37,12 +37,17 @@ pub struct RunArgs {
     /// Cycles of a cyclic schedule (segments for the triangular forms).
     #[arg(long, default_value_t = 32, conflicts_with = "trace")]
     cycles: u64,
-    /// Training iterations.
-    #[arg(long, default_value_t = 64_000, conflicts_with = "trace")]
-    iters: u64,
-    /// Samples per iteration (a `--trace` file carries its own).
-    #[arg(long, default_value_t = 128, conflicts_with = "trace")]
-    batch: u64,
+    /// Training iterations [default: 64000, the papers' CIFAR run; a zoo sequence model's own].
+    #[arg(long, conflicts_with = "trace")]
+    iters: Option<u64>,
+    /// Samples per iteration (a `--trace` file carries its own) [default: 128; a zoo sequence
+    /// model's own].
+    #[arg(long, conflicts_with = "trace")]
+    batch: Option<u64>,
+    /// Tokens per sample of a sequence model [default: a zoo model's own; required for an ONNX
+    /// file with a symbolic sequence axis].
+    #[arg(long)]
+    seq_len: Option<usize>,
     /// Cost rule: `paper` (methods.md §2.3) or `hardware` (fp32 layers at 32 bits, BN apart).
     #[arg(long, value_enum, default_value_t = AccountingArg::Paper)]
     accounting: AccountingArg,
@@ -146,6 +151,28 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
+impl RunArgs {
+    /// The zoo sequence model `--model` names, if it is one (it brings its paper's defaults).
+    fn seq_entry(&self) -> Option<&'static cptsim_models::zoo::seq::SeqEntry> {
+        let name = self.model.strip_prefix("zoo:")?;
+        cptsim_models::zoo::seq::entry(name)
+    }
+
+    /// `--iters`, else the model's paper default, else 64 000.
+    fn iters(&self) -> u64 {
+        self.iters
+            .or_else(|| self.seq_entry().map(|e| e.iters))
+            .unwrap_or(64_000)
+    }
+
+    /// `--batch`, else the model's paper default, else 128.
+    fn batch(&self) -> u64 {
+        self.batch
+            .or_else(|| self.seq_entry().map(|e| e.batch))
+            .unwrap_or(128)
+    }
+}
+
 /// Whether `--format json` was asked for (CSV is an error).
 pub(crate) fn wants_json(args: &RunArgs) -> anyhow::Result<bool> {
     args.format.json_or_table("run")
@@ -153,10 +180,10 @@ pub(crate) fn wants_json(args: &RunArgs) -> anyhow::Result<bool> {
 
 /// Costs the run the flags describe: BitOPs, and each `--accel` accelerator.
 pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)> {
-    if args.batch == 0 {
+    if args.batch() == 0 {
         bail!("--batch: a batch needs at least 1 sample");
     }
-    let batch = usize::try_from(args.batch).context("--batch: too large")?;
+    let batch = usize::try_from(args.batch()).context("--batch: too large")?;
     if args.epoch_iters == 0 {
         bail!("--epoch-iters: an epoch needs at least 1 iteration");
     }
@@ -166,8 +193,9 @@ pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)>
         Some(_) => None,
         None => Some(build_schedule(args)?),
     };
-    let model = cptsim_models::load_summary(&args.model, batch)
-        .with_context(|| format!("--model {}", args.model))?;
+    let model = cptsim_models::load_graph_with(&args.model, batch, args.seq_len)
+        .with_context(|| format!("--model {}", args.model))?
+        .summary();
     let (mut report, rows) = match (&args.trace, &schedule) {
         (Some(path), _) => cost_trace_file(args, &model, path)?,
         (None, Some(schedule)) => cost_schedule(args, &model, schedule)?,
@@ -195,7 +223,7 @@ fn accounting(args: &RunArgs) -> Accounting {
 fn build_schedule(args: &RunArgs) -> anyhow::Result<Schedule> {
     let fw = bit_range("--bits", args.bits.as_deref(), "3:8")?;
     let bw = bit_range("--grad-bits", args.grad_bits.as_deref(), "8")?;
-    Ok(ScheduleArgs::new(args.schedule.as_str(), args.iters)
+    Ok(ScheduleArgs::new(args.schedule.as_str(), args.iters())
         .cycles(args.cycles)
         .bits(fw)
         .grad_bits(bw)
@@ -219,7 +247,7 @@ fn cost_schedule(
     let mut counter = BitOpsCounter::new(model);
     let keep = !args.accel.is_empty();
     let mut kept = Vec::new();
-    let rows = synthesize(schedule, model, &policy, args.batch).inspect(|r| {
+    let rows = synthesize(schedule, model, &policy, args.batch()).inspect(|r| {
         if keep {
             kept.push(*r);
         }
@@ -227,7 +255,7 @@ fn cost_schedule(
     let mut written = None;
     match &args.save_trace {
         Some(path) => {
-            let meta = TraceMeta::for_model(model, args.batch, schedule.iterations());
+            let meta = TraceMeta::for_model(model, args.batch(), schedule.iterations());
             let mut failure = None;
             let counted = rows.inspect(|r| {
                 if let Err(e) = counter.add(r) {
@@ -246,7 +274,7 @@ fn cost_schedule(
         fw,
         bw,
         iterations: schedule.iterations(),
-        batch: args.batch,
+        batch: args.batch(),
         counter: &counter,
         trace_rows: written,
     };

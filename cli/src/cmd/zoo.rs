@@ -59,6 +59,13 @@ fn list(out: &mut dyn Write) -> Result<()> {
         let about = zoo::describe(name).unwrap_or_default();
         writeln!(out, "{name:<22} {input:<10} {classes:>7}  {about}")?;
     }
+    for e in &zoo::seq::ENTRIES {
+        let input = match e.seq_len {
+            Some(t) => format!("{t} tokens"),
+            None => "3x224x224".to_string(),
+        };
+        writeln!(out, "{:<22} {input:<10} {:>7}  {}", e.name, "", e.about)?;
+    }
     Ok(())
 }
 

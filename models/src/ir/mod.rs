@@ -4,14 +4,17 @@
 //! ([`ValueId`]s produced earlier, or the graph input) and produces exactly one tensor; all
 //! constants (weights, biases, BN statistics, constant operands) live inside the node's [`Op`]
 //! and are owned by it. Shapes include the batch dimension and are checked by [`shape::infer`]
-//! when a node is added, so a built graph is always shape-consistent.
+//! when a node is added, so a built graph is always shape-consistent. Where the batch sits in a
+//! tensor (axis 0 for images and batch-first sequences, axis 1 for sequence-first ones) is
+//! described in [`op`]; a language model's graph input is its token ids, `[B, T]` or `[T, B]`.
 
 pub mod op;
 pub mod shape;
 mod summary;
 
 pub use op::{
-    AvgPool, BatchNorm, Binary, BinaryKind, ConstOperand, Conv, Linear, Op, Pool, SliceAxis,
+    AvgPool, BatchNorm, Binary, BinaryKind, CellKind, ConstOperand, Conv, Embedding, LayerNorm,
+    Linear, Op, Pool, Recurrent, SliceAxis, MAX_VOCAB,
 };
 
 /// Index of a tensor in [`Graph::values`].
@@ -23,7 +26,7 @@ pub struct ValueId(pub usize);
 pub struct Value {
     /// Tensor name as in the ONNX file.
     pub name: String,
-    /// Static shape, batch first.
+    /// Static shape, batch included (axis 0, or axis 1 of a sequence-first tensor).
     pub shape: Vec<usize>,
 }
 
@@ -49,11 +52,13 @@ pub struct Graph {
     pub source: String,
     /// The batch size bound into all shapes.
     pub batch: usize,
+    /// The sequence length bound into all shapes of a sequence model (`None` for image models).
+    pub seq_len: Option<usize>,
     /// All tensors; the input is `values[input.0]`.
     pub values: Vec<Value>,
     /// Nodes in topological order.
     pub nodes: Vec<Node>,
-    /// The graph input (e.g. `[B, 3, 32, 32]`).
+    /// The graph input (e.g. `[B, 3, 32, 32]`, or token ids `[B, T]`).
     pub input: ValueId,
     /// The graph output (e.g. `[B, classes]`).
     pub output: ValueId,
@@ -75,6 +80,7 @@ impl Graph {
             name: name.to_string(),
             source: source.to_string(),
             batch,
+            seq_len: None,
             values: vec![Value {
                 name: input_name.to_string(),
                 shape: input_shape,

@@ -3,7 +3,37 @@
 //! Every op is fully resolved at import: attributes are explicit numbers (no `auto_pad`, no
 //! negative axes, no `-1` reshape entries), and every parameter tensor is owned by the node that
 //! uses it, so two layers never share storage even when the ONNX file de-duplicated equal
-//! initializers. Tensors are NCHW; the batch dimension is axis 0 throughout.
+//! initializers.
+//!
+//! **Layouts.** Image tensors are NCHW and the batch is axis 0. Sequence models keep the layout
+//! their file declares, and two layouts occur:
+//! - *batch-first* `[B, T, …]` (Transformer LMs and ViT token tensors `[B, tokens, dim]`, attention
+//!   scores `[B, heads, T, T]`): the batch is axis 0 as for images;
+//! - *sequence-first* `[T, B, …]`: the input and output of a [`Recurrent`] layer (ONNX `LSTM` /
+//!   `GRU` / `RNN`), and the token-id input of a PyTorch `word_language_model`-style export, put the
+//!   graph batch on axis 1.
+//!
+//! So "the batch is axis 0" holds for images and batch-first tensors only; nothing in the IR
+//! relies on it. Per-sample counts (MACs, elements) divide a tensor's element count by
+//! [`Graph::batch`](super::Graph::batch) instead of dropping axis 0, and each op documents where
+//! its inputs keep the batch.
+//!
+//! **Token ids.** A language model's graph input holds token ids as `f32` (the IR has one element
+//! type): each must be an exact integer below the embedding's vocabulary, which is at most
+//! [`MAX_VOCAB`] = 2^24 (every integer up to 2^24 is exact in f32); ids are checked where they are
+//! read ([`Embedding::token_id`]). The zoo's LMs declare their input
+//! batch-first, `[B, T]`; an imported file keeps its own declaration (`[B, T]` or `[T, B]`) and
+//! [`Graph::seq_len`](super::Graph::seq_len) records the bound `T`.
+//!
+//! **Ops not in the enum.** ONNX `Split` becomes one [`Op::Slice`] per output (IR nodes have one
+//! output each); ONNX `Dropout` is imported as the identity it is in eval (the CNN trainer
+//! predates [`Op::Dropout`], which graphs built for training use); shape arithmetic
+//! (`Shape`, `Gather` of a shape, `Unsqueeze`, `Concat` of shapes, `Expand`, `Mod`, `Equal`,
+//! `Trilu`, …) is folded at import
+//! into the resolved shapes of [`Op::Reshape`] & co.; an additive causal mask (a constant, or
+//! `Where` / `Expand` of one) becomes [`Op::CausalMask`]; the decomposed `LayerNormalization`
+//! (ReduceMean/Sub/Pow/Sqrt/Add/Div, then Mul/Add by the affine constants) becomes
+//! [`Op::LayerNorm`] and the `Erf` form of GELU `0.5·x·(1 + erf(x/√2))` becomes [`Op::Gelu`].
 
 use ndarray::ArrayD;
 
@@ -76,6 +106,169 @@ pub enum Op {
         /// The permutation.
         perm: Vec<usize>,
     },
+    /// Table lookup: input of any shape `S` holding token ids, output `S ++ [dim]`, row
+    /// `table[id]` per id (ids as in the module header: exact integers below `vocab`). No MACs.
+    Embedding(Embedding),
+    /// Layer normalisation over the last axis: `(x − mean) / sqrt(var + ε) · scale + bias`, the
+    /// biased variance (÷ D) as ONNX `LayerNormalization` and `torch.nn.LayerNorm`.
+    LayerNorm(LayerNorm),
+    /// `exp(x_i) / Σ_j exp(x_j)` along `axis` (a `-inf` entry, from [`Op::CausalMask`], gives 0).
+    Softmax {
+        /// The normalised axis (non-negative).
+        axis: usize,
+    },
+    /// GELU: `0.5·x·(1 + erf(x/√2))`, or with `tanh_approx` PyTorch's
+    /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    Gelu {
+        /// The tanh approximation (`approximate="tanh"`) instead of the exact erf form.
+        tanh_approx: bool,
+    },
+    /// Hyperbolic tangent.
+    Tanh,
+    /// Inverted dropout: zeroes each element with probability `ratio` and scales the rest by
+    /// `1 / (1 − ratio)` in training; the identity in eval (and in every forward pass cptsim
+    /// compares with onnxruntime).
+    Dropout {
+        /// Drop probability, `0 ≤ ratio < 1`.
+        ratio: f32,
+    },
+    /// Causal attention mask on scores `[…, Tq, Tk]` (`Tq ≤ Tk`): entry `(i, j)` keeps its value
+    /// when `j ≤ i + (Tk − Tq)` and becomes `-inf` otherwise, so a following softmax gives the
+    /// later keys weight exactly 0. The importer folds PyTorch's additive masks into it (a
+    /// constant `[T, T]` with 0 on and below the diagonal and `-inf` (or ≤ −1e4) above it, also
+    /// behind `Where` / `Expand`), so the mask follows the bound sequence length.
+    CausalMask,
+    /// Prepends a learned token on axis 1: `[B, N, D] → [B, N + 1, D]` (the ViT class token).
+    ClassToken {
+        /// The token, `[D]`.
+        token: ArrayD<f32>,
+    },
+    /// Adds a learned embedding per position: `x[…, t, …, :] += table[t]` for position `t` along
+    /// `axis`; the last axis is the model width `D`. Table `[T_max, D]`: a sequence of up to
+    /// `T_max` positions uses the first rows, a longer one is a shape error (a fixed-length
+    /// export cannot run longer sequences).
+    PositionEmbedding {
+        /// Learned rows, `[T_max, D]`.
+        table: ArrayD<f32>,
+        /// The position axis of the input (1 for `[B, T, D]`, 0 for `[T, B, D]`).
+        axis: usize,
+    },
+    /// A single-layer, single-direction recurrent layer (ONNX `RNN` / `LSTM` / `GRU`,
+    /// `direction="forward"`), sequence-first: input `[T, B, I]`, output the hidden state of every
+    /// step, `[T, B, H]` (ONNX `Y` without its `num_directions` axis). Initial states are zero.
+    Recurrent(Recurrent),
+}
+
+/// An embedding table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embedding {
+    /// `[vocab, dim]`, `vocab ≤ 2^24`.
+    pub table: ArrayD<f32>,
+}
+
+/// Largest vocabulary an [`Embedding`] may have: every id below it is exact in f32.
+pub const MAX_VOCAB: usize = 1 << 24;
+
+impl Embedding {
+    /// Rows of the table.
+    pub fn vocab(&self) -> usize {
+        self.table.shape().first().copied().unwrap_or(0)
+    }
+    /// Width of a row.
+    pub fn dim(&self) -> usize {
+        self.table.shape().get(1).copied().unwrap_or(0)
+    }
+    /// The row index an input element names: an exact non-negative integer below
+    /// [`Embedding::vocab`]; anything else (fraction, negative, NaN, too large) is an error
+    /// quoting the value.
+    pub fn token_id(&self, x: f32) -> Result<usize, String> {
+        let vocab = self.vocab();
+        if x.is_finite() && x >= 0.0 && x.fract() == 0.0 && (x as f64) < vocab as f64 {
+            Ok(x as usize)
+        } else {
+            Err(format!(
+                "token id {x} is not an integer in 0..{vocab} (the embedding's vocabulary)"
+            ))
+        }
+    }
+}
+
+/// Layer normalisation over the last axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerNorm {
+    /// γ, `[D]`.
+    pub scale: ArrayD<f32>,
+    /// β, `[D]` (zeros when the file has none).
+    pub bias: ArrayD<f32>,
+    /// ε added to the variance.
+    pub epsilon: f32,
+}
+
+/// Which recurrent cell a [`Recurrent`] layer runs; gate order and equations as in the ONNX
+/// operator specification (opset 14), default activations only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CellKind {
+    /// `h_t = tanh(W x_t + Wb + R h_{t−1} + Rb)`; 1 gate.
+    Rnn,
+    /// 4 gates in ONNX order `i, o, f, c` (PyTorch's `i, f, g, o` is reordered by its exporter):
+    /// `i, o, f = σ(·)`, `c̃ = tanh(·)`, `c_t = f ⊙ c_{t−1} + i ⊙ c̃`, `h_t = o ⊙ tanh(c_t)`.
+    /// No peepholes, no clipping, `input_forget = 0`.
+    Lstm,
+    /// 3 gates in ONNX order `z, r, h`: `z, r = σ(·)`, `h̃ = tanh(W_h x + r ⊙ (R_h h + Rb_h) + Wb_h)`
+    /// with `linear_before_reset` (PyTorch's form), else `tanh(W_h x + R_h (r ⊙ h) + Rb_h + Wb_h)`;
+    /// `h_t = (1 − z) ⊙ h̃ + z ⊙ h_{t−1}`.
+    Gru {
+        /// ONNX `linear_before_reset` (1 in every PyTorch export).
+        linear_before_reset: bool,
+    },
+}
+
+impl CellKind {
+    /// Gates per hidden unit (rows of W and R are `gates · hidden`).
+    pub fn gates(self) -> usize {
+        match self {
+            CellKind::Rnn => 1,
+            CellKind::Lstm => 4,
+            CellKind::Gru { .. } => 3,
+        }
+    }
+    /// The ONNX op type.
+    pub fn name(self) -> &'static str {
+        match self {
+            CellKind::Rnn => "RNN",
+            CellKind::Lstm => "LSTM",
+            CellKind::Gru { .. } => "GRU",
+        }
+    }
+}
+
+/// A recurrent layer's weights (ONNX `W`, `R`, `B` with the `num_directions` axis of 1 removed
+/// and `B` split in its two halves).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recurrent {
+    /// The cell.
+    pub kind: CellKind,
+    /// Hidden size `H`.
+    pub hidden: usize,
+    /// Input weights `W`, `[gates·H, I]`, gate blocks in the cell's order.
+    pub w: ArrayD<f32>,
+    /// Recurrent weights `R`, `[gates·H, H]`.
+    pub r: ArrayD<f32>,
+    /// Input bias `Wb`, `[gates·H]` (zeros when the file has no `B`).
+    pub bias_w: ArrayD<f32>,
+    /// Recurrent bias `Rb`, `[gates·H]`.
+    pub bias_r: ArrayD<f32>,
+}
+
+impl Recurrent {
+    /// Input features `I`.
+    pub fn input_size(&self) -> usize {
+        self.w.shape().get(1).copied().unwrap_or(0)
+    }
+    /// Rows of `W` and `R`: `gates · H`.
+    pub fn gate_rows(&self) -> usize {
+        self.kind.gates() * self.hidden
+    }
 }
 
 /// Convolution parameters. Weight `[C_out, C_in/groups, kh, kw]`, bias `[C_out]`.
@@ -254,17 +447,86 @@ impl Op {
             Op::Slice { .. } => "Slice",
             Op::Pad { .. } => "Pad",
             Op::Transpose { .. } => "Transpose",
+            Op::Embedding(_) => "Embedding",
+            Op::LayerNorm(_) => "LayerNorm",
+            Op::Softmax { .. } => "Softmax",
+            Op::Gelu { .. } => "Gelu",
+            Op::Tanh => "Tanh",
+            Op::Dropout { .. } => "Dropout",
+            Op::CausalMask => "CausalMask",
+            Op::ClassToken { .. } => "ClassToken",
+            Op::PositionEmbedding { .. } => "PositionEmbedding",
+            Op::Recurrent(r) => r.kind.name(),
         }
     }
 
-    /// Trainable parameters: conv/linear weights and biases, BN scale and shift.
+    /// Trainable parameters: conv/linear/recurrent weights and biases, BN and LayerNorm scale
+    /// and shift, embedding tables, class tokens and position embeddings.
     pub fn params(&self) -> u64 {
         let opt = |t: &Option<ArrayD<f32>>| t.as_ref().map_or(0, |t| t.len() as u64);
         match self {
             Op::Conv(c) => c.weight.len() as u64 + opt(&c.bias),
             Op::Linear(l) => l.weight.len() as u64 + opt(&l.bias),
             Op::BatchNorm(b) => (b.scale.len() + b.bias.len()) as u64,
+            Op::LayerNorm(l) => (l.scale.len() + l.bias.len()) as u64,
+            Op::Embedding(e) => e.table.len() as u64,
+            Op::ClassToken { token } => token.len() as u64,
+            Op::PositionEmbedding { table, .. } => table.len() as u64,
+            Op::Recurrent(r) => (r.w.len() + r.r.len() + r.bias_w.len() + r.bias_r.len()) as u64,
             _ => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn emb(vocab: usize) -> Embedding {
+        Embedding {
+            table: ArrayD::zeros(vec![vocab, 2]),
+        }
+    }
+
+    #[test]
+    fn token_ids_must_be_exact_integers_below_the_vocabulary() {
+        let e = emb(10);
+        assert_eq!(e.token_id(0.0), Ok(0));
+        assert_eq!(e.token_id(9.0), Ok(9));
+        for bad in [10.0, -1.0, 2.5, f32::NAN, f32::INFINITY] {
+            let m = e.token_id(bad).unwrap_err();
+            assert!(m.contains("0..10"), "{m}");
+        }
+    }
+
+    #[test]
+    fn new_ops_count_their_parameters() {
+        let rec = Recurrent {
+            kind: CellKind::Lstm,
+            hidden: 3,
+            w: ArrayD::zeros(vec![12, 5]),
+            r: ArrayD::zeros(vec![12, 3]),
+            bias_w: ArrayD::zeros(vec![12]),
+            bias_r: ArrayD::zeros(vec![12]),
+        };
+        assert_eq!(rec.gate_rows(), 12);
+        assert_eq!(rec.input_size(), 5);
+        // PyTorch's nn.LSTM(5, 3): 4·3·(5 + 3) weights + 2·4·3 biases.
+        assert_eq!(Op::Recurrent(rec).params(), 96 + 24);
+        assert_eq!(Op::Embedding(emb(7)).params(), 14);
+        let ln = LayerNorm {
+            scale: ArrayD::zeros(vec![4]),
+            bias: ArrayD::zeros(vec![4]),
+            epsilon: 1e-5,
+        };
+        assert_eq!(Op::LayerNorm(ln).params(), 8);
+        assert_eq!(Op::Softmax { axis: 1 }.params(), 0);
+        assert_eq!(
+            CellKind::Gru {
+                linear_before_reset: true
+            }
+            .name(),
+            "GRU"
+        );
     }
 }

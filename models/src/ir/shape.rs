@@ -2,7 +2,7 @@
 //!
 //! Errors are plain messages; the caller adds the file and node name.
 
-use super::op::{Op, Pool};
+use super::op::{Op, Pool, Recurrent, MAX_VOCAB};
 
 /// Most elements one tensor may hold (2^40 ≈ 1.1·10^12): beyond any real model at any sensible
 /// batch, and small enough that element, parameter and MAC counts cannot overflow.
@@ -151,6 +151,76 @@ pub fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             }
             perm.iter().map(|&p| x[p]).collect()
         }
+        Op::Embedding(e) => {
+            if e.table.ndim() != 2 || e.vocab() > MAX_VOCAB {
+                return Err(format!(
+                    "embedding table {:?} must be [vocab, dim] with vocab ≤ 2^24",
+                    e.table.shape()
+                ));
+            }
+            let mut s = x.to_vec();
+            s.push(e.dim());
+            s
+        }
+        Op::LayerNorm(l) => {
+            let d = x.last().copied().unwrap_or(0);
+            for (what, t) in [("scale", &l.scale), ("bias", &l.bias)] {
+                if t.shape() != [d] {
+                    return Err(format!(
+                        "{what} has shape {:?}, expected [{d}] for input {x:?}",
+                        t.shape()
+                    ));
+                }
+            }
+            x.to_vec()
+        }
+        Op::Softmax { axis } => {
+            check_axes(&[*axis], x.len())?;
+            x.to_vec()
+        }
+        Op::Dropout { ratio } => {
+            if !(0.0..1.0).contains(ratio) {
+                return Err(format!("dropout ratio {ratio} is not in [0, 1)"));
+            }
+            x.to_vec()
+        }
+        Op::Gelu { .. } | Op::Tanh => x.to_vec(),
+        Op::CausalMask => match x {
+            [.., tq, tk] if tq <= tk => x.to_vec(),
+            _ => {
+                return Err(format!(
+                    "causal mask needs scores [.., Tq, Tk] with Tq ≤ Tk, got {x:?}"
+                ))
+            }
+        },
+        Op::ClassToken { token } => match x {
+            [b, n, d] if token.shape() == [*d] => vec![*b, n + 1, *d],
+            _ => {
+                return Err(format!(
+                    "class token {:?} does not fit input {x:?} (needs [B, N, D] and token [D])",
+                    token.shape()
+                ))
+            }
+        },
+        Op::PositionEmbedding { table, axis } => {
+            let (t, d) = match table.shape() {
+                [t, d] => (*t, *d),
+                s => return Err(format!("position table {s:?} must be [T_max, D]")),
+            };
+            let len = x.get(*axis).copied();
+            if x.last() != Some(&d) || *axis + 1 >= x.len() {
+                return Err(format!(
+                    "position table [{t}, {d}] on axis {axis} does not fit input {x:?}"
+                ));
+            }
+            if let Some(len) = len.filter(|&l| l > t) {
+                return Err(format!(
+                    "a sequence of {len} positions is longer than the model's {t} learned positions (a fixed-length export)"
+                ));
+            }
+            x.to_vec()
+        }
+        Op::Recurrent(r) => recurrent(r, x)?,
     };
     if out.contains(&0) {
         return Err(format!("output shape {out:?} has a zero-size dimension"));
@@ -211,6 +281,21 @@ pub fn linear_macs(rows: usize, in_features: usize, out_features: usize) -> u64 
     (rows as u64)
         .saturating_mul(in_features as u64)
         .saturating_mul(out_features as u64)
+}
+
+/// Multiply-accumulates of a product of two activations per sample: `groups` independent
+/// `[m, k] × [k, n]` products (heads, say).
+pub fn matmul_macs(groups: usize, m: usize, n: usize, k: usize) -> u64 {
+    [groups, m, n, k]
+        .iter()
+        .fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
+}
+
+/// Multiply-accumulates of a recurrent layer per sample over `steps` time steps: at every step the
+/// `gates·H` gate pre-activations each sum `I` input and `H` recurrent products (`W x_t` and
+/// `R h_{t−1}`); the elementwise cell arithmetic is not counted, as for BN-free activations.
+pub fn recurrent_macs(steps: usize, r: &Recurrent) -> u64 {
+    linear_macs(steps, r.input_size() + r.hidden, r.gate_rows())
 }
 
 /// Output length of a sliding window along one axis (the one window formula of the project):
@@ -300,6 +385,35 @@ fn pool(p: &Pool, x: &[usize]) -> Result<Vec<usize>, String> {
     Ok(vec![*n, *c, oh, ow])
 }
 
+fn recurrent(r: &Recurrent, x: &[usize]) -> Result<Vec<usize>, String> {
+    let [t, b, i] = x else {
+        return Err(format!(
+            "{} input {x:?} must be [T, B, I] (sequence-first)",
+            r.kind.name()
+        ));
+    };
+    let g = r.gate_rows();
+    let h = r.hidden;
+    let fits = |t: &ndarray::ArrayD<f32>, want: &[usize]| t.shape() == want;
+    if h == 0 || !fits(&r.w, &[g, *i]) || !fits(&r.r, &[g, h]) {
+        return Err(format!(
+            "{} weights W {:?} and R {:?} do not fit input {x:?} with hidden size {h} (need [{g}, {i}] and [{g}, {h}])",
+            r.kind.name(),
+            r.w.shape(),
+            r.r.shape()
+        ));
+    }
+    if !fits(&r.bias_w, &[g]) || !fits(&r.bias_r, &[g]) {
+        return Err(format!(
+            "{} biases {:?} and {:?} must both be [{g}]",
+            r.kind.name(),
+            r.bias_w.shape(),
+            r.bias_r.shape()
+        ));
+    }
+    Ok(vec![*t, *b, h])
+}
+
 fn matmul(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
     if a.len() < 2 || b.len() < 2 {
         return Err(format!("MatMul operands {a:?} and {b:?} need rank ≥ 2"));
@@ -379,6 +493,109 @@ mod tests {
     fn matmul_broadcasts_batch_axes() {
         assert_eq!(matmul(&[2, 1, 3, 4], &[5, 4, 6]), Ok(vec![2, 5, 3, 6]));
         assert!(matmul(&[3, 4], &[5, 6]).is_err());
+    }
+
+    fn zeros(s: &[usize]) -> ndarray::ArrayD<f32> {
+        ndarray::ArrayD::zeros(s.to_vec())
+    }
+
+    #[test]
+    fn embedding_appends_the_row_width() {
+        let op = Op::Embedding(super::super::op::Embedding {
+            table: zeros(&[100, 8]),
+        });
+        assert_eq!(infer(&op, &[&[4, 35]]), Ok(vec![4, 35, 8]));
+        let big = Op::Embedding(super::super::op::Embedding {
+            table: zeros(&[MAX_VOCAB + 1, 1]),
+        });
+        assert!(infer(&big, &[&[1, 1]]).unwrap_err().contains("2^24"));
+    }
+
+    #[test]
+    fn layer_norm_checks_the_last_axis() {
+        let ln = |d| {
+            Op::LayerNorm(super::super::op::LayerNorm {
+                scale: zeros(&[d]),
+                bias: zeros(&[d]),
+                epsilon: 1e-5,
+            })
+        };
+        assert_eq!(infer(&ln(16), &[&[2, 5, 16]]), Ok(vec![2, 5, 16]));
+        assert!(infer(&ln(8), &[&[2, 5, 16]]).unwrap_err().contains("[16]"));
+    }
+
+    #[test]
+    fn softmax_gelu_tanh_dropout_keep_the_shape() {
+        let x: &[usize] = &[2, 4, 7, 7];
+        for op in [
+            Op::Softmax { axis: 3 },
+            Op::Gelu { tanh_approx: false },
+            Op::Tanh,
+            Op::Dropout { ratio: 0.1 },
+        ] {
+            assert_eq!(infer(&op, &[x]), Ok(x.to_vec()), "{op:?}");
+        }
+        assert!(infer(&Op::Softmax { axis: 4 }, &[x]).is_err());
+        assert!(infer(&Op::Dropout { ratio: 1.0 }, &[x]).is_err());
+    }
+
+    #[test]
+    fn causal_mask_needs_no_more_queries_than_keys() {
+        assert_eq!(
+            infer(&Op::CausalMask, &[&[2, 4, 7, 7]]),
+            Ok(vec![2, 4, 7, 7])
+        );
+        assert_eq!(infer(&Op::CausalMask, &[&[1, 3, 7]]), Ok(vec![1, 3, 7]));
+        assert!(infer(&Op::CausalMask, &[&[1, 8, 7]]).is_err());
+    }
+
+    #[test]
+    fn class_token_and_positions() {
+        let cls = Op::ClassToken {
+            token: zeros(&[192]),
+        };
+        assert_eq!(infer(&cls, &[&[2, 196, 192]]), Ok(vec![2, 197, 192]));
+        assert!(infer(&cls, &[&[2, 196, 64]]).is_err());
+        let pos = Op::PositionEmbedding {
+            table: zeros(&[197, 192]),
+            axis: 1,
+        };
+        assert_eq!(infer(&pos, &[&[2, 197, 192]]), Ok(vec![2, 197, 192]));
+        assert_eq!(infer(&pos, &[&[2, 50, 192]]), Ok(vec![2, 50, 192]));
+        let e = infer(&pos, &[&[2, 198, 192]]).unwrap_err();
+        assert!(e.contains("longer"), "{e}");
+    }
+
+    fn lstm(i: usize, h: usize) -> Recurrent {
+        Recurrent {
+            kind: super::super::op::CellKind::Lstm,
+            hidden: h,
+            w: zeros(&[4 * h, i]),
+            r: zeros(&[4 * h, h]),
+            bias_w: zeros(&[4 * h]),
+            bias_r: zeros(&[4 * h]),
+        }
+    }
+
+    #[test]
+    fn recurrent_layers_are_sequence_first() {
+        let op = Op::Recurrent(lstm(10, 20));
+        assert_eq!(infer(&op, &[&[35, 4, 10]]), Ok(vec![35, 4, 20]));
+        assert!(infer(&op, &[&[35, 4, 11]])
+            .unwrap_err()
+            .contains("[80, 11]"));
+        assert!(infer(&op, &[&[4, 10]])
+            .unwrap_err()
+            .contains("sequence-first"));
+    }
+
+    #[test]
+    fn gemm_mac_counts() {
+        // PTB medium LSTM layer: 35 steps, 650 in, 650 hidden: 35 · 4·650 · 1300.
+        assert_eq!(recurrent_macs(35, &lstm(650, 650)), 35 * 2600 * 1300);
+        // Attention scores of 8 heads over 512 tokens of width 64.
+        assert_eq!(matmul_macs(8, 512, 512, 64), 8 * 512 * 512 * 64);
+        assert_eq!(matmul_macs(usize::MAX, 2, 2, 2), u64::MAX);
     }
 
     #[test]

@@ -4,10 +4,14 @@ use super::{BinaryKind, Graph, Op, ValueId};
 use crate::summary::{LayerInfo, LayerKind, LayerRole, ModelSummary};
 
 impl Graph {
-    /// Per-sample conv/linear geometry, MACs and roles, BN and residual-add output elements and
-    /// parameters.
+    /// Per-sample geometry, MACs and roles of the GEMM layers (conv, linear, act × act matmul,
+    /// recurrent; see [`LayerKind`]), BN and residual-add output elements and parameters.
+    /// Embedding lookups, LayerNorm, softmax and the other elementwise ops are not GEMMs and add
+    /// nothing.
     ///
-    /// Roles: the first conv/linear in topological order is `First`, the last is `Last` (the
+    /// Roles: the first GEMM layer in topological order is `First` unless a trainable op
+    /// (embedding, class token, position embedding) comes before it — then the error of its input
+    /// is needed and it is an ordinary `Body` layer —, the last is `Last` (the
     /// classifier; a one-layer model's only layer is `Last`), a depthwise conv is `Depthwise`, a
     /// 1×1 conv is `Shortcut` when its input also feeds another node and its output reaches an
     /// `Add` through nothing but BatchNorm (a projection on a residual branch); the rest `Body`.
@@ -15,9 +19,11 @@ impl Graph {
         let mut layers = Vec::new();
         let mut bn_elements = 0u64;
         let mut residual_elements = 0u64;
+        let mut trainable_before_first = false;
         for (i, node) in self.nodes.iter().enumerate() {
             let x = self.shape(node.inputs.first().copied().unwrap_or(self.input));
             let y = self.shape(node.output);
+            let per_sample = |s: &[usize]| s.iter().product::<usize>() / self.batch.max(1);
             match &node.op {
                 Op::Conv(c) => {
                     let [kh, kw] = c.kernel();
@@ -48,22 +54,50 @@ impl Graph {
                     });
                 }
                 Op::Linear(l) => {
-                    // Leading axes other than the batch multiply the work (a token axis, say).
-                    let rows = per_sample(x) / l.in_features().max(1);
-                    layers.push(LayerInfo {
-                        name: node.name.clone(),
-                        kind: LayerKind::Linear,
-                        role: LayerRole::Body,
-                        in_shape: [l.in_features(), 1, 1],
-                        out_shape: [l.out_features(), 1, 1],
-                        kernel: [1, 1],
-                        stride: [1, 1],
-                        pads: [0; 4],
-                        dilation: [1, 1],
-                        groups: 1,
-                        params: node.op.params(),
-                        macs: super::shape::linear_macs(rows, l.in_features(), l.out_features()),
-                    });
+                    // Leading axes other than the batch are rows (the tokens of a sequence).
+                    let rows = (per_sample(x) / l.in_features().max(1)).max(1);
+                    let (i, o) = (l.in_features(), l.out_features());
+                    layers.push(gemm_layer(
+                        node,
+                        LayerKind::Linear,
+                        [i, rows, 1],
+                        [o, rows, 1],
+                        1,
+                        super::shape::linear_macs(rows, i, o),
+                    ));
+                }
+                Op::MatMul => {
+                    let a = self.shape(node.inputs.first().copied().unwrap_or(self.input));
+                    let (m, n) = match y {
+                        [.., m, n] => (*m, *n),
+                        _ => (1, 1),
+                    };
+                    let k = a.last().copied().unwrap_or(1);
+                    let groups = (per_sample(y) / (m * n).max(1)).max(1);
+                    layers.push(gemm_layer(
+                        node,
+                        LayerKind::Matmul,
+                        [groups * k, m, 1],
+                        [groups * n, m, 1],
+                        groups,
+                        super::shape::matmul_macs(groups, m, n, k),
+                    ));
+                }
+                Op::Recurrent(r) => {
+                    let steps = x.first().copied().unwrap_or(1);
+                    layers.push(gemm_layer(
+                        node,
+                        LayerKind::Recurrent,
+                        [r.input_size() + r.hidden, steps, 1],
+                        [r.gate_rows(), steps, 1],
+                        1,
+                        super::shape::recurrent_macs(steps, r),
+                    ));
+                }
+                Op::Embedding(_) | Op::ClassToken { .. } | Op::PositionEmbedding { .. }
+                    if layers.is_empty() =>
+                {
+                    trainable_before_first = true
                 }
                 Op::BatchNorm(_) => bn_elements += per_sample(y) as u64,
                 Op::Binary(b) if b.kind == BinaryKind::Add && b.constant.is_none() => {
@@ -72,7 +106,7 @@ impl Graph {
                 _ => {}
             }
         }
-        if let Some(first) = layers.first_mut() {
+        if let Some(first) = layers.first_mut().filter(|_| !trainable_before_first) {
             first.role = LayerRole::First;
         }
         if let Some(last) = layers.last_mut() {
@@ -111,20 +145,137 @@ impl Graph {
         }
     }
 
-    /// Elements per sample of tensor `id`.
+    /// Elements per sample of tensor `id`: its elements over the batch, wherever the batch axis
+    /// sits (axis 1 of a sequence-first tensor).
     pub fn elements_per_sample(&self, id: ValueId) -> usize {
-        per_sample(self.shape(id))
+        self.shape(id).iter().product::<usize>() / self.batch.max(1)
     }
 }
 
-fn per_sample(shape: &[usize]) -> usize {
-    shape.iter().skip(1).product()
+/// A GEMM layer other than a conv: no window, no stride, no padding.
+fn gemm_layer(
+    node: &super::Node,
+    kind: LayerKind,
+    in_shape: [usize; 3],
+    out_shape: [usize; 3],
+    groups: usize,
+    macs: u64,
+) -> LayerInfo {
+    LayerInfo {
+        name: node.name.clone(),
+        kind,
+        role: LayerRole::Body,
+        in_shape,
+        out_shape,
+        kernel: [1, 1],
+        stride: [1, 1],
+        pads: [0; 4],
+        dilation: [1, 1],
+        groups,
+        params: node.op.params(),
+        macs,
+    }
 }
 
 /// `[C, H, W]` of an NCHW shape.
 fn chw(shape: &[usize]) -> [usize; 3] {
     match shape {
         [_, c, h, w] => [*c, *h, *w],
-        _ => [per_sample(shape), 1, 1],
+        _ => [shape.iter().skip(1).product(), 1, 1],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::{CellKind, Embedding, Graph, Linear, Op, Recurrent};
+    use crate::summary::{GemmOperands, LayerKind, LayerRole};
+    use ndarray::ArrayD;
+
+    fn zeros(s: &[usize]) -> ArrayD<f32> {
+        ArrayD::zeros(s.to_vec())
+    }
+
+    /// Token ids `[T, B]` → embedding → LSTM → linear decoder, and a self-attention score
+    /// product on the LSTM output.
+    #[test]
+    fn sequence_layers_are_gemms_per_sample() {
+        let (t, b, v, d, h) = (35, 4, 100, 16, 8);
+        let mut g = Graph::new("lm", "test", b, "ids", vec![t, b]);
+        let table = zeros(&[v, d]);
+        let e = g
+            .push(
+                "emb",
+                Op::Embedding(Embedding { table }),
+                vec![g.input],
+                "e",
+            )
+            .unwrap();
+        let rec = Recurrent {
+            kind: CellKind::Lstm,
+            hidden: h,
+            w: zeros(&[4 * h, d]),
+            r: zeros(&[4 * h, h]),
+            bias_w: zeros(&[4 * h]),
+            bias_r: zeros(&[4 * h]),
+        };
+        let y = g.push("lstm", Op::Recurrent(rec), vec![e], "y").unwrap();
+        // [T, B, H] → [B, T, H] and the scores [B, T, T] = Y · Yᵀ.
+        let yb = g
+            .push(
+                "tr",
+                Op::Transpose {
+                    perm: vec![1, 0, 2],
+                },
+                vec![y],
+                "yb",
+            )
+            .unwrap();
+        let yt = g
+            .push(
+                "trk",
+                Op::Transpose {
+                    perm: vec![0, 2, 1],
+                },
+                vec![yb],
+                "yt",
+            )
+            .unwrap();
+        g.push("qk", Op::MatMul, vec![yb, yt], "s").unwrap();
+        let lin = Linear {
+            weight: zeros(&[v, h]),
+            bias: None,
+        };
+        g.output = g.push("dec", Op::Linear(lin), vec![y], "logits").unwrap();
+        let s = g.summary();
+        let kinds: Vec<_> = s.layers.iter().map(|l| (l.kind, l.role)).collect();
+        assert_eq!(
+            kinds,
+            [
+                // The embedding before it needs its input error: not `First`.
+                (LayerKind::Recurrent, LayerRole::Body),
+                (LayerKind::Matmul, LayerRole::Body),
+                (LayerKind::Linear, LayerRole::Last),
+            ]
+        );
+        let [lstm, qk, dec] = &s.layers[..] else {
+            unreachable!()
+        };
+        assert_eq!(lstm.macs, (t * 4 * h * (d + h)) as u64);
+        assert_eq!(
+            lstm.gemm_dims(b as u64),
+            (1, (b * t) as u64, 4 * h as u64, (d + h) as u64)
+        );
+        assert_eq!(qk.macs, (t * t * h) as u64);
+        assert_eq!(qk.kind.operands(), GemmOperands::ActivationActivation);
+        assert_eq!(
+            qk.gemm_dims(b as u64),
+            (b as u64, t as u64, t as u64, h as u64)
+        );
+        // The decoder runs on every step of the sequence-first [T, B, H] output.
+        assert_eq!(dec.macs, (t * h * v) as u64);
+        assert_eq!(dec.out_pixels(), t);
+        assert_eq!(dec.kind.operands(), GemmOperands::WeightActivation);
+        assert_eq!(s.total_macs(), lstm.macs + qk.macs + dec.macs);
+        assert_eq!(s.params, (v * d + 4 * h * (d + h) + 8 * h + v * h) as u64);
     }
 }

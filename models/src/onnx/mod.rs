@@ -7,6 +7,7 @@
 //! evaluated at import and leave no trace in the IR.
 
 mod context;
+mod fuse;
 mod node;
 pub mod ops;
 pub mod registry;
@@ -29,13 +30,22 @@ use value::{Const, Val};
 
 /// Reads and imports an ONNX file, binding a symbolic batch dimension to `batch`.
 pub fn import_file(path: &Path, batch: usize) -> Result<Graph, ModelError> {
+    import_file_with(path, batch, None)
+}
+
+/// [`import_file`] also binding a sequence model's sequence length (see [`import_proto_with`]).
+pub fn import_file_with(
+    path: &Path,
+    batch: usize,
+    seq_len: Option<usize>,
+) -> Result<Graph, ModelError> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|err| ModelError::Io {
         path: file.clone(),
         err,
     })?;
     let proto = decode(&bytes, &file)?;
-    let mut g = import_proto(&proto, &file, batch)?;
+    let mut g = import_proto_with(&proto, &file, batch, seq_len)?;
     if let Some(stem) = path.file_stem() {
         g.name = stem.to_string_lossy().into_owned();
     }
@@ -74,11 +84,15 @@ fn pinned_batch(e: ModelError, file_batch: Option<usize>, batch: usize) -> Model
 }
 
 /// Why constant `c` cannot be a weight, if so: a NaN anywhere, or an infinity in a tensor of
-/// more than one element (a scalar ±inf is a legitimate bound or fill value, e.g. of `Clip`).
+/// more than one element (a scalar ±inf is a legitimate bound or fill value, e.g. of `Clip`,
+/// and so is the `-inf` of an additive causal attention mask).
 fn non_finite(c: &Const) -> Option<String> {
     let Const::F32(a) = c else {
         return None;
     };
+    if ops::mask::is_additive_causal(a) {
+        return None;
+    }
     let (i, v) = a
         .iter()
         .enumerate()
@@ -112,7 +126,28 @@ pub fn decode(bytes: &[u8], source: &str) -> Result<ModelProto, ModelError> {
 /// Imports a decoded model. `source` (file name or `zoo:NAME`) appears in every error; `batch`
 /// binds the batch dimension of the graph input.
 pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Graph, ModelError> {
+    import_proto_with(proto, source, batch, None)
+}
+
+/// [`import_proto`] for sequence models too: `seq_len` binds the graph input's symbolic
+/// sequence dimension (required when it has one), or must equal a token-id input's fixed one.
+///
+/// Which symbolic dimension is which: one named like a batch (`batch`, `N`, `B`) is the batch,
+/// one named like a sequence (`seq…`, `…len…`, `time`, `token…`, `T`, `S`, `L`) the sequence;
+/// otherwise the first symbolic dimension is the batch and a second one the sequence. With no
+/// symbolic batch the batch is axis 0 (a fixed batch there is rebound). Besides the main input,
+/// a graph may have inputs that only feed recurrent layers' initial states (`h0`, `c0` of a
+/// PyTorch LM export): they are bound to zeros, the state a fresh sequence starts from.
+pub fn import_proto_with(
+    proto: &ModelProto,
+    source: &str,
+    batch: usize,
+    seq_len: Option<usize>,
+) -> Result<Graph, ModelError> {
     let fail = |m: String| ModelError::graph(source, m);
+    if seq_len == Some(0) {
+        return Err(fail("the sequence length must be at least 1".into()));
+    }
     if batch == 0 {
         return Err(fail("batch must be at least 1".into()));
     }
@@ -135,25 +170,41 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
         }
         vals.insert(init.name.clone(), Val::Const(c));
     }
-    let inputs: Vec<&ValueInfoProto> = g
+    let state_only = initial_state_inputs(&g.node);
+    let mut inputs: Vec<&ValueInfoProto> = Vec::new();
+    let runtime: Vec<&ValueInfoProto> = g
         .input
         .iter()
         .filter(|i| !vals.contains_key(&i.name))
         .collect();
+    for i in runtime {
+        if state_only.contains(i.name.as_str()) {
+            let zeros = zero_state(i, batch)
+                .map_err(|m| fail(format!("graph input '{}' (an initial state): {m}", i.name)))?;
+            vals.insert(i.name.clone(), Val::Const(zeros));
+        } else {
+            inputs.push(i);
+        }
+    }
     let [input] = inputs.as_slice() else {
         let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
         return Err(fail(format!(
             "expected exactly one graph input besides initializers, found {names:?}"
         )));
     };
-    let (shape, file_batch) = bind_input_shape(input, batch)
+    let BoundInput {
+        shape,
+        file_batch,
+        seq_len: bound_seq,
+    } = bind_input_shape(input, batch, seq_len)
         .map_err(|m| fail(format!("graph input '{}': {m}", input.name)))?;
     let name = if g.name.is_empty() {
         source.to_string()
     } else {
         g.name.clone()
     };
-    let graph = Graph::new(&name, source, batch, &input.name, shape);
+    let mut graph = Graph::new(&name, source, batch, &input.name, shape);
+    graph.seq_len = bound_seq;
     vals.insert(input.name.clone(), Val::Tensor(graph.input));
     let mut imp = Importer {
         graph,
@@ -162,7 +213,8 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
     };
 
     let mut used_names = HashSet::new();
-    for (i, proto_node) in topological(&g.node).into_iter().enumerate() {
+    let nodes = fuse::fuse(&g.node, &g.initializer, &g.output);
+    for (i, proto_node) in topological(&nodes).into_iter().enumerate() {
         let mut name = if proto_node.name.is_empty() {
             format!("{}_{i}", proto_node.op_type)
         } else {
@@ -194,7 +246,10 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
                 }
             })?;
         let out = handler(&mut imp, &view).map_err(|e| pinned_batch(e, file_batch, batch))?;
-        imp.vals.insert(view.output_name()?.to_string(), out);
+        // A multi-output node may leave its first output unnamed (a GRU read only through Y_h).
+        if let Some(first) = proto_node.output.first().filter(|n| !n.is_empty()) {
+            imp.vals.insert(first.clone(), out);
+        }
     }
 
     let out = g
@@ -222,6 +277,7 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
     check_declared_output(out, imp.graph.shape(imp.graph.output))
         .map_err(|m| fail(format!("graph output '{}': {m}", out.name)))?;
     let mut graph = imp.graph;
+    absorb_linear_biases(&mut graph);
     graph.prune();
     graph
         .validate()
@@ -242,51 +298,220 @@ pub fn import_proto(proto: &ModelProto, source: &str, batch: usize) -> Result<Gr
     Ok(graph)
 }
 
-/// Static input shape with the batch (axis 0) bound: a `dim_param` batch takes `batch`; a fixed
-/// batch must equal it. Other dimensions must be fixed and positive.
-///
-/// A fixed batch other than `batch` is rebound and returned as well, so that the importer can
-/// rebind constant reshape targets that carry it ([`Importer::file_batch`]).
+/// Gives a bias-free `Linear` (ONNX `MatMul` with a constant) the bias of the `Add` of a
+/// constant `[out]` that alone reads it — how exporters write `nn.Linear` on a rank-3 input — so
+/// that the bias counts as the layer's parameter; the `Add` is left dead for `prune`.
+fn absorb_linear_biases(graph: &mut Graph) {
+    for i in 0..graph.nodes.len() {
+        let out = graph.nodes[i].output;
+        let Op::Linear(l) = &graph.nodes[i].op else {
+            continue;
+        };
+        if l.bias.is_some() || out == graph.output {
+            continue;
+        }
+        let features = l.out_features();
+        let [user] = graph.consumers(out)[..] else {
+            continue;
+        };
+        let bias = match &graph.nodes[user].op {
+            Op::Binary(crate::ir::Binary {
+                kind: crate::ir::BinaryKind::Add,
+                constant: Some(c),
+            }) if c.value.len() == features && c.value.shape().last() == Some(&features) => {
+                c.value.clone().into_shape_with_order(vec![features]).ok()
+            }
+            _ => None,
+        };
+        let Some(bias) = bias else { continue };
+        let added = graph.nodes[user].output;
+        if let Op::Linear(l) = &mut graph.nodes[i].op {
+            l.bias = Some(bias);
+        }
+        for n in &mut graph.nodes {
+            n.inputs
+                .iter_mut()
+                .filter(|v| **v == added)
+                .for_each(|v| *v = out);
+        }
+        if graph.output == added {
+            graph.output = out;
+        }
+    }
+}
+
+/// Names of graph inputs whose every use is a recurrent layer's initial state (`LSTM` inputs
+/// 5 and 6, `GRU` / `RNN` input 5).
+fn initial_state_inputs(nodes: &[NodeProto]) -> HashSet<&str> {
+    let mut state = HashSet::new();
+    let mut other = HashSet::new();
+    for n in nodes {
+        let slots: &[usize] = match n.op_type.as_str() {
+            "LSTM" => &[5, 6],
+            "GRU" | "RNN" => &[5],
+            _ => &[],
+        };
+        for (k, name) in n.input.iter().enumerate() {
+            if slots.contains(&k) {
+                state.insert(name.as_str());
+            } else {
+                other.insert(name.as_str());
+            }
+        }
+    }
+    state.retain(|n| !other.contains(n) && !n.is_empty());
+    state
+}
+
+/// Zeros of an initial-state input's declared shape, symbolic dimensions bound to `batch`.
+fn zero_state(input: &ValueInfoProto, batch: usize) -> Result<Const, String> {
+    let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Err("is not a tensor with a declared type".into());
+    };
+    let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
+    let shape: Vec<usize> = dims
+        .iter()
+        .map(|d| match d.value {
+            Some(Dim::DimValue(v)) if v > 0 => Ok(v as usize),
+            Some(Dim::DimValue(v)) => Err(format!("dimension of size {v}")),
+            _ => Ok(batch),
+        })
+        .collect::<Result<_, _>>()?;
+    // A state is `[1, B, H]`: far below 2^24 elements for any real model.
+    if crate::ir::shape::element_count(&shape).is_none_or(|n| n > 1 << 24) {
+        return Err(format!("shape {shape:?} is too large for an initial state"));
+    }
+    Ok(Const::F32(ndarray::ArrayD::zeros(shape)))
+}
+
+/// Whether a symbolic dimension's name says it is a sequence length.
+fn is_seq_name(p: &str) -> bool {
+    let l = p.to_ascii_lowercase();
+    ["seq", "len", "time", "token", "step"]
+        .iter()
+        .any(|k| l.contains(k))
+        || matches!(l.as_str(), "t" | "s" | "l")
+}
+
+/// Whether a symbolic dimension's name says it is the batch.
+fn is_batch_name(p: &str) -> bool {
+    let l = p.to_ascii_lowercase();
+    l.contains("batch") || matches!(l.as_str(), "n" | "b")
+}
+
+/// Static input shape with the batch and the sequence length bound (rules in
+/// [`import_proto_with`]); also returns the file's fixed batch when it is rebound (so that the
+/// importer can rebind constant reshape targets that carry it, [`Importer::file_batch`]) and
+/// the bound sequence length of a sequence model.
 fn bind_input_shape(
     input: &ValueInfoProto,
     batch: usize,
-) -> Result<(Vec<usize>, Option<usize>), String> {
+    seq_len: Option<usize>,
+) -> Result<BoundInput, String> {
     let mut file_batch = None;
     let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
         return Err("is not a tensor with a declared type".into());
     };
     let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
+    let param = |d: &onnx_protobuf::tensor_shape_proto::Dimension| match &d.value {
+        Some(Dim::DimParam(p)) => Some(p.clone()),
+        None => Some(String::new()),
+        _ => None,
+    };
+    let params: Vec<Option<String>> = dims.iter().map(param).collect();
+    let batch_axis = params
+        .iter()
+        .position(|p| p.as_deref().is_some_and(is_batch_name))
+        .or_else(|| {
+            params
+                .iter()
+                .position(|p| p.as_deref().is_some_and(|p| !is_seq_name(p)))
+        })
+        .unwrap_or(0);
+    // A token-id input ([B, T] or [T, B] of integers) has its sequence on the other axis.
+    let token_ids = matches!(t.elem_type, 6 | 7) && dims.len() == 2;
+    let mut bound_seq = None;
     let mut shape = Vec::with_capacity(dims.len());
     for (i, d) in dims.iter().enumerate() {
-        let v = match (&d.value, i) {
-            (Some(Dim::DimValue(v)), 0) if *v > 0 => {
+        let v = match (&d.value, i == batch_axis) {
+            (Some(Dim::DimValue(v)), true) if *v > 0 => {
                 if *v as usize != batch {
                     file_batch = Some(*v as usize);
                 }
                 batch
             }
-            (Some(Dim::DimParam(_)) | None, 0) => batch,
-            (Some(Dim::DimValue(v)), _) if *v > 0 => *v as usize,
-            (Some(Dim::DimValue(v)), _) => {
+            (Some(Dim::DimParam(_)) | None, true) => batch,
+            (Some(Dim::DimValue(v)), false) if *v > 0 => {
+                let v = *v as usize;
+                if token_ids {
+                    match seq_len {
+                        Some(s) if s > v => {
+                            return Err(format!(
+                                "a sequence of {s} tokens is longer than the file's fixed \
+                                 sequence length {v} (re-export with a dynamic sequence axis)"
+                            ))
+                        }
+                        Some(s) if s != v => {
+                            return Err(format!(
+                                "the file was exported with a fixed sequence length of {v}; \
+                                 --seq-len {s} differs (re-export with a dynamic sequence axis)"
+                            ))
+                        }
+                        _ => bound_seq = Some(v),
+                    }
+                }
+                v
+            }
+            (Some(Dim::DimValue(v)), false) => {
                 return Err(format!(
                     "dimension {i} has size {v}; zero-size or negative dimensions are not allowed"
                 ))
             }
-            (Some(Dim::DimParam(p)), _) => {
+            (Some(Dim::DimParam(p)), false) if bound_seq.is_none() => match seq_len {
+                Some(s) => {
+                    bound_seq = Some(s);
+                    s
+                }
+                None => {
+                    return Err(format!(
+                        "dimension {i} is the symbolic sequence length '{p}': give --seq-len"
+                    ))
+                }
+            },
+            (Some(Dim::DimParam(p)), false) => {
                 return Err(format!(
-                    "dimension {i} is symbolic ('{p}'); only the batch may be"
+                    "dimension {i} is symbolic ('{p}'); only the batch and one sequence axis may be"
                 ))
             }
-            _ => return Err(format!("dimension {i} has no size")),
+            (None, false) => return Err(format!("dimension {i} has no size")),
+            (Some(_), _) => return Err(format!("dimension {i} has no size")),
         };
         shape.push(v);
+    }
+    if let (Some(s), None) = (seq_len, bound_seq) {
+        return Err(format!(
+            "--seq-len {s} was given but the input {shape:?} has no sequence axis"
+        ));
     }
     if crate::ir::shape::element_count(&shape).is_none() {
         return Err(format!(
             "shape {shape:?} (batch {batch}) has more than 2^40 elements"
         ));
     }
-    Ok((shape, file_batch))
+    Ok(BoundInput {
+        shape,
+        file_batch,
+        seq_len: bound_seq,
+    })
+}
+
+/// The graph input's shape as bound by [`bind_input_shape`].
+struct BoundInput {
+    shape: Vec<usize>,
+    /// The file's fixed batch, when it differs from the bound one.
+    file_batch: Option<usize>,
+    /// The bound sequence length of a sequence model.
+    seq_len: Option<usize>,
 }
 
 /// Compares the inferred output shape with the fixed dimensions the file declares (batch aside).

@@ -118,6 +118,16 @@ impl NodeView<'_> {
             .map(|a| String::from_utf8_lossy(&a.s).into_owned()))
     }
 
+    /// A `strings` attribute (lossy UTF-8).
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, ModelError> {
+        Ok(self.typed(name, AttributeType::STRINGS)?.map(|a| {
+            a.strings
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        }))
+    }
+
     /// A `tensor` attribute, decoded.
     pub fn tensor(&self, name: &str) -> Result<Option<Const>, ModelError> {
         let Some(a) = self.typed(name, AttributeType::TENSOR)? else {
@@ -158,6 +168,7 @@ fn filled(a: &AttributeProto, want: AttributeType) -> bool {
         AttributeType::INTS => !a.ints.is_empty(),
         AttributeType::FLOATS => !a.floats.is_empty(),
         AttributeType::STRING => !a.s.is_empty(),
+        AttributeType::STRINGS => !a.strings.is_empty(),
         AttributeType::TENSOR => a.t.is_some(),
         _ => false,
     }

@@ -2,7 +2,10 @@
 
 use super::context::Importer;
 use super::node::NodeView;
-use super::ops::{activation, constant, conv, elementwise, linear, norm, pool, reshape, select};
+use super::ops::recurrent::{self, Cell};
+use super::ops::{
+    activation, arith, constant, conv, elementwise, linear, mask, norm, pool, reshape, select,
+};
 use super::value::Val;
 use crate::error::ModelError;
 use crate::ir::BinaryKind;
@@ -17,6 +20,23 @@ const HANDLERS: &[(&str, Handler)] = &[
     ("Relu", activation::relu),
     ("Clip", activation::clip),
     ("Sigmoid", activation::sigmoid),
+    ("Tanh", activation::tanh),
+    ("Gelu", activation::gelu),
+    ("Softmax", activation::softmax),
+    ("LayerNormalization", norm::layer_norm),
+    ("LSTM", |i, n| recurrent::recurrent(i, n, Cell::Lstm)),
+    ("GRU", |i, n| recurrent::recurrent(i, n, Cell::Gru)),
+    ("RNN", |i, n| recurrent::recurrent(i, n, Cell::Rnn)),
+    ("Split", select::split),
+    ("Where", mask::where_),
+    ("Expand", mask::expand),
+    ("Mod", arith::modulo),
+    ("Equal", |i, n| arith::compare(i, n, |a, b| a == b)),
+    ("Less", |i, n| arith::compare(i, n, |a, b| a < b)),
+    ("Greater", |i, n| arith::compare(i, n, |a, b| a > b)),
+    ("Not", arith::not),
+    ("Sqrt", arith::sqrt),
+    ("Trilu", arith::trilu),
     ("Add", |i, n| elementwise::binary(i, n, BinaryKind::Add)),
     ("Sub", |i, n| elementwise::binary(i, n, BinaryKind::Sub)),
     ("Mul", |i, n| elementwise::binary(i, n, BinaryKind::Mul)),

@@ -10,6 +10,7 @@ mod mnist;
 mod mobilenet;
 mod net;
 mod resnet;
+pub mod seq;
 
 use onnx_protobuf::ModelProto;
 
@@ -25,10 +26,24 @@ pub const MAX_CLASSES: usize = 100_000;
 #[derive(Debug, thiserror::Error)]
 pub enum ZooError {
     /// The name is not a zoo model.
-    #[error("unknown zoo model `{name}`; valid names: {}", names().join(", "))]
+    #[error("unknown zoo model `{name}`; valid names: {}, {}", names().join(", "), seq_names().join(", "))]
     Unknown {
         /// The name asked for.
         name: String,
+    },
+    /// A cost-only sequence model ([`seq`]) has no ONNX form.
+    #[error("zoo model `{name}` is cost-only (built straight into the IR with zero weights): it has no ONNX export and does not train")]
+    CostOnly {
+        /// The model.
+        name: String,
+    },
+    /// `--seq-len` was given for an image model.
+    #[error("--seq-len {seq_len}: zoo:{name} is an image model with no sequence axis")]
+    NoSequence {
+        /// The model.
+        name: String,
+        /// The length asked for.
+        seq_len: usize,
     },
     /// The class count is out of range.
     #[error("zoo model `{name}`: classes must be between 1 and {MAX_CLASSES}, got {classes}")]
@@ -237,7 +252,12 @@ fn entry(name: &str) -> Option<&'static Entry> {
     ENTRIES.iter().find(|e| e.name == name)
 }
 
-/// Names of all zoo models, in listing order.
+/// Names of the cost-only sequence models and vision transformer ([`seq`]).
+pub fn seq_names() -> Vec<&'static str> {
+    seq::ENTRIES.iter().map(|e| e.name).collect()
+}
+
+/// Names of all zoo models with an ONNX form, in listing order.
 pub fn names() -> &'static [&'static str] {
     &NAMES
 }
@@ -269,6 +289,11 @@ pub fn build_recorded(
     classes: Option<usize>,
     seed: u64,
 ) -> Result<(ModelProto, Vec<NodeRecord>), ZooError> {
+    if seq::entry(name).is_some() {
+        return Err(ZooError::CostOnly {
+            name: name.to_string(),
+        });
+    }
     let e = entry(name).ok_or_else(|| ZooError::Unknown {
         name: name.to_string(),
     })?;

@@ -258,6 +258,16 @@ impl<R: Rng> Ctx<'_, R> {
                 "a MatMul without a constant operand is not a linear layer",
             )),
             Op::Transpose { .. } => Err(unsupported(node, "no engine layer for a transpose")),
+            Op::Embedding(_)
+            | Op::LayerNorm(_)
+            | Op::Softmax { .. }
+            | Op::Gelu { .. }
+            | Op::Tanh
+            | Op::Dropout { .. }
+            | Op::CausalMask
+            | Op::ClassToken { .. }
+            | Op::PositionEmbedding { .. }
+            | Op::Recurrent(_) => Err(unsupported(node, "import and cost work, training does not")),
         }
     }
 

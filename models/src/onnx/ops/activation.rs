@@ -1,5 +1,5 @@
 //! Activations: `Relu`, `Clip` (min/max as attributes before opset 11, as inputs after),
-//! `Sigmoid`.
+//! `Sigmoid`, `Tanh`, `Gelu` (opset 20), `Softmax`.
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
@@ -42,4 +42,40 @@ pub fn clip(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         return Err(node.err(format!("min {min} exceeds max {max}")));
     }
     imp.push(node, Op::Clip { min, max }, vec![x])
+}
+
+/// `Tanh(X)`.
+pub fn tanh(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    imp.push(node, Op::Tanh, vec![x])
+}
+
+/// `Gelu(X)` with `approximate = "none" | "tanh"`.
+pub fn gelu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let tanh_approx = match node.string("approximate")?.as_deref() {
+        None | Some("none") => false,
+        Some("tanh") => true,
+        Some(other) => {
+            return Err(node.attr_error("approximate", format!("unknown value '{other}'")))
+        }
+    };
+    imp.push(node, Op::Gelu { tanh_approx }, vec![x])
+}
+
+/// `Softmax(X)` along `axis` (default −1; before opset 13 the default is 1 and the op
+/// normalises over all axes from `axis` on, which equals the IR's one-axis softmax only for the
+/// last axis).
+pub fn softmax(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let rank = imp.shape(x).len();
+    let default = if node.opset >= 13 { -1 } else { 1 };
+    let axis = node.axis(node.int("axis")?.unwrap_or(default), rank)?;
+    if node.opset < 13 && axis + 1 != rank {
+        return Err(node.attr_error(
+            "axis",
+            format!("before opset 13 softmax over axes {axis}.. of rank {rank} flattens them; only the last axis is supported"),
+        ));
+    }
+    imp.push(node, Op::Softmax { axis }, vec![x])
 }

@@ -1,6 +1,7 @@
 //! Binary arithmetic `Add`, `Sub`, `Mul`, `Div` with numpy broadcasting. Two constants fold
 //! (integer arithmetic stays integer, as in `F.pad`'s pad-building chains); a constant and a
-//! tensor become a [`Binary`] with a constant operand; two tensors a plain [`Binary`].
+//! tensor become a [`Binary`] with a constant operand (an additive causal mask becomes a
+//! `CausalMask`, see [`super::mask`]); two tensors a plain [`Binary`].
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
@@ -22,6 +23,12 @@ pub fn binary(imp: &mut Importer, node: &NodeView, kind: BinaryKind) -> Result<V
             },
             vec![a, b],
         ),
+        (Val::Tensor(x), Val::Const(c)) | (Val::Const(c), Val::Tensor(x))
+            if kind == BinaryKind::Add
+                && matches!(&c, Const::F32(m) if super::mask::is_additive_causal(m)) =>
+        {
+            return super::mask::additive(imp, node, x, &c)
+        }
         (Val::Tensor(a), Val::Const(c)) => {
             let constant = Some(ConstOperand {
                 value: c.to_f32(),

@@ -2,12 +2,15 @@
 //! to a constant or appends the equivalent IR node(s); see [`super::registry`] for the mapping.
 
 pub mod activation;
+pub mod arith;
 pub mod constant;
 pub mod conv;
 pub mod elementwise;
 pub mod linear;
+pub mod mask;
 pub mod norm;
 pub mod pool;
+pub mod recurrent;
 pub mod reshape;
 pub mod select;
 

@@ -1,10 +1,11 @@
-//! `BatchNormalization` in its inference and `training_mode` forms.
+//! `BatchNormalization` in its inference and `training_mode` forms; `LayerNormalization`
+//! (opset 17) over the last axis.
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::value::Val;
 use crate::error::ModelError;
-use crate::ir::{BatchNorm, Op};
+use crate::ir::{BatchNorm, LayerNorm, Op};
 
 /// `BatchNormalization(X, scale, B, mean, var)` with constant parameters. Only the first output
 /// is available; the running-statistics outputs of the training form are not.
@@ -18,6 +19,42 @@ pub fn batch_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError
         epsilon: node.float("epsilon")?.unwrap_or(1e-5),
         momentum: node.float("momentum")?.unwrap_or(0.9),
         training_mode: node.int("training_mode")?.unwrap_or(0) != 0,
+    });
+    imp.push(node, op, vec![x])
+}
+
+/// `LayerNormalization(X[, scale][, B])` normalising the last axis (`axis` = −1 or rank − 1);
+/// only the first output (`Mean` and `InvStdDev` are training-only extras).
+pub fn layer_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let rank = imp.shape(x).len();
+    let axis = node.axis(node.int("axis")?.unwrap_or(-1), rank)?;
+    if axis + 1 != rank {
+        return Err(node.attr_error(
+            "axis",
+            format!(
+                "normalising axes {axis}.. of rank {rank} is not supported (only the last axis)"
+            ),
+        ));
+    }
+    // A layer norm fused from its decomposed form without an affine step has no scale: ones.
+    let d = imp.shape(x).last().copied().unwrap_or(0);
+    let scale = match imp.opt_const(node, 1)? {
+        Some(s) => s.to_f32(),
+        None => ndarray::ArrayD::from_elem(vec![d], 1.0),
+    };
+    let bias = match imp.opt_const(node, 2)? {
+        Some(b) => b.to_f32(),
+        None => ndarray::ArrayD::zeros(scale.raw_dim()),
+    };
+    let epsilon = node.float("epsilon")?.unwrap_or(1e-5);
+    if !(epsilon.is_finite() && epsilon >= 0.0) {
+        return Err(node.attr_error("epsilon", format!("{epsilon} is not a non-negative number")));
+    }
+    let op = Op::LayerNorm(LayerNorm {
+        scale,
+        bias,
+        epsilon,
     });
     imp.push(node, op, vec![x])
 }

@@ -1,5 +1,7 @@
 //! Selection and assembly: `Concat`, `Slice` (attribute and 5-input forms, INT64_MAX ends,
-//! negative steps), `Gather` (constants only: shape arithmetic), `Pad` (constant mode).
+//! negative steps), `Gather` (shape arithmetic on constants; an embedding lookup of run-time
+//! ids in a constant table; a constant index into a run-time tensor), `Split` (one `Slice` per
+//! output), `Pad` (constant mode).
 
 use ndarray::{concatenate, ArrayD, Axis};
 
@@ -7,7 +9,7 @@ use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::value::{each_const, Const, Val};
 use crate::error::ModelError;
-use crate::ir::{Op, SliceAxis, ValueId};
+use crate::ir::{Embedding, Op, SliceAxis, ValueId};
 
 /// `Concat(X…)` along `axis`: all constants fold, all tensors become an IR `Concat`.
 pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
@@ -39,7 +41,7 @@ pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         return imp.push(node, Op::Concat { axis }, tensors);
     }
     if !tensors.is_empty() {
-        return Err(node.err("mixes constant and run-time inputs"));
+        return class_token(imp, node, &vals, axis);
     }
     let consts: Vec<Const> = vals
         .into_iter()
@@ -65,6 +67,38 @@ pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         )
     };
     Ok(Val::Const(joined))
+}
+
+/// `Concat([token, x], axis=1)` of a constant `[B|1, 1, D]` (the same row for every sample) and
+/// a run-time `[B, N, D]`: the ViT class token, an IR `ClassToken`. Other mixes of constants
+/// and run-time tensors are errors.
+fn class_token(
+    imp: &mut Importer,
+    node: &NodeView,
+    vals: &[Val],
+    axis: usize,
+) -> Result<Val, ModelError> {
+    let (Some(Val::Const(c)), Some(Val::Tensor(x)), 2, 1) =
+        (vals.first(), vals.get(1), vals.len(), axis)
+    else {
+        return Err(node.err(
+            "mixes constant and run-time inputs (only a class token [1, 1, D] before [B, N, D] on axis 1 is supported)",
+        ));
+    };
+    let c = c.to_f32();
+    let token = match c.shape() {
+        [_, 1, d] => {
+            super::mask::single_row(&c).and_then(|r| r.into_shape_with_order(vec![*d]).ok())
+        }
+        _ => None,
+    }
+    .ok_or_else(|| {
+        node.err(format!(
+            "constant input {:?} is not a class token [1, 1, D] shared by the batch",
+            c.shape()
+        ))
+    })?;
+    imp.push(node, Op::ClassToken { token }, vec![*x])
 }
 
 /// `Slice(X, starts, ends[, axes][, steps])` (opset ≥ 10) or with attributes (opset < 10).
@@ -97,6 +131,12 @@ pub fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             slice_axis(axis, dims[axis], starts[i], ends[i], steps[i]).map_err(|m| node.err(m))?;
         sel.push(s);
     }
+    if let (Val::Tensor(_), Some(s)) = (&x, sel.iter().find(|s| s.len == 0)) {
+        return Err(node.err(format!(
+            "selects nothing on axis {} (length {})",
+            s.axis, dims[s.axis]
+        )));
+    }
     match x {
         Val::Tensor(t) => imp.push(node, Op::Slice { axes: sel }, vec![t]),
         Val::Const(c) => Ok(Val::Const(sel.iter().fold(c, |c, s| {
@@ -109,7 +149,7 @@ pub fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 }
 
 /// Resolves ONNX slice bounds on an axis of length `dim` (negative indices count from the end,
-/// out-of-range values clamp).
+/// out-of-range values clamp); the selection may be empty (`len` 0).
 pub fn slice_axis(
     axis: usize,
     dim: usize,
@@ -133,21 +173,84 @@ pub fn slice_axis(
     } else {
         (start - end - st - 1) / -st
     };
-    if len <= 0 {
-        return Err(format!("selects nothing on axis {axis} (length {dim})"));
-    }
+    // An empty selection is legal shape arithmetic on constants (`shape[3:]` of a rank-3
+    // shape); a run-time tensor may not become empty (see `slice`).
     Ok(SliceAxis {
         axis,
-        start: start as usize,
-        len: len as usize,
+        start: start.clamp(0, (d - 1).max(0)) as usize,
+        len: len.max(0) as usize,
         step,
     })
 }
 
-/// `Gather(data, indices)` on constants (the `Shape → Gather` part of shape subgraphs).
+/// `Gather(data, indices)`: on two constants it folds (the `Shape → Gather` part of shape
+/// subgraphs); run-time ids into a constant rank-2 table on axis 0 are an [`Embedding`]; a
+/// constant index into a run-time tensor is a `Slice` (plus a `Reshape` dropping the axis for
+/// a scalar index, e.g. the ViT class token `x[:, 0]`).
 pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let data = imp.constant(node, 0)?;
-    let indices = imp.constant(node, 1)?;
+    match (imp.input(node, 0)?, imp.input(node, 1)?) {
+        (Val::Const(table), Val::Tensor(ids)) => {
+            let axis = node.int("axis")?.unwrap_or(0);
+            if axis != 0 || table.shape().len() != 2 {
+                return Err(node.err(format!(
+                    "run-time indices into a constant of shape {:?} on axis {axis}: only an \
+                     embedding lookup (a [vocab, dim] table, axis 0) is supported",
+                    table.shape()
+                )));
+            }
+            let op = Op::Embedding(Embedding {
+                table: table.to_f32(),
+            });
+            imp.push(node, op, vec![ids])
+        }
+        (Val::Tensor(x), Val::Const(indices)) => {
+            let dims = imp.shape(x);
+            let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
+            let idx = match indices.ints().as_slice() {
+                [i] => *i,
+                v => {
+                    return Err(node.err(format!(
+                        "{} constant indices into a run-time tensor; only one is supported",
+                        v.len()
+                    )))
+                }
+            };
+            let n = dims[axis] as i64;
+            let sel = slice_axis(
+                axis,
+                dims[axis],
+                idx,
+                if idx == -1 { n } else { idx.saturating_add(1) },
+                1,
+            )
+            .ok()
+            .filter(|s| s.len == 1)
+            .ok_or_else(|| {
+                node.err(format!(
+                    "index {idx} out of range for axis {axis} of length {n}"
+                ))
+            })?;
+            if !indices.shape().is_empty() {
+                return imp.push(node, Op::Slice { axes: vec![sel] }, vec![x]);
+            }
+            let name = format!("{}/select", node.name);
+            let Val::Tensor(picked) =
+                imp.push_named(node, &name, Op::Slice { axes: vec![sel] }, vec![x], &name)?
+            else {
+                return Err(node.err("internal: a slice produced a constant"));
+            };
+            let mut shape = dims;
+            shape.remove(axis);
+            imp.push(node, Op::Reshape { shape }, vec![picked])
+        }
+        (Val::Tensor(_), Val::Tensor(_)) => {
+            Err(node.err("gathering a run-time tensor at run-time indices is not supported"))
+        }
+        (Val::Const(data), Val::Const(indices)) => gather_const(node, &data, &indices),
+    }
+}
+
+fn gather_const(node: &NodeView, data: &Const, indices: &Const) -> Result<Val, ModelError> {
     let dims = data.shape().to_vec();
     let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
     let n = dims[axis] as i64;
@@ -169,11 +272,67 @@ pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let mut shape = dims[..axis].to_vec();
     shape.extend_from_slice(indices.shape());
     shape.extend_from_slice(&dims[axis + 1..]);
-    let picked = each_const!(&data, a => a.select(Axis(axis), &flat));
+    let picked = each_const!(data, a => a.select(Axis(axis), &flat));
     picked
         .reshaped(&shape)
         .map(Val::Const)
         .map_err(|m| node.err(m))
+}
+
+/// `Split(X[, split])` along `axis` (default 0): sizes from the `split` input (opset ≥ 13) or
+/// attribute, else `num_outputs` (opset 18) or the output count, equal parts (the last one
+/// smaller when they do not divide). Each output is one `Slice` of the input.
+pub fn split(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let dims = imp.shape(x);
+    let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
+    let outputs: Vec<String> = node.proto.output.clone();
+    let d = dims[axis];
+    let sizes: Vec<usize> = match node.ints("split")? {
+        Some(v) => v.iter().map(|&s| s.max(0) as usize).collect(),
+        None => match imp.opt_const(node, 1)? {
+            Some(c) => c.ints().iter().map(|&s| s.max(0) as usize).collect(),
+            None => {
+                let n = outputs.len().max(1);
+                let part = d.div_ceil(n);
+                (0..n)
+                    .map(|i| part.min(d.saturating_sub(i * part)))
+                    .collect()
+            }
+        },
+    };
+    if sizes.len() != outputs.len() || sizes.iter().sum::<usize>() != d || sizes.contains(&0) {
+        return Err(node.err(format!(
+            "split sizes {sizes:?} for {} outputs do not tile axis {axis} of {dims:?}",
+            outputs.len()
+        )));
+    }
+    let mut start = 0;
+    let mut first = None;
+    for (i, (out, &len)) in outputs.iter().zip(&sizes).enumerate() {
+        let sel = SliceAxis {
+            axis,
+            start,
+            len,
+            step: 1,
+        };
+        start += len;
+        if out.is_empty() {
+            continue;
+        }
+        let name = if i == 0 {
+            node.name.clone()
+        } else {
+            format!("{}/{i}", node.name)
+        };
+        let v = imp.push_named(node, &name, Op::Slice { axes: vec![sel] }, vec![x], out)?;
+        if i == 0 {
+            first = Some(v);
+        } else {
+            imp.vals.insert(out.clone(), v);
+        }
+    }
+    first.ok_or_else(|| node.err("the first output is unnamed"))
 }
 
 /// `Pad(X, pads[, constant_value][, axes])` (opset ≥ 11; attributes before), constant mode only.
@@ -259,7 +418,8 @@ mod tests {
                 step: -1
             })
         );
-        assert!(slice_axis(0, 5, 3, 3, 1).is_err());
+        assert_eq!(slice_axis(0, 5, 3, 3, 1).map(|s| s.len), Ok(0));
+        assert_eq!(slice_axis(0, 3, 3, i64::MAX, 1).map(|s| s.len), Ok(0));
         assert!(slice_axis(0, 5, 0, 5, 0).is_err());
     }
 }

@@ -9,32 +9,30 @@ use onnx_protobuf::{
 };
 
 /// An attribute value for [`ModelBuilder::node`].
+#[allow(clippy::large_enum_variant)] // a test-only attribute literal; size is irrelevant
 pub enum A {
     I(i64),
     Is(Vec<i64>),
     F(f32),
     S(&'static str),
+    Ss(Vec<&'static str>),
     T(TensorProto),
 }
 
-/// Builds a single-input, single-output model node by node.
-pub struct ModelBuilder {
-    pub model: ModelProto,
-}
-
-/// A dimension: `None` is the symbolic batch `N`.
-pub fn value_info(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {
+/// A value info of element type `elem` (1 float, 7 int64) whose dimensions are numbers or
+/// symbolic names: `&["seq", "batch"]`, `&["N", "5", "16"]`.
+pub fn named_value_info(name: &str, dims: &[&str], elem: i32) -> ValueInfoProto {
     let mut shape = TensorShapeProto::new();
     for d in dims {
         let mut dim = Dimension::new();
-        dim.value = Some(match d {
-            Some(v) => Dim::DimValue(*v),
-            None => Dim::DimParam("N".into()),
+        dim.value = Some(match d.parse::<i64>() {
+            Ok(v) => Dim::DimValue(v),
+            Err(_) => Dim::DimParam(d.to_string()),
         });
         shape.dim.push(dim);
     }
     let mut tt = Tensor::new();
-    tt.elem_type = 1;
+    tt.elem_type = elem;
     tt.shape = Some(shape).into();
     let mut tp = TypeProto::new();
     tp.value = Some(TypeValue::TensorType(tt));
@@ -42,6 +40,21 @@ pub fn value_info(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {
     vi.name = name.into();
     vi.type_ = Some(tp).into();
     vi
+}
+
+/// Builds a single-input, single-output model node by node.
+pub struct ModelBuilder {
+    pub model: ModelProto,
+}
+
+/// A float value info; a dimension `None` is the symbolic batch `N`.
+pub fn value_info(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {
+    let dims: Vec<String> = dims
+        .iter()
+        .map(|d| d.map_or_else(|| "N".to_string(), |v| v.to_string()))
+        .collect();
+    let dims: Vec<&str> = dims.iter().map(String::as_str).collect();
+    named_value_info(name, &dims, 1)
 }
 
 /// A float tensor with deterministic values `0.01 · k`.
@@ -124,6 +137,10 @@ impl ModelBuilder {
                     a.s = s.as_bytes().to_vec();
                     AttributeType::STRING
                 }
+                A::Ss(v) => {
+                    a.strings = v.iter().map(|s| s.as_bytes().to_vec()).collect();
+                    AttributeType::STRINGS
+                }
                 A::T(t) => {
                     a.t = Some(t).into();
                     AttributeType::TENSOR
@@ -133,6 +150,24 @@ impl ModelBuilder {
             n.attribute.push(a);
         }
         self.graph().node.push(n);
+        self
+    }
+
+    /// Replaces the main input `x` by `vi` (keep the name `x` for the nodes to read it).
+    pub fn input_info(mut self, vi: ValueInfoProto) -> Self {
+        self.graph().input[0] = vi;
+        self
+    }
+
+    /// Adds another graph input.
+    pub fn extra_input(mut self, vi: ValueInfoProto) -> Self {
+        self.graph().input.push(vi);
+        self
+    }
+
+    /// Declares the graph output by its value info.
+    pub fn output_info(mut self, vi: ValueInfoProto) -> Self {
+        self.graph().output.push(vi);
         self
     }
 

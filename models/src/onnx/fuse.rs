@@ -1,0 +1,315 @@
+//! Rewrites, before import, of op chains that older exporters emit for one PyTorch module into the
+//! single ONNX op the importer maps: the decomposed layer norm (opset < 17) and the `Erf` form of
+//! GELU (opset < 20). A chain is fused only when every intermediate tensor feeds nothing else;
+//! otherwise the nodes stay as they are (and import fails on the op it has no handler for).
+//!
+//! - `ReduceMean(x) → Sub(x, ·) = d → Pow(d, 2) | Mul(d, d) → ReduceMean → Add(·, ε) → Sqrt →
+//!   Div(d, ·)` [`→ Mul(·, γ)` [`→ Add(·, β)`]] becomes `LayerNormalization(x, γ, β)` with
+//!   `epsilon = ε` and `axis` the reduced one (a missing γ is read as ones).
+//! - `Div(x, √2) | Mul(x, 1/√2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)` (the two `Mul`s in
+//!   either order) becomes `Gelu(x)`.
+
+use std::collections::HashMap;
+
+use onnx_protobuf::attribute_proto::AttributeType;
+use onnx_protobuf::{AttributeProto, NodeProto, TensorProto, ValueInfoProto};
+
+use super::tensor;
+
+/// The graph's nodes with the fusable chains replaced (file order otherwise kept).
+pub fn fuse(
+    nodes: &[NodeProto],
+    initializers: &[TensorProto],
+    outputs: &[ValueInfoProto],
+) -> Vec<NodeProto> {
+    let g = Chains::new(nodes, initializers, outputs);
+    let mut replaced: HashMap<usize, NodeProto> = HashMap::new();
+    let mut dropped = vec![false; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        let found = match n.op_type.as_str() {
+            "Erf" => g.gelu(i),
+            "ReduceMean" => g.layer_norm(i),
+            _ => None,
+        };
+        let Some((remove, last, fused)) = found else {
+            continue;
+        };
+        if remove
+            .iter()
+            .chain([&last])
+            .any(|&k| dropped[k] || replaced.contains_key(&k))
+        {
+            continue;
+        }
+        for k in remove {
+            dropped[k] = true;
+        }
+        replaced.insert(last, fused);
+    }
+    nodes
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| !dropped[*k])
+        .map(|(k, n)| replaced.remove(&k).unwrap_or_else(|| n.clone()))
+        .collect()
+}
+
+/// A fused chain: the nodes it removes, the node it replaces, the replacement.
+type Found = (Vec<usize>, usize, NodeProto);
+
+struct Chains<'a> {
+    nodes: &'a [NodeProto],
+    producer: HashMap<&'a str, usize>,
+    consumers: HashMap<&'a str, Vec<usize>>,
+    graph_outputs: Vec<&'a str>,
+    initializers: HashMap<&'a str, &'a TensorProto>,
+}
+
+impl<'a> Chains<'a> {
+    fn new(
+        nodes: &'a [NodeProto],
+        initializers: &'a [TensorProto],
+        outputs: &'a [ValueInfoProto],
+    ) -> Self {
+        let mut producer = HashMap::new();
+        let mut consumers: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            for o in &n.output {
+                producer.insert(o.as_str(), i);
+            }
+            for x in n.input.iter().filter(|x| !x.is_empty()) {
+                consumers.entry(x.as_str()).or_default().push(i);
+            }
+        }
+        Chains {
+            nodes,
+            producer,
+            consumers,
+            graph_outputs: outputs.iter().map(|o| o.name.as_str()).collect(),
+            initializers: initializers.iter().map(|t| (t.name.as_str(), t)).collect(),
+        }
+    }
+
+    fn out(&self, i: usize) -> &'a str {
+        self.nodes[i].output.first().map_or("", String::as_str)
+    }
+
+    /// The single node reading node `i`'s output, when it is of type `op` and the output is no
+    /// graph output.
+    fn only_consumer(&self, i: usize, op: &str) -> Option<usize> {
+        let out = self.out(i);
+        if self.graph_outputs.contains(&out) {
+            return None;
+        }
+        match self.consumers.get(out).map(Vec::as_slice) {
+            Some([c]) if self.nodes[*c].op_type == op => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// The node producing `name`, when it is of type `op`.
+    fn made_by(&self, name: &str, op: &str) -> Option<usize> {
+        self.producer
+            .get(name)
+            .copied()
+            .filter(|&p| self.nodes[p].op_type == op)
+    }
+
+    /// The value of a one-element constant (an initializer or a `Constant` node's output).
+    fn scalar(&self, name: &str) -> Option<f32> {
+        let c = match self.initializers.get(name) {
+            Some(t) => tensor::decode(t).ok()?,
+            None => {
+                let n = &self.nodes[self.made_by(name, "Constant")?];
+                let a = n.attribute.iter().find(|a| a.name.starts_with("value"))?;
+                match a.name.as_str() {
+                    "value_float" => return Some(a.f),
+                    "value_int" => return Some(a.i as f32),
+                    "value" => tensor::decode(a.t.as_ref()?).ok()?,
+                    _ => return None,
+                }
+            }
+        };
+        match c.floats().as_slice() {
+            [v] => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The input of binary node `i` other than `name`.
+    fn other(&self, i: usize, name: &str) -> Option<&'a str> {
+        match self.nodes[i].input.as_slice() {
+            [a, b] if a == name => Some(b.as_str()),
+            [a, b] if b == name => Some(a.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Whether `name` is a one-element constant within `tol` of `want`.
+    fn is_const(&self, name: &str, want: f32, tol: f32) -> bool {
+        self.scalar(name).is_some_and(|v| (v - want).abs() <= tol)
+    }
+
+    /// GELU from its `Erf` node `e`.
+    fn gelu(&self, e: usize) -> Option<Found> {
+        let d = self.nodes[e].input.first()?;
+        let scale = self.producer.get(d.as_str()).copied()?;
+        let sn = &self.nodes[scale];
+        let x = match (sn.op_type.as_str(), sn.input.as_slice()) {
+            ("Div", [x, c]) if self.is_const(c, std::f32::consts::SQRT_2, 1e-3) => x,
+            ("Mul", [x, c]) | ("Mul", [c, x])
+                if self.is_const(c, std::f32::consts::FRAC_1_SQRT_2, 1e-3) =>
+            {
+                x
+            }
+            _ => return None,
+        };
+        self.only_consumer(scale, "Erf")?;
+        let add = self.only_consumer(e, "Add")?;
+        if !self.is_const(self.other(add, self.out(e))?, 1.0, 1e-6) {
+            return None;
+        }
+        let m1 = self.only_consumer(add, "Mul")?;
+        let m2 = self.only_consumer(m1, "Mul")?;
+        let a = self.other(m1, self.out(add))?;
+        let b = self.other(m2, self.out(m1))?;
+        let ok = (a == x && self.is_const(b, 0.5, 1e-6)) || (b == x && self.is_const(a, 0.5, 1e-6));
+        if !ok {
+            return None;
+        }
+        let last = &self.nodes[m2];
+        let fused = node(
+            "Gelu",
+            &last.name,
+            vec![x.clone()],
+            last.output.clone(),
+            vec![string_attr("approximate", "none")],
+        );
+        Some((vec![scale, e, add, m1], m2, fused))
+    }
+
+    /// The single reduced axis of a `ReduceMean` (attribute or input 1), with keepdims on.
+    fn mean_axis(&self, i: usize) -> Option<i64> {
+        let n = &self.nodes[i];
+        let int = |name: &str| n.attribute.iter().find(|a| a.name == name);
+        if int("keepdims").is_some_and(|a| a.i == 0) {
+            return None;
+        }
+        let axes = match int("axes") {
+            Some(a) => a.ints.clone(),
+            None => {
+                let name = n.input.get(1)?;
+                let t = self.initializers.get(name.as_str())?;
+                tensor::decode(t).ok()?.ints()
+            }
+        };
+        match axes.as_slice() {
+            [a] => Some(*a),
+            _ => None,
+        }
+    }
+
+    /// A layer norm from its first `ReduceMean` node `m` (the mean of `x`).
+    fn layer_norm(&self, m: usize) -> Option<Found> {
+        let axis = self.mean_axis(m)?;
+        let x = self.nodes[m].input.first()?;
+        let sub = self.only_consumer(m, "Sub")?;
+        if self.nodes[sub].input.as_slice() != [x.clone(), self.out(m).to_string()] {
+            return None;
+        }
+        let d = self.out(sub);
+        // d feeds the square and the division.
+        let users = self.consumers.get(d)?;
+        let (sq, div) = match users.as_slice() {
+            [a, b] if self.nodes[*b].op_type == "Div" => (*a, *b),
+            [a, b] if self.nodes[*a].op_type == "Div" => (*b, *a),
+            _ => return None,
+        };
+        let sqn = &self.nodes[sq];
+        let squares = match (sqn.op_type.as_str(), sqn.input.as_slice()) {
+            ("Pow", [a, p]) => a == d && self.is_const(p, 2.0, 0.0),
+            ("Mul", [a, b]) => a == d && b == d,
+            _ => false,
+        };
+        if !squares || self.nodes[div].input.first().map(String::as_str) != Some(d) {
+            return None;
+        }
+        let var = self.only_consumer(sq, "ReduceMean")?;
+        if self.mean_axis(var)? != axis {
+            return None;
+        }
+        let add = self.only_consumer(var, "Add")?;
+        let eps = self.scalar(self.other(add, self.out(var))?)?;
+        let sqrt = self.only_consumer(add, "Sqrt")?;
+        if self.only_consumer(sqrt, "Div")? != div {
+            return None;
+        }
+        let mut chain = vec![m, sub, sq, var, add, sqrt];
+        let mut last = div;
+        let mut inputs = vec![x.clone(), String::new()];
+        if let Some(mul) = self.only_consumer(div, "Mul") {
+            inputs[1] = self.other(mul, self.out(div))?.to_string();
+            chain.push(last);
+            last = mul;
+            if let Some(bias) = self.only_consumer(mul, "Add") {
+                inputs.push(self.other(bias, self.out(mul))?.to_string());
+                chain.push(last);
+                last = bias;
+            }
+        }
+        let ln = &self.nodes[last];
+        let attrs = vec![int_attr("axis", axis), float_attr("epsilon", eps)];
+        let fused = node(
+            "LayerNormalization",
+            &ln.name,
+            inputs,
+            ln.output.clone(),
+            attrs,
+        );
+        Some((chain, last, fused))
+    }
+}
+
+fn node(
+    op: &str,
+    name: &str,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+    attrs: Vec<AttributeProto>,
+) -> NodeProto {
+    NodeProto {
+        op_type: op.to_string(),
+        name: name.to_string(),
+        input: inputs,
+        output: outputs,
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.to_string(),
+        i: v,
+        type_: AttributeType::INT.into(),
+        ..Default::default()
+    }
+}
+
+fn float_attr(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: name.to_string(),
+        f: v,
+        type_: AttributeType::FLOAT.into(),
+        ..Default::default()
+    }
+}
+
+fn string_attr(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: name.to_string(),
+        s: v.as_bytes().to_vec(),
+        type_: AttributeType::STRING.into(),
+        ..Default::default()
+    }
+}

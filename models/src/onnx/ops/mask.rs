@@ -1,0 +1,189 @@
+//! Attention masks and broadcasting: an additive causal mask (`Add` of a constant with 0 on and
+//! below the diagonal and a large negative value or `-inf` above it), `Where(cond, x, −inf)` of a
+//! constant causal condition, both become the IR [`Op::CausalMask`]; `Expand` folds on constants
+//! and is an identity on a run-time tensor it does not enlarge.
+
+use ndarray::{ArrayD, Axis, IxDyn};
+
+use super::super::context::Importer;
+use super::super::node::NodeView;
+use super::super::value::{each_const, Const, Val};
+use crate::error::ModelError;
+use crate::ir::shape::broadcast;
+use crate::ir::Op;
+
+/// At or below this a mask entry means "masked" (PyTorch uses `-inf`, some code `-1e9`/`-1e4`).
+const MASKED: f32 = -1e4;
+
+/// Whether `keep(i, j)` over the last two axes of `shape` (`[…, Tq, Tk]`, broadcast over the
+/// rest) is exactly the causal pattern `j ≤ i + (Tk − Tq)`.
+fn is_causal(shape: &[usize], keep: impl Fn(usize) -> bool) -> bool {
+    let [.., tq, tk] = shape else {
+        return false;
+    };
+    let (tq, tk) = (*tq, *tk);
+    if tq < 2 || tq > tk {
+        return false;
+    }
+    let plane = tq * tk;
+    let planes = shape.iter().product::<usize>() / plane.max(1);
+    (0..planes).all(|p| {
+        (0..tq).all(|i| (0..tk).all(|j| keep(p * plane + i * tk + j) == (j <= i + (tk - tq))))
+    })
+}
+
+/// Whether a float constant is an additive causal mask.
+pub fn is_additive_causal(c: &ArrayD<f32>) -> bool {
+    let flat: Vec<f32> = c.iter().copied().collect();
+    flat.iter().all(|&v| v == 0.0 || v <= MASKED)
+        && is_causal(c.shape(), |k| flat.get(k).is_some_and(|&v| v == 0.0))
+}
+
+/// Adds a `CausalMask` for `x` after checking the mask broadcasts onto it without enlarging it.
+fn push_mask(
+    imp: &mut Importer,
+    node: &NodeView,
+    x: crate::ir::ValueId,
+    mask: &[usize],
+) -> Result<Val, ModelError> {
+    let xs = imp.shape(x);
+    if broadcast(&xs, mask).ok().as_deref() != Some(&xs[..]) || xs.len() < 2 {
+        return Err(node.err(format!(
+            "causal mask {mask:?} does not broadcast onto the scores {xs:?}"
+        )));
+    }
+    imp.push(node, Op::CausalMask, vec![x])
+}
+
+/// `Add(scores, mask)` with a constant causal mask (either side).
+pub fn additive(
+    imp: &mut Importer,
+    node: &NodeView,
+    x: crate::ir::ValueId,
+    mask: &Const,
+) -> Result<Val, ModelError> {
+    push_mask(imp, node, x, mask.shape())
+}
+
+/// `Where(cond, X, Y)`: constants fold; a constant causal `cond` choosing a run-time tensor
+/// where it holds and a constant ≤ −1e4 elsewhere (or the reverse with the negated condition)
+/// is a `CausalMask`. Other run-time selections are not supported.
+pub fn where_(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let cond = imp.input(node, 0)?;
+    let (a, b) = (imp.input(node, 1)?, imp.input(node, 2)?);
+    let Val::Const(cond) = cond else {
+        return Err(node.err("a run-time condition is not supported (only constant masks)"));
+    };
+    let c = cond.to_i64();
+    match (a, b) {
+        (Val::Const(a), Val::Const(b)) => {
+            let shape = broadcast(
+                c.shape(),
+                &broadcast(a.shape(), b.shape()).map_err(|m| node.err(m))?,
+            )
+            .map_err(|m| node.err(m))?;
+            let (a, b) = (a.to_f32(), b.to_f32());
+            let pick = |t: &ArrayD<f32>| t.broadcast(IxDyn(&shape)).map(|v| v.to_owned());
+            let (Some(a), Some(b)) = (pick(&a), pick(&b)) else {
+                return Err(node.err("inputs do not broadcast"));
+            };
+            let Some(c) = c.broadcast(IxDyn(&shape)).map(|v| v.to_owned()) else {
+                return Err(node.err("condition does not broadcast"));
+            };
+            let out = ndarray::Zip::from(&c)
+                .and(&a)
+                .and(&b)
+                .map_collect(|&k, &x, &y| if k != 0 { x } else { y });
+            Ok(Val::Const(Const::F32(out)))
+        }
+        (Val::Tensor(x), Val::Const(fill)) | (Val::Const(fill), Val::Tensor(x)) => {
+            let keep_when = matches!(imp.input(node, 1)?, Val::Tensor(_));
+            let fill = fill.floats();
+            if fill.is_empty() || fill.iter().any(|&v| v > MASKED) {
+                return Err(node.err(
+                    "selects between a run-time tensor and a constant that is not a mask value (≤ −1e4 or −inf)",
+                ));
+            }
+            let flat: Vec<i64> = c.iter().copied().collect();
+            if !is_causal(c.shape(), |k| {
+                flat.get(k).is_some_and(|&v| (v != 0) == keep_when)
+            }) {
+                return Err(node.err(format!(
+                    "condition {:?} is not a causal mask; only causal attention masks are supported",
+                    c.shape()
+                )));
+            }
+            push_mask(imp, node, x, c.shape())
+        }
+        (Val::Tensor(_), Val::Tensor(_)) => Err(node.err(
+            "selecting between two run-time tensors is not supported (only constant causal masks)",
+        )),
+    }
+}
+
+/// `Expand(X, shape)`: a constant is broadcast to the target; a run-time tensor passes through
+/// when the target does not enlarge it (the result would be the tensor itself).
+pub fn expand(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let target: Vec<usize> = imp
+        .constant(node, 1)?
+        .ints()
+        .into_iter()
+        .map(|d| usize::try_from(d).map_err(|_| node.err(format!("negative dimension {d}"))))
+        .collect::<Result<_, _>>()?;
+    match imp.input(node, 0)? {
+        Val::Const(c) => {
+            let shape = broadcast(c.shape(), &target).map_err(|m| node.err(m))?;
+            if crate::ir::shape::element_count(&shape).is_none_or(|n| n > 1 << 24) {
+                return Err(node.err(format!(
+                    "expanding to {shape:?} is too large for a constant"
+                )));
+            }
+            let out = each_const!(&c, a => a
+                .broadcast(IxDyn(&shape))
+                .map(|v| v.to_owned())
+                .ok_or_else(|| node.err(format!("cannot expand {:?} to {shape:?}", a.shape())))?);
+            Ok(Val::Const(out))
+        }
+        Val::Tensor(x) => {
+            let xs = imp.shape(x);
+            if broadcast(&xs, &target).ok().as_deref() == Some(&xs[..]) {
+                Ok(Val::Tensor(x))
+            } else {
+                Err(node.err(format!(
+                    "expanding the run-time tensor {xs:?} to {target:?} is not supported"
+                )))
+            }
+        }
+    }
+}
+
+/// The leading row of a constant along axis 0 when all rows are equal (a class token expanded
+/// over the batch), else `None`.
+pub fn single_row(c: &ArrayD<f32>) -> Option<ArrayD<f32>> {
+    let first = c.index_axis(Axis(0), 0).to_owned();
+    c.axis_iter(Axis(0)).all(|r| r == first).then_some(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mask(t: usize, v: f32) -> ArrayD<f32> {
+        ArrayD::from_shape_fn(IxDyn(&[t, t]), |i| if i[1] > i[0] { v } else { 0.0 })
+    }
+
+    #[test]
+    fn causal_masks_are_recognised() {
+        assert!(is_additive_causal(&mask(4, f32::NEG_INFINITY)));
+        assert!(is_additive_causal(&mask(4, -1e9)));
+        assert!(!is_additive_causal(&mask(4, -1.0)));
+        // The transposed (anti-causal) mask is not.
+        assert!(!is_additive_causal(
+            &mask(4, f32::NEG_INFINITY).reversed_axes()
+        ));
+        // Broadcast over heads.
+        let m = mask(3, f32::NEG_INFINITY).insert_axis(Axis(0));
+        assert!(is_additive_causal(&m));
+        assert!(!is_additive_causal(&ArrayD::zeros(IxDyn(&[3, 3]))));
+    }
+}
