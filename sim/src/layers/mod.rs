@@ -11,6 +11,7 @@ pub mod batchnorm;
 pub mod conv2d;
 pub mod elementwise;
 pub mod flatten;
+pub mod lastaxis;
 pub mod linear;
 pub mod loss;
 pub mod pointwise;

@@ -1,0 +1,339 @@
+//! Layers over the last axis of a tensor, as sequence models use them: layer normalisation,
+//! softmax and GELU (element-wise, in its exact erf form or the tanh approximation).
+
+use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
+use crate::error::{Result, SimError};
+
+/// The input as contiguous rows of its last axis: (data, row length).
+fn rows<'a>(name: &str, x: &'a Tensor) -> Result<(&'a [f32], usize)> {
+    let d = x.shape().last().copied().unwrap_or(0);
+    let data = x
+        .as_slice()
+        .ok_or_else(|| SimError::shape(name, "input not contiguous"))?;
+    if d == 0 {
+        return Err(SimError::shape(name, "empty last axis"));
+    }
+    Ok((data, d))
+}
+
+fn tensor(name: &str, shape: &[usize], v: Vec<f32>) -> Result<Tensor> {
+    Tensor::from_shape_vec(shape.to_vec(), v).map_err(|e| SimError::shape(name, e.to_string()))
+}
+
+fn standard(t: Tensor) -> Tensor {
+    if t.is_standard_layout() {
+        t
+    } else {
+        t.as_standard_layout().into_owned()
+    }
+}
+
+/// `y = γ · (x − mean) / √(var + ε) + β` over the last axis (`var` biased, as PyTorch's).
+pub struct LayerNorm {
+    name: String,
+    gamma: Param,
+    beta: Param,
+    eps: f32,
+    /// Training pass: the input shape, normalised values and 1/σ per row.
+    cache: Option<(Vec<usize>, Vec<f32>, Vec<f32>)>,
+}
+
+impl LayerNorm {
+    /// A layer norm over `dim` features with γ and β given (each `[dim]`).
+    pub fn new(name: &str, gamma: Tensor, beta: Tensor, eps: f32) -> Result<Self> {
+        if gamma.shape() != beta.shape() || gamma.ndim() != 1 || eps.is_nan() || eps <= 0.0 {
+            return Err(SimError::shape(
+                name,
+                format!(
+                    "γ {:?} and β {:?} must be equal 1-D shapes and ε {eps} positive",
+                    gamma.shape(),
+                    beta.shape()
+                ),
+            ));
+        }
+        Ok(Self {
+            name: name.to_string(),
+            gamma: Param::new("gamma", gamma, false),
+            beta: Param::new("beta", beta, false),
+            eps,
+            cache: None,
+        })
+    }
+}
+
+impl Layer for LayerNorm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].clone());
+        let (data, d) = rows(&self.name, &x)?;
+        if d != self.gamma.value.len() {
+            return Err(SimError::shape(
+                &self.name,
+                format!("last axis {d}, but γ has {}", self.gamma.value.len()),
+            ));
+        }
+        let (g, b) = (self.gamma.value.iter(), self.beta.value.iter());
+        let (g, b): (Vec<f32>, Vec<f32>) = (g.copied().collect(), b.copied().collect());
+        let mut xhat = vec![0.0; data.len()];
+        let mut inv = Vec::with_capacity(data.len() / d);
+        let mut y = vec![0.0; data.len()];
+        for ((row, xh), yr) in data.chunks(d).zip(xhat.chunks_mut(d)).zip(y.chunks_mut(d)) {
+            let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / d as f64;
+            let var = row
+                .iter()
+                .map(|&v| (f64::from(v) - mean).powi(2))
+                .sum::<f64>()
+                / d as f64;
+            let s = (1.0 / (var + f64::from(self.eps)).sqrt()) as f32;
+            for k in 0..d {
+                xh[k] = (row[k] - mean as f32) * s;
+                yr[k] = g[k] * xh[k] + b[k];
+            }
+            inv.push(s);
+        }
+        self.cache = (mode == Mode::Train).then(|| (x.shape().to_vec(), xhat, inv));
+        tensor(&self.name, x.shape(), y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let (shape, xhat, inv) = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, shape)?;
+        let gy = standard(grad_out);
+        let (gy, d) = rows(&self.name, &gy)?;
+        let g: Vec<f32> = self.gamma.value.iter().copied().collect();
+        let mut dg = vec![0.0f32; d];
+        let mut db = vec![0.0f32; d];
+        let mut dx = vec![0.0; gy.len()];
+        for (((gr, xh), dxr), &s) in gy
+            .chunks(d)
+            .zip(xhat.chunks(d))
+            .zip(dx.chunks_mut(d))
+            .zip(inv)
+        {
+            // dx = s/d · (d·ĝ − Σĝ − x̂·Σ(ĝ·x̂)) with ĝ = γ·gy
+            let (mut sum, mut dot) = (0.0f64, 0.0f64);
+            for k in 0..d {
+                let gh = f64::from(g[k] * gr[k]);
+                sum += gh;
+                dot += gh * f64::from(xh[k]);
+                dg[k] += gr[k] * xh[k];
+                db[k] += gr[k];
+            }
+            for k in 0..d {
+                let gh = f64::from(g[k] * gr[k]);
+                dxr[k] = (f64::from(s) / d as f64 * (d as f64 * gh - sum - f64::from(xh[k]) * dot))
+                    as f32;
+            }
+        }
+        self.gamma.grad = tensor(&self.name, &[d], dg)?;
+        self.beta.grad = tensor(&self.name, &[d], db)?;
+        Ok(vec![tensor(&self.name, shape, dx)?])
+    }
+
+    fn params_mut(&mut self) -> Vec<&mut Param> {
+        vec![&mut self.gamma, &mut self.beta]
+    }
+}
+
+/// Softmax over the last axis.
+pub struct Softmax {
+    name: String,
+    /// Training pass: the output.
+    cache: Option<Tensor>,
+}
+
+impl Softmax {
+    /// A softmax layer.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            cache: None,
+        }
+    }
+}
+
+impl Layer for Softmax {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].clone());
+        let (data, d) = rows(&self.name, &x)?;
+        let mut y = vec![0.0; data.len()];
+        for (row, yr) in data.chunks(d).zip(y.chunks_mut(d)) {
+            // −∞ entries (masked positions) get probability 0; a row of only −∞ is an error
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if !max.is_finite() {
+                return Err(SimError::shape(&self.name, "a row without a finite entry"));
+            }
+            let mut sum = 0.0f64;
+            for (o, &v) in yr.iter_mut().zip(row) {
+                *o = (v - max).exp();
+                sum += f64::from(*o);
+            }
+            yr.iter_mut()
+                .for_each(|o| *o = (f64::from(*o) / sum) as f32);
+        }
+        let y = tensor(&self.name, x.shape(), y)?;
+        self.cache = (mode == Mode::Train).then(|| y.clone());
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let y = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, y.shape())?;
+        let gy = standard(grad_out);
+        let (gy, d) = rows(&self.name, &gy)?;
+        let (yv, _) = rows(&self.name, y)?;
+        let mut dx = vec![0.0; gy.len()];
+        for ((gr, yr), dxr) in gy.chunks(d).zip(yv.chunks(d)).zip(dx.chunks_mut(d)) {
+            // dx = y ⊙ (g − Σ g·y)
+            let dot: f64 = gr.iter().zip(yr).map(|(&g, &y)| f64::from(g * y)).sum();
+            for k in 0..d {
+                dxr[k] = yr[k] * (gr[k] - dot as f32);
+            }
+        }
+        Ok(vec![tensor(&self.name, y.shape(), dx)?])
+    }
+}
+
+/// The error function, |error| < 1.2·10⁻⁷ (Numerical Recipes' erfc Chebyshev fit, in f64).
+pub fn erf(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let r = 1.0 - t * poly.exp();
+    if x >= 0.0 {
+        r
+    } else {
+        -r
+    }
+}
+
+/// GELU `x · Φ(x)`, exact (erf) or with PyTorch's tanh approximation.
+pub struct Gelu {
+    name: String,
+    tanh_approx: bool,
+    /// Training pass: the input.
+    cache: Option<Tensor>,
+}
+
+impl Gelu {
+    /// A GELU layer.
+    pub fn new(name: &str, tanh_approx: bool) -> Self {
+        Self {
+            name: name.to_string(),
+            tanh_approx,
+            cache: None,
+        }
+    }
+
+    /// (value, derivative) at `x`.
+    fn at(&self, x: f32) -> (f32, f32) {
+        let x = f64::from(x);
+        let (y, dy) = if self.tanh_approx {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            let u = c * (x + 0.044_715 * x * x * x);
+            let th = u.tanh();
+            let du = c * (1.0 + 3.0 * 0.044_715 * x * x);
+            (
+                0.5 * x * (1.0 + th),
+                0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du,
+            )
+        } else {
+            let cdf = 0.5 * (1.0 + erf(x / std::f64::consts::SQRT_2));
+            let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            (x * cdf, cdf + x * pdf)
+        };
+        (y as f32, dy as f32)
+    }
+}
+
+impl Layer for Gelu {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let y = x.mapv(|v| self.at(v).0);
+        self.cache = (mode == Mode::Train).then(|| x.clone());
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let x = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, x.shape())?;
+        let mut dx = grad_out;
+        dx.zip_mut_with(x, |g, &v| *g *= self.at(v).1);
+        Ok(vec![dx])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    #[test]
+    fn layer_norm_normalises_and_its_gradients_check() {
+        let d = 6;
+        let g = rand_tensor(&[d], 1.0, 2).mapv(|v| v + 1.5);
+        let b = rand_tensor(&[d], 1.0, 3);
+        let mut ln = LayerNorm::new("ln", g, b, 1e-5).unwrap();
+        let x = rand_tensor(&[2, 3, d], 2.0, 1);
+        check_layer(&mut ln, &[x], 1e-2, 2e-3, 40).unwrap();
+        let mut plain =
+            LayerNorm::new("ln", Tensor::ones(vec![4]), Tensor::zeros(vec![4]), 1e-5).unwrap();
+        let x = Tensor::from_shape_vec(vec![1, 4], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+        let y = plain.forward(&[&x], Mode::Eval).unwrap();
+        assert!(y.sum().abs() < 1e-5 && (y.mapv(|v| v * v).sum() / 4.0 - 1.0).abs() < 1e-4);
+        assert!(plain
+            .forward(&[&rand_tensor(&[2, 5], 1.0, 1)], Mode::Eval)
+            .is_err());
+        assert!(LayerNorm::new("ln", Tensor::ones(vec![4]), Tensor::zeros(vec![3]), 1e-5).is_err());
+    }
+
+    #[test]
+    fn softmax_rows_sum_to_one_masks_and_gradients_check() {
+        let mut sm = Softmax::new("sm");
+        check_layer(&mut sm, &[rand_tensor(&[3, 2, 5], 3.0, 4)], 1e-2, 2e-3, 40).unwrap();
+        let x = Tensor::from_shape_vec(vec![1, 3], vec![0.0, f32::NEG_INFINITY, 0.0]).unwrap();
+        let y = sm.forward(&[&x], Mode::Eval).unwrap();
+        assert_eq!(y.as_slice().unwrap(), &[0.5, 0.0, 0.5]);
+        let all = Tensor::from_elem(vec![1, 2], f32::NEG_INFINITY);
+        assert!(sm.forward(&[&all], Mode::Eval).is_err());
+    }
+
+    #[test]
+    fn gelu_forms_match_known_values_and_gradients_check() {
+        // erf: a few reference values
+        for (x, e) in [
+            (0.5, 0.520_499_877_8),
+            (1.0, 0.842_700_792_9),
+            (-2.0, -0.995_322_265),
+        ] {
+            assert!((erf(x) - e).abs() < 2e-7, "erf({x})");
+        }
+        let exact = Gelu::new("g", false);
+        let approx = Gelu::new("g", true);
+        // Φ(1) = 0.841344746
+        assert!((exact.at(1.0).0 - 0.841_344_7).abs() < 1e-6);
+        assert!((approx.at(1.0).0 - exact.at(1.0).0).abs() < 1e-3);
+        for tanh in [false, true] {
+            let x = rand_tensor(&[4, 7], 3.0, 9);
+            check_layer(&mut Gelu::new("g", tanh), &[x], 1e-2, 2e-3, 40).unwrap();
+        }
+    }
+}
