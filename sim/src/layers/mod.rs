@@ -10,6 +10,7 @@ pub mod add;
 pub mod batchnorm;
 pub mod conv2d;
 pub mod elementwise;
+pub mod embedding;
 pub mod flatten;
 pub mod lastaxis;
 pub mod linear;
