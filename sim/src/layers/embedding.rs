@@ -15,7 +15,7 @@ pub struct Embedding {
 impl Embedding {
     /// An embedding over `table` (`[vocab, dim]`).
     pub fn new(name: &str, table: Tensor) -> Result<Self> {
-        if table.ndim() != 2 || table.len() == 0 {
+        if table.ndim() != 2 || table.is_empty() {
             return Err(SimError::shape(
                 name,
                 format!("table {:?} must be a non-empty [vocab, dim]", table.shape()),
@@ -74,7 +74,7 @@ impl Layer for Embedding {
         shape.push(dim);
         let y = Tensor::from_shape_vec(shape.clone(), y)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        self.cache = (mode == Mode::Train).then(|| (ids, shape));
+        self.cache = (mode == Mode::Train).then_some((ids, shape));
         Ok(y)
     }
 
