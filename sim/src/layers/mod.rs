@@ -15,6 +15,7 @@ pub mod flatten;
 pub mod lastaxis;
 pub mod linear;
 pub mod loss;
+pub mod lstm;
 pub mod pointwise;
 pub mod pool;
 mod qgemm;

@@ -1,0 +1,269 @@
+//! An LSTM layer over a whole sequence, sequence-first (`[T, B, I] → [T, B, H]`), ONNX gate order
+//! `i, o, f, c` and equations (no peepholes), zero initial state. Backward is backpropagation
+//! through the `T` steps it was given: truncated BPTT is the caller cutting the stream into
+//! `bptt`-long windows (`data::text::Streams`), each starting from a zero state.
+
+use ndarray::{s, Array2, Axis, Ix2, Ix3};
+
+use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
+use crate::error::{Result, SimError};
+
+fn sigmoid(v: f32) -> f32 {
+    1.0 / (1.0 + (-v).exp())
+}
+
+/// What backward needs of one step.
+struct StepCache {
+    x: Array2<f32>,
+    h_prev: Array2<f32>,
+    c_prev: Array2<f32>,
+    /// Activated gates `[B, 4H]`: i, o, f, c̃.
+    gates: Array2<f32>,
+    tanh_c: Array2<f32>,
+}
+
+/// The LSTM layer.
+pub struct Lstm {
+    name: String,
+    hidden: usize,
+    w: Param,
+    r: Param,
+    bw: Param,
+    br: Param,
+    cache: Option<(Vec<usize>, Vec<StepCache>)>,
+}
+
+fn two_d(name: &str, t: &Tensor, rows: usize, cols: usize, what: &str) -> Result<Array2<f32>> {
+    t.clone()
+        .into_dimensionality::<Ix2>()
+        .ok()
+        .filter(|a| a.dim() == (rows, cols))
+        .ok_or_else(|| {
+            SimError::shape(
+                name,
+                format!("{what} {:?} must be [{rows}, {cols}]", t.shape()),
+            )
+        })
+}
+
+impl Lstm {
+    /// An LSTM with `w` `[4H, I]`, `r` `[4H, H]` and biases `[4H]`.
+    pub fn new(name: &str, w: Tensor, r: Tensor, bw: Tensor, br: Tensor) -> Result<Self> {
+        let h = r.shape().get(1).copied().unwrap_or(0);
+        let i = w.shape().get(1).copied().unwrap_or(0);
+        if h == 0 || i == 0 {
+            return Err(SimError::shape(name, "empty weights"));
+        }
+        two_d(name, &w, 4 * h, i, "W")?;
+        two_d(name, &r, 4 * h, h, "R")?;
+        for (b, what) in [(&bw, "input bias"), (&br, "recurrent bias")] {
+            if b.shape() != [4 * h] {
+                return Err(SimError::shape(
+                    name,
+                    format!("{what} {:?} must be [{}]", b.shape(), 4 * h),
+                ));
+            }
+        }
+        Ok(Self {
+            name: name.to_string(),
+            hidden: h,
+            w: Param::new("W", w, true),
+            r: Param::new("R", r, true),
+            bw: Param::new("Wb", bw, false),
+            br: Param::new("Rb", br, false),
+            cache: None,
+        })
+    }
+
+    fn weights(&self) -> Result<(Array2<f32>, Array2<f32>, ndarray::Array1<f32>)> {
+        let h = self.hidden;
+        let i = self.w.value.shape()[1];
+        let w = two_d(&self.name, &self.w.value, 4 * h, i, "W")?;
+        let r = two_d(&self.name, &self.r.value, 4 * h, h, "R")?;
+        let b = (&self.bw.value + &self.br.value)
+            .into_dimensionality::<ndarray::Ix1>()
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        Ok((w, r, b))
+    }
+}
+
+impl Layer for Lstm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let (w, r, b) = self.weights()?;
+        let x = x.clone().into_dimensionality::<Ix3>().map_err(|_| {
+            SimError::shape(
+                &self.name,
+                format!("input {:?} must be [T, B, I]", x.shape()),
+            )
+        })?;
+        let (t_len, batch, i) = x.dim();
+        if i != w.ncols() {
+            return Err(SimError::shape(
+                &self.name,
+                format!("input features {i}, but W takes {}", w.ncols()),
+            ));
+        }
+        let hd = self.hidden;
+        let mut h = Array2::<f32>::zeros((batch, hd));
+        let mut c = Array2::<f32>::zeros((batch, hd));
+        let mut y = ndarray::Array3::<f32>::zeros((t_len, batch, hd));
+        let mut steps = Vec::with_capacity(t_len);
+        for t in 0..t_len {
+            let xt = x.index_axis(Axis(0), t).to_owned();
+            let mut g = xt.dot(&w.t()) + h.dot(&r.t()) + &b;
+            for mut row in g.rows_mut() {
+                for (k, v) in row.iter_mut().enumerate() {
+                    *v = if k < 3 * hd { sigmoid(*v) } else { v.tanh() };
+                }
+            }
+            let (gi, go, gf, gc) = (
+                g.slice(s![.., 0..hd]),
+                g.slice(s![.., hd..2 * hd]),
+                g.slice(s![.., 2 * hd..3 * hd]),
+                g.slice(s![.., 3 * hd..]),
+            );
+            let c_new = &gf * &c + &gi * &gc;
+            let tanh_c = c_new.mapv(f32::tanh);
+            let h_new = &go * &tanh_c;
+            y.index_axis_mut(Axis(0), t).assign(&h_new);
+            if mode == Mode::Train {
+                steps.push(StepCache {
+                    x: xt,
+                    h_prev: h.clone(),
+                    c_prev: c.clone(),
+                    gates: g.clone(),
+                    tanh_c,
+                });
+            }
+            (h, c) = (h_new, c_new);
+        }
+        self.cache = (mode == Mode::Train).then_some((vec![t_len, batch, hd], steps));
+        Ok(y.into_dyn())
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let (w, r, _) = self.weights()?;
+        let (shape, steps) = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, shape)?;
+        let gy = grad_out
+            .into_dimensionality::<Ix3>()
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        let hd = self.hidden;
+        let (batch, i) = (shape[1], w.ncols());
+        let mut dw = Array2::<f32>::zeros(w.dim());
+        let mut dr = Array2::<f32>::zeros(r.dim());
+        let mut db = ndarray::Array1::<f32>::zeros(4 * hd);
+        let mut dx = ndarray::Array3::<f32>::zeros((steps.len(), batch, i));
+        let mut dh_next = Array2::<f32>::zeros((batch, hd));
+        let mut dc_next = Array2::<f32>::zeros((batch, hd));
+        for (t, st) in steps.iter().enumerate().rev() {
+            let g = &st.gates;
+            let (gi, go, gf, gc) = (
+                g.slice(s![.., 0..hd]),
+                g.slice(s![.., hd..2 * hd]),
+                g.slice(s![.., 2 * hd..3 * hd]),
+                g.slice(s![.., 3 * hd..]),
+            );
+            let dh = &gy.index_axis(Axis(0), t) + &dh_next;
+            let dc = &dh * &go * &st.tanh_c.mapv(|v| 1.0 - v * v) + &dc_next;
+            let mut dg = Array2::<f32>::zeros((batch, 4 * hd));
+            // pre-activation gradients: σ' = s(1 − s), tanh' = 1 − c̃²
+            dg.slice_mut(s![.., 0..hd])
+                .assign(&(&dc * &gc * gi * &gi.mapv(|v| 1.0 - v)));
+            dg.slice_mut(s![.., hd..2 * hd])
+                .assign(&(&dh * &st.tanh_c * go * &go.mapv(|v| 1.0 - v)));
+            dg.slice_mut(s![.., 2 * hd..3 * hd])
+                .assign(&(&dc * &st.c_prev * gf * &gf.mapv(|v| 1.0 - v)));
+            dg.slice_mut(s![.., 3 * hd..])
+                .assign(&(&dc * &gi * &gc.mapv(|v| 1.0 - v * v)));
+            dw += &dg.t().dot(&st.x);
+            dr += &dg.t().dot(&st.h_prev);
+            db += &dg.sum_axis(Axis(0));
+            dx.index_axis_mut(Axis(0), t).assign(&dg.dot(&w));
+            dh_next = dg.dot(&r);
+            dc_next = &dc * &gf;
+        }
+        self.w.grad = dw.into_dyn();
+        self.r.grad = dr.into_dyn();
+        self.bw.grad = db.clone().into_dyn();
+        self.br.grad = db.into_dyn();
+        Ok(vec![dx.into_dyn()])
+    }
+
+    fn params_mut(&mut self) -> Vec<&mut Param> {
+        vec![&mut self.w, &mut self.r, &mut self.bw, &mut self.br]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    fn lstm(i: usize, h: usize) -> Lstm {
+        Lstm::new(
+            "lstm",
+            rand_tensor(&[4 * h, i], 0.8, 1),
+            rand_tensor(&[4 * h, h], 0.8, 2),
+            rand_tensor(&[4 * h], 0.5, 3),
+            rand_tensor(&[4 * h], 0.5, 4),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn gradients_check_through_time() {
+        let mut l = lstm(3, 2);
+        let x = rand_tensor(&[4, 2, 3], 1.0, 5);
+        check_layer(&mut l, &[x], 1e-2, 2e-3, 40).unwrap();
+    }
+
+    #[test]
+    fn one_step_matches_the_equations() {
+        // H = 1, I = 1, W = 1 for every gate, no R, no bias: one step from a zero state
+        let mut l = Lstm::new(
+            "lstm",
+            Tensor::ones(vec![4, 1]),
+            Tensor::zeros(vec![4, 1]),
+            Tensor::zeros(vec![4]),
+            Tensor::zeros(vec![4]),
+        )
+        .unwrap();
+        let x = Tensor::from_elem(vec![1, 1, 1], 0.5);
+        let y = l.forward(&[&x], Mode::Eval).unwrap();
+        let s = sigmoid(0.5);
+        let c = s * 0.5f32.tanh();
+        assert!((y[[0, 0, 0]] - s * c.tanh()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn bad_shapes_name_the_layer() {
+        let e = Lstm::new(
+            "enc",
+            Tensor::zeros(vec![8, 3]),
+            Tensor::zeros(vec![8, 3]),
+            Tensor::zeros(vec![8]),
+            Tensor::zeros(vec![8]),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains("enc") && e.contains("W"), "{e}");
+        let mut l = lstm(3, 2);
+        let err = l
+            .forward(&[&Tensor::zeros(vec![2, 4])], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("[T, B, I]"), "{err}");
+        let err = l
+            .forward(&[&Tensor::zeros(vec![2, 1, 5])], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("input features 5"), "{err}");
+    }
+}
