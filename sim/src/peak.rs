@@ -135,54 +135,47 @@ mod x86 {
 
     use super::ACCS;
 
-    /// Sums the lanes of one stored accumulator (once, after the timed loop).
-    fn total(v: &[f32]) -> f32 {
-        v.iter().sum()
+    /// `fn NAME(iters, m, a) -> f32`: [`ACCS`] vector accumulators `v ← v·m + a` with one fused
+    /// multiply-add each per round, compiled for `FEATURES`; returns the sum of every lane.
+    macro_rules! fma_kernel {
+        ($name:ident, $features:literal, $lanes:literal, $set1:ident, $fmadd:ident, $store:ident) => {
+            #[target_feature(enable = $features)]
+            pub(super) fn $name(iters: u64, m: f32, a: f32) -> f32 {
+                let (vm, va) = ($set1(m), $set1(a));
+                let mut acc: [_; ACCS] = std::array::from_fn(|i| $set1(i as f32));
+                for _ in 0..iters {
+                    for v in acc.iter_mut() {
+                        *v = $fmadd(*v, vm, va);
+                    }
+                }
+                let mut out = [0.0f32; $lanes];
+                let mut s = 0.0;
+                for v in acc {
+                    // SAFETY: `out` holds exactly one vector's lanes.
+                    unsafe { $store(out.as_mut_ptr(), v) };
+                    s += out.iter().sum::<f32>();
+                }
+                s
+            }
+        };
     }
 
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn avx512(iters: u64, m: f32, a: f32) -> f32 {
-        let (vm, va) = (_mm512_set1_ps(m), _mm512_set1_ps(a));
-        let mut acc = [_mm512_setzero_ps(); ACCS];
-        for (i, v) in acc.iter_mut().enumerate() {
-            *v = _mm512_set1_ps(i as f32);
-        }
-        for _ in 0..iters {
-            for v in acc.iter_mut() {
-                *v = _mm512_fmadd_ps(*v, vm, va);
-            }
-        }
-        let mut out = [0.0f32; 16];
-        let mut s = 0.0;
-        for v in acc {
-            // SAFETY: `out` holds 16 f32, the width of one 512-bit vector.
-            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), v) };
-            s += total(&out);
-        }
-        s
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn avx2(iters: u64, m: f32, a: f32) -> f32 {
-        let (vm, va) = (_mm256_set1_ps(m), _mm256_set1_ps(a));
-        let mut acc = [_mm256_setzero_ps(); ACCS];
-        for (i, v) in acc.iter_mut().enumerate() {
-            *v = _mm256_set1_ps(i as f32);
-        }
-        for _ in 0..iters {
-            for v in acc.iter_mut() {
-                *v = _mm256_fmadd_ps(*v, vm, va);
-            }
-        }
-        let mut out = [0.0f32; 8];
-        let mut s = 0.0;
-        for v in acc {
-            // SAFETY: `out` holds 8 f32, the width of one 256-bit vector.
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
-            s += total(&out);
-        }
-        s
-    }
+    fma_kernel!(
+        avx512,
+        "avx512f",
+        16,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps,
+        _mm512_storeu_ps
+    );
+    fma_kernel!(
+        avx2,
+        "avx2,fma",
+        8,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps,
+        _mm256_storeu_ps
+    );
 }
 
 /// The CPU's model name from `/proc/cpuinfo` (`None` where there is none).
