@@ -87,6 +87,16 @@ impl Accelerator {
         cycles as f64 * self.config.cycle_s()
     }
 
+    /// The operand bits the mapping search and every cost term see: Eyeriss stores and moves
+    /// whole 16-bit words ([`crate::eyeriss::stored_bits`]); the other models use the bits as
+    /// given. A problem's cost depends on its bits only through this.
+    pub fn mapped_bits(&self, bits: OperandBits) -> OperandBits {
+        match self.law {
+            Law::Eyeriss(_) => crate::eyeriss::stored_bits(bits),
+            _ => bits,
+        }
+    }
+
     /// Checks that the configuration runs these operand bits.
     pub fn check_bits(&self, bits: OperandBits) -> Result<(), CostError> {
         let native = self.config.engine.native_max_bits();
@@ -135,10 +145,7 @@ impl Accelerator {
         first_layer: bool,
     ) -> Result<GemmCost, CostError> {
         self.check_bits(bits)?;
-        let bits = match self.law {
-            Law::Eyeriss(_) => crate::eyeriss::stored_bits(bits),
-            _ => bits,
-        };
+        let bits = self.mapped_bits(bits);
         if let Some(why) = problem.size_problem() {
             return Err(CostError::TooLarge(why));
         }

@@ -1,5 +1,6 @@
 //! Memoised GEMM costs: a trace costs as many tiling searches as it has distinct
-//! (problem geometry, operand bits) pairs; layers of equal geometry share them.
+//! (problem geometry, operand bits as the accelerator maps them) pairs; layers of equal geometry
+//! share them.
 
 use std::collections::HashMap;
 
@@ -53,11 +54,15 @@ impl<'a> GemmCache<'a> {
         let summary = match Accelerator::training_problem(layer, gemm, samples, bits) {
             None => None,
             Some(pk) => {
-                let base = match self.problems.get(&pk) {
+                // Keyed by the bits the mapping sees, so bit widths an accelerator stores alike
+                // (Eyeriss: every width up to 16) share one search.
+                self.acc.check_bits(pk.1)?;
+                let search_key = (pk.0, self.acc.mapped_bits(pk.1), pk.2);
+                let base = match self.problems.get(&search_key) {
                     Some(c) => c.clone(),
                     None => {
                         let c = self.acc.cost_problem(&pk.0, pk.1, pk.2)?;
-                        self.problems.insert(pk, c.clone());
+                        self.problems.insert(search_key, c.clone());
                         c
                     }
                 };
@@ -68,5 +73,33 @@ impl<'a> GemmCache<'a> {
         };
         self.layers.insert(key, summary);
         Ok(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cptsim_models::summary::LayerRole;
+
+    #[test]
+    fn widths_an_accelerator_stores_alike_share_one_search_and_cost() {
+        let layer = crate::gemm::tests::conv_layer(LayerRole::Body, 16, 32, 8, 1);
+        let at = |w: u8| Bits { w, a: w, g: 8 };
+        for (name, searches) in [("eyeriss", 1), ("bitfusion", 2)] {
+            let acc = Accelerator::load(name).unwrap();
+            let mut cache = GemmCache::new(&acc);
+            let four = cache.cost(0, &layer, GemmKind::Forward, 4, at(4)).unwrap();
+            let eight = cache.cost(0, &layer, GemmKind::Forward, 4, at(8)).unwrap();
+            assert_eq!(cache.evaluations(), searches, "{name}");
+            // Each equals the uncached cost at its own bits.
+            for (got, w) in [(four, 4), (eight, 8)] {
+                let (p, ob, first) =
+                    Accelerator::training_problem(&layer, GemmKind::Forward, 4, at(w)).unwrap();
+                let direct = acc.cost_problem(&p, ob, first).unwrap();
+                let want =
+                    GemmSummary::from(&acc.with_passes(direct, &layer, GemmKind::Forward, 4, ob));
+                assert_eq!(got, Some(want), "{name} at {w} bits");
+            }
+        }
     }
 }

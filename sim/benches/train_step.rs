@@ -16,7 +16,7 @@ fn run(bits: u32, steps: usize) -> Result<()> {
         .map_err(|e| cptsim_sim::SimError::invalid("model", e.to_string()))?;
     let mut net = build_network(&graph, &BuildOptions::default())?;
     net.set_bits(bits, bits)?;
-    let r = train_steps(&mut net, 128, steps, 1.0)?;
+    let r = train_steps(&mut net, 128, steps, 1.0, 0.0)?;
     println!(
         "{:<8} step median {:7.1} ms | {:6.1} img/s wall | {:6.1} img per CPU-second | GEMM {:5.1} of {:5.1} GFLOP/s per core | load {:?}",
         if bits == 0 { "fp32".to_string() } else { format!("sbm {bits}/{bits}") },

@@ -1,6 +1,6 @@
 //! Benchmarks shared by `cptsim bench` and the cargo benches: timing with CPU time (the machine
-//! is shared, so wall time alone is noisy), this machine's single-core GEMM peak, and the
-//! training-step throughput of a built network.
+//! is shared, so wall time alone is noisy), the training-step throughput of a built network, and
+//! the rate of each GEMM shape the step runs (to compare with the core's FMA peak, [`crate::peak`]).
 
 use std::time::Instant;
 
@@ -12,9 +12,11 @@ use serde::Serialize;
 use crate::build::Network;
 use crate::cputime::{load_average_1min, process_cpu_seconds};
 use crate::error::{Result, SimError};
-use crate::gemm::{matmul_into, profile};
+use crate::gemm::{block_samples, matmul_into, profile, REDUCE_CHUNK, ROW_TILE};
 use crate::layers::{Mode, SoftmaxCrossEntropy, Tensor};
 use crate::optim::Sgd;
+use crate::peak::{cpu_model, fma_peak, VectorPath};
+use cptsim_models::{LayerKind, ModelSummary};
 
 /// Runs `f` once to warm up, then repeatedly for at least `min_secs` wall seconds (and at least
 /// 3 times); returns `(wall, cpu)` seconds per call.
@@ -37,19 +39,134 @@ pub fn random_matrix(r: usize, c: usize, seed: u64) -> Array2<f32> {
     Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
 }
 
-/// This machine's single-core fp32 GEMM peak: GFLOP per CPU-second of a `size`³ square
-/// [`matmul_into`] on the calling thread, timed for at least `min_secs`.
-pub fn peak_gflops(size: usize, min_secs: f64) -> Result<f64> {
-    let (a, b) = (random_matrix(size, size, 7), random_matrix(size, size, 8));
-    let mut c = Array2::<f32>::zeros((size, size));
-    let mut result = Ok(());
-    let (_, cpu) = time_it(min_secs, || {
-        if result.is_ok() {
-            result = matmul_into(c.view_mut(), a.view(), b.view(), false);
+/// Which GEMM of a layer's training step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GemmPass {
+    /// `y = x·Wᵀ` (im2col rows × reduction · reduction × output channels).
+    Forward,
+    /// The error GEMM `dx = g·W`.
+    Error,
+    /// The weight-gradient GEMM `dW = gᵀ·x`.
+    Weight,
+}
+
+impl GemmPass {
+    /// The lower-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmPass::Forward => "forward",
+            GemmPass::Error => "error",
+            GemmPass::Weight => "weight",
         }
-    });
-    result?;
-    Ok(2.0 * (size as f64).powi(3) / cpu.max(1e-9) / 1e9)
+    }
+}
+
+/// One GEMM shape `C[m, n] = A[m, k]·B[k, n]` exactly as the trainer calls it in a training step.
+#[derive(Clone, Debug, Serialize)]
+pub struct GemmShape {
+    /// The first layer running this shape and how many more do.
+    pub layer: String,
+    pub pass: GemmPass,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    /// Calls per training step (all layers, blocks and groups).
+    pub calls: usize,
+    /// Measured GFLOP per CPU-second on one thread (0 until [`time_gemm_shapes`]).
+    pub gflops: f64,
+}
+
+/// The distinct GEMM shapes of one training step of `summary` at `batch`: per conv layer (not
+/// depthwise, which runs no GEMM) per block of [`block_samples`] samples and per group; per linear
+/// layer per row tile ([`ROW_TILE`]) and, for the weight gradient, per reduction chunk
+/// ([`REDUCE_CHUNK`]). Shapes repeated across layers are merged, in first-seen order.
+pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Vec<GemmShape> {
+    let mut out: Vec<GemmShape> = Vec::new();
+    let mut add = |layer: &str, pass: GemmPass, (m, k, n): (usize, usize, usize), calls: usize| {
+        if m == 0 || k == 0 || n == 0 || calls == 0 {
+            return;
+        }
+        if let Some(s) = out
+            .iter_mut()
+            .find(|s| (s.pass, s.m, s.k, s.n) == (pass, m, k, n))
+        {
+            s.calls += calls;
+        } else {
+            let layer = layer.to_string();
+            out.push(GemmShape {
+                layer,
+                pass,
+                m,
+                k,
+                n,
+                calls,
+                gflops: 0.0,
+            });
+        }
+    };
+    // Full blocks of `per` items of `batch`, then the remainder: `(items, count)` pairs.
+    let blocks = |per: usize| [(per, batch / per), (batch % per, 1)];
+    for l in &summary.layers {
+        let (kg, groups) = (l.reduction_len(), l.groups.max(1));
+        let opg = l.out_channels() / groups;
+        match l.kind {
+            LayerKind::Conv if groups > 1 && groups == l.in_channels() => {}
+            LayerKind::Conv => {
+                let rps = l.out_pixels();
+                for (samples, count) in blocks(block_samples(rps)) {
+                    let (r, calls) = (samples * rps, count * groups);
+                    add(&l.name, GemmPass::Forward, (r, kg, opg), calls);
+                    add(&l.name, GemmPass::Error, (r, opg, kg), calls);
+                    add(&l.name, GemmPass::Weight, (opg, r, kg), calls);
+                }
+            }
+            LayerKind::Linear => {
+                let (i, o) = (l.in_channels(), l.out_channels());
+                for (rows, count) in blocks(ROW_TILE) {
+                    add(&l.name, GemmPass::Forward, (rows, i, o), count);
+                    add(&l.name, GemmPass::Error, (rows, o, i), count);
+                }
+                for (rows, count) in blocks(REDUCE_CHUNK) {
+                    add(&l.name, GemmPass::Weight, (o, rows, i), count);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Times each shape for at least `secs` on the calling thread with the operand layouts the
+/// trainer uses (forward: `B` is the transposed weight matrix; weight gradient: `A` is the
+/// transposed error), filling in [`GemmShape::gflops`].
+pub fn time_gemm_shapes(shapes: &mut [GemmShape], secs: f64) -> Result<()> {
+    for s in shapes.iter_mut() {
+        let (m, k, n) = (s.m, s.k, s.n);
+        // Stored operands: A as [m, k] or, transposed, [k, m]; B as [k, n] or [n, k].
+        let a = match s.pass {
+            GemmPass::Weight => random_matrix(k, m, 1),
+            _ => random_matrix(m, k, 1),
+        };
+        let b = match s.pass {
+            GemmPass::Forward => random_matrix(n, k, 2),
+            _ => random_matrix(k, n, 2),
+        };
+        let (av, bv) = match s.pass {
+            GemmPass::Forward => (a.view(), b.t()),
+            GemmPass::Error => (a.view(), b.view()),
+            GemmPass::Weight => (a.t(), b.view()),
+        };
+        let mut c = Array2::<f32>::zeros((m, n));
+        let mut result = Ok(());
+        let (_, cpu) = time_it(secs, || {
+            if result.is_ok() {
+                result = matmul_into(c.view_mut(), av, bv, false);
+            }
+        });
+        result?;
+        s.gflops = 2.0 * (m * k * n) as f64 / cpu.max(1e-9) / 1e9;
+    }
+    Ok(())
 }
 
 /// Training-step throughput of one network.
@@ -68,20 +185,30 @@ pub struct TrainBench {
     pub gemm_cpu_share: f64,
     /// GEMM GFLOP per step.
     pub gemm_gflop_per_step: f64,
-    /// Single-core peak measured in the same run ([`peak_gflops`]).
+    /// The core's fp32 FMA peak, GFLOP per CPU-second, measured in the same run
+    /// ([`crate::peak::fma_peak`] on the widest vector path).
     pub peak_gflops: f64,
+    /// The vector path the peak ran on.
+    pub vector_path: &'static str,
+    /// The CPU model from `/proc/cpuinfo`.
+    pub cpu_model: Option<String>,
+    /// The step's GEMM shapes timed one by one on one thread ([`step_gemm_shapes`]); empty when
+    /// not asked for.
+    pub shapes: Vec<GemmShape>,
     /// 1-minute load average at the start and end of the timed steps.
     pub load_avg: [Option<f64>; 2],
 }
 
 /// Times `steps` training steps (forward, softmax cross-entropy, backward, SGD with the paper's
 /// momentum and weight decay at lr 0.1) of `net` on one seeded synthetic batch of `batch` images,
-/// after one warm-up step; then measures the GEMM peak for `peak_secs`.
+/// after one warm-up step; then measures the FMA peak for `peak_secs` and, when `shape_secs > 0`,
+/// times each of the step's GEMM shapes for `shape_secs`.
 pub fn train_steps(
     net: &mut Network,
     batch: usize,
     steps: usize,
     peak_secs: f64,
+    shape_secs: f64,
 ) -> Result<TrainBench> {
     if batch == 0 || steps == 0 {
         return Err(SimError::invalid(
@@ -133,6 +260,12 @@ pub fn train_steps(
     let gemm = profile(false);
     let load1 = load_average_1min();
     times.sort_by(f64::total_cmp);
+    let peak = fma_peak(VectorPath::detect(), peak_secs);
+    let mut shapes = Vec::new();
+    if shape_secs > 0.0 {
+        shapes = step_gemm_shapes(net.summary(), batch);
+        time_gemm_shapes(&mut shapes, shape_secs)?;
+    }
     let images = (batch * steps) as f64;
     Ok(TrainBench {
         images_per_s: images / wall.max(1e-9),
@@ -141,7 +274,10 @@ pub fn train_steps(
         gemm_gflops: gemm.flops as f64 / gemm.seconds.max(1e-9) / 1e9,
         gemm_cpu_share: gemm.seconds / cpu.max(1e-9),
         gemm_gflop_per_step: gemm.flops as f64 / steps as f64 / 1e9,
-        peak_gflops: peak_gflops(1536, peak_secs)?,
+        peak_gflops: peak.gflops,
+        vector_path: peak.path.describe(),
+        cpu_model: cpu_model(),
+        shapes,
         load_avg: [load0, load1],
     })
 }
@@ -156,7 +292,7 @@ mod tests {
         let g = cptsim_models::load_graph("zoo:lenet5", 8).unwrap();
         let mut net = build_network(&g, &BuildOptions::default()).unwrap();
         // Its own pool, so GEMMs of tests running in parallel are not counted.
-        let r = crate::tests::with_threads(2, || train_steps(&mut net, 8, 2, 0.05)).unwrap();
+        let r = crate::tests::with_threads(2, || train_steps(&mut net, 8, 2, 0.05, 0.0)).unwrap();
         // Three GEMMs per conv/linear layer (forward, error, weight gradient) at 2 FLOPs per MAC;
         // the first layer's error GEMM runs too (the network returns the input gradient).
         let want = 6.0 * 8.0 * net.summary().total_macs() as f64 / 1e9;
@@ -171,5 +307,36 @@ mod tests {
             "{}",
             r.gemm_cpu_share
         );
+    }
+
+    #[test]
+    fn step_shapes_cover_every_gemm_flop_of_the_step() {
+        let sum = cptsim_models::load_summary("zoo:resnet20", 128).unwrap();
+        let shapes = step_gemm_shapes(&sum, 128);
+        let flops: usize = shapes.iter().map(|s| 2 * s.m * s.k * s.n * s.calls).sum();
+        assert_eq!(flops as u64, 6 * 128 * sum.total_macs());
+        // ResNet-20's first conv: 32×32 pixels per sample, one sample per block, 3·3·3 taps.
+        let first = &shapes[0];
+        assert_eq!(
+            (first.pass, first.m, first.k, first.n, first.calls),
+            (GemmPass::Forward, 1024, 27, 16, 128)
+        );
+        let mut timed = shapes[..2].to_vec();
+        time_gemm_shapes(&mut timed, 0.001).unwrap();
+        assert!(timed.iter().all(|s| s.gflops.is_finite() && s.gflops > 0.0));
+    }
+
+    #[test]
+    fn step_shapes_split_remainders_and_skip_depthwise() {
+        let sum = cptsim_models::load_summary("zoo:mobilenetv2", 3).unwrap();
+        let shapes = step_gemm_shapes(&sum, 3);
+        let dw_macs: u64 = sum
+            .layers
+            .iter()
+            .filter(|l| l.groups > 1 && l.groups == l.in_channels())
+            .map(|l| l.macs)
+            .sum();
+        let flops: usize = shapes.iter().map(|s| 2 * s.m * s.k * s.n * s.calls).sum();
+        assert_eq!(flops as u64, 6 * 3 * (sum.total_macs() - dw_macs));
     }
 }

@@ -22,6 +22,13 @@ pub const ROW_TILE: usize = 1024;
 /// Length of one reduction chunk in [`matmul_tn_reduce_par`].
 pub const REDUCE_CHUNK: usize = 4096;
 
+/// Samples per conv work block: about [`ROW_TILE`] GEMM rows, at least one sample. Fixed by the
+/// geometry (`rows_per_sample` output pixels per sample), so the blocking (and every sum) is the
+/// same for any thread count.
+pub fn block_samples(rows_per_sample: usize) -> usize {
+    (ROW_TILE / rows_per_sample.max(1)).max(1)
+}
+
 fn check(c: &ArrayViewMut2<f32>, a: &ArrayView2<f32>, b: &ArrayView2<f32>) -> Result<()> {
     let (m, k) = a.dim();
     let (k2, n) = b.dim();

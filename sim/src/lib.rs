@@ -19,6 +19,7 @@ pub mod memory;
 pub mod net;
 pub mod npy;
 pub mod optim;
+pub mod peak;
 pub mod quant;
 mod simd;
 pub mod train;

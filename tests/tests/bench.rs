@@ -19,6 +19,8 @@ fn bench_train_prints_the_issue_fields() {
         "1",
         "--peak-secs",
         "0.1",
+        "--shape-secs",
+        "0.01",
         "--format",
         "json",
     ]);
@@ -35,6 +37,23 @@ fn bench_train_prints_the_issue_fields() {
         assert!(x > 0.0 && x.is_finite(), "{key} = {}", v[key]);
     }
     assert!(v.get("load_avg").is_some());
+    // The peak comes from its own FMA kernel on a named vector path, not from the GEMM.
+    let path = v["vector_path"].as_str().unwrap_or("");
+    assert!(
+        ["AVX-512", "AVX2", "portable"]
+            .iter()
+            .any(|p| path.starts_with(p)),
+        "{path}"
+    );
+    let shapes = v["gemm_shapes"].as_array().expect("gemm_shapes");
+    let mut flops = 0.0;
+    for s in shapes {
+        let f = s["fraction_of_peak"].as_f64().unwrap_or(-1.0);
+        assert!(f > 0.0 && f.is_finite(), "{s}");
+        let dim = |k: &str| s[k].as_f64().unwrap_or(0.0);
+        flops += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
+    }
+    assert!((flops / 1e9 - v["gemm_gflop_per_step"].as_f64().unwrap()).abs() < 1e-9);
     assert_eq!(v["threads"], 1);
     // Three GEMMs per layer at 2 FLOPs per MAC: 6 · 416 520 MACs · 16 images.
     let per_step = v["gemm_gflop_per_step"].as_f64().unwrap();
@@ -49,6 +68,16 @@ fn bench_rejects_bad_flags() {
     let out = run(&["bench", "train", "--model", "zoo:lenet5", "--threads", "0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--threads"), "{}", stderr(&out));
+    let out = run(&[
+        "bench",
+        "train",
+        "--model",
+        "zoo:lenet5",
+        "--peak-secs",
+        "NaN",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--peak-secs"), "{}", stderr(&out));
     let out = run(&["bench", "train", "--model", "zoo:nope", "--steps", "1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("nope"), "{}", stderr(&out));

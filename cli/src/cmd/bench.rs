@@ -1,5 +1,6 @@
 //! `cptsim bench train`: training-step throughput of a model built from the IR, the GEMM rate it
-//! reaches and this machine's single-core GEMM peak, measured in the same run.
+//! reaches, the core's fp32 FMA peak (an independent kernel at the widest vector width the CPU
+//! runs) and, per GEMM shape of the step, its single-thread rate as a fraction of that peak.
 
 use std::io::Write;
 
@@ -52,9 +53,12 @@ pub struct TrainArgs {
     /// Rayon threads (default: rayon's choice, one per core).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Seconds spent measuring the GEMM peak.
-    #[arg(long, default_value_t = 1.0)]
+    /// CPU seconds spent measuring the core's FMA peak.
+    #[arg(long, default_value_t = 0.5)]
     pub peak_secs: f64,
+    /// CPU seconds spent timing each GEMM shape of the step (0: no per-shape table).
+    #[arg(long, default_value_t = 0.05)]
+    pub shape_secs: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
@@ -71,6 +75,11 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
 fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     if a.batch == 0 || a.steps == 0 {
         anyhow::bail!("--batch and --steps must be at least 1");
+    }
+    for (flag, v) in [("--peak-secs", a.peak_secs), ("--shape-secs", a.shape_secs)] {
+        if !(v.is_finite() && (0.0..=60.0).contains(&v)) {
+            anyhow::bail!("{flag} {v}: expected seconds between 0 and 60");
+        }
     }
     let mut pool = rayon::ThreadPoolBuilder::new();
     if let Some(t) = a.threads {
@@ -93,7 +102,7 @@ fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     let bits = bench_bits(a);
     net.set_bits(bits, bits).context("--bits")?;
     let threads = pool.current_num_threads();
-    let r = pool.install(|| train_steps(&mut net, a.batch, a.steps, a.peak_secs))?;
+    let r = pool.install(|| train_steps(&mut net, a.batch, a.steps, a.peak_secs, a.shape_secs))?;
     match json {
         true => writeln!(out, "{:#}", to_json(&r, a, threads))?,
         false => write!(out, "{}", table(&r, a, threads))?,
@@ -125,6 +134,19 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
         "gemm_cpu_share": r.gemm_cpu_share,
         "gemm_gflop_per_step": r.gemm_gflop_per_step,
         "peak_gflops": r.peak_gflops,
+        "peak_basis": "independent FMA-throughput loop on one thread, GFLOP per CPU-second",
+        "vector_path": r.vector_path,
+        "cpu_model": r.cpu_model,
+        "gemm_shapes": r.shapes.iter().map(|s| json!({
+            "layer": s.layer,
+            "pass": s.pass.name(),
+            "m": s.m,
+            "k": s.k,
+            "n": s.n,
+            "calls_per_step": s.calls,
+            "gflops": s.gflops,
+            "fraction_of_peak": s.gflops / r.peak_gflops.max(1e-9),
+        })).collect::<Vec<_>>(),
         "load_avg": r.load_avg[0],
         "load_avg_end": r.load_avg[1],
     })
@@ -136,26 +158,50 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
         None => "fp32".to_string(),
         Some(_) => format!("{} {1}/{1}", a.quantizer.name().to_uppercase(), a.bits),
     };
-    format!(
+    let pct = |g: f64| 100.0 * g / r.peak_gflops.max(1e-9);
+    let mut t = format!(
         "{} batch {} {q}, {} steps, {threads} thread(s)\n\
+         CPU             {}, {}\n\
          throughput      {:9.1} images/s, {:.1} images per CPU-second\n\
          step (median)   {:9.1} ms\n\
          GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak; {:.2} GFLOP per step, {:.0} % of CPU time)\n\
-         peak            {:9.1} GFLOP/s (single-thread {}³ GEMM, same run)\n\
+         peak            {:9.1} GFLOP/s (FMA-throughput loop, one thread, same run)\n\
          load average    {} → {}\n",
         a.model,
         a.batch,
         a.steps,
+        r.cpu_model.as_deref().unwrap_or("unknown CPU model"),
+        r.vector_path,
         r.images_per_s,
         r.images_per_cpu_s,
         r.step_ms_median,
         r.gemm_gflops,
-        100.0 * r.gemm_gflops / r.peak_gflops.max(1e-9),
+        pct(r.gemm_gflops),
         r.gemm_gflop_per_step,
         100.0 * r.gemm_cpu_share,
         r.peak_gflops,
-        1536,
         load(r.load_avg[0]),
         load(r.load_avg[1]),
-    )
+    );
+    if !r.shapes.is_empty() {
+        t.push_str("\nGEMM shapes of one step, one thread each (C[m,n] = A[m,k]·B[k,n]):\n");
+        t.push_str(&format!(
+            "{:<24} {:<8} {:>6} {:>6} {:>6} {:>7} {:>9} {:>7}\n",
+            "layer", "pass", "m", "k", "n", "calls", "GFLOP/s", "% peak"
+        ));
+        for s in &r.shapes {
+            t.push_str(&format!(
+                "{:<24} {:<8} {:>6} {:>6} {:>6} {:>7} {:>9.1} {:>6.0} %\n",
+                s.layer,
+                s.pass.name(),
+                s.m,
+                s.k,
+                s.n,
+                s.calls,
+                s.gflops,
+                pct(s.gflops)
+            ));
+        }
+    }
+    t
 }

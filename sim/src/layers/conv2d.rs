@@ -13,7 +13,7 @@ use super::qgemm::{
 use super::reduce::bias_grad;
 use super::{as4, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
-use crate::gemm::{matmul_into, ROW_TILE};
+use crate::gemm::{block_samples, matmul_into};
 use crate::quant::LayerQuant;
 
 /// Geometry of a convolution.
@@ -155,10 +155,9 @@ impl Im2col<'_> {
         self.out_hw.0 * self.out_hw.1
     }
 
-    /// Samples per work block: about [`ROW_TILE`] GEMM rows, at least one sample. Fixed by the
-    /// geometry, so the blocking (and every sum) is the same for any thread count.
+    /// Samples per work block ([`block_samples`]).
     fn samples_per_block(&self) -> usize {
-        (ROW_TILE / self.rows_per_sample().max(1)).max(1)
+        block_samples(self.rows_per_sample())
     }
 
     /// Visits every (row of a sample, kernel tap) with the input offset it reads (or `None`).

@@ -1,0 +1,237 @@
+"""Peer comparison for issue #14: cptsim against PyTorch (fp32 and fake-quant 8/8) and onnxruntime,
+one thread each, interleaved round by round, in images per CPU-second, with each round's
+/proc/loadavg. A benchmark, not a test: run through run.sh."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 128
+CLASSES = 100  # zoo:resnet20's default head
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+# ---- fake quantization (per-tensor min-max, 8 bits; stochastic rounding of the output gradient)
+
+
+def minmax_quant(x, bits, stochastic):
+    lo, hi = x.min(), x.max()
+    scale = (hi - lo).clamp(min=1e-12) / (2**bits - 1)
+    v = (x - lo) / scale
+    v = torch.floor(v + torch.rand_like(v)) if stochastic else torch.round(v)
+    return v.clamp(0, 2**bits - 1) * scale + lo
+
+
+class QuantSTE(torch.autograd.Function):
+    """Forward: min-max quantization; backward: straight-through."""
+
+    @staticmethod
+    def forward(ctx, x, bits):
+        return minmax_quant(x, bits, stochastic=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+class GradSR(torch.autograd.Function):
+    """Forward: identity; backward: the output gradient quantized with stochastic rounding."""
+
+    @staticmethod
+    def forward(ctx, x, bits):
+        ctx.bits = bits
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return minmax_quant(g, ctx.bits, stochastic=True), None
+
+
+class QConv(nn.Conv2d):
+    bits = 0
+
+    def forward(self, x):
+        if not self.bits:
+            return super().forward(x)
+        y = F.conv2d(QuantSTE.apply(x, self.bits), QuantSTE.apply(self.weight, self.bits), None,
+                     self.stride, self.padding)
+        return GradSR.apply(y, self.bits)
+
+
+class QLinear(nn.Linear):
+    bits = 0
+
+    def forward(self, x):
+        if not self.bits:
+            return super().forward(x)
+        y = F.linear(QuantSTE.apply(x, self.bits), QuantSTE.apply(self.weight, self.bits), self.bias)
+        return GradSR.apply(y, self.bits)
+
+
+# ---- CIFAR ResNet-20 as zoo:resnet20 builds it (16/32/64 channels, 1×1 projection shortcuts)
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = QConv(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = QConv(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(QConv(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + (x if self.shortcut is None else self.shortcut(x)))
+
+
+class ResNet20(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = QConv(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        layers, cin = [], 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2)):
+            for i in range(3):
+                layers.append(Block(cin, cout, stride if i == 0 else 1))
+                cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.fc = QLinear(64, CLASSES)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layers(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+    def set_bits(self, bits):
+        # Like cptsim's default CIFAR scope: every conv/linear quantized except the first and last.
+        for m in self.modules():
+            if isinstance(m, (QConv, QLinear)):
+                m.bits = bits
+        self.conv1.bits = 0
+        self.fc.bits = 0
+
+
+def torch_train(bits, steps):
+    torch.manual_seed(0)
+    net = ResNet20()
+    net.set_bits(bits)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    x = torch.rand(BATCH, 3, 32, 32) * 4 - 2
+    y = torch.arange(BATCH) % CLASSES
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    step()
+    t0 = time.process_time()
+    for _ in range(steps):
+        step()
+    return BATCH * steps / (time.process_time() - t0)
+
+
+def ort_forward(path, x, reps):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    sess.run(None, {name: x})
+    t0 = time.process_time()
+    for _ in range(reps):
+        sess.run(None, {name: x})
+    return BATCH * reps / (time.process_time() - t0)
+
+
+def child_cpu():
+    r = os.times()
+    return r.children_user + r.children_system
+
+
+def cptsim_train(exe, quantizer, steps):
+    cmd = [exe, "bench", "train", "--model", "zoo:resnet20", "--batch", str(BATCH), "--steps",
+           str(steps), "--threads", "1", "--quantizer", quantizer, "--peak-secs", "0.01",
+           "--shape-secs", "0", "--format", "json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["images_per_cpu_s"]
+
+
+def cptsim_forward(exe, npy, out, reps):
+    """Whole `cptsim forward` processes: includes model build and .npy I/O (cptsim has no
+    in-process eval timer), so this is a lower bound on its eval rate."""
+    env = dict(os.environ, RAYON_NUM_THREADS="1")
+    c0 = child_cpu()
+    for _ in range(reps):
+        subprocess.run([exe, "forward", "--model", "zoo:resnet20", "--input", npy, "--output", out],
+                       check=True, env=env, capture_output=True)
+    return BATCH * reps / (child_cpu() - c0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cptsim", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=3)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    tmp = tempfile.mkdtemp(prefix="cptsim-peers-")
+    x = (np.random.default_rng(0).random((BATCH, 3, 32, 32), dtype=np.float32) * 4 - 2)
+    npy, out, onnx_path = (os.path.join(tmp, n) for n in ("x.npy", "y.npy", "resnet20.onnx"))
+    np.save(npy, x)
+    net = ResNet20().eval()
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the TorchScript exporter
+    torch.onnx.export(net, torch.from_numpy(x), onnx_path, input_names=["x"], dynamo=False)
+    rows = []
+    print(f"torch {torch.__version__}, onnxruntime {ort.__version__}; batch {BATCH}, "
+          f"{a.steps} timed steps per run, 1 thread each; images per CPU-second")
+    for r in range(a.rounds):
+        load = loadavg()
+        row = {
+            "torch_fp32": torch_train(0, a.steps),
+            "cptsim_fp32": cptsim_train(a.cptsim, "none", a.steps),
+            "torch_fq8": torch_train(8, a.steps),
+            "cptsim_sbm8": cptsim_train(a.cptsim, "sbm", a.steps),
+            "ort_eval": ort_forward(onnx_path, x, a.steps * 3),
+            "cptsim_eval": cptsim_forward(a.cptsim, npy, out, a.steps * 3),
+        }
+        rows.append(row)
+        print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
+              ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    print("\n| work (ResNet-20, batch 128, 1 thread) | cptsim | peer | cptsim / peer |")
+    print("|---|---|---|---|")
+    for label, c, p in (("training fp32 vs PyTorch fp32", "cptsim_fp32", "torch_fp32"),
+                        ("training 8/8: SBM vs PyTorch fake-quant", "cptsim_sbm8", "torch_fq8"),
+                        ("eval forward vs onnxruntime (cptsim: whole process)", "cptsim_eval",
+                         "ort_eval")):
+        print(f"| {label} | {med[c]:.1f} | {med[p]:.1f} | {med[c] / med[p]:.2f} |")
+    print(f"(medians over {a.rounds} rounds)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

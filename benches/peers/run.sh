@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Peer comparison (issue #14): cptsim vs PyTorch fp32 / fake-quant 8/8 and onnxruntime, one thread
+# each, interleaved. Usage: benches/peers/run.sh [PYTHON] — a Python with torch, onnx and
+# onnxruntime; without one a venv is created from PyPI under $PEERS_VENV (default
+# target/peers-venv). Skips (exit 0, printed reason) when the peers cannot be installed.
+# ROUNDS and STEPS (default 3 and 3) set the length.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+py="${1:-}"
+if [[ -z "$py" ]]; then
+    venv="${PEERS_VENV:-$root/target/peers-venv}"
+    if [[ ! -x "$venv/bin/python" ]]; then
+        python3 -m venv "$venv" || { echo "SKIPPED: cannot create a venv at $venv"; exit 0; }
+    fi
+    if ! "$venv/bin/python" -c "import torch, onnx, onnxruntime, numpy" 2>/dev/null; then
+        "$venv/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu torch \
+            && "$venv/bin/pip" install --quiet onnx onnxruntime numpy \
+            || { echo "SKIPPED: cannot install torch/onnx/onnxruntime from the package index"; exit 0; }
+    fi
+    py="$venv/bin/python"
+fi
+if ! "$py" -c "import torch, onnx, onnxruntime, numpy" 2>/dev/null; then
+    echo "SKIPPED: $py lacks torch, onnx, onnxruntime or numpy"
+    exit 0
+fi
+(cd "$root" && cargo build --release -p cptsim --quiet)
+exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim" \
+    --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}"
