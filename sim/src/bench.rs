@@ -121,6 +121,8 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Vec<GemmShape> 
                     add(&l.name, GemmPass::Weight, (opg, r, kg), calls);
                 }
             }
+            // sequence-model GEMMs: imported and costed, not trained (no engine shapes)
+            LayerKind::Matmul | LayerKind::Recurrent => {}
             LayerKind::Linear => {
                 let (i, o) = (l.in_channels(), l.out_channels());
                 for (rows, count) in blocks(ROW_TILE) {
