@@ -18,10 +18,12 @@ use serde::{Deserialize, Serialize};
 use crate::exit::{Exit, Stopped};
 use args::InitArg;
 pub use args::TrainArgs;
+pub use conflicts::given_flags;
 use output::{Progress, Summary};
 use plan::{TrainPlan, PLAN_VERSION};
 
 mod args;
+mod conflicts;
 mod dfq;
 mod ldp;
 mod output;
@@ -95,6 +97,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
             let path = dir.join(CHECKPOINT);
             let ck = checkpoint::load(&path).context("--resume")?;
             let saved = saved_plan(&path, &ck.header.settings)?;
+            conflicts::check(&args, &saved.plan, &path)?;
             inv.out = Some(inv.out.unwrap_or(dir));
             seconds_before = saved.seconds;
             (saved.plan, Some(ck))
@@ -105,8 +108,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     if let Some(dir) = &inv.out {
         std::fs::create_dir_all(dir).with_context(|| format!("--out {}", dir.display()))?;
     }
-    let graph = cptsim_models::load_graph(&model_spec, plan.batch.max(1))
-        .with_context(|| format!("--model {model_spec}"))?;
+    let graph = setup::load_model(&plan)?;
     if graph.bn_folded {
         eprintln!("{}", cptsim_models::onnx::BN_FOLDED_NOTE);
     }
@@ -125,7 +127,8 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
     setup::fix_depthwise(&plan, &summary, &mut net);
     let gate = dfq::build(&plan, &graph, &opts, &summary, &mut net)?;
-    let data = setup::load_data(&plan, net.input, net.classes)?;
+    let mut data = setup::load_data(&plan, net.input, net.classes)?;
+    setup::check_labels(&plan, &mut data, net.classes)?;
     let iterations = setup::iterations(&plan, data.train.len())?;
     let (policy, fw, bw) = policies::build(&plan, iterations, &net, &summary, gate)?;
     let config = setup::config(&plan, iterations, fw, bw);
