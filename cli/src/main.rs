@@ -8,6 +8,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cmd;
 mod exit;
+mod interrupt;
 
 /// Simulate dynamic-precision training: import models, synthesise or record precision traces,
 /// train with simulated low precision and cost runs on accelerator models.
@@ -52,6 +53,7 @@ enum Command {
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    interrupt::install();
     let mut stdout = std::io::stdout().lock();
     let out: &mut dyn Write = &mut stdout;
     let result: anyhow::Result<()> = match cli.command {

@@ -149,6 +149,22 @@ impl Staged {
         Ok(staging)
     }
 
+    /// `text` (an error message) with the staging paths replaced by the targets they stand for.
+    pub fn unstage(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for st in &self.stages {
+            let staged = match &st.dir {
+                Some(_) => st.staging.clone(),
+                None => st.staging.join(st.target.file_name().unwrap_or_default()),
+            };
+            text = text.replace(
+                &staged.display().to_string(),
+                &st.target.display().to_string(),
+            );
+        }
+        text
+    }
+
     /// Renames every staged output into place (under the registry lock, so an interrupt does not
     /// cut it in half) and removes the staging directories.
     pub fn commit(mut self) -> io::Result<()> {
@@ -283,6 +299,11 @@ mod tests {
         assert_eq!(std::fs::read(&file).unwrap(), b"old trace");
         assert_eq!(std::fs::read(out.join("a")).unwrap(), b"old a");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        let mut s = Staged::new();
+        let staged = s.file(&file).unwrap();
+        let msg = format!("{}: disk full", staged.display());
+        assert_eq!(s.unstage(&msg), format!("{}: disk full", file.display()));
+        drop(s);
         stage(true);
         assert_eq!(std::fs::read(&file).unwrap(), b"new trace");
         assert_eq!(std::fs::read(out.join("a")).unwrap(), b"new a");

@@ -129,12 +129,8 @@ pub(crate) fn load_model(plan: &TrainPlan) -> anyhow::Result<Graph> {
         reinit: plan.reinit_head,
         seed: plan.seed,
     };
-    let (graph, replaced) = load_graph_for(spec, batch, fit).with_context(|| {
-        format!(
-            "--model {spec} with --data {} ({classes} classes)",
-            plan.data
-        )
-    })?;
+    let (graph, replaced) =
+        load_graph_for(spec, batch, fit).with_context(|| format!("--model {spec}"))?;
     if let Some(had) = replaced {
         eprintln!(
             "note: --reinit-head: replaced the {had}-output head of {spec} by a {classes}-output \
