@@ -25,6 +25,8 @@ pub enum Exit {
     Diverged = 5,
     /// Training collapsed to chance and `--stop-on-collapse` stopped it; its outputs are kept.
     Collapsed = 6,
+    /// Interrupted by Ctrl-C or SIGTERM (128 + SIGINT); unfinished outputs were removed.
+    Interrupted = 130,
 }
 
 impl Exit {

@@ -7,9 +7,6 @@ use std::sync::atomic::{AtomicI32, Ordering};
 /// The write end of the pipe the signal handler wakes the cleanup thread through.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
 
-/// Exit code of an interrupted command.
-const INTERRUPTED: i32 = 130;
-
 extern "C" fn on_signal(_: libc::c_int) {
     let fd = WAKE.load(Ordering::Relaxed);
     let byte = 1u8;
@@ -40,7 +37,7 @@ pub fn install() {
                 if removed > 0 {
                     eprintln!("interrupted: removed {removed} unfinished output(s)");
                 }
-                std::process::exit(INTERRUPTED);
+                std::process::exit(crate::exit::Exit::Interrupted as i32);
             }
         });
     if spawned.is_err() {
