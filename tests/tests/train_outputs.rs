@@ -279,3 +279,40 @@ fn epochs_overflow_is_an_error_naming_the_flag() {
     assert_eq!(code(&out), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--epochs"), "{}", stderr(&out));
 }
+
+#[test]
+fn oversized_prt_and_bad_rates_are_errors_naming_the_flag() {
+    let base = ["train", "--model", "zoo:lenet5", "--data", "synthetic"];
+    for (extra, needle) in [
+        (
+            &["--prt", "--prt-iters-per-step", "18446744073709551615"][..],
+            "--prt-iters-per-step",
+        ),
+        (
+            &["--prt", "--prt-start-bits", "9", "--bits", "3:8"],
+            "--prt-start-bits 9",
+        ),
+        (&["--val-split", "NaN"], "--val-split"),
+        (
+            &[
+                "--iters",
+                "18446744073709551615",
+                "--lr-schedule",
+                "paper",
+                "--stop-at",
+                "1",
+            ],
+            "",
+        ),
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        if needle.is_empty() {
+            assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+            continue;
+        }
+        assert_eq!(code(&out), Some(2), "{extra:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{extra:?}: {}", stderr(&out));
+    }
+}

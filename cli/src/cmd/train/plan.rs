@@ -347,6 +347,23 @@ impl TrainPlan {
                 bail!("--classes {n}: must be in 1..={}", u16::MAX);
             }
         }
+        if !(0.0..1.0).contains(&self.val_split) {
+            bail!(
+                "--val-split {}: must be a fraction in [0, 1)",
+                self.val_split
+            );
+        }
+        for (flag, v) in [
+            ("--momentum", self.momentum),
+            ("--weight-decay", self.weight_decay),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("{flag} {v}: must be a finite number ≥ 0");
+            }
+        }
+        if self.max_loss.is_nan() || self.max_loss <= 0.0 {
+            bail!("--max-loss {}: must be a positive loss", self.max_loss);
+        }
         if self.subset == Some(0) {
             bail!("--subset: needs at least 1 image");
         }
@@ -457,6 +474,10 @@ mod tests {
                 "SBM quantizer only",
             ),
             (&["--iters", "0"], "at least 1 iteration"),
+            (&["--val-split", "NaN"], "--val-split NaN"),
+            (&["--momentum", "inf"], "--momentum inf"),
+            (&["--max-loss", "NaN"], "--max-loss"),
+            (&["--classes", "0"], "--classes 0"),
         ] {
             let e = resolve(extra).unwrap_err().to_string();
             assert!(e.contains(needle), "{extra:?}: {e}");

@@ -252,11 +252,23 @@ pub(crate) fn policy(
         window: prt.window,
         threshold_pp: prt.threshold,
     };
-    if cfg.max_iterations() > iterations {
+    let Some(steps) = cfg.max_bits.checked_sub(cfg.start_bits) else {
         bail!(
-            "--prt: the test may take {} iterations ({} steps × --prt-iters-per-step {}), more than the run's {iterations}",
-            cfg.max_iterations(),
-            cfg.max_bits.saturating_sub(cfg.start_bits) + 1,
+            "--prt-start-bits {}: above the top of --bits ({})",
+            cfg.start_bits,
+            cfg.max_bits
+        );
+    };
+    let steps = u64::from(steps) + 1;
+    let test = steps.checked_mul(cfg.iters_per_step).with_context(|| {
+        format!(
+            "--prt-iters-per-step {}: {steps} steps of it overflow",
+            cfg.iters_per_step
+        )
+    })?;
+    if test > iterations {
+        bail!(
+            "--prt: the test may take {test} iterations ({steps} steps × --prt-iters-per-step {}), more than the run's {iterations}",
             cfg.iters_per_step
         );
     }
@@ -281,7 +293,11 @@ pub(crate) fn config(args: &TrainPlan, iterations: u64, fw: BitRange, bw: BitRan
         },
         // The CIFAR recipe's drops at 32 000 and 48 000 of 64 000 iterations, scaled to the run.
         LrArg::Paper => LrSchedule::MultiStep {
-            milestones: vec![deficit + after / 2, deficit + after * 3 / 4],
+            // ⌊3·after/4⌋ without overflowing 3·after.
+            milestones: vec![
+                deficit + after / 2,
+                deficit + after / 4 * 3 + after % 4 * 3 / 4,
+            ],
             gamma: 0.1,
         },
     };
