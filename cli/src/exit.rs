@@ -25,6 +25,8 @@ pub enum Exit {
     Diverged = 5,
     /// Training collapsed to chance and `--stop-on-collapse` stopped it; its outputs are kept.
     Collapsed = 6,
+    /// Interrupted by Ctrl-C or SIGTERM (128 + SIGINT); unfinished outputs were removed.
+    Interrupted = 130,
 }
 
 impl Exit {
@@ -51,6 +53,21 @@ impl std::fmt::Display for Stopped {
 }
 
 impl std::error::Error for Stopped {}
+
+/// `e` with its message rewritten by `relabel` (e.g. a staging path replaced by the user's
+/// target), keeping the exit code it maps to; `e` itself when the message does not change.
+pub fn relabel(e: anyhow::Error, relabel: impl Fn(&str) -> String) -> anyhow::Error {
+    let text = format!("{e:#}");
+    let message = relabel(&text);
+    if message == text {
+        return e;
+    }
+    Stopped {
+        exit: classify(&e),
+        message,
+    }
+    .into()
+}
 
 /// The exit for error `e`: the first cause in its chain that has a known kind decides; an
 /// error of none (the CLI's own flag checks) is a usage error.

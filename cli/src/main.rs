@@ -4,10 +4,11 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cmd;
 mod exit;
+mod interrupt;
 
 /// Simulate dynamic-precision training: import models, synthesise or record precision traces,
 /// train with simulated low precision and cost runs on accelerator models.
@@ -50,13 +51,18 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    interrupt::install();
     let mut stdout = std::io::stdout().lock();
     let out: &mut dyn Write = &mut stdout;
     let result: anyhow::Result<()> = match cli.command {
         Command::Forward(args) => cmd::forward::run(&args),
         Command::Bench(args) => cmd::bench::run(&args, out),
-        Command::Train(args) => cmd::train::run(*args, out),
+        Command::Train(mut args) => {
+            args.given = cmd::train::given_flags(matches.subcommand_matches("train"));
+            cmd::train::run(*args, out)
+        }
         Command::Inspect(args) => cmd::inspect::run(&args, out),
         Command::Zoo(args) => cmd::zoo::run(args, out),
         Command::Run(args) => cmd::run::run(args, out),

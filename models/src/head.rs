@@ -22,14 +22,21 @@ pub struct HeadFit {
 
 /// Loads the model `spec` names (as [`crate::load_graph`]) with a head of `fit.classes`
 /// outputs: `zoo:NAME` is built with that head; a file's head must agree or, with
-/// `fit.reinit`, is replaced.
-pub fn load_graph_for(spec: &str, batch: usize, fit: HeadFit) -> Result<Graph, ModelError> {
+/// `fit.reinit`, is replaced. Also returns the outputs of a head that was replaced.
+pub fn load_graph_for(
+    spec: &str,
+    batch: usize,
+    fit: HeadFit,
+) -> Result<(Graph, Option<usize>), ModelError> {
     match spec.strip_prefix("zoo:") {
-        Some(name) => crate::source::zoo_graph(name, Some(fit.classes), spec, batch),
+        Some(name) => Ok((
+            crate::source::zoo_graph(name, Some(fit.classes), spec, batch)?,
+            None,
+        )),
         None => {
             let mut g = crate::load_graph(spec, batch)?;
-            fit_head(&mut g, fit)?;
-            Ok(g)
+            let replaced = fit_head(&mut g, fit)?;
+            Ok((g, replaced))
         }
     }
 }
@@ -41,17 +48,17 @@ pub fn head_outputs(graph: &Graph) -> usize {
 
 /// Checks that `graph`'s head has `fit.classes` outputs; with `fit.reinit`, replaces a
 /// disagreeing final Linear layer by one of `fit.classes` outputs, initialised as PyTorch's
-/// `nn.Linear` (uniform ±1/√in) from `fit.seed`. Returns whether the head was replaced.
-pub fn fit_head(graph: &mut Graph, fit: HeadFit) -> Result<bool, ModelError> {
+/// `nn.Linear` (uniform ±1/√in) from `fit.seed`. Returns the outputs of the head it replaced.
+pub fn fit_head(graph: &mut Graph, fit: HeadFit) -> Result<Option<usize>, ModelError> {
     let have = head_outputs(graph);
     if have == fit.classes {
-        return Ok(false);
+        return Ok(None);
     }
     let fail = |m: String| ModelError::graph(&graph.source, m);
     if !fit.reinit {
         return Err(fail(format!(
-            "the model's head has {have} outputs but the dataset has {} classes \
-             (--classes overrides the count; --reinit-head replaces the head)",
+            "the model's head has {have} outputs but the data has {} classes \
+             (--classes sets the count; --reinit-head replaces the head)",
             fit.classes
         )));
     }
@@ -87,7 +94,7 @@ pub fn fit_head(graph: &mut Graph, fit: HeadFit) -> Result<bool, ModelError> {
             *last = fit.classes;
         }
     }
-    Ok(true)
+    Ok(Some(have))
 }
 
 #[cfg(test)]
@@ -104,22 +111,22 @@ mod tests {
 
     #[test]
     fn a_zoo_head_follows_the_class_count() {
-        let g = load_graph_for("zoo:resnet20", 2, fit(10, false)).unwrap();
-        assert_eq!(g.shape(g.output), &[2, 10]);
-        let g = load_graph_for("zoo:lenet5", 2, fit(3, false)).unwrap();
+        let (g, replaced) = load_graph_for("zoo:resnet20", 2, fit(10, false)).unwrap();
+        assert_eq!((g.shape(g.output), replaced), (&[2, 10][..], None));
+        let (g, _) = load_graph_for("zoo:lenet5", 2, fit(3, false)).unwrap();
         assert_eq!(head_outputs(&g), 3);
     }
 
     #[test]
     fn a_disagreeing_file_head_is_an_error_with_both_numbers_or_is_replaced() {
         let mut g = crate::load_graph("zoo:lenet5", 2).unwrap();
-        assert!(!fit_head(&mut g, fit(10, false)).unwrap());
+        assert_eq!(fit_head(&mut g, fit(10, false)).unwrap(), None);
         let e = fit_head(&mut g, fit(7, false)).unwrap_err().to_string();
         assert!(
             e.contains("head has 10 outputs") && e.contains("7 classes"),
             "{e}"
         );
-        assert!(fit_head(&mut g, fit(7, true)).unwrap());
+        assert_eq!(fit_head(&mut g, fit(7, true)).unwrap(), Some(10));
         assert_eq!(g.shape(g.output), &[2, 7]);
         let s = g.summary();
         let head = s.layers.last().unwrap();

@@ -263,8 +263,7 @@ fn breakdown_plot(a: &BreakdownArgs) -> anyhow::Result<()> {
 pub(crate) fn write_run_index(dir: &Path, report: &impl serde::Serialize) -> anyhow::Result<()> {
     let json = serde_json::to_value(report)?;
     let prov = Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
-    let path = cptsim_plot::report::write_run_index(dir, &json, &prov)?;
-    eprintln!("wrote {}", path.display());
+    cptsim_plot::report::write_run_index(dir, &json, &prov)?;
     Ok(())
 }
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
+use cptsim_models::atomic::Staged;
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{BitRange, Kind, Schedule, ScheduleArgs};
 use cptsim_traces::{
@@ -139,10 +140,31 @@ struct Run<'a> {
 }
 
 /// Runs the subcommand.
-pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let (report, model) = evaluate(&args)?;
+pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    // --save-trace and --report are one unit: written into staging directories beside them and
+    // renamed into place only when everything succeeded.
+    let mut staged = Staged::new();
+    let (trace_target, report_target) = (args.save_trace.clone(), args.report.clone());
+    if let Some(path) = &trace_target {
+        let staging = staged
+            .file(path)
+            .with_context(|| format!("--save-trace {}", path.display()))?;
+        args.save_trace = Some(staging);
+    }
+    if let Some(dir) = &report_target {
+        let staging = staged
+            .dir(dir, &[])
+            .with_context(|| format!("--report {}", dir.display()))?;
+        args.report = Some(staging);
+    }
+    let unstage = |e| crate::exit::relabel(e, |t| staged.unstage(t));
+    let (report, model) = evaluate(&args).map_err(unstage)?;
     if let Some(dir) = &args.report {
-        super::plot::write_run_index(dir, &report)?;
+        super::plot::write_run_index(dir, &report).map_err(unstage)?;
+    }
+    staged.commit().context("--save-trace/--report")?;
+    for path in report_target.iter().map(|d| d.join("index.html")) {
+        eprintln!("wrote {}", path.display());
     }
     match wants_json(&args)? {
         true => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,

@@ -95,6 +95,15 @@ pub struct TrainArgs {
     /// model's stored weights.
     #[arg(long, value_enum, default_value_t = InitArg::Seed)]
     pub(crate) init: InitArg,
+    /// Classes of the model's head [default: the dataset's: 10 for MNIST, Fashion-MNIST and
+    /// CIFAR-10, 100 for CIFAR-100; synthetic data follows the model's head]. A zoo model is
+    /// built with this head; a label of the data at or above it is an error.
+    #[arg(long, value_name = "N")]
+    pub(crate) classes: Option<usize>,
+    /// Replace an ONNX model's final Linear layer by a freshly initialised one (from --seed) when
+    /// its outputs differ from the class count, instead of stopping with an error.
+    #[arg(long)]
+    pub(crate) reinit_head: bool,
     /// Train on the first N training images only.
     #[arg(long)]
     pub(crate) subset: Option<usize>,
@@ -187,6 +196,10 @@ pub struct TrainArgs {
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub(crate) format: OutputFormat,
+    /// The ids of the flags given on the command line (not defaulted), filled by `main`; a
+    /// resumed run checks them against its checkpoint's plan.
+    #[arg(skip)]
+    pub(crate) given: Vec<String>,
 }
 
 /// `--policy` values.

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use cptsim_models::atomic::Staged;
 use cptsim_sim::build::{build_network, BuildOptions, Init};
 use cptsim_sim::collapse::CollapseDetector;
 use cptsim_sim::quant::QuantMethod;
@@ -15,13 +16,15 @@ use cptsim_sim::SimError;
 use cptsim_traces::Bits;
 use serde::{Deserialize, Serialize};
 
-use crate::exit::{Exit, Stopped};
+use crate::exit::{relabel, Exit, Stopped};
 use args::InitArg;
 pub use args::TrainArgs;
+pub use conflicts::given_flags;
 use output::{Progress, Summary};
 use plan::{TrainPlan, PLAN_VERSION};
 
 mod args;
+mod conflicts;
 mod dfq;
 mod ldp;
 mod output;
@@ -90,11 +93,13 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         stop_at: args.stop_at,
         json: args.format.json_or_table("train")?,
     };
+    let resume_dir = args.resume.clone();
     let (plan, resume) = match args.resume.clone() {
         Some(dir) => {
             let path = dir.join(CHECKPOINT);
             let ck = checkpoint::load(&path).context("--resume")?;
             let saved = saved_plan(&path, &ck.header.settings)?;
+            conflicts::check(&args, &saved.plan, &path)?;
             inv.out = Some(inv.out.unwrap_or(dir));
             seconds_before = saved.seconds;
             (saved.plan, Some(ck))
@@ -102,11 +107,24 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         None => (args.resolve()?, None),
     };
     let model_spec = plan.model.clone();
-    if let Some(dir) = &inv.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("--out {}", dir.display()))?;
-    }
-    let graph = cptsim_models::load_graph(&model_spec, plan.batch.max(1))
-        .with_context(|| format!("--model {model_spec}"))?;
+    // Where this invocation writes: --out itself, or — when --out holds an earlier run's outputs
+    // that this run does not continue — a staging directory renamed into it at the end, so a
+    // failing or interrupted run leaves those outputs as they were.
+    let mut staged = Staged::new();
+    let work = match &inv.out {
+        Some(dir) if resume_dir.as_ref() != Some(dir) && output::has_outputs(dir) => Some(
+            staged
+                .dir(dir, &output::FILES)
+                .with_context(|| format!("--out {}", dir.display()))?,
+        ),
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("--out {}", dir.display()))?;
+            Some(dir.clone())
+        }
+        None => None,
+    };
+    let is_staged = work != inv.out;
+    let graph = setup::load_model(&plan)?;
     if graph.bn_folded {
         eprintln!("{}", cptsim_models::onnx::BN_FOLDED_NOTE);
     }
@@ -125,7 +143,8 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
     setup::fix_depthwise(&plan, &summary, &mut net);
     let gate = dfq::build(&plan, &graph, &opts, &summary, &mut net)?;
-    let data = setup::load_data(&plan, net.input, net.classes)?;
+    let mut data = setup::load_data(&plan, net.input, net.classes)?;
+    setup::check_labels(&plan, &mut data, net.classes)?;
     let iterations = setup::iterations(&plan, data.train.len())?;
     let (policy, fw, bw) = policies::build(&plan, iterations, &net, &summary, gate)?;
     let config = setup::config(&plan, iterations, fw, bw);
@@ -151,7 +170,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let mut progress = Progress::new(tr.state.iteration, iterations);
     let out = inv.out.clone();
     let save = |tr: &mut Trainer<'_>, progress: &Progress| -> anyhow::Result<()> {
-        let Some(dir) = &out else { return Ok(()) };
+        let Some(dir) = &work else { return Ok(()) };
         let saved = Saved {
             plan: plan.clone(),
             seconds: seconds_before + progress.seconds(),
@@ -170,6 +189,10 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
             Ok(r) => r,
             Err(e @ SimError::Diverged { .. }) => {
                 let kept = match (&out, tr.state.evals.last()) {
+                    (Some(dir), _) if is_staged => format!(
+                        "; {} keeps its earlier outputs (this run's were discarded)",
+                        dir.display()
+                    ),
                     (Some(dir), Some(last)) => format!(
                         "; the last good checkpoint (iteration {}) is {}",
                         last.iteration,
@@ -191,7 +214,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         }
         progress.step(&report);
         if let Some(e) = &report.eval {
-            save(&mut tr, &progress)?;
+            save(&mut tr, &progress).map_err(|e| relabel(e, |t| staged.unstage(t)))?;
             if let (Some(c), false) = (collapse.observe(e.test_loss, e.test_acc), collapsed) {
                 collapsed = true;
                 if plan.stop_on_collapse {
@@ -199,8 +222,12 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
                         exit: Exit::Collapsed,
                         message: format!(
                             "training collapsed at iteration {}: {c}; stopped (--stop-on-collapse), \
-                             outputs kept",
-                            e.iteration
+                             {}",
+                            e.iteration,
+                            match is_staged {
+                                true => "--out keeps its earlier outputs (this run's were discarded)",
+                                false => "outputs kept",
+                            }
                         ),
                     }
                     .into());
@@ -214,6 +241,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     }
     if !tr.done() {
         save(&mut tr, &progress)?;
+        staged.commit().context("--out")?;
         eprintln!(
             "stopped at iteration {stop}/{iterations} (--stop-at); continue with --resume {}",
             out.as_deref()
@@ -253,12 +281,14 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         prt_diverged_bits: report.prt_diverged,
         pfq_turns: report.turns,
     };
-    if let Some(dir) = &out {
-        output::write_summary(dir, &result)?;
+    if let Some(dir) = &work {
+        output::write_summary(dir, &result).map_err(|e| relabel(e, |t| staged.unstage(t)))?;
         let prov = cptsim_plot::report::Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
         cptsim_plot::report::write_train_index(dir, &summary, &prov)
-            .with_context(|| format!("--out {}", dir.display()))?;
+            .with_context(|| format!("--out {}", dir.display()))
+            .map_err(|e| relabel(e, |t| staged.unstage(t)))?;
     }
+    staged.commit().context("--out")?;
     print(
         stdout,
         &plan,

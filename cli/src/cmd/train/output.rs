@@ -64,6 +64,24 @@ pub(crate) struct Summary {
     pub(crate) pfq_turns: Option<Vec<u64>>,
 }
 
+/// The files a run may write into `--out`: an earlier run's that this one does not rewrite are
+/// removed when its outputs are renamed into place.
+pub(crate) const FILES: [&str; 8] = [
+    "checkpoint.bin",
+    "trace.pb",
+    "trace.csv",
+    "metrics.csv",
+    "summary.json",
+    "index.html",
+    "dfq.csv",
+    "ldp_bits.png",
+];
+
+/// Whether `dir` holds any output of a run.
+pub(crate) fn has_outputs(dir: &Path) -> bool {
+    FILES.iter().any(|f| dir.join(f).exists())
+}
+
 /// GBitOPs of the trace and of its static baseline at `baseline` bits (paper accounting).
 pub(crate) fn cost(
     model: &ModelSummary,

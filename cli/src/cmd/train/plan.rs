@@ -16,7 +16,10 @@ use crate::cmd::shared::ConventionArg;
 use crate::cmd::shared::{bit_range, QuantizerArg};
 
 /// Version of [`TrainPlan`]'s serialised form; a checkpoint with another is rejected.
-pub(crate) const PLAN_VERSION: u32 = 1;
+///
+/// 2: `classes` and `reinit_head` (a zoo head follows the dataset's class count, where version 1
+/// kept the model's default head) and the data directory stored absolute.
+pub(crate) const PLAN_VERSION: u32 = 2;
 
 /// Iterations when neither `--iters` nor `--epochs` is given, and the default `--eval-every`.
 const DEFAULT_ITERATIONS: u64 = 390;
@@ -143,6 +146,10 @@ pub(crate) struct TrainPlan {
     pub(crate) weight_decay: f32,
     pub(crate) seed: u64,
     pub(crate) init: InitArg,
+    /// `--classes`: outputs of the head (`None` = the dataset's count).
+    pub(crate) classes: Option<usize>,
+    /// `--reinit-head`.
+    pub(crate) reinit_head: bool,
     pub(crate) subset: Option<usize>,
     pub(crate) val_split: f64,
     pub(crate) eval_every: u64,
@@ -181,6 +188,33 @@ fn parse_fw_bw(text: &str) -> Result<(u8, u8), String> {
     Ok((one(fw)?, one(bw)?))
 }
 
+/// `path` made absolute against the working directory (not resolving links), so a plan read back
+/// by `--resume` from another directory finds the same files.
+fn absolute(flag: &str, path: &str) -> anyhow::Result<String> {
+    let abs = std::path::absolute(path).with_context(|| format!("{flag} {path}"))?;
+    abs.into_os_string()
+        .into_string()
+        .map_err(|p| anyhow::anyhow!("{flag}: path {} is not UTF-8", p.to_string_lossy()))
+}
+
+/// `--model` with a file path made absolute (`zoo:NAME` as is).
+fn absolute_model(spec: &str) -> anyhow::Result<String> {
+    match spec.starts_with("zoo:") {
+        true => Ok(spec.to_string()),
+        false => absolute("--model", spec),
+    }
+}
+
+/// `--data KIND:PATH` with PATH made absolute (`synthetic` as is).
+fn absolute_data(spec: &str) -> anyhow::Result<String> {
+    match spec.split_once(':') {
+        Some((kind, path)) if !path.is_empty() => {
+            Ok(format!("{kind}:{}", absolute("--data", path)?))
+        }
+        _ => Ok(spec.to_string()),
+    }
+}
+
 impl TrainArgs {
     /// The validated plan of these flags (`--model`/`--data` must be given; a resumed run takes
     /// its plan from the checkpoint instead).
@@ -210,8 +244,8 @@ impl TrainArgs {
         let l = &self.ldp;
         let plan = TrainPlan {
             version: PLAN_VERSION,
-            model: model.clone(),
-            data: data.clone(),
+            model: absolute_model(model)?,
+            data: absolute_data(data)?,
             policy: self.policy,
             schedule: self.schedule.clone(),
             bits: Range::from_bit_range(bit_range("--bits", self.bits.as_deref(), "3:8")?),
@@ -235,6 +269,8 @@ impl TrainArgs {
             weight_decay: self.weight_decay,
             seed: self.seed,
             init: self.init,
+            classes: self.classes,
+            reinit_head: self.reinit_head,
             subset: self.subset,
             val_split: self.val_split,
             eval_every: self.eval_every.unwrap_or(DEFAULT_ITERATIONS),
@@ -305,6 +341,28 @@ impl TrainPlan {
         }
         if self.pfq.check_every == Some(0) {
             bail!("--pfq-check-every: must be at least 1");
+        }
+        if let Some(n) = self.classes {
+            if n == 0 || n > usize::from(u16::MAX) {
+                bail!("--classes {n}: must be in 1..={}", u16::MAX);
+            }
+        }
+        if !(0.0..1.0).contains(&self.val_split) {
+            bail!(
+                "--val-split {}: must be a fraction in [0, 1)",
+                self.val_split
+            );
+        }
+        for (flag, v) in [
+            ("--momentum", self.momentum),
+            ("--weight-decay", self.weight_decay),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("{flag} {v}: must be a finite number ≥ 0");
+            }
+        }
+        if self.max_loss.is_nan() || self.max_loss <= 0.0 {
+            bail!("--max-loss {}: must be a positive loss", self.max_loss);
         }
         if self.subset == Some(0) {
             bail!("--subset: needs at least 1 image");
@@ -416,6 +474,10 @@ mod tests {
                 "SBM quantizer only",
             ),
             (&["--iters", "0"], "at least 1 iteration"),
+            (&["--val-split", "NaN"], "--val-split NaN"),
+            (&["--momentum", "inf"], "--momentum inf"),
+            (&["--max-loss", "NaN"], "--max-loss"),
+            (&["--classes", "0"], "--classes 0"),
         ] {
             let e = resolve(extra).unwrap_err().to_string();
             assert!(e.contains(needle), "{extra:?}: {e}");

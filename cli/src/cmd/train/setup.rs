@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use cptsim_models::{LayerRole, ModelSummary};
+use cptsim_models::head::{load_graph_for, HeadFit};
+use cptsim_models::{Graph, LayerRole, ModelSummary};
+use cptsim_sim::data::file::find_file;
 use cptsim_sim::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
 use cptsim_sim::optim::{LrPolicy, LrSchedule};
 use cptsim_sim::train::{
@@ -103,6 +105,105 @@ pub(crate) fn load_data(
     Ok(TrainData { train, test, val })
 }
 
+/// Classes of the `--data` kind, known before anything is read (`None`: synthetic data, whose
+/// classes follow the model's head).
+fn data_classes(spec: &str) -> Option<usize> {
+    match spec.split_once(':').map_or(spec, |(kind, _)| kind) {
+        "mnist" | "fashion-mnist" => Some(10),
+        "cifar10" => Some(CifarKind::Cifar10.classes()),
+        "cifar100" => Some(CifarKind::Cifar100.classes()),
+        _ => None,
+    }
+}
+
+/// Loads `--model` with a head of `--classes` or the dataset's class count: a zoo model is built
+/// with it; an ONNX file's head must agree unless `--reinit-head` replaces it.
+pub(crate) fn load_model(plan: &TrainPlan) -> anyhow::Result<Graph> {
+    let spec = plan.model.as_str();
+    let batch = plan.batch.max(1);
+    let Some(classes) = plan.classes.or_else(|| data_classes(&plan.data)) else {
+        return cptsim_models::load_graph(spec, batch).with_context(|| format!("--model {spec}"));
+    };
+    let fit = HeadFit {
+        classes,
+        reinit: plan.reinit_head,
+        seed: plan.seed,
+    };
+    let (graph, replaced) =
+        load_graph_for(spec, batch, fit).with_context(|| format!("--model {spec}"))?;
+    if let Some(had) = replaced {
+        eprintln!(
+            "note: --reinit-head: replaced the {had}-output head of {spec} by a {classes}-output \
+             one initialised from --seed {}",
+            plan.seed
+        );
+    }
+    Ok(graph)
+}
+
+/// Checks the labels against `--classes` (the loaders checked them against the dataset's own
+/// count), naming the file of the first one at or above it, and gives the sets the head's count.
+pub(crate) fn check_labels(
+    plan: &TrainPlan,
+    data: &mut TrainData,
+    classes: usize,
+) -> anyhow::Result<()> {
+    let sets = [
+        (Split::Train, Some(&mut data.train)),
+        (Split::Test, Some(&mut data.test)),
+        (Split::Train, data.val.as_mut()),
+    ];
+    for (split, set) in sets {
+        let Some(set) = set else { continue };
+        if let Some(i) = set.labels.iter().position(|&l| usize::from(l) >= classes) {
+            let file = label_file(plan, split, i);
+            bail!(
+                "--classes {classes}: label {} of {} image {i} is not below it ({file}; --data {})",
+                set.labels[i],
+                match split {
+                    Split::Train => "training",
+                    Split::Test => "test",
+                },
+                plan.data
+            );
+        }
+        set.classes = classes;
+    }
+    Ok(())
+}
+
+/// The file that holds the label of image `index` of `split` (as the loaders name them; a
+/// validation split or subset names the training files).
+fn label_file(plan: &TrainPlan, split: Split, index: usize) -> String {
+    let Some((kind, dir)) = plan.data.split_once(':') else {
+        return plan.data.clone();
+    };
+    let dir = Path::new(dir);
+    let train = split == Split::Train;
+    let names: Vec<String> = match kind {
+        "mnist" | "fashion-mnist" => {
+            let prefix = if train { "train" } else { "t10k" };
+            let found = find_file(
+                dir,
+                &[
+                    &format!("{prefix}-labels-idx1-ubyte"),
+                    &format!("{prefix}-labels.idx1-ubyte"),
+                ],
+            );
+            return found.map_or_else(|_| dir.display().to_string(), |p| p.display().to_string());
+        }
+        "cifar10" if train && plan.val_split == 0.0 => {
+            vec![format!("data_batch_{}.bin", index / 10_000 + 1)]
+        }
+        "cifar10" if train => (1..=5).map(|k| format!("data_batch_{k}.bin")).collect(),
+        "cifar10" => vec!["test_batch.bin".into()],
+        "cifar100" if train => vec!["train.bin".into()],
+        "cifar100" => vec!["test.bin".into()],
+        _ => return plan.data.clone(),
+    };
+    format!("{} in {}", names.join(", "), dir.display())
+}
+
 /// Iterations of the run: the plan's, or its epochs over `train_len` images.
 pub(crate) fn iterations(plan: &TrainPlan, train_len: usize) -> anyhow::Result<u64> {
     match plan.length {
@@ -151,11 +252,23 @@ pub(crate) fn policy(
         window: prt.window,
         threshold_pp: prt.threshold,
     };
-    if cfg.max_iterations() > iterations {
+    let Some(steps) = cfg.max_bits.checked_sub(cfg.start_bits) else {
         bail!(
-            "--prt: the test may take {} iterations ({} steps × --prt-iters-per-step {}), more than the run's {iterations}",
-            cfg.max_iterations(),
-            cfg.max_bits.saturating_sub(cfg.start_bits) + 1,
+            "--prt-start-bits {}: above the top of --bits ({})",
+            cfg.start_bits,
+            cfg.max_bits
+        );
+    };
+    let steps = u64::from(steps) + 1;
+    let test = steps.checked_mul(cfg.iters_per_step).with_context(|| {
+        format!(
+            "--prt-iters-per-step {}: {steps} steps of it overflow",
+            cfg.iters_per_step
+        )
+    })?;
+    if test > iterations {
+        bail!(
+            "--prt: the test may take {test} iterations ({steps} steps × --prt-iters-per-step {}), more than the run's {iterations}",
             cfg.iters_per_step
         );
     }
@@ -180,7 +293,11 @@ pub(crate) fn config(args: &TrainPlan, iterations: u64, fw: BitRange, bw: BitRan
         },
         // The CIFAR recipe's drops at 32 000 and 48 000 of 64 000 iterations, scaled to the run.
         LrArg::Paper => LrSchedule::MultiStep {
-            milestones: vec![deficit + after / 2, deficit + after * 3 / 4],
+            // ⌊3·after/4⌋ without overflowing 3·after.
+            milestones: vec![
+                deficit + after / 2,
+                deficit + after / 4 * 3 + after % 4 * 3 / 4,
+            ],
             gamma: 0.1,
         },
     };
