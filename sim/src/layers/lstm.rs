@@ -3,14 +3,12 @@
 //! through the `T` steps it was given: truncated BPTT is the caller cutting the stream into
 //! `bptt`-long windows (`data::text::Streams`), each starting from a zero state.
 
-use ndarray::{s, Array2, Axis, Ix2, Ix3};
+use ndarray::{s, Array2, Axis, Ix3};
+
+use super::cell::{matrix, sigmoid};
 
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
-
-fn sigmoid(v: f32) -> f32 {
-    1.0 / (1.0 + (-v).exp())
-}
 
 /// What backward needs of one step.
 struct StepCache {
@@ -33,19 +31,6 @@ pub struct Lstm {
     cache: Option<(Vec<usize>, Vec<StepCache>)>,
 }
 
-fn two_d(name: &str, t: &Tensor, rows: usize, cols: usize, what: &str) -> Result<Array2<f32>> {
-    t.clone()
-        .into_dimensionality::<Ix2>()
-        .ok()
-        .filter(|a| a.dim() == (rows, cols))
-        .ok_or_else(|| {
-            SimError::shape(
-                name,
-                format!("{what} {:?} must be [{rows}, {cols}]", t.shape()),
-            )
-        })
-}
-
 impl Lstm {
     /// An LSTM with `w` `[4H, I]`, `r` `[4H, H]` and biases `[4H]`.
     pub fn new(name: &str, w: Tensor, r: Tensor, bw: Tensor, br: Tensor) -> Result<Self> {
@@ -54,8 +39,8 @@ impl Lstm {
         if h == 0 || i == 0 {
             return Err(SimError::shape(name, "empty weights"));
         }
-        two_d(name, &w, 4 * h, i, "W")?;
-        two_d(name, &r, 4 * h, h, "R")?;
+        matrix(name, &w, 4 * h, i, "W")?;
+        matrix(name, &r, 4 * h, h, "R")?;
         for (b, what) in [(&bw, "input bias"), (&br, "recurrent bias")] {
             if b.shape() != [4 * h] {
                 return Err(SimError::shape(
@@ -78,8 +63,8 @@ impl Lstm {
     fn weights(&self) -> Result<(Array2<f32>, Array2<f32>, ndarray::Array1<f32>)> {
         let h = self.hidden;
         let i = self.w.value.shape()[1];
-        let w = two_d(&self.name, &self.w.value, 4 * h, i, "W")?;
-        let r = two_d(&self.name, &self.r.value, 4 * h, h, "R")?;
+        let w = matrix(&self.name, &self.w.value, 4 * h, i, "W")?;
+        let r = matrix(&self.name, &self.r.value, 4 * h, h, "R")?;
         let b = (&self.bw.value + &self.br.value)
             .into_dimensionality::<ndarray::Ix1>()
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;

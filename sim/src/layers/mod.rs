@@ -8,10 +8,12 @@
 pub mod activation;
 pub mod add;
 pub mod batchnorm;
+mod cell;
 pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod flatten;
+pub mod gru;
 pub mod lastaxis;
 pub mod linear;
 pub mod loss;
