@@ -54,10 +54,29 @@ impl std::fmt::Display for Stopped {
 
 impl std::error::Error for Stopped {}
 
+/// The one-line message of `e`: its causes joined by ": ", each said once — a cause whose text
+/// already ends its parent's (an error that both prints and chains its source) is skipped.
+pub fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut parent = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.is_empty() && parent.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+        parent = text;
+    }
+    out
+}
+
 /// `e` with its message rewritten by `relabel` (e.g. a staging path replaced by the user's
 /// target), keeping the exit code it maps to; `e` itself when the message does not change.
 pub fn relabel(e: anyhow::Error, relabel: impl Fn(&str) -> String) -> anyhow::Error {
-    let text = format!("{e:#}");
+    let text = message(&e);
     let message = relabel(&text);
     if message == text {
         return e;
@@ -121,6 +140,21 @@ fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_is_said_once_and_relabelling_keeps_the_code() {
+        let io = SimError::Io {
+            path: "x.npy".into(),
+            source: std::io::Error::new(ErrorKind::NotFound, "gone"),
+        };
+        let e = anyhow::Error::from(io).context("--input");
+        assert_eq!(message(&e), "--input: x.npy: gone");
+        let e = relabel(e, |t| t.replace("x.npy", "y.npy"));
+        assert_eq!(
+            (message(&e), classify(&e)),
+            ("--input: y.npy: gone".into(), Exit::Usage)
+        );
+    }
 
     #[test]
     fn causes_map_to_their_codes() {

@@ -79,7 +79,7 @@ fn main() -> ExitCode {
         Err(e) => {
             let exit = exit::classify(&e);
             if exit != exit::Exit::Ok {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {}", exit::message(&e));
             }
             exit.code()
         }

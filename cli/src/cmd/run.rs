@@ -146,15 +146,11 @@ pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut staged = Staged::new();
     let (trace_target, report_target) = (args.save_trace.clone(), args.report.clone());
     if let Some(path) = &trace_target {
-        let staging = staged
-            .file(path)
-            .with_context(|| format!("--save-trace {}", path.display()))?;
+        let staging = staged.file(path).context("--save-trace")?;
         args.save_trace = Some(staging);
     }
     if let Some(dir) = &report_target {
-        let staging = staged
-            .dir(dir, &[])
-            .with_context(|| format!("--report {}", dir.display()))?;
+        let staging = staged.dir(dir, &[]).context("--report")?;
         args.report = Some(staging);
     }
     let unstage = |e| crate::exit::relabel(e, |t| staged.unstage(t));

@@ -97,6 +97,12 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let (plan, resume) = match args.resume.clone() {
         Some(dir) => {
             let path = dir.join(CHECKPOINT);
+            if !path.is_file() {
+                bail!(
+                    "--resume {}: no {CHECKPOINT} in it (a directory that `train --out` wrote?)",
+                    dir.display()
+                );
+            }
             let ck = checkpoint::load(&path).context("--resume")?;
             let saved = saved_plan(&path, &ck.header.settings)?;
             conflicts::check(&args, &saved.plan, &path)?;
@@ -112,11 +118,9 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     // failing or interrupted run leaves those outputs as they were.
     let mut staged = Staged::new();
     let work = match &inv.out {
-        Some(dir) if resume_dir.as_ref() != Some(dir) && output::has_outputs(dir) => Some(
-            staged
-                .dir(dir, &output::FILES)
-                .with_context(|| format!("--out {}", dir.display()))?,
-        ),
+        Some(dir) if resume_dir.as_ref() != Some(dir) && output::has_outputs(dir) => {
+            Some(staged.dir(dir, &output::FILES).context("--out")?)
+        }
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("--out {}", dir.display()))?;
             Some(dir.clone())

@@ -121,16 +121,17 @@ fn data_classes(spec: &str) -> Option<usize> {
 pub(crate) fn load_model(plan: &TrainPlan) -> anyhow::Result<Graph> {
     let spec = plan.model.as_str();
     let batch = plan.batch.max(1);
+    // The input's size is the batch's too: an oversized batch is reported by the model loader.
+    let context = || format!("--model {spec} at --batch {batch}");
     let Some(classes) = plan.classes.or_else(|| data_classes(&plan.data)) else {
-        return cptsim_models::load_graph(spec, batch).with_context(|| format!("--model {spec}"));
+        return cptsim_models::load_graph(spec, batch).with_context(context);
     };
     let fit = HeadFit {
         classes,
         reinit: plan.reinit_head,
         seed: plan.seed,
     };
-    let (graph, replaced) =
-        load_graph_for(spec, batch, fit).with_context(|| format!("--model {spec}"))?;
+    let (graph, replaced) = load_graph_for(spec, batch, fit).with_context(context)?;
     if let Some(had) = replaced {
         eprintln!(
             "note: --reinit-head: replaced the {had}-output head of {spec} by a {classes}-output \
