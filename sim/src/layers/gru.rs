@@ -4,16 +4,14 @@
 //! `h̃ = tanh(W_h x + Wb_h + R_h (r ⊙ h) + Rb_h)`; then `h' = (1 − z) ⊙ h̃ + z ⊙ h`. Backward is
 //! backpropagation through the steps it was given, as for [`super::lstm::Lstm`].
 
-use ndarray::{concatenate, s, Array1, Array2, Axis, Ix3};
+use ndarray::{concatenate, s, Array2, Array3, Axis, Ix3};
 
-use super::cell::{matrix, sigmoid, vector};
-
+use super::cell::{sigmoid, CellWeights};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 
 /// What backward needs of one step.
 struct StepCache {
-    x: Array2<f32>,
     h_prev: Array2<f32>,
     z: Array2<f32>,
     r: Array2<f32>,
@@ -25,13 +23,10 @@ struct StepCache {
 /// The GRU layer.
 pub struct Gru {
     name: String,
-    hidden: usize,
+    cell: CellWeights,
     linear_before_reset: bool,
-    w: Param,
-    r: Param,
-    bw: Param,
-    br: Param,
-    cache: Option<(Vec<usize>, Vec<StepCache>)>,
+    /// Training pass: the input `[T, B, I]` and each step's state.
+    cache: Option<(Array3<f32>, Vec<StepCache>)>,
 }
 
 impl Gru {
@@ -44,37 +39,12 @@ impl Gru {
         br: Tensor,
         linear_before_reset: bool,
     ) -> Result<Self> {
-        let h = r.shape().get(1).copied().unwrap_or(0);
-        let i = w.shape().get(1).copied().unwrap_or(0);
-        if h == 0 || i == 0 {
-            return Err(SimError::shape(name, "empty weights"));
-        }
-        matrix(name, &w, 3 * h, i, "W")?;
-        matrix(name, &r, 3 * h, h, "R")?;
-        vector(name, &bw, 3 * h, "input bias")?;
-        vector(name, &br, 3 * h, "recurrent bias")?;
         Ok(Self {
             name: name.to_string(),
-            hidden: h,
+            cell: CellWeights::new(name, 3, w, r, bw, br)?,
             linear_before_reset,
-            w: Param::new("W", w, true),
-            r: Param::new("R", r, true),
-            bw: Param::new("Wb", bw, false),
-            br: Param::new("Rb", br, false),
             cache: None,
         })
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn weights(&self) -> Result<(Array2<f32>, Array2<f32>, Array1<f32>, Array1<f32>)> {
-        let (h, n) = (self.hidden, &self.name);
-        let i = self.w.value.shape()[1];
-        Ok((
-            matrix(n, &self.w.value, 3 * h, i, "W")?,
-            matrix(n, &self.r.value, 3 * h, h, "R")?,
-            vector(n, &self.bw.value, 3 * h, "input bias")?,
-            vector(n, &self.br.value, 3 * h, "recurrent bias")?,
-        ))
     }
 }
 
@@ -84,29 +54,18 @@ impl Layer for Gru {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let (w, r, bw, br) = self.weights()?;
-        let x = x.clone().into_dimensionality::<Ix3>().map_err(|_| {
-            SimError::shape(
-                &self.name,
-                format!("input {:?} must be [T, B, I]", x.shape()),
-            )
-        })?;
-        let (t_len, batch, i) = x.dim();
-        if i != w.ncols() {
-            return Err(SimError::shape(
-                &self.name,
-                format!("input features {i}, but W takes {}", w.ncols()),
-            ));
-        }
-        let hd = self.hidden;
+        let x = self
+            .cell
+            .input(&self.name, expect_inputs(&self.name, inputs, 1)?[0])?;
+        let (w, r, bw, br) = self.cell.views(&self.name)?;
+        let (t_len, batch, _) = x.dim();
+        let hd = self.cell.hidden;
         let (rzr, rh) = (r.slice(s![0..2 * hd, ..]), r.slice(s![2 * hd.., ..]));
         let mut h = Array2::<f32>::zeros((batch, hd));
-        let mut y = ndarray::Array3::<f32>::zeros((t_len, batch, hd));
-        let mut steps = Vec::with_capacity(t_len);
+        let mut y = Array3::<f32>::zeros((t_len, batch, hd));
+        let mut steps = Vec::with_capacity(if mode == Mode::Train { t_len } else { 0 });
         for t in 0..t_len {
-            let xt = x.index_axis(Axis(0), t).to_owned();
-            let xw = xt.dot(&w.t()) + &bw;
+            let xw = x.index_axis(Axis(0), t).dot(&w.t()) + bw;
             let zr = (&xw.slice(s![.., 0..2 * hd]) + &h.dot(&rzr.t()) + br.slice(s![0..2 * hd]))
                 .mapv(sigmoid);
             let (z, rg) = (
@@ -127,7 +86,6 @@ impl Layer for Gru {
             y.index_axis_mut(Axis(0), t).assign(&h_new);
             if mode == Mode::Train {
                 steps.push(StepCache {
-                    x: xt,
                     h_prev: h.clone(),
                     z,
                     r: rg,
@@ -137,25 +95,21 @@ impl Layer for Gru {
             }
             h = h_new;
         }
-        self.cache = (mode == Mode::Train).then_some((vec![t_len, batch, hd], steps));
+        self.cache = (mode == Mode::Train).then(|| (x.to_owned(), steps));
         Ok(y.into_dyn())
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let (w, r, _, _) = self.weights()?;
-        let (shape, steps) = cached(&self.name, &self.cache)?;
-        check_grad(&self.name, &grad_out, shape)?;
+        let (w, r, _, _) = self.cell.views(&self.name)?;
+        let (x, steps) = cached(&self.name, &self.cache)?;
+        let hd = self.cell.hidden;
+        let (t_len, batch, _) = x.dim();
+        check_grad(&self.name, &grad_out, &[t_len, batch, hd])?;
         let gy = grad_out
             .into_dimensionality::<Ix3>()
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        let hd = self.hidden;
-        let (batch, i) = (shape[1], w.ncols());
         let (rzr, rh) = (r.slice(s![0..2 * hd, ..]), r.slice(s![2 * hd.., ..]));
-        let mut dw = Array2::<f32>::zeros(w.dim());
-        let mut dr = Array2::<f32>::zeros(r.dim());
-        let mut dbw = Array1::<f32>::zeros(3 * hd);
-        let mut dbr = Array1::<f32>::zeros(3 * hd);
-        let mut dx = ndarray::Array3::<f32>::zeros((steps.len(), batch, i));
+        let (mut dw, mut dr, mut dbw, mut dbr, mut dx) = self.cell.zero_grads(t_len, batch);
         let mut dh_next = Array2::<f32>::zeros((batch, hd));
         for (t, st) in steps.iter().enumerate().rev() {
             let dh = &gy.index_axis(Axis(0), t) + &dh_next;
@@ -190,20 +144,17 @@ impl Layer for Gru {
                 .scaled_add(1.0, &dzr.sum_axis(Axis(0)));
             dh_prev += &dzr.dot(&rzr);
             let dxw = concatenate![Axis(1), dzr, dpre_n];
-            dw += &dxw.t().dot(&st.x);
+            dw += &dxw.t().dot(&x.index_axis(Axis(0), t));
             dbw += &dxw.sum_axis(Axis(0));
             dx.index_axis_mut(Axis(0), t).assign(&dxw.dot(&w));
             dh_next = dh_prev;
         }
-        self.w.grad = dw.into_dyn();
-        self.r.grad = dr.into_dyn();
-        self.bw.grad = dbw.into_dyn();
-        self.br.grad = dbr.into_dyn();
+        self.cell.set_grads(dw, dr, dbw, dbr);
         Ok(vec![dx.into_dyn()])
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
-        vec![&mut self.w, &mut self.r, &mut self.bw, &mut self.br]
+        self.cell.params_mut()
     }
 }
 

@@ -3,16 +3,14 @@
 //! through the `T` steps it was given: truncated BPTT is the caller cutting the stream into
 //! `bptt`-long windows (`data::text::Streams`), each starting from a zero state.
 
-use ndarray::{s, Array2, Axis, Ix3};
+use ndarray::{s, Array2, Array3, ArrayView2, Axis, Ix3};
 
-use super::cell::{matrix, sigmoid};
-
+use super::cell::{sigmoid, CellWeights};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 
 /// What backward needs of one step.
 struct StepCache {
-    x: Array2<f32>,
     h_prev: Array2<f32>,
     c_prev: Array2<f32>,
     /// Activated gates `[B, 4H]`: i, o, f, c̃.
@@ -23,52 +21,24 @@ struct StepCache {
 /// The LSTM layer.
 pub struct Lstm {
     name: String,
-    hidden: usize,
-    w: Param,
-    r: Param,
-    bw: Param,
-    br: Param,
-    cache: Option<(Vec<usize>, Vec<StepCache>)>,
+    cell: CellWeights,
+    /// Training pass: the input `[T, B, I]` and each step's state.
+    cache: Option<(Array3<f32>, Vec<StepCache>)>,
+}
+
+/// The four gate blocks `i, o, f, c̃` of `[B, 4H]` activations.
+fn split(g: &Array2<f32>, h: usize) -> [ArrayView2<'_, f32>; 4] {
+    [0, 1, 2, 3].map(|k| g.slice(s![.., k * h..(k + 1) * h]))
 }
 
 impl Lstm {
     /// An LSTM with `w` `[4H, I]`, `r` `[4H, H]` and biases `[4H]`.
     pub fn new(name: &str, w: Tensor, r: Tensor, bw: Tensor, br: Tensor) -> Result<Self> {
-        let h = r.shape().get(1).copied().unwrap_or(0);
-        let i = w.shape().get(1).copied().unwrap_or(0);
-        if h == 0 || i == 0 {
-            return Err(SimError::shape(name, "empty weights"));
-        }
-        matrix(name, &w, 4 * h, i, "W")?;
-        matrix(name, &r, 4 * h, h, "R")?;
-        for (b, what) in [(&bw, "input bias"), (&br, "recurrent bias")] {
-            if b.shape() != [4 * h] {
-                return Err(SimError::shape(
-                    name,
-                    format!("{what} {:?} must be [{}]", b.shape(), 4 * h),
-                ));
-            }
-        }
         Ok(Self {
             name: name.to_string(),
-            hidden: h,
-            w: Param::new("W", w, true),
-            r: Param::new("R", r, true),
-            bw: Param::new("Wb", bw, false),
-            br: Param::new("Rb", br, false),
+            cell: CellWeights::new(name, 4, w, r, bw, br)?,
             cache: None,
         })
-    }
-
-    fn weights(&self) -> Result<(Array2<f32>, Array2<f32>, ndarray::Array1<f32>)> {
-        let h = self.hidden;
-        let i = self.w.value.shape()[1];
-        let w = matrix(&self.name, &self.w.value, 4 * h, i, "W")?;
-        let r = matrix(&self.name, &self.r.value, 4 * h, h, "R")?;
-        let b = (&self.bw.value + &self.br.value)
-            .into_dimensionality::<ndarray::Ix1>()
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        Ok((w, r, b))
     }
 }
 
@@ -78,85 +48,60 @@ impl Layer for Lstm {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let (w, r, b) = self.weights()?;
-        let x = x.clone().into_dimensionality::<Ix3>().map_err(|_| {
-            SimError::shape(
-                &self.name,
-                format!("input {:?} must be [T, B, I]", x.shape()),
-            )
-        })?;
-        let (t_len, batch, i) = x.dim();
-        if i != w.ncols() {
-            return Err(SimError::shape(
-                &self.name,
-                format!("input features {i}, but W takes {}", w.ncols()),
-            ));
-        }
-        let hd = self.hidden;
+        let x = self
+            .cell
+            .input(&self.name, expect_inputs(&self.name, inputs, 1)?[0])?;
+        let (w, r, bw, br) = self.cell.views(&self.name)?;
+        let b = &bw + &br;
+        let (t_len, batch, _) = x.dim();
+        let hd = self.cell.hidden;
         let mut h = Array2::<f32>::zeros((batch, hd));
         let mut c = Array2::<f32>::zeros((batch, hd));
-        let mut y = ndarray::Array3::<f32>::zeros((t_len, batch, hd));
-        let mut steps = Vec::with_capacity(t_len);
+        let mut y = Array3::<f32>::zeros((t_len, batch, hd));
+        let mut steps = Vec::with_capacity(if mode == Mode::Train { t_len } else { 0 });
         for t in 0..t_len {
-            let xt = x.index_axis(Axis(0), t).to_owned();
-            let mut g = xt.dot(&w.t()) + h.dot(&r.t()) + &b;
+            let mut g = x.index_axis(Axis(0), t).dot(&w.t()) + h.dot(&r.t()) + &b;
             for mut row in g.rows_mut() {
                 for (k, v) in row.iter_mut().enumerate() {
                     *v = if k < 3 * hd { sigmoid(*v) } else { v.tanh() };
                 }
             }
-            let (gi, go, gf, gc) = (
-                g.slice(s![.., 0..hd]),
-                g.slice(s![.., hd..2 * hd]),
-                g.slice(s![.., 2 * hd..3 * hd]),
-                g.slice(s![.., 3 * hd..]),
-            );
+            let [gi, go, gf, gc] = split(&g, hd);
             let c_new = &gf * &c + &gi * &gc;
             let tanh_c = c_new.mapv(f32::tanh);
             let h_new = &go * &tanh_c;
             y.index_axis_mut(Axis(0), t).assign(&h_new);
             if mode == Mode::Train {
                 steps.push(StepCache {
-                    x: xt,
-                    h_prev: h.clone(),
-                    c_prev: c.clone(),
-                    gates: g.clone(),
+                    h_prev: h,
+                    c_prev: c,
+                    gates: g,
                     tanh_c,
                 });
             }
             (h, c) = (h_new, c_new);
         }
-        self.cache = (mode == Mode::Train).then_some((vec![t_len, batch, hd], steps));
+        self.cache = (mode == Mode::Train).then(|| (x.to_owned(), steps));
         Ok(y.into_dyn())
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let (w, r, _) = self.weights()?;
-        let (shape, steps) = cached(&self.name, &self.cache)?;
-        check_grad(&self.name, &grad_out, shape)?;
+        let (w, r, _, _) = self.cell.views(&self.name)?;
+        let (x, steps) = cached(&self.name, &self.cache)?;
+        let hd = self.cell.hidden;
+        let (t_len, batch, _) = x.dim();
+        check_grad(&self.name, &grad_out, &[t_len, batch, hd])?;
         let gy = grad_out
             .into_dimensionality::<Ix3>()
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        let hd = self.hidden;
-        let (batch, i) = (shape[1], w.ncols());
-        let mut dw = Array2::<f32>::zeros(w.dim());
-        let mut dr = Array2::<f32>::zeros(r.dim());
-        let mut db = ndarray::Array1::<f32>::zeros(4 * hd);
-        let mut dx = ndarray::Array3::<f32>::zeros((steps.len(), batch, i));
+        let (mut dw, mut dr, mut db, _, mut dx) = self.cell.zero_grads(t_len, batch);
         let mut dh_next = Array2::<f32>::zeros((batch, hd));
         let mut dc_next = Array2::<f32>::zeros((batch, hd));
+        let mut dg = Array2::<f32>::zeros((batch, 4 * hd));
         for (t, st) in steps.iter().enumerate().rev() {
-            let g = &st.gates;
-            let (gi, go, gf, gc) = (
-                g.slice(s![.., 0..hd]),
-                g.slice(s![.., hd..2 * hd]),
-                g.slice(s![.., 2 * hd..3 * hd]),
-                g.slice(s![.., 3 * hd..]),
-            );
+            let [gi, go, gf, gc] = split(&st.gates, hd);
             let dh = &gy.index_axis(Axis(0), t) + &dh_next;
             let dc = &dh * &go * &st.tanh_c.mapv(|v| 1.0 - v * v) + &dc_next;
-            let mut dg = Array2::<f32>::zeros((batch, 4 * hd));
             // pre-activation gradients: σ' = s(1 − s), tanh' = 1 − c̃²
             dg.slice_mut(s![.., 0..hd])
                 .assign(&(&dc * &gc * gi * &gi.mapv(|v| 1.0 - v)));
@@ -166,22 +111,20 @@ impl Layer for Lstm {
                 .assign(&(&dc * &st.c_prev * gf * &gf.mapv(|v| 1.0 - v)));
             dg.slice_mut(s![.., 3 * hd..])
                 .assign(&(&dc * &gi * &gc.mapv(|v| 1.0 - v * v)));
-            dw += &dg.t().dot(&st.x);
+            dw += &dg.t().dot(&x.index_axis(Axis(0), t));
             dr += &dg.t().dot(&st.h_prev);
             db += &dg.sum_axis(Axis(0));
             dx.index_axis_mut(Axis(0), t).assign(&dg.dot(&w));
             dh_next = dg.dot(&r);
             dc_next = &dc * &gf;
         }
-        self.w.grad = dw.into_dyn();
-        self.r.grad = dr.into_dyn();
-        self.bw.grad = db.clone().into_dyn();
-        self.br.grad = db.into_dyn();
+        // Wb and Rb enter as their sum: the same gradient
+        self.cell.set_grads(dw, dr, db.clone(), db);
         Ok(vec![dx.into_dyn()])
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
-        vec![&mut self.w, &mut self.r, &mut self.bw, &mut self.br]
+        self.cell.params_mut()
     }
 }
 
