@@ -27,9 +27,12 @@
 //! (ifmap and filter deliveries to PEs, psum hops between PEs; `array_pj_per_bit`), GLB accesses
 //! (ifmap fills and reads, psum reads and writes; `[energy]` `input_*`/`output_*`), DRAM.
 //!
-//! **Choice.** Fewest compute cycles (the array mapping), then least energy (the GLB blocking),
-//! then fewest total cycles: the array is mapped for throughput, as everywhere in cptsim, and the
-//! buffer use for energy, as Eyeriss's own mapper does.
+//! **Choice.** The least energy × delay (energy with the ALU and RF, delay in total cycles), then
+//! the fewest cycles. Eyeriss's own mapper optimises energy, the rest of cptsim cycles; either
+//! alone buys little at a high price on the Bit Fusion benchmarks (least energy: the 12×14 array
+//! 1.45× slower for 1 % less energy; fewest cycles: FC layers 0.5 % faster at 1.3× the energy,
+//! their partial sums going through the GLB every 4 channels), and the product needs no
+//! weighting constant.
 
 use crate::config::AccelConfig;
 use crate::gemm::OperandBits;
