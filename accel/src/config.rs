@@ -241,6 +241,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("stripes", include_str!("../configs/stripes.toml")),
     ("dadiannao", include_str!("../configs/dadiannao.toml")),
     ("eyeriss", include_str!("../configs/eyeriss.toml")),
+    (
+        "eyeriss-256pe",
+        include_str!("../configs/eyeriss-256pe.toml"),
+    ),
 ];
 
 /// The TOML text of a built-in name (`bitfusion` = `bitfusion-eyeriss-iso`).

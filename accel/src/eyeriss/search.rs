@@ -237,6 +237,28 @@ mod tests {
     }
 
     #[test]
+    fn on_16x16_pes_convs_take_the_bit_fusion_authors_eyeriss_cycles() {
+        // eyeriss-256pe: the authors' Eyeriss results list these compute cycles (batch 16)
+        let c = crate::config::load("eyeriss-256pe").unwrap();
+        let hw = RowStationary::of(&c);
+        let w = c.dram_bits_per_cycle();
+        for (p, cycles) in [
+            // SVHN conv2, conv5; LeNet-5 conv1; CIFAR-10 conv3
+            (ConvProblem::conv(16, 64, 128, 16, 3, 1, 1), 1_277_952),
+            (ConvProblem::conv(16, 256, 256, 8, 3, 1, 1), 2_555_904),
+            (ConvProblem::conv(16, 32, 64, 16, 5, 1, 2), 901_120),
+            (ConvProblem::conv(16, 256, 256, 16, 3, 1, 1), 10_223_616),
+        ] {
+            let got = hw.map(&p, B16, w, &c.energy).unwrap();
+            assert_eq!(
+                got.timing.compute_cycles, cycles,
+                "{p:?}: {:?}",
+                got.mapping
+            );
+        }
+    }
+
+    #[test]
     fn the_chosen_mapping_fits_and_is_no_slower_than_alexnet_conv1_by_hand() {
         let (hw, en, w) = chip();
         let p = ConvProblem::conv(16, 3, 48, 227, 11, 4, 0);
