@@ -741,19 +741,20 @@ mod tests {
         assert!(e.contains("`dram`") && e.contains("bits per cycle"), "{e}");
     }
 
-    #[test]
-    fn every_energy_constant_names_its_source_or_says_assumption() {
+    /// Asserts that every key line of `section` in every built-in carries its source or the
+    /// word assumption (on the line or in the comment lines just above it).
+    fn every_constant_in_names_its_source(section: &str) {
         for (name, text) in BUILTINS {
             let mut comments = String::new();
-            let mut in_energy = false;
+            let mut inside = false;
             for line in text.lines() {
                 let t = line.trim();
                 if t.starts_with('[') {
-                    in_energy = t == "[energy]";
+                    inside = t == section;
                     comments.clear();
                 } else if t.starts_with('#') {
                     comments.push_str(t);
-                } else if in_energy && t.contains('=') {
+                } else if inside && t.contains('=') {
                     let said = format!("{comments} {t}").to_lowercase();
                     assert!(
                         said.contains("source") || said.contains("assumption"),
@@ -764,6 +765,11 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_energy_constant_names_its_source_or_says_assumption() {
+        every_constant_in_names_its_source("[energy]");
     }
 
     #[test]
@@ -839,27 +845,7 @@ mod tests {
 
     #[test]
     fn every_row_stationary_constant_names_its_source_or_says_assumption() {
-        for (name, text) in BUILTINS {
-            let mut comments = String::new();
-            let mut inside = false;
-            for line in text.lines() {
-                let t = line.trim();
-                if t.starts_with('[') {
-                    inside = t == "[row_stationary]";
-                    comments.clear();
-                } else if t.starts_with('#') {
-                    comments.push_str(t);
-                } else if inside && t.contains('=') {
-                    let said = format!("{comments} {t}").to_lowercase();
-                    assert!(
-                        said.contains("source") || said.contains("assumption"),
-                        "{name}: `{t}` has neither a source nor the word assumption"
-                    );
-                } else if t.is_empty() {
-                    comments.clear();
-                }
-            }
-        }
+        every_constant_in_names_its_source("[row_stationary]");
     }
 
     #[test]

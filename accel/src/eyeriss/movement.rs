@@ -155,14 +155,12 @@ mod tests {
         Shape::new(p, B8, &hw).unwrap()
     }
 
-    #[test]
-    fn a_small_conv_by_hand() {
-        // 2 images, 8 → 16 channels, 3×3 pad 1 on 8×8 → 8×8; 8-bit operands move as 16-bit
-        // words. Mapping: one 3×4 set (e = 4, 2 strips), r = 2 channel sets stacked, t = 2
-        // copies, q = 4 channels and p = 4 filters per PE; n = 1, m = 8 filters per block, both
-        // strips in one block.
-        let p = ConvProblem::conv(2, 8, 16, 8, 3, 1, 1);
-        let s = shape(&p);
+    /// 2 images, 8 → 16 channels, 3×3 pad 1 on 8×8 → 8×8; 8-bit operands move as 16-bit
+    /// words. Mapping: one 3×4 set (e = 4, 2 strips), r = 2 channel sets stacked, t = 2
+    /// copies, q = 4 channels and p = 4 filters per PE; n = 1, m = 8 filters per block, both
+    /// strips in one block.
+    fn small_conv() -> (Shape, RsMapping) {
+        let s = shape(&ConvProblem::conv(2, 8, 16, 8, 3, 1, 1));
         let mp = RsMapping {
             e: 4,
             r: 2,
@@ -173,6 +171,12 @@ mod tests {
             m: 8,
             sr: 2,
         };
+        (s, mp)
+    }
+
+    #[test]
+    fn a_small_conv_by_hand() {
+        let (s, mp) = small_conv();
         let mv = movement(&s, &mp);
         // DRAM ifmap: the padded 10×10 input of 2 images × 8 channels, read once per filter
         // block (16/8 = 2): 2·1600 words = 3 200 words = 6 400 bytes
@@ -205,19 +209,15 @@ mod tests {
 
     #[test]
     fn strips_in_separate_blocks_refetch_halo_and_filters() {
-        // the same layer with one strip per block: each strip reads its 6 input rows (the two
-        // halo rows twice), and the filters come once per strip block
-        let p = ConvProblem::conv(2, 8, 16, 8, 3, 1, 1);
-        let s = shape(&p);
+        // the same layer with one strip per block, 2 images and all 16 filters per block: each
+        // strip reads its 6 input rows (the two halo rows twice), once; the filters come once
+        // per strip block
+        let (s, small) = small_conv();
         let mp = RsMapping {
-            e: 4,
-            r: 2,
-            t: 2,
-            q: 4,
-            p: 4,
             n: 2,
             m: 16,
             sr: 1,
+            ..small
         };
         let mv = movement(&s, &mp);
         assert_eq!(mv.dram.input, 2 * 8 * 12 * 10 * 16);

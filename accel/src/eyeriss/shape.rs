@@ -99,36 +99,31 @@ impl Shape {
 mod tests {
     use super::*;
 
-    fn chip() -> RowStationary {
-        RowStationary::of(&crate::config::load("eyeriss").unwrap())
+    /// The shape of `p` at `a`/`w` bits on the Eyeriss chip.
+    fn on_chip(p: &ConvProblem, a: u32, w: u32) -> Shape {
+        let hw = RowStationary::of(&crate::config::load("eyeriss").unwrap());
+        let bits = OperandBits {
+            stream: a,
+            stationary: w,
+        };
+        Shape::new(p, bits, &hw).unwrap()
     }
 
     #[test]
     fn spans_follow_the_windows() {
         // 3×3 stride 1 on 8×8 → 8×8 (pad 1): 4 output rows touch 6 input rows, a row 10 columns
-        let p = ConvProblem::conv(2, 4, 8, 8, 3, 1, 1);
-        let b = OperandBits {
-            stream: 8,
-            stationary: 8,
-        };
-        let s = Shape::new(&p, b, &chip()).unwrap();
+        let s = on_chip(&ConvProblem::conv(2, 4, 8, 8, 3, 1, 1), 8, 8);
         assert_eq!((s.rowspan(4, 3), s.colspan(3), s.rowspan(0, 3)), (6, 10, 0));
         assert_eq!((s.b_in, s.b_w, s.b_out, s.passes), (16, 16, 16, 1));
         // 1×1 stride 2: every other row is skipped
-        let q = ConvProblem::conv(1, 4, 4, 8, 1, 2, 0);
-        let t = Shape::new(&q, b, &chip()).unwrap();
+        let t = on_chip(&ConvProblem::conv(1, 4, 4, 8, 1, 2, 0), 8, 8);
         assert_eq!((t.rowspan(4, 1), t.colspan(1)), (4, 4));
     }
 
     #[test]
     fn filters_wider_than_the_array_or_spad_fold() {
         // 13 filter rows on 12 PE rows: 2 folds of 7; 13 columns on a 12-word ifmap spad: 2 of 7
-        let p = ConvProblem::conv(1, 1, 1, 32, 13, 1, 0);
-        let b = OperandBits {
-            stream: 32,
-            stationary: 16,
-        };
-        let s = Shape::new(&p, b, &chip()).unwrap();
+        let s = on_chip(&ConvProblem::conv(1, 1, 1, 32, 13, 1, 0), 32, 16);
         assert_eq!((s.fr, s.rr, s.fs, s.ss), (2, 7, 2, 7));
         assert_eq!((s.b_in, s.b_out, s.passes), (32, 32, 2));
     }
