@@ -5,15 +5,15 @@ use cptsim_models::summary::{LayerInfo, LayerRole};
 use cptsim_traces::row::Bits;
 
 use crate::bitfusion::BitFusionLaw;
-use crate::config::{self, AccelConfig, ConfigError, DepthwiseMapping, EnergyConstants, Engine};
+use crate::config::{self, AccelConfig, ConfigError, DepthwiseMapping, Engine};
 pub use crate::cost::{CostError, GemmCost, GemmSummary};
 use crate::depthwise::channel_lanes_cost;
 use crate::dram::{transfer_cycles, Timing};
 use crate::energy::{energy_of, EnergySplit};
-use crate::eyeriss::EyerissLaw;
+use crate::eyeriss::RowStationary;
 use crate::gemm::{training_gemm, ConvProblem, GemmKind, OperandBits};
 use crate::stripes::StripesLaw;
-use crate::tiling::{search, ArrayLaw, BufferBits, SearchSpace};
+use crate::tiling::{search, ArrayLaw, BufferBits, Mapping, SearchSpace};
 use crate::zc706::{pass_bits, SystolicLaw};
 
 /// Widest operand any model accepts, even with the multi-pass extension.
@@ -24,7 +24,7 @@ pub const MAX_BITS: u32 = 32;
 enum Law {
     BitFusion(BitFusionLaw),
     Stripes(StripesLaw),
-    Eyeriss(EyerissLaw),
+    Eyeriss(RowStationary),
     Systolic(SystolicLaw),
 }
 
@@ -41,7 +41,7 @@ impl Accelerator {
         let (rows, cols) = (config.array.rows, config.array.cols);
         let law = match (config.engine, &config.zc706) {
             (Engine::BitFusion, _) => Law::BitFusion(BitFusionLaw { n: rows, m: cols }),
-            (Engine::Eyeriss, _) => Law::Eyeriss(EyerissLaw { rows, cols }),
+            (Engine::Eyeriss, _) => Law::Eyeriss(RowStationary::of(&config)),
             (Engine::Stripes | Engine::DaDianNao, _) => Law::Stripes(StripesLaw {
                 input_lanes: rows,
                 filter_lanes: cols,
@@ -73,15 +73,6 @@ impl Accelerator {
         &self.config.name
     }
 
-    fn law(&self) -> &dyn ArrayLaw {
-        match &self.law {
-            Law::BitFusion(l) => l,
-            Law::Stripes(l) => l,
-            Law::Eyeriss(l) => l,
-            Law::Systolic(l) => l,
-        }
-    }
-
     /// Seconds for `cycles` cycles.
     pub fn seconds(&self, cycles: u64) -> f64 {
         cycles as f64 * self.config.cycle_s()
@@ -94,6 +85,19 @@ impl Accelerator {
         match self.law {
             Law::Eyeriss(_) => crate::eyeriss::stored_bits(bits),
             _ => bits,
+        }
+    }
+
+    /// DRAM bits no mapping of `problem` at `bits` avoids on this accelerator: every operand
+    /// once at the width the design stores it, every output once at the width it writes
+    /// (Eyeriss: 16-bit words throughout; the others: the operand bits and 32-bit outputs).
+    pub fn compulsory_bits(&self, problem: &ConvProblem, bits: OperandBits) -> u64 {
+        match self.law {
+            Law::Eyeriss(_) => problem.compulsory_bits_at(
+                self.mapped_bits(bits),
+                u64::from(crate::eyeriss::output_bits(bits)),
+            ),
+            _ => problem.compulsory_bits(bits),
         }
     }
 
@@ -168,21 +172,7 @@ impl Accelerator {
             Law::Stripes(_) => crate::stripes::space_to_depth(problem),
             _ => *problem,
         };
-        let kib = 8 * 1024;
-        let b = &self.config.buffers;
-        let constants = &self.config.energy;
-        let energy = |t: &Timing, d: &_, s: &_| energy_of(constants, t, d, s).total_j();
-        let space = SearchSpace {
-            law: self.law(),
-            buffers: BufferBits {
-                input: b.input_kib * kib,
-                weight: b.weight_kib * kib,
-                output: b.output_kib * kib,
-            },
-            dram_bits_per_cycle: self.config.dram_bits_per_cycle(),
-            energy: &energy,
-        };
-        let serial = Self::grouped_cost(&problem, bits, &space, constants)?;
+        let serial = self.grouped_cost(&problem, bits)?;
         if problem.groups <= 1 {
             return Ok(serial);
         }
@@ -199,22 +189,20 @@ impl Accelerator {
             },
             ..problem
         };
-        match Self::grouped_cost(&dense, bits, &space, constants) {
+        match self.grouped_cost(&dense, bits) {
             Ok(d) if d.timing.total_cycles < serial.timing.total_cycles => Ok(d),
             _ => Ok(serial),
         }
     }
 
-    /// Cost of `problem` with its groups run back to back, each with the same tiling.
+    /// Cost of `problem` with its groups run back to back, each with the same mapping.
     fn grouped_cost(
+        &self,
         problem: &ConvProblem,
         bits: OperandBits,
-        space: &SearchSpace,
-        constants: &EnergyConstants,
     ) -> Result<GemmCost, CostError> {
-        let mapping = search(problem, bits, space)?;
+        let (mapping, one) = self.map_group(problem, bits)?;
         let g = problem.groups.max(1);
-        let one = energy_of(constants, &mapping.timing, &mapping.dram, &mapping.sram);
         let mut total = EnergySplit::default();
         total.add_scaled(&one, g as f64);
         Ok(GemmCost {
@@ -225,6 +213,42 @@ impl Accelerator {
             mapping,
             groups: g,
         })
+    }
+
+    /// The mapping of one group of `problem` and its energy (without the per-MAC energy):
+    /// Eyeriss's row-stationary model, or the shared tiling search with this law.
+    fn map_group(
+        &self,
+        problem: &ConvProblem,
+        bits: OperandBits,
+    ) -> Result<(Mapping, EnergySplit), CostError> {
+        let constants = &self.config.energy;
+        let per_cycle = self.config.dram_bits_per_cycle();
+        let law: &dyn ArrayLaw = match &self.law {
+            Law::Eyeriss(rs) => {
+                let c = rs.map(problem, bits, per_cycle, constants)?;
+                return Ok((c.as_tiling(problem), c.energy));
+            }
+            Law::BitFusion(l) => l,
+            Law::Stripes(l) => l,
+            Law::Systolic(l) => l,
+        };
+        let kib = 8 * 1024;
+        let b = self.config.buffers();
+        let energy = |t: &Timing, d: &_, s: &_| energy_of(constants, t, d, s).total_j();
+        let space = SearchSpace {
+            law,
+            buffers: BufferBits {
+                input: b.input_kib * kib,
+                weight: b.weight_kib * kib,
+                output: b.output_kib * kib,
+            },
+            dram_bits_per_cycle: per_cycle,
+            energy: &energy,
+        };
+        let mapping = search(problem, bits, &space)?;
+        let e = energy_of(constants, &mapping.timing, &mapping.dram, &mapping.sram);
+        Ok((mapping, e))
     }
 
     /// The problem, operand bits and first-layer flag of `gemm` of `layer` for one iteration of

@@ -119,6 +119,26 @@ pub enum DepthwiseMapping {
     ChannelLanes,
 }
 
+/// Storage and network of a row-stationary (Eyeriss) array: the global buffer that holds ifmap
+/// rows and partial sums, the three scratchpads of every PE, and the energy of a word crossing the
+/// PE array's network (`src/eyeriss.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowStationaryParams {
+    /// Global buffer, KiB (ifmaps and partial sums; filters bypass it).
+    pub glb_kib: u64,
+    /// Banks the global buffer is allocated in, each to ifmaps or to partial sums.
+    pub glb_banks: u64,
+    /// Ifmap scratchpad of a PE, 16-bit words (bounds q·S).
+    pub ifmap_spad_words: u64,
+    /// Filter scratchpad of a PE, 16-bit words (bounds p·q·S).
+    pub filter_spad_words: u64,
+    /// Partial-sum scratchpad of a PE, 16-bit words (bounds p).
+    pub psum_spad_words: u64,
+    /// Energy of one bit delivered to a PE or passed between PEs over the array's network, pJ.
+    pub array_pj_per_bit: f64,
+}
+
 /// Parameters of the ZC706 engines.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,13 +183,26 @@ pub struct AccelConfig {
     #[serde(default)]
     pub area_overhead: Option<f64>,
     pub array: ArrayShape,
-    pub buffers: Buffers,
+    /// Required for the tiled engines, rejected for `eyeriss` (its storage is
+    /// `[row_stationary]`); read it through [`AccelConfig::buffers`].
+    #[serde(default)]
+    pub buffers: Option<Buffers>,
     pub dram: Dram,
     pub energy: EnergyConstants,
     /// Required for the ZC706 engines, rejected for the others.
     #[serde(default)]
     pub zc706: Option<Zc706Params>,
+    /// Required for the `eyeriss` engine, rejected for the others.
+    #[serde(default)]
+    pub row_stationary: Option<RowStationaryParams>,
 }
+
+/// The buffers of a configuration without a `[buffers]` section: nothing fits them.
+const NO_BUFFERS: Buffers = Buffers {
+    input_kib: 0,
+    weight_kib: 0,
+    output_kib: 0,
+};
 
 /// A configuration that cannot be read or used.
 #[derive(Debug, thiserror::Error)]
@@ -208,6 +241,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("stripes", include_str!("../configs/stripes.toml")),
     ("dadiannao", include_str!("../configs/dadiannao.toml")),
     ("eyeriss", include_str!("../configs/eyeriss.toml")),
+    (
+        "eyeriss-256pe",
+        include_str!("../configs/eyeriss-256pe.toml"),
+    ),
 ];
 
 /// The TOML text of a built-in name (`bitfusion` = `bitfusion-eyeriss-iso`).
@@ -341,27 +378,77 @@ fn non_negative(key: &'static str, v: f64, max: f64) -> Check {
     }
 }
 
+/// Checks a `[row_stationary]` section.
+fn validate_row_stationary(p: &RowStationaryParams) -> Check {
+    count("row_stationary.glb_kib", p.glb_kib, ranges::BUFFER_KIB)?;
+    // at least one 16-bit word per bank
+    count(
+        "row_stationary.glb_banks",
+        p.glb_banks,
+        p.glb_kib.saturating_mul(512),
+    )?;
+    for (k, v) in [
+        ("row_stationary.ifmap_spad_words", p.ifmap_spad_words),
+        ("row_stationary.filter_spad_words", p.filter_spad_words),
+        ("row_stationary.psum_spad_words", p.psum_spad_words),
+    ] {
+        count(k, v, ranges::ARRAY_DIM)?;
+    }
+    non_negative(
+        "row_stationary.array_pj_per_bit",
+        p.array_pj_per_bit,
+        ranges::ENERGY_PJ,
+    )
+}
+
 impl AccelConfig {
     /// Checks every value; the error names the key and the reason.
     fn validate(&self) -> Check {
         in_range("clock_mhz", self.clock_mhz, ranges::CLOCK_MHZ)?;
         count("array.rows", self.array.rows, ranges::ARRAY_DIM)?;
         count("array.cols", self.array.cols, ranges::ARRAY_DIM)?;
-        count(
-            "buffers.input_kib",
-            self.buffers.input_kib,
-            ranges::BUFFER_KIB,
-        )?;
-        count(
-            "buffers.weight_kib",
-            self.buffers.weight_kib,
-            ranges::BUFFER_KIB,
-        )?;
-        count(
-            "buffers.output_kib",
-            self.buffers.output_kib,
-            ranges::BUFFER_KIB,
-        )?;
+        let rs = self.engine == Engine::Eyeriss;
+        match (&self.buffers, rs) {
+            (Some(b), false) => {
+                count("buffers.input_kib", b.input_kib, ranges::BUFFER_KIB)?;
+                count("buffers.weight_kib", b.weight_kib, ranges::BUFFER_KIB)?;
+                count("buffers.output_kib", b.output_kib, ranges::BUFFER_KIB)?;
+            }
+            (None, false) => {
+                return Err((
+                    "buffers",
+                    "this engine needs a [buffers] section (input_kib, weight_kib, output_kib)"
+                        .to_string(),
+                ))
+            }
+            (Some(_), true) => {
+                return Err((
+                    "buffers",
+                    "the eyeriss engine sizes its storage in [row_stationary] (global buffer and \
+                     scratchpads), not [buffers]"
+                        .to_string(),
+                ))
+            }
+            (None, true) => {}
+        }
+        match (&self.row_stationary, rs) {
+            (Some(p), true) => validate_row_stationary(p)?,
+            (None, true) => {
+                return Err((
+                    "row_stationary",
+                    "the eyeriss engine needs a [row_stationary] section (glb_kib, glb_banks, \
+                     ifmap_spad_words, filter_spad_words, psum_spad_words, array_pj_per_bit)"
+                        .to_string(),
+                ))
+            }
+            (Some(_), false) => {
+                return Err((
+                    "row_stationary",
+                    "only the eyeriss engine takes a [row_stationary] section".to_string(),
+                ))
+            }
+            (None, false) => {}
+        }
         match (self.dram.bits_per_cycle, self.dram.peak_gb_per_s) {
             (Some(b), None) => in_range("dram.bits_per_cycle", b, ranges::DRAM_BITS_PER_CYCLE)?,
             (None, Some(g)) => in_range("dram.peak_gb_per_s", g, ranges::DRAM_GB_PER_S)?,
@@ -453,14 +540,11 @@ impl AccelConfig {
             }
         }
         // In u128: a sum of buffer sizes must not wrap past the board's limit.
-        let on_chip = [
-            self.buffers.input_kib,
-            self.buffers.weight_kib,
-            self.buffers.output_kib,
-        ]
-        .iter()
-        .map(|&k| u128::from(k) * 8 * 1024)
-        .sum::<u128>();
+        let b = self.buffers();
+        let on_chip = [b.input_kib, b.weight_kib, b.output_kib]
+            .iter()
+            .map(|&k| u128::from(k) * 8 * 1024)
+            .sum::<u128>();
         if on_chip > u128::from(zc706_limits::BRAM_BITS) {
             return Err((
                 "buffers",
@@ -491,6 +575,12 @@ impl AccelConfig {
                 "ZC706 configs give the DDR peak in GB/s".to_string(),
             )),
         }
+    }
+
+    /// The tiled engines' buffers (`[buffers]`; all zero, so that no tile fits, for a
+    /// configuration without the section, which validation allows only for `eyeriss`).
+    pub fn buffers(&self) -> &Buffers {
+        self.buffers.as_ref().unwrap_or(&NO_BUFFERS)
     }
 
     /// Effective DRAM bits per accelerator cycle.
@@ -651,19 +741,20 @@ mod tests {
         assert!(e.contains("`dram`") && e.contains("bits per cycle"), "{e}");
     }
 
-    #[test]
-    fn every_energy_constant_names_its_source_or_says_assumption() {
+    /// Asserts that every key line of `section` in every built-in carries its source or the
+    /// word assumption (on the line or in the comment lines just above it).
+    fn every_constant_in_names_its_source(section: &str) {
         for (name, text) in BUILTINS {
             let mut comments = String::new();
-            let mut in_energy = false;
+            let mut inside = false;
             for line in text.lines() {
                 let t = line.trim();
                 if t.starts_with('[') {
-                    in_energy = t == "[energy]";
+                    inside = t == section;
                     comments.clear();
                 } else if t.starts_with('#') {
                     comments.push_str(t);
-                } else if in_energy && t.contains('=') {
+                } else if inside && t.contains('=') {
                     let said = format!("{comments} {t}").to_lowercase();
                     assert!(
                         said.contains("source") || said.contains("assumption"),
@@ -674,6 +765,87 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_energy_constant_names_its_source_or_says_assumption() {
+        every_constant_in_names_its_source("[energy]");
+    }
+
+    #[test]
+    fn a_row_stationary_config_names_the_key_it_lacks() {
+        let t = builtin_text("eyeriss").unwrap();
+        // the whole section
+        let start = t.find("[row_stationary]").unwrap();
+        let end = t.find("[dram]").unwrap();
+        let without = format!("{}{}", &t[..start], &t[end..]);
+        let e = parse(&without, "e.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("`row_stationary`") && e.contains("e.toml"),
+            "{e}"
+        );
+        // one key of it
+        let e = parse(&t.replacen("psum_spad_words = 24", "", 1), "e.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("psum_spad_words") && !e.contains('\n'), "{e}");
+        // values
+        for (from, to, key) in [
+            ("glb_kib = 108", "glb_kib = 0", "row_stationary.glb_kib"),
+            (
+                "glb_banks = 27",
+                "glb_banks = 0",
+                "row_stationary.glb_banks",
+            ),
+            (
+                "glb_banks = 27",
+                "glb_banks = 60000",
+                "row_stationary.glb_banks",
+            ),
+            (
+                "ifmap_spad_words = 12",
+                "ifmap_spad_words = 0",
+                "row_stationary.ifmap_spad_words",
+            ),
+            (
+                "array_pj_per_bit = 0.4",
+                "array_pj_per_bit = -1",
+                "row_stationary.array_pj_per_bit",
+            ),
+        ] {
+            let e = parse(&t.replacen(from, to, 1), "e.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("`{key}`")), "{to}: {e}");
+        }
+        // tiled buffers on eyeriss, the RS section on another engine, no buffers elsewhere
+        let e = parse(
+            &format!("{t}\n[buffers]\ninput_kib = 1\nweight_kib = 1\noutput_kib = 1\n"),
+            "e",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`buffers`") && e.contains("[row_stationary]"),
+            "{e}"
+        );
+        let section = &t[start..end];
+        let bf = builtin_text("bitfusion").unwrap();
+        let e = parse(&format!("{bf}\n{section}"), "b")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`row_stationary`"), "{e}");
+        let bs = bf.find("[buffers]").unwrap();
+        let be = bf.find("[dram]").unwrap();
+        let e = parse(&format!("{}{}", &bf[..bs], &bf[be..]), "b")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`buffers`"), "{e}");
+    }
+
+    #[test]
+    fn every_row_stationary_constant_names_its_source_or_says_assumption() {
+        every_constant_in_names_its_source("[row_stationary]");
     }
 
     #[test]

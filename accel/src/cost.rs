@@ -19,6 +19,9 @@ pub enum CostError {
     /// No tiling fits the buffers.
     #[error(transparent)]
     Tiling(#[from] TilingError),
+    /// No row-stationary mapping fits the array, its scratchpads and its global buffer.
+    #[error("no row-stationary mapping fits {0}")]
+    NoRowStationaryMapping(String),
     /// A depthwise conv on a configuration without a depthwise mapping.
     #[error("depthwise conv ({channels} channels): accelerator `{accel}` has no depthwise mapping; set key `depthwise` in its config (\"dense\", or \"channel-lanes\" on the zc706-* engines)")]
     NoDepthwise { channels: u64, accel: String },

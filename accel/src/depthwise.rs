@@ -58,16 +58,16 @@ pub fn channel_lanes_cost(
     } else {
         0
     };
-    let half_input = config.buffers.input_kib * 8 * 1024 / 2;
+    let half_input = config.buffers().input_kib * 8 * 1024 / 2;
     if line_bits > half_input {
         return Err(CostError::Tiling(TilingError::NoFit {
             input: line_bits,
             weight: 0,
             output: 0,
             buffers: crate::tiling::BufferBits {
-                input: config.buffers.input_kib * 8 * 1024,
-                weight: config.buffers.weight_kib * 8 * 1024,
-                output: config.buffers.output_kib * 8 * 1024,
+                input: config.buffers().input_kib * 8 * 1024,
+                weight: config.buffers().weight_kib * 8 * 1024,
+                output: config.buffers().output_kib * 8 * 1024,
             },
         }));
     }

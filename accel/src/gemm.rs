@@ -222,6 +222,12 @@ impl ConvProblem {
     /// the streamed bits, every weight once at the stationary bits, every output written once at
     /// 32 bits (all groups).
     pub fn compulsory_bits(&self, bits: OperandBits) -> u64 {
+        self.compulsory_bits_at(bits, PSUM_BITS)
+    }
+
+    /// [`Self::compulsory_bits`] with outputs written at `output_bits` (a design that stores
+    /// its outputs in narrower words, such as Eyeriss's 16-bit ofmaps).
+    pub fn compulsory_bits_at(&self, bits: OperandBits, output_bits: u64) -> u64 {
         let g = self.groups.max(1);
         let window = if self.im2col {
             self.pixels() * self.taps()
@@ -238,9 +244,9 @@ impl ConvProblem {
             * self.in_ch
             * self.taps()
             * u64::from(bits.stationary));
-        let output = self
-            .output_scale
-            .of(g * self.batch * self.out_ch * self.pixels() * PSUM_BITS);
+        let output =
+            self.output_scale
+                .of(g * self.batch * self.out_ch * self.pixels() * output_bits);
         input + weight + output
     }
 

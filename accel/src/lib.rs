@@ -1,10 +1,12 @@
 //! BitOPs accounting and cycle-level accelerator models (ZC706, Bit Fusion, Stripes, Eyeriss).
 //!
-//! Every model shares one analytic core: each training GEMM of a layer ([`gemm`]) is tiled against
-//! the on-chip buffers with a loop-order search ([`tiling`]), overlapped with DRAM traffic by a
-//! double-buffered roofline ([`dram`]) and priced by per-cycle and per-bit energy constants
-//! ([`energy`]). The accelerators differ only in their precision→throughput law ([`bitfusion`],
-//! [`stripes`], [`eyeriss`], [`zc706`] on top of [`systolic`]) and their TOML configuration ([`config`]).
+//! The tiled models share one analytic core: each training GEMM of a layer ([`gemm`]) is tiled
+//! against the on-chip buffers with a loop-order search ([`tiling`]), overlapped with DRAM traffic
+//! by a double-buffered roofline ([`dram`]) and priced by per-cycle and per-bit energy constants
+//! ([`energy`]); they differ in their precision→throughput law ([`bitfusion`], [`stripes`],
+//! [`zc706`] on top of [`systolic`]) and their TOML configuration ([`config`]). Eyeriss
+//! ([`eyeriss`]) has its own row-stationary mapping and data-movement model on the same roofline
+//! and energy constants.
 //! [`trace_cost`] costs whole precision traces, [`inference`] one forward pass, through a memo ([`cache`]); [`report`] writes CSVs.
 //! [`bitops`] counts the papers' BitOPs of a trace.
 

@@ -169,3 +169,48 @@ fn bad_flags_are_named() {
         assert!(err.contains(flag), "{err}");
     }
 }
+
+#[test]
+fn the_first_eyeriss_configuration_is_the_baseline() {
+    // the authors'-data option as baseline; the chip's 12×14 array is slower than its 16×16
+    let args = [
+        "infer",
+        "--model",
+        "zoo:bf-svhn",
+        "--batch",
+        "16",
+        "--accel",
+        "eyeriss-256pe,eyeriss,bitfusion",
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("against eyeriss-256pe:"),
+        "{}",
+        stdout(&out)
+    );
+    let v = json(&args[1..]);
+    let l = &v["models"][0]["accelerators"];
+    assert_eq!(l[0]["speedup_over_eyeriss"], 1.0);
+    assert!(l[1]["speedup_over_eyeriss"].as_f64().unwrap() < 1.0, "{v}");
+    assert!(l[2]["speedup_over_eyeriss"].as_f64().unwrap() > 1.0, "{v}");
+}
+
+#[test]
+fn an_eyeriss_config_without_its_row_stationary_section_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = stdout(&run(&["accel", "show", "eyeriss"]));
+    let path = dir.path().join("no-rs.toml");
+    std::fs::write(&path, text.replacen("filter_spad_words = 224", "", 1)).unwrap();
+    let out = run(&[
+        "infer",
+        "--model",
+        "zoo:bf-rnn",
+        "--accel",
+        &path.to_string_lossy(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_one_clear_line(&err);
+    assert!(err.contains("filter_spad_words"), "{err}");
+}

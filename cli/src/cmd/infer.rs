@@ -1,6 +1,7 @@
 //! `cptsim infer`: the inference (forward pass) of one or more models at per-layer bits on
 //! accelerators — per-image latency and energy, per layer with `--report`, and the geometric-mean
-//! speed-up and energy reduction over Eyeriss when `eyeriss` is among the accelerators.
+//! speed-up and energy reduction over Eyeriss when an Eyeriss configuration is among the
+//! accelerators (the first one is the baseline).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -52,14 +53,19 @@ struct Line {
     latency_s_per_image: f64,
     energy_j_per_image: f64,
     dram_bytes_per_image: f64,
-    /// Eyeriss's latency over this one's (with `eyeriss` among the accelerators).
+    /// The baseline Eyeriss's latency over this one's (with an Eyeriss configuration among the accelerators).
     speedup_over_eyeriss: Option<f64>,
     /// Eyeriss's energy over this one's.
     energy_reduction_over_eyeriss: Option<f64>,
 }
 
-/// The name `--accel eyeriss` loads, the baseline of the comparison.
-const BASELINE: &str = "eyeriss";
+/// The baseline of the comparison: the first accelerator with the Eyeriss engine (`eyeriss`,
+/// `eyeriss-256pe` or an edited copy).
+fn baseline(accels: &[Accelerator]) -> Option<usize> {
+    accels
+        .iter()
+        .position(|a| a.config.engine == cptsim_accel::config::Engine::Eyeriss)
+}
 
 /// Per-layer (activation, weight) bits of `model` (named `spec` on the command line).
 fn layer_bits(
@@ -163,7 +169,7 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             }
         }
     }
-    let base = accels.iter().position(|a| a.name() == BASELINE);
+    let base = baseline(&accels);
     let lines: Vec<(String, Vec<Line>)> = results
         .iter()
         .map(|(m, costs)| {
@@ -239,11 +245,12 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             )?;
         }
     }
-    if base.is_some() {
+    if let Some(b) = base {
         writeln!(
             out,
-            "geometric mean over {} model(s), against {BASELINE}:",
-            lines.len()
+            "geometric mean over {} model(s), against {}:",
+            lines.len(),
+            accels[b].name()
         )?;
         for (a, s, e) in &means {
             writeln!(
