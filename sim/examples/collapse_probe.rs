@@ -88,42 +88,43 @@ fn main() {
             .collect();
         let mut line = String::new();
         {
-            let mut hook = |v: usize, out: &cptsim_sim::layers::Tensor, _p: cptsim_sim::net::Pending<'_>| {
-                let name = &names[v - 1];
-                if show.contains(&name.as_str()) {
-                    let s = out.as_slice().unwrap();
-                    let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
-                    let mut pos = 0usize;
-                    let mut q = 0usize; // positive values that an 8-bit min/max grid rounds to the lowest level
-                    for &x in s {
-                        lo = lo.min(x);
-                        hi = hi.max(x);
-                        pos += usize::from(x > 0.0);
-                    }
-                    let step = (hi - lo) / 255.0;
-                    for &x in s {
-                        if x > 0.0 && (x - lo) / step < 0.5 {
-                            q += 1;
+            let mut hook =
+                |v: usize, out: &cptsim_sim::layers::Tensor, _p: cptsim_sim::net::Pending<'_>| {
+                    let name = &names[v - 1];
+                    if show.contains(&name.as_str()) {
+                        let s = out.as_slice().unwrap();
+                        let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+                        let mut pos = 0usize;
+                        let mut q = 0usize; // positive values that an 8-bit min/max grid rounds to the lowest level
+                        for &x in s {
+                            lo = lo.min(x);
+                            hi = hi.max(x);
+                            pos += usize::from(x > 0.0);
                         }
-                    }
-                    let mean = s.iter().map(|&x| x as f64).sum::<f64>() / s.len() as f64;
-                    // per-unit liveness: fraction of units (last axis) positive for some sample
-                    let c = *out.shape().last().unwrap();
-                    let mut alive = vec![false; c];
-                    for (i, &x) in s.iter().enumerate() {
-                        if x > 0.0 {
-                            alive[i % c] = true;
+                        let step = (hi - lo) / 255.0;
+                        for &x in s {
+                            if x > 0.0 && (x - lo) / step < 0.5 {
+                                q += 1;
+                            }
                         }
-                    }
-                    let live = alive.iter().filter(|&&b| b).count();
-                    line += &format!(
+                        let mean = s.iter().map(|&x| x as f64).sum::<f64>() / s.len() as f64;
+                        // per-unit liveness: fraction of units (last axis) positive for some sample
+                        let c = *out.shape().last().unwrap();
+                        let mut alive = vec![false; c];
+                        for (i, &x) in s.iter().enumerate() {
+                            if x > 0.0 {
+                                alive[i % c] = true;
+                            }
+                        }
+                        let live = alive.iter().filter(|&&b| b).count();
+                        line += &format!(
                         " | {name} [{lo:.2},{hi:.2}] m{mean:.3} pos{:.2} q0{:.2} live{live}/{c}",
                         pos as f64 / s.len() as f64,
                         q as f64 / pos.max(1) as f64
                     );
-                }
-                Ok(())
-            };
+                    }
+                    Ok(())
+                };
             tr.net
                 .graph
                 .forward_with(batch.images, Mode::Train, &mut hook)

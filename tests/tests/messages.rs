@@ -38,12 +38,18 @@ fn broken_graphs_say_what_is_broken() {
     fails_with(
         &["inspect", &fixture("bad_negative_bn_variance.onnx")],
         3,
-        &["node bn1", "'v', the running variance) holds -0.5 at element 1"],
+        &[
+            "node bn1",
+            "'v', the running variance) holds -0.5 at element 1",
+        ],
     );
     let e = fails_with(
         &["inspect", &fixture("bad_symbolic_image_size.onnx")],
         3,
-        &["dimension 2 is symbolic ('H')", "image input needs a fixed size"],
+        &[
+            "dimension 2 is symbolic ('H')",
+            "image input needs a fixed size",
+        ],
     );
     assert!(!e.contains("--seq-len"), "{e}");
 }
@@ -52,7 +58,15 @@ fn broken_graphs_say_what_is_broken() {
 fn a_model_path_is_named_once() {
     let model = fixture("bad_inconsistent_shapes.onnx");
     let e = fails_with(
-        &["train", "--model", &model, "--data", "synthetic", "--iters", "1"],
+        &[
+            "train",
+            "--model",
+            &model,
+            "--data",
+            "synthetic",
+            "--iters",
+            "1",
+        ],
         3,
         &["bad_inconsistent_shapes.onnx at --batch 128: node conv1 (Conv)"],
     );
@@ -68,8 +82,14 @@ fn flag_values_are_checked_where_the_user_typed_them() {
         a.into_iter().map(String::from).collect::<Vec<_>>()
     };
     for (extra, want) in [
-        (&["--lr", "-1"][..], "--lr: -1 is not a positive learning rate"),
-        (&["--weight-decay", "-1"], "--weight-decay -1: must be a finite number ≥ 0"),
+        (
+            &["--lr", "-1"][..],
+            "--lr: -1 is not a positive learning rate",
+        ),
+        (
+            &["--weight-decay", "-1"],
+            "--weight-decay -1: must be a finite number ≥ 0",
+        ),
         (&["--momentum", "2"], "--momentum 2: must be below 1"),
         (
             &["--quantizer", "wageubn", "--bits", "1"],
@@ -80,7 +100,11 @@ fn flag_values_are_checked_where_the_user_typed_them() {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         fails_with(&refs, 2, &[want]);
     }
-    fails_with(&["inspect", "zoo:lenet5", "--batch", "0"], 2, &["--batch: must be at least 1"]);
+    fails_with(
+        &["inspect", "zoo:lenet5", "--batch", "0"],
+        2,
+        &["--batch: must be at least 1"],
+    );
 }
 
 #[test]
@@ -90,13 +114,31 @@ fn outputs_and_inputs_of_forward_are_named_once() {
     write_npy(&x, &[2, 3, 32, 32]);
     let x = x.to_string_lossy().into_owned();
     fails_with(
-        &["forward", "--model", "zoo:lenet5", "--input", &x, "--output", "y.npy"],
+        &[
+            "forward",
+            "--model",
+            "zoo:lenet5",
+            "--input",
+            &x,
+            "--output",
+            "y.npy",
+        ],
         3,
         &["got [2, 3, 32, 32], model `lenet5` expects [2, 1, 28, 28] for this batch of 2"],
     );
     write_npy(dir.path().join("x.npy").as_path(), &[2, 1, 28, 28]);
     let e = fails_with(
-        &["forward", "--model", "zoo:lenet5", "--input", &x, "--output", "y.npy", "--bits", "40"],
+        &[
+            "forward",
+            "--model",
+            "zoo:lenet5",
+            "--input",
+            &x,
+            "--output",
+            "y.npy",
+            "--bits",
+            "40",
+        ],
         2,
         &["--bits", "40 for sbm"],
     );
@@ -104,7 +146,15 @@ fn outputs_and_inputs_of_forward_are_named_once() {
     let y = dir.path().join("no-such-dir").join("y.npy");
     let y = y.to_string_lossy().into_owned();
     let e = fails_with(
-        &["forward", "--model", "zoo:lenet5", "--input", &x, "--output", &y],
+        &[
+            "forward",
+            "--model",
+            "zoo:lenet5",
+            "--input",
+            &x,
+            "--output",
+            &y,
+        ],
         4,
         &["no-such-dir/y.npy"],
     );
@@ -121,13 +171,23 @@ fn config_and_trace_errors_name_their_file_once() {
     let e = fails_with(
         &["run", "--model", "zoo:lenet5", "--accel", &toml],
         2,
-        &["--accel: accelerator config", "key `array.rows`: must be greater than zero"],
+        &[
+            "--accel: accelerator config",
+            "key `array.rows`: must be greater than zero",
+        ],
     );
     assert_eq!(e.matches("bad.toml").count(), 1, "{e}");
 
     let csv = dir.path().join("t.csv");
     let saved = run(&[
-        "run", "--model", "zoo:lenet5", "--schedule", "cosine", "--iters", "40", "--save-trace",
+        "run",
+        "--model",
+        "zoo:lenet5",
+        "--schedule",
+        "cosine",
+        "--iters",
+        "40",
+        "--save-trace",
         &csv.to_string_lossy(),
     ]);
     assert!(saved.status.success(), "{}", stderr(&saved));
@@ -135,7 +195,13 @@ fn config_and_trace_errors_name_their_file_once() {
     let cut = &text[..text.lines().take(3).map(|l| l.len() + 1).sum::<usize>() + 9];
     std::fs::write(&csv, cut).unwrap();
     let e = fails_with(
-        &["run", "--model", "zoo:lenet5", "--trace", &csv.to_string_lossy()],
+        &[
+            "run",
+            "--model",
+            "zoo:lenet5",
+            "--trace",
+            &csv.to_string_lossy(),
+        ],
         3,
         &["t.csv: line 4: ", " fields, expected 8"],
     );
@@ -146,9 +212,27 @@ fn config_and_trace_errors_name_their_file_once() {
 fn a_layer_too_large_names_the_accelerator_asked_for() {
     fails_with(
         &[
-            "layer", "--accel", "bitfusion", "--k", "3", "--stride", "1", "--pad", "1", "--ic",
-            "99999999", "--oc", "99999999", "--hw", "99999", "--batch", "99999", "--act-bits", "4",
-            "--wgt-bits", "4",
+            "layer",
+            "--accel",
+            "bitfusion",
+            "--k",
+            "3",
+            "--stride",
+            "1",
+            "--pad",
+            "1",
+            "--ic",
+            "99999999",
+            "--oc",
+            "99999999",
+            "--hw",
+            "99999",
+            "--batch",
+            "99999",
+            "--act-bits",
+            "4",
+            "--wgt-bits",
+            "4",
         ],
         2,
         &["--accel bitfusion (bitfusion-eyeriss-iso): layer too large to cost"],
@@ -167,10 +251,18 @@ fn a_plan_that_sets_the_sweeps_own_flags_says_so() {
     let out = dir.path().join("study");
     fails_with(
         &[
-            "sweep", "run", &plan.to_string_lossy(), "--dry-run", "--out", &out.to_string_lossy(),
+            "sweep",
+            "run",
+            &plan.to_string_lossy(),
+            "--dry-run",
+            "--out",
+            &out.to_string_lossy(),
         ],
         2,
-        &["plan key `out` is set by the sweep itself", "top-level `out`"],
+        &[
+            "plan key `out` is set by the sweep itself",
+            "top-level `out`",
+        ],
     );
 }
 

@@ -13,8 +13,19 @@ fn train(model: &str, iters: u32, batch: u32) -> (Vec<(u64, f64, f64)>, String) 
     let (iters, batch) = (iters.to_string(), batch.to_string());
     let every = (iters.parse::<u32>().unwrap() / 2).max(1).to_string();
     let res = run(&[
-        "train", "--model", model, "--data", "synthetic", "--iters", &iters, "--batch", &batch,
-        "--eval-every", &every, "--out", &out.to_string_lossy(),
+        "train",
+        "--model",
+        model,
+        "--data",
+        "synthetic",
+        "--iters",
+        &iters,
+        "--batch",
+        &batch,
+        "--eval-every",
+        &every,
+        "--out",
+        &out.to_string_lossy(),
     ]);
     let err = stderr(&res);
     assert!(res.status.success(), "{model}: {err}");
@@ -24,7 +35,11 @@ fn train(model: &str, iters: u32, batch: u32) -> (Vec<(u64, f64, f64)>, String) 
         .skip(1)
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            (f[0].parse().unwrap(), f[1].parse().unwrap(), f[4].parse().unwrap())
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[4].parse().unwrap(),
+            )
         })
         .collect();
     (rows, err)

@@ -13,9 +13,32 @@ fn accuracy_at_100(data: &str, model: &str, quantizer: &str, seed: u64) -> f64 {
     let out = dir.path().join("run");
     let seed = seed.to_string();
     let args = [
-        "train", "--model", model, "--data", data, "--quantizer", quantizer, "--schedule",
-        "static", "--bits", "8", "--grad-bits", "8", "--iters", "300", "--batch", "128", "--lr",
-        "0.05", "--seed", &seed, "--stop-at", "100", "--eval-every", "100", "--out",
+        "train",
+        "--model",
+        model,
+        "--data",
+        data,
+        "--quantizer",
+        quantizer,
+        "--schedule",
+        "static",
+        "--bits",
+        "8",
+        "--grad-bits",
+        "8",
+        "--iters",
+        "300",
+        "--batch",
+        "128",
+        "--lr",
+        "0.05",
+        "--seed",
+        &seed,
+        "--stop-at",
+        "100",
+        "--eval-every",
+        "100",
+        "--out",
         &out.to_string_lossy(),
     ];
     let res = run(&args);
@@ -43,7 +66,10 @@ fn the_mnist_recipes_train_on_seeds_0_to_9() {
                     .iter()
                     .map(|&seed| {
                         let data = data.as_str();
-                        (seed, s.spawn(move || accuracy_at_100(data, model, quantizer, seed)))
+                        (
+                            seed,
+                            s.spawn(move || accuracy_at_100(data, model, quantizer, seed)),
+                        )
                     })
                     .collect();
                 for (seed, h) in runs {
@@ -54,7 +80,10 @@ fn the_mnist_recipes_train_on_seeds_0_to_9() {
         for (seed, acc) in accs {
             // chance is 10 %
             if acc < 0.5 {
-                low.push(format!("{model} {quantizer} seed {seed}: {:.2} %", 100.0 * acc));
+                low.push(format!(
+                    "{model} {quantizer} seed {seed}: {:.2} %",
+                    100.0 * acc
+                ));
             }
         }
     }

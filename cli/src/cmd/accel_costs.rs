@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use cptsim_accel::report::write_report;
 use cptsim_accel::config::ConfigError;
+use cptsim_accel::report::write_report;
 use cptsim_accel::{cost_trace, Accelerator, RunSummary, TraceCostError};
 use cptsim_models::ModelSummary;
 use cptsim_traces::{static_rows, Bits, TraceRow};

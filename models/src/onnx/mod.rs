@@ -599,7 +599,12 @@ fn describe(nodes: &[NodeProto], i: usize) -> String {
 
 /// The message for a cycle among the nodes not yet placed: from `start`, follow an input that an
 /// unplaced node produces until a node repeats, then list that loop.
-fn cycle(nodes: &[NodeProto], producer: &HashMap<&str, usize>, done: &[bool], start: usize) -> String {
+fn cycle(
+    nodes: &[NodeProto],
+    producer: &HashMap<&str, usize>,
+    done: &[bool],
+    start: usize,
+) -> String {
     let mut path: Vec<usize> = Vec::new();
     let mut at = start;
     let first = loop {
@@ -619,7 +624,11 @@ fn cycle(nodes: &[NodeProto], producer: &HashMap<&str, usize>, done: &[bool], st
         }
     };
     // path[k] reads an output of path[k + 1]; print the loop in data-flow order
-    let lp: Vec<String> = path[first..].iter().rev().map(|&i| describe(nodes, i)).collect();
+    let lp: Vec<String> = path[first..]
+        .iter()
+        .rev()
+        .map(|&i| describe(nodes, i))
+        .collect();
     format!(
         "the graph has a cycle: {} → {} (each node reads the one before)",
         lp.join(" → "),

@@ -97,7 +97,11 @@ impl Layer for Unflatten {
         if x.shape() != [n, c * h * w] {
             return Err(SimError::shape(
                 &self.name,
-                format!("expects [N, {}] to view as [N, {c}, {h}, {w}], got {:?}", c * h * w, x.shape()),
+                format!(
+                    "expects [N, {}] to view as [N, {c}, {h}, {w}], got {:?}",
+                    c * h * w,
+                    x.shape()
+                ),
             ));
         }
         self.batch = (mode == Mode::Train).then_some(n);
@@ -173,6 +177,9 @@ mod tests {
             .to_string();
         assert!(e.contains("[N, 12]") && e.contains("[2, 11]"), "{e}");
         let mut u = Unflatten::new("u", [2, 3, 2]);
-        assert!(u.backward(rand_tensor(&[2, 3, 2, 2], 1.0, 5)).is_err(), "no forward");
+        assert!(
+            u.backward(rand_tensor(&[2, 3, 2, 2], 1.0, 5)).is_err(),
+            "no forward"
+        );
     }
 }

@@ -72,8 +72,8 @@ impl Flags {
         for key in keys {
             let long = key.replace('_', "-");
             // reserved in either command: a cost-only plan's `out` is no more a cell flag
-            let reserved = RESERVED_RUN.contains(&long.as_str())
-                || RESERVED_TRAIN.contains(&long.as_str());
+            let reserved =
+                RESERVED_RUN.contains(&long.as_str()) || RESERVED_TRAIN.contains(&long.as_str());
             if reserved {
                 let where_ = if long == "out" {
                     "; the study's DIR is the plan's top-level `out` or `sweep run --out`"

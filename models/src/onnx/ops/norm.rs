@@ -13,7 +13,11 @@ pub fn batch_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError
     let x = imp.tensor(node, 0)?;
     let epsilon = non_negative_epsilon(node)?;
     let var = imp.constant(node, 4)?.to_f32();
-    if let Some((i, v)) = var.iter().enumerate().find(|(_, &v)| !(v >= 0.0 && v + epsilon > 0.0)) {
+    if let Some((i, v)) = var
+        .iter()
+        .enumerate()
+        .find(|(_, &v)| !(v >= 0.0 && v + epsilon > 0.0))
+    {
         return Err(node.err(format!(
             "input 4 ('{}', the running variance) holds {v} at element {i}: a variance must be \
              positive (or zero with a positive epsilon)",
