@@ -1,9 +1,7 @@
 //! The messages a new user meets with bad input (issue #13's review): one cause, said once,
 //! naming the file, node, key or flag, no internal structs; each with its exit code.
 
-use std::path::Path;
-
-use cptsim_e2e::{assert_one_clear_line, run, stderr};
+use cptsim_e2e::{assert_one_clear_line, run, stderr, write_npy};
 
 /// Runs `cptsim args`, expects exit `code` and one clear line containing every fragment of
 /// `want`; returns that line.
@@ -111,7 +109,7 @@ fn flag_values_are_checked_where_the_user_typed_them() {
 fn outputs_and_inputs_of_forward_are_named_once() {
     let dir = tempfile::tempdir().unwrap();
     let x = dir.path().join("x.npy");
-    write_npy(&x, &[2, 3, 32, 32]);
+    write_npy(&x, &[2, 3, 32, 32], |_| 0.5);
     let x = x.to_string_lossy().into_owned();
     fails_with(
         &[
@@ -126,7 +124,7 @@ fn outputs_and_inputs_of_forward_are_named_once() {
         3,
         &["got [2, 3, 32, 32], model `lenet5` expects [2, 1, 28, 28] for this batch of 2"],
     );
-    write_npy(dir.path().join("x.npy").as_path(), &[2, 1, 28, 28]);
+    write_npy(dir.path().join("x.npy").as_path(), &[2, 1, 28, 28], |_| 0.5);
     let e = fails_with(
         &[
             "forward",
@@ -264,25 +262,4 @@ fn a_plan_that_sets_the_sweeps_own_flags_says_so() {
             "top-level `out`",
         ],
     );
-}
-
-/// A float32 C-order `.npy` of `shape` filled with 0.5.
-fn write_npy(path: &Path, shape: &[usize]) {
-    let n: usize = shape.iter().product();
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    for _ in 0..n {
-        bytes.extend_from_slice(&0.5f32.to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap();
 }
