@@ -55,7 +55,9 @@ impl std::fmt::Display for Stopped {
 impl std::error::Error for Stopped {}
 
 /// The one-line message of `e`: its causes joined by ": ", each said once — a cause whose text
-/// already ends its parent's (an error that both prints and chains its source) is skipped.
+/// already ends its parent's (an error that both prints and chains its source) is skipped, and a
+/// cause that starts by naming what its parent named (`--model x.onnx at --batch 4` over
+/// `x.onnx: node conv1 …`) drops that name.
 pub fn message(e: &anyhow::Error) -> String {
     let mut out = String::new();
     let mut parent = String::new();
@@ -64,13 +66,27 @@ pub fn message(e: &anyhow::Error) -> String {
         if !out.is_empty() && parent.ends_with(&text) {
             continue;
         }
+        let shown = match text.split_once(": ") {
+            Some((head, rest)) if !out.is_empty() && names_again(&parent, head) => rest,
+            _ => text.as_str(),
+        };
         if !out.is_empty() {
             out.push_str(": ");
         }
-        out.push_str(&text);
+        out.push_str(shown);
         parent = text;
     }
     out
+}
+
+/// Whether `head` (the text before a cause's first ": ") is a name — a path, `zoo:NAME`, a
+/// file — that `parent` already says as a whole word.
+fn names_again(parent: &str, head: &str) -> bool {
+    head.len() >= 3
+        && !head.contains(char::is_whitespace)
+        && parent
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .any(|w| w == head || w.trim_end_matches(':') == head)
 }
 
 /// `e` with its message rewritten by `relabel` (e.g. a staging path replaced by the user's
@@ -154,6 +170,27 @@ mod tests {
             (message(&e), classify(&e)),
             ("--input: y.npy: gone".into(), Exit::Usage)
         );
+    }
+
+    #[test]
+    fn a_name_the_parent_said_is_not_repeated() {
+        let model = anyhow::anyhow!("x.onnx: node conv1 (Conv): bad weight");
+        let e = model.context("--model x.onnx at --batch 4");
+        assert_eq!(
+            message(&e),
+            "--model x.onnx at --batch 4: node conv1 (Conv): bad weight"
+        );
+        let io = SimError::Io {
+            path: "y.npy".into(),
+            source: std::io::Error::new(ErrorKind::NotFound, "gone"),
+        };
+        let e = anyhow::Error::from(io).context("y.npy");
+        assert_eq!(message(&e), "y.npy: gone");
+        // a name inside a longer word, or a short head, stays
+        let e = anyhow::anyhow!("x.onnx: bad").context("--model old_x.onnx");
+        assert_eq!(message(&e), "--model old_x.onnx: x.onnx: bad");
+        let e = anyhow::anyhow!("ab: bad").context("ab");
+        assert_eq!(message(&e), "ab: ab: bad");
     }
 
     #[test]

@@ -157,7 +157,12 @@ pub fn write(path: &Path, t: &Tensor) -> Result<()> {
     })
     .map_err(|e| SimError::Io {
         path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
+        // an output that cannot be written is a runtime failure whatever the cause; the path
+        // is said once, by this error
+        source: std::io::Error::other(match e {
+            cptsim_traces::TraceError::Io { error, .. } => error.to_string(),
+            e => e.to_string(),
+        }),
     })
 }
 

@@ -6,6 +6,7 @@ Each fixture is a few KB; the Rust import tests read all of them.
 """
 
 import os
+import sys
 import warnings
 
 import torch
@@ -64,6 +65,80 @@ class TinyEval(nn.Module):
         return self.fc(x)
 
 
+class NormCNN(nn.Module):
+    """Input normalisation inside the model (`(x - mean) / std` with constant buffers: Sub and
+    Div), conv + BN (folded into the conv's bias by an eval-mode export), and the Clip variants:
+    ReLU6, Hardtanh(-1, 1), clamp with a min only and with a max only."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor([0.5, 0.4, 0.3]).view(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor([0.25, 0.2, 0.3]).view(1, 3, 1, 1))
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.conv3 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = nn.Linear(16 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = (x - self.mean) / self.std
+        x = F.relu6(self.bn1(self.conv1(x)))
+        x = F.hardtanh(self.conv2(x), -1.0, 1.0)
+        x = F.max_pool2d(torch.clamp(x, min=-0.5), 2)
+        x = self.conv3(x).clamp(max=3.0)
+        return self.fc(F.relu(x).flatten(1))
+
+
+class SELayer(nn.Module):
+    """Squeeze-and-excitation in its common form (Hu et al.): global pool, Linear, ReLU, Linear,
+    Sigmoid, `view(b, c, 1, 1)`, a broadcasting Mul."""
+
+    def __init__(self, c, r=4):
+        super().__init__()
+        self.fc = nn.Sequential(nn.Linear(c, c // r, bias=False), nn.ReLU(inplace=True),
+                                nn.Linear(c // r, c, bias=False), nn.Sigmoid())
+
+    def forward(self, x):
+        b, c, _, _ = x.size()
+        y = F.adaptive_avg_pool2d(x, 1).view(b, c)
+        y = self.fc(y).view(b, c, 1, 1)
+        return x * y.expand_as(x)
+
+
+class SEConv(nn.Module):
+    """Squeeze-and-excitation as torchvision's `SqueezeExcitation` writes it: 1×1 convs on the
+    pooled `[N, C, 1, 1]`, then `x * scale`."""
+
+    def __init__(self, c, r=4):
+        super().__init__()
+        self.fc1 = nn.Conv2d(c, c // r, 1)
+        self.fc2 = nn.Conv2d(c // r, c, 1)
+
+    def forward(self, x):
+        scale = F.adaptive_avg_pool2d(x, 1)
+        scale = torch.sigmoid(self.fc2(F.relu(self.fc1(scale))))
+        return x * scale
+
+
+class SECNN(nn.Module):
+    """A small CNN with both SE forms."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.se1 = SELayer(16)
+        self.conv2 = nn.Conv2d(16, 16, 3, stride=2, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.se2 = SEConv(16)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.se1(F.relu(self.bn1(self.conv1(x))))
+        x = self.se2(F.relu(self.bn2(self.conv2(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
 def export_legacy(model, shape, name, opset, training=False):
     path = os.path.join(OUT, name)
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
@@ -82,8 +157,9 @@ def export_dynamo(model, shape, name, opset):
     return path
 
 
-def bad_models():
-    """Small hand-built models, each broken in one way, for the bad-input tests."""
+def bad_models(fresh=lambda name: True):
+    """Small hand-built models, each broken in one way, for the bad-input tests (those `fresh`
+    accepts)."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -104,31 +180,88 @@ def bad_models():
             [helper.make_node("Conv", ["x", "w"], ["y"], name="conv1")], [("w", np.ones((2, 3, 1), np.float32))]),
         "bad_zero_size_dim.onnx": model(
             [helper.make_node("Conv", ["x", "w"], ["y"], name="conv1")], [("w", w)], x_dims=("N", 3, 0, 4)),
+        "bad_cycle.onnx": model(
+            [helper.make_node("Add", ["x", "r"], ["a"], name="add1"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu1"),
+             helper.make_node("Conv", ["r", "w"], ["y"], name="conv1")], [("w", w)]),
+        "bad_duplicate_output.onnx": model(
+            [helper.make_node("Relu", ["x"], ["h"], name="relu1"),
+             helper.make_node("Sigmoid", ["x"], ["h"], name="sigmoid1"),
+             helper.make_node("Conv", ["h", "w"], ["y"], name="conv1")], [("w", w)]),
+        "bad_negative_bn_variance.onnx": model(
+            [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["h"], name="bn1"),
+             helper.make_node("Conv", ["h", "w"], ["y"], name="conv1")],
+            [("s", np.ones(3, np.float32)), ("b", np.zeros(3, np.float32)),
+             ("m", np.zeros(3, np.float32)), ("v", np.array([1.0, -0.5, 1.0], np.float32)),
+             ("w", w)]),
+        "bad_symbolic_image_size.onnx": model(
+            [helper.make_node("Conv", ["x", "w"], ["y"], name="conv1")], [("w", w)],
+            x_dims=("N", 3, "H", "W"), y_dims=("N", 2, "H", "W")),
     }
     written = []
     for name, m in cases.items():
+        if not fresh(name):
+            continue
         path = os.path.join(OUT, name)
         onnx.save(m, path)
         written.append(path)
     return written
 
 
+def op_types(path):
+    import onnx
+    return [n.op_type for n in onnx.load(path).graph.node]
+
+
 def main():
+    """Writes the fixtures that do not exist yet (`--force`: all of them). Re-exporting an
+    existing one with another torch version would change bytes the tests were written against."""
     os.makedirs(OUT, exist_ok=True)
+    force = "--force" in sys.argv[1:]
+    fresh = lambda name: force or not os.path.exists(os.path.join(OUT, name))
     mixed = Mixed().eval()
     tiny = TinyEval().eval()
-    written = [
-        export_legacy(mixed, (2, 3, 16, 16), "mixed_legacy_opset11.onnx", 11),
-        export_legacy(Mixed().train(), (2, 3, 16, 16), "mixed_legacy_opset14_train.onnx", 14, training=True),
-        export_legacy(tiny, (2, 1, 6, 6), "tiny_legacy_folded_bn.onnx", 13),
+    torch.manual_seed(1)
+    norm = NormCNN().eval()
+    se = SECNN().eval()
+    # BN statistics that are not the identity, so folding them changes the conv's weights
+    for m in (norm, se):
+        for bn in m.modules():
+            if isinstance(bn, nn.BatchNorm2d):
+                bn.running_mean.uniform_(-0.2, 0.2)
+                bn.running_var.uniform_(0.5, 2.0)
+    written = []
+    legacy = [
+        (mixed, (2, 3, 16, 16), "mixed_legacy_opset11.onnx", 11, False),
+        (Mixed().train(), (2, 3, 16, 16), "mixed_legacy_opset14_train.onnx", 14, True),
+        (tiny, (2, 1, 6, 6), "tiny_legacy_folded_bn.onnx", 13, False),
+        (norm, (2, 3, 16, 16), "norm_clip_legacy_opset13.onnx", 13, False),
+        (se, (2, 3, 16, 16), "se_legacy_opset13.onnx", 13, False),
     ]
-    for model, shape, name in [(mixed, (2, 3, 16, 16), "mixed_dynamo_opset18.onnx"),
-                               (tiny, (2, 1, 6, 6), "tiny_dynamo_opset20.onnx")]:
+    for model, shape, name, opset, training in legacy:
+        if fresh(name):
+            written.append(export_legacy(model, shape, name, opset, training=training))
+    # The dynamo exporter's file is kept only where its graph differs from the legacy one.
+    dynamo = [
+        (mixed, (2, 3, 16, 16), "mixed_dynamo_opset18.onnx", None),
+        (tiny, (2, 1, 6, 6), "tiny_dynamo_opset20.onnx", None),
+        (norm, (2, 3, 16, 16), "norm_clip_dynamo_opset18.onnx", "norm_clip_legacy_opset13.onnx"),
+        (se, (2, 3, 16, 16), "se_dynamo_opset18.onnx", "se_legacy_opset13.onnx"),
+    ]
+    for model, shape, name, twin in dynamo:
+        if not fresh(name):
+            continue
         try:
-            written.append(export_dynamo(model, shape, name, int(name.split("opset")[1][:2])))
+            path = export_dynamo(model, shape, name, int(name.split("opset")[1][:2]))
         except Exception as e:  # the dynamo exporter is optional tooling
             print(f"dynamo export of {name} failed: {e}")
-    written += bad_models()
+            continue
+        if twin and op_types(path) == op_types(os.path.join(OUT, twin)):
+            print(f"{name}: same graph as {twin}, not kept")
+            os.remove(path)
+            continue
+        written.append(path)
+    written += bad_models(fresh)
     for p in written:
         print(p, os.path.getsize(p))
 

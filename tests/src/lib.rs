@@ -51,6 +51,29 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Writes a float32 C-order `.npy` (version 1.0) of `shape` filled with `f(i)`.
+pub fn write_npy(path: &std::path::Path, shape: &[usize], f: impl Fn(usize) -> f32) {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(", ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    let n: usize = shape.iter().product();
+    for i in 0..n {
+        bytes.extend_from_slice(&f(i).to_le_bytes());
+    }
+    if let Err(e) = std::fs::write(path, bytes) {
+        panic!("{}: {e}", path.display());
+    }
+}
+
 /// Asserts that `err` (a failed run's stderr) is one line and prints no cause twice in a row
 /// (`file: X: X`, the sign of an error that both formats and chains its source).
 pub fn assert_one_clear_line(err: &str) {

@@ -2,28 +2,7 @@
 
 use std::path::Path;
 
-use cptsim_e2e::{run, stderr};
-
-/// A float32 C-order `.npy` (version 1.0) of `shape` filled with `f(i)`.
-fn write_npy(path: &Path, shape: &[usize], f: impl Fn(usize) -> f32) {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    let n: usize = shape.iter().product();
-    for i in 0..n {
-        bytes.extend_from_slice(&f(i).to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap();
-}
+use cptsim_e2e::{run, stderr, write_npy};
 
 /// (shape, values) of a float32 `.npy` written by cptsim.
 fn read_npy(path: &Path) -> (String, Vec<f32>) {

@@ -26,7 +26,7 @@ fn list_shows_every_model_with_input_and_classes() {
         assert_eq!(cols[2], classes, "{line}");
         assert!(cols.len() > 3, "no description: {line}");
     }
-    // 22 exportable models, then the 3 cost-only ones.
+    // 23 exportable models, then the 3 cost-only ones.
     for name in ["transformer-wt103", "ptb-lstm", "deit-tiny"] {
         let line = text.lines().find(|l| l.starts_with(name));
         assert!(
@@ -34,7 +34,7 @@ fn list_shows_every_model_with_input_and_classes() {
             "{name}:\n{text}"
         );
     }
-    assert_eq!(text.lines().count(), 26, "{text}");
+    assert_eq!(text.lines().count(), 27, "{text}");
 }
 
 #[test]

@@ -74,6 +74,18 @@ pub fn write(
     })
 }
 
+/// The CSV reader's error without its own position (the caller names the line).
+fn csv_message(e: &csv::Error) -> String {
+    match e.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!("{len} fields, expected {expected_len}"),
+        csv::ErrorKind::Utf8 { err, .. } => format!("not UTF-8 text ({err})"),
+        csv::ErrorKind::Io(io) => io.to_string(),
+        _ => e.to_string(),
+    }
+}
+
 /// Reads a CSV trace of `model`, handing each checked row to `visit`; returns the metadata
 /// derived from the rows.
 pub fn read(
@@ -113,7 +125,7 @@ pub fn read_from(
         let more = reader.read_record(&mut record);
         let line = record.position().map_or(0, |p| p.line());
         let at = || format!("line {line}");
-        if !more.map_err(|e| TraceError::malformed(path, at(), e.to_string()))? {
+        if !more.map_err(|e| TraceError::malformed(path, at(), csv_message(&e)))? {
             break;
         }
         let row = parse_record(&record, model).map_err(|m| TraceError::malformed(path, at(), m))?;

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
+use cptsim_accel::config::ConfigError;
 use cptsim_accel::report::write_report;
 use cptsim_accel::{cost_trace, Accelerator, RunSummary, TraceCostError};
 use cptsim_models::ModelSummary;
@@ -23,7 +24,15 @@ pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
                     "--accel: empty accelerator name (list built-in names or TOML paths, comma-separated)"
                 );
             }
-            let mut acc = Accelerator::load(n).with_context(|| format!("--accel {n}"))?;
+            // A config that was read names its file itself; a name that was neither a built-in
+            // nor a file is said with the flag.
+            let mut acc = Accelerator::load(n).map_err(|e| {
+                let flag = match e {
+                    ConfigError::NotFound { .. } => format!("--accel {n}"),
+                    _ => "--accel".to_string(),
+                };
+                anyhow::Error::from(e).context(flag)
+            })?;
             let base = acc.config.name.clone();
             let mut k = 1;
             while !seen.insert(acc.config.name.clone()) {

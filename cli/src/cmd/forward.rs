@@ -92,12 +92,17 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     let y = net.forward(input, mode)?;
     let y = net.output_to_ir(y)?;
     if let Some((i, v)) = first_non_finite(&y) {
-        anyhow::bail!(
-            "model {}: output element {i} of {} is {v} (overflow in the model's arithmetic); {} not written",
-            args.model,
-            y.len(),
-            args.output.display()
-        );
+        // input and weights were checked finite: the model's own arithmetic overflowed
+        return Err(cptsim_models::ModelError::graph(
+            &args.model,
+            format!(
+                "output element {i} of {} is {v} although the input and weights are finite \
+                 (an overflow in the model's arithmetic); {} not written",
+                y.len(),
+                args.output.display()
+            ),
+        )
+        .into());
     }
     npy::write(&args.output, &y)?;
     Ok(())

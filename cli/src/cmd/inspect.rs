@@ -33,6 +33,9 @@ pub struct InspectArgs {
 
 /// Runs the command.
 pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
+    if args.batch == 0 {
+        anyhow::bail!("--batch: must be at least 1");
+    }
     let graph = load_graph_with(&args.model, args.batch, args.seq_len)?;
     let s = graph.summary();
     let batch = args.batch as u64;

@@ -109,7 +109,10 @@ pub fn run(a: Args, out: &mut dyn Write) -> Result<()> {
     };
     let c = acc
         .cost_problem(&p, bits, a.first_layer)
-        .with_context(|| format!("layer on accelerator `{}`", acc.name()))?;
+        .with_context(|| match acc.name() {
+            name if name == a.accel => format!("--accel {name}"),
+            name => format!("--accel {} ({name})", a.accel),
+        })?;
     let t = &c.mapping.tile;
     let order: Vec<String> = c
         .mapping

@@ -69,6 +69,7 @@ enum Arch {
     ResNet(ResNet),
     MobileNetV2,
     LeNet5,
+    LeNet5Bn,
     Mlp,
     /// A Bit Fusion paper benchmark (`bf-`).
     Bf(bf::Bench),
@@ -140,7 +141,7 @@ const fn bf(
     }
 }
 
-const ENTRIES: [Entry; 22] = [
+const ENTRIES: [Entry; 23] = [
     cifar_resnet(
         "resnet20",
         "CIFAR ResNet-20: 6n+2 basic blocks, n=3, 1x1 projection shortcuts",
@@ -218,6 +219,13 @@ const ENTRIES: [Entry; 22] = [
         input: MNIST,
         classes: 10,
         arch: Arch::LeNet5,
+    },
+    Entry {
+        name: "lenet5-bn",
+        about: "LeNet-5 with BatchNorm after each conv and hidden FC (for DoReFa, whose weights span [-1, 1])",
+        input: MNIST,
+        classes: 10,
+        arch: Arch::LeNet5Bn,
     },
     Entry {
         name: "mlp",
@@ -319,6 +327,7 @@ pub fn build_recorded(
             Arch::ResNet(resnet) => resnet.build(&mut net, &x, classes)?,
             Arch::MobileNetV2 => mobilenet::build(&mut net, &x, classes)?,
             Arch::LeNet5 => mnist::lenet5(&mut net, &x, classes)?,
+            Arch::LeNet5Bn => mnist::lenet5_bn(&mut net, &x, classes)?,
             Arch::Mlp => mnist::mlp(&mut net, &x, classes)?,
             Arch::Bf(bench) => bf::build(bench, &mut net, &x, classes)?,
         };
@@ -339,7 +348,7 @@ mod tests {
     /// MACs and BN elements are spec §2.3's table; resnet56 (n = 9) lies on the same line in n as
     /// the table's basic-block ResNets (+14 155 776 MACs and +57 344 BN elements per unit of n);
     /// resnet164-bottleneck, lenet5 and mlp are counted by hand from their definitions.
-    const EXPECTED: [(&str, u64, u64, usize, usize, usize); 22] = [
+    const EXPECTED: [(&str, u64, u64, usize, usize, usize); 23] = [
         ("resnet20", 40_818_944, 200_704, 21, 1, 21),
         ("resnet38", 83_286_272, 372_736, 39, 1, 39),
         ("resnet56", 125_753_600, 544_768, 57, 1, 57),
@@ -354,6 +363,8 @@ mod tests {
         ("resnet50", 4_089_184_256, 11_113_984, 53, 1, 53),
         // 6·25·28² + 16·6·25·10² + 400·120 + 120·84 + 84·10
         ("lenet5", 416_520, 0, 2, 3, 0),
+        // lenet5's MACs; BN over 6·28² + 16·10² + 120 + 84 outputs
+        ("lenet5-bn", 416_520, 6_508, 2, 3, 4),
         // 784·300 + 300·100 + 100·10
         ("mlp", 266_200, 0, 0, 3, 0),
         // the Bit Fusion benchmarks: the MAC totals of the authors' Eyeriss results (ALU / 16)

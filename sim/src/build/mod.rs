@@ -265,11 +265,17 @@ impl Network {
         } else {
             vec![n, c]
         };
-        if x.shape() != want.as_slice() || n == 0 {
+        if n == 0 {
+            return Err(SimError::shape(
+                "input",
+                format!("got {:?}: the batch is empty", x.shape()),
+            ));
+        }
+        if x.shape() != want.as_slice() {
             return Err(SimError::shape(
                 "input",
                 format!(
-                    "got {:?}, model `{}` expects {want:?} with N ≥ 1",
+                    "got {:?}, model `{}` expects {want:?} for this batch of {n}",
                     x.shape(),
                     self.summary.name
                 ),

@@ -12,7 +12,7 @@ use crate::init::{conv_weight, linear_weight_bias, uniform};
 use crate::layers::{
     elementwise::Constant, Activation, ActivationKind, Add, BatchNorm, Clip, Concat, Conv2d,
     Conv2dSpec, Elementwise, ElementwiseKind, Flatten, GlobalAvgPool, Layer, Linear, Pad, Pool2d,
-    PoolKind, PoolSpec, Sigmoid, SliceLayer, Tensor,
+    PoolKind, PoolSpec, Sigmoid, SliceLayer, Tensor, Unflatten,
 };
 use crate::net::Graph;
 use crate::quant::LayerQuant;
@@ -238,7 +238,7 @@ impl<R: Rng> Ctx<'_, R> {
                 let flat_name = format!("{name}/flatten");
                 Ok(flat(self.net.push(Flatten::new(&flat_name), &[id])?))
             }
-            Op::Flatten { axis: 1 } | Op::Reshape { .. } => self.flatten(node, ins),
+            Op::Flatten { axis: 1 } | Op::Reshape { .. } => self.reshape(node, ins),
             Op::Linear(l) => {
                 let x = one(Layout::Flat)?;
                 let layer = self.linear(node, l, quant)?;
@@ -334,29 +334,57 @@ impl<R: Rng> Ctx<'_, R> {
         })
     }
 
-    /// Flatten (axis 1) or a reshape that is one: `[N, C, H, W] → [N, C·H·W]` in NCHW order, or
-    /// `[N, F] → [N, F]` (no layer).
-    fn flatten(&mut self, node: &Node, ins: &[Val]) -> Result<Val> {
+    /// Flatten (axis 1) or a reshape that keeps the batch, between `[N, F]` and `[N, C, H, W]`
+    /// (NCHW element order, as ONNX): an image to features is a [`Flatten`], features to an
+    /// image an [`Unflatten`] (the SE gate's `view(b, c, 1, 1)`), an image to another image
+    /// both; features to features need no layer.
+    fn reshape(&mut self, node: &Node, ins: &[Val]) -> Result<Val> {
         let [x] = ins else {
             return Err(unsupported(node, "expected one input"));
         };
-        let in_shape = self.shape(node.inputs[0]);
-        let out_shape = self.shape(node.output);
+        let in_shape = self.shape(node.inputs[0]).to_vec();
+        let out_shape = self.shape(node.output).to_vec();
         let n = in_shape.first().copied().unwrap_or(0);
-        let per_sample: usize = in_shape.iter().skip(1).product();
-        if out_shape != [n, per_sample] {
+        let count = |s: &[usize]| s.iter().product::<usize>();
+        if count(&in_shape) != count(&out_shape) {
             return Err(unsupported(
                 node,
-                format!("reshape {in_shape:?} → {out_shape:?} is not a flatten to [N, features]"),
+                format!("reshape {in_shape:?} → {out_shape:?} changes the element count"),
             ));
         }
-        match x.layout {
-            Layout::Flat => Ok(*x),
-            Layout::Image => Ok(Val {
-                id: self.net.push(Flatten::new(&node.name), &[x.id])?,
+        let image = match out_shape[..] {
+            [m, _] if m == n => None,
+            [m, c, h, w] if m == n => Some([c, h, w]),
+            _ => {
+                return Err(unsupported(
+                    node,
+                    format!(
+                        "reshape {in_shape:?} → {out_shape:?}: only reshapes that keep the \
+                         batch, to [N, features] or [N, C, H, W], have engine layers"
+                    ),
+                ))
+            }
+        };
+        let flat = match x.layout {
+            Layout::Flat => x.id,
+            Layout::Image => {
+                let name = match image {
+                    None => node.name.clone(),
+                    Some(_) => format!("{}/flatten", node.name),
+                };
+                self.net.push(Flatten::new(&name), &[x.id])?
+            }
+        };
+        Ok(match image {
+            None => Val {
+                id: flat,
                 layout: Layout::Flat,
-            }),
-        }
+            },
+            Some(chw) => Val {
+                id: self.net.push(Unflatten::new(&node.name, chw), &[flat])?,
+                layout: Layout::Image,
+            },
+        })
     }
 
     fn conv(&mut self, node: &Node, c: &ir::Conv, quant: LayerQuant) -> Result<Conv2d> {

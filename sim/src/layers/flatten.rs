@@ -1,5 +1,8 @@
 //! Flatten `[N, H, W, C]` to `[N, C·H·W]` in **channel-major (NCHW) order**, so that a following
-//! linear layer uses ONNX/PyTorch weights unchanged. 2-D inputs pass through.
+//! linear layer uses ONNX/PyTorch weights unchanged (2-D inputs pass through), and its inverse
+//! [`Unflatten`], `[N, C·H·W]` in NCHW order to `[N, H, W, C]` (`view(b, c, 1, 1)` of a
+//! squeeze-and-excitation gate; with a flatten before it, any reshape of an image that keeps the
+//! batch).
 
 use ndarray::Ix4;
 
@@ -63,6 +66,67 @@ impl Layer for Flatten {
     }
 }
 
+/// `[N, C·H·W]` (channel-major, as ONNX and PyTorch order it) to `[N, H, W, C]`.
+pub struct Unflatten {
+    name: String,
+    chw: [usize; 3],
+    /// The batch of the last training forward pass.
+    batch: Option<usize>,
+}
+
+impl Unflatten {
+    /// A layer giving each sample the image shape `[c, h, w]` (IR order).
+    pub fn new(name: &str, chw: [usize; 3]) -> Self {
+        Self {
+            name: name.to_string(),
+            chw,
+            batch: None,
+        }
+    }
+}
+
+impl Layer for Unflatten {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let [c, h, w] = self.chw;
+        let n = x.shape().first().copied().unwrap_or(0);
+        if x.shape() != [n, c * h * w] {
+            return Err(SimError::shape(
+                &self.name,
+                format!(
+                    "expects [N, {}] to view as [N, {c}, {h}, {w}], got {:?}",
+                    c * h * w,
+                    x.shape()
+                ),
+            ));
+        }
+        self.batch = (mode == Mode::Train).then_some(n);
+        let nchw = x
+            .view()
+            .into_shape_with_order((n, c, h, w))
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        Ok(nchw
+            .permuted_axes([0, 2, 3, 1])
+            .as_standard_layout()
+            .into_owned()
+            .into_dyn())
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let n = *cached(&self.name, &self.batch)?;
+        let [c, h, w] = self.chw;
+        check_grad(&self.name, &grad_out, &[n, h, w, c])?;
+        let g = as4(&self.name, &grad_out)?.permuted_axes([0, 3, 1, 2]);
+        Tensor::from_shape_vec(vec![n, c * h * w], g.iter().copied().collect())
+            .map(|t| vec![t])
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::gradcheck::{check_layer, rand_tensor};
@@ -82,5 +146,40 @@ mod tests {
             20,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn unflatten_inverts_flatten_and_has_its_gradient() {
+        let x = rand_tensor(&[2, 3, 2, 4], 1.0, 4);
+        let flat = Flatten::new("f").forward(&[&x], Mode::Eval).unwrap();
+        let back = Unflatten::new("u", [4, 3, 2])
+            .forward(&[&flat], Mode::Eval)
+            .unwrap();
+        assert_eq!(back, x);
+        // [N, C] → [N, C, 1, 1]: the SE gate's view(b, c, 1, 1) keeps the element order
+        let s = Tensor::from_shape_fn(vec![2, 5], |d| (10 * d[0] + d[1]) as f32);
+        let y = Unflatten::new("u", [5, 1, 1])
+            .forward(&[&s], Mode::Eval)
+            .unwrap();
+        assert_eq!(y.shape(), &[2, 1, 1, 5]);
+        assert_eq!(y.as_slice().unwrap(), s.as_slice().unwrap());
+        check_layer(
+            &mut Unflatten::new("u", [2, 3, 2]),
+            &[rand_tensor(&[2, 12], 1.0, 5)],
+            1e-2,
+            1e-3,
+            20,
+        )
+        .unwrap();
+        let e = Unflatten::new("u", [2, 3, 2])
+            .forward(&[&rand_tensor(&[2, 11], 1.0, 5)], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[N, 12]") && e.contains("[2, 11]"), "{e}");
+        let mut u = Unflatten::new("u", [2, 3, 2]);
+        assert!(
+            u.backward(rand_tensor(&[2, 3, 2, 2], 1.0, 5)).is_err(),
+            "no forward"
+        );
     }
 }

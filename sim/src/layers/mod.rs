@@ -37,7 +37,7 @@ pub use add::Add;
 pub use batchnorm::BatchNorm;
 pub use conv2d::{Conv2d, Conv2dSpec};
 pub use elementwise::{Elementwise, ElementwiseKind};
-pub use flatten::Flatten;
+pub use flatten::{Flatten, Unflatten};
 pub use linear::Linear;
 pub use loss::SoftmaxCrossEntropy;
 pub use pointwise::{Clip, Sigmoid};

@@ -42,6 +42,15 @@ impl QuantMethod {
         }
     }
 
+    /// The name `--quantizer` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sbm => "sbm",
+            Self::Dorefa => "dorefa",
+            Self::Wageubn => "wageubn",
+        }
+    }
+
     fn min_bits(self) -> u32 {
         match self {
             Self::Wageubn => 2,
@@ -135,8 +144,8 @@ impl LayerQuant {
                 return Err(SimError::invalid(
                     name,
                     format!(
-                        "{b} for {:?} (allowed: 0 = fp32, or {min}..=32)",
-                        self.method
+                        "{b} for {} (allowed: 0 = fp32, or {min}..=32)",
+                        self.method.name()
                     ),
                 ));
             }

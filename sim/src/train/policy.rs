@@ -159,7 +159,12 @@ pub fn apply_uniform(net: &mut TrainNet, p: Precision, quantize: bool) -> Result
             Bits::FP32
         };
         q.set_bits(u32::from(bits.w), u32::from(bits.g))
-            .map_err(|e| SimError::invalid(&format!("bits of layer `{name}`"), e.to_string()))?;
+            .map_err(|e| match e {
+                SimError::Invalid { what, msg } => {
+                    SimError::invalid(&format!("{what} of layer `{name}`"), msg)
+                }
+                e => e,
+            })?;
         out.push((slot.layer, bits));
     }
     Ok(out)

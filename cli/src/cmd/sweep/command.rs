@@ -71,10 +71,19 @@ impl Flags {
     pub fn check_keys(&self, keys: &[String], train: bool) -> anyhow::Result<()> {
         for key in keys {
             let long = key.replace('_', "-");
-            let reserved = RESERVED_RUN.contains(&long.as_str())
-                || (train && RESERVED_TRAIN.contains(&long.as_str()));
+            // reserved in either command: a cost-only plan's `out` is no more a cell flag
+            let reserved =
+                RESERVED_RUN.contains(&long.as_str()) || RESERVED_TRAIN.contains(&long.as_str());
             if reserved {
-                bail!("plan key `{key}` is set by the sweep itself (each cell writes into DIR/cells/ID/)");
+                let where_ = if long == "out" {
+                    "; the study's DIR is the plan's top-level `out` or `sweep run --out`"
+                } else {
+                    ""
+                };
+                bail!(
+                    "plan key `{key}` is set by the sweep itself (each cell writes into \
+                     DIR/cells/ID/){where_}"
+                );
             }
             let in_run = Self::find(&self.run, key).is_some();
             let in_train = Self::find(&self.train, key).is_some();

@@ -67,7 +67,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 128)]
     pub(crate) batch: usize,
     /// Base learning rate (the CIFAR recipe's 0.1).
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub(crate) lr: f32,
     /// Learning-rate schedule: cosine (annealed to 0 over the run, whatever its length), constant,
     /// or paper (×0.1 at 50 % and 75 % of the run, the CIFAR recipe's 32k/48k of 64k).
@@ -83,10 +83,10 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0)]
     pub(crate) warmup: u64,
     /// SGD momentum.
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = 0.9, allow_negative_numbers = true)]
     pub(crate) momentum: f32,
     /// Weight decay (all parameters, as the reference code).
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
     pub(crate) weight_decay: f32,
     /// Seed of the initial weights, data order, augmentation and rounding noise.
     #[arg(long, default_value_t = 0)]
@@ -117,7 +117,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub(crate) no_augment: bool,
     /// A loss above this (or NaN) stops the run.
-    #[arg(long, default_value_t = 1000.0)]
+    #[arg(long, default_value_t = 1000.0, allow_negative_numbers = true)]
     pub(crate) max_loss: f32,
     /// Stop a run that collapsed to chance (test loss at ln(classes) with chance accuracy over 3
     /// evaluations in a row) with exit code 6, keeping its outputs; without it a collapse is a

@@ -361,6 +361,19 @@ impl TrainPlan {
                 bail!("{flag} {v}: must be a finite number ≥ 0");
             }
         }
+        if self.momentum >= 1.0 {
+            bail!(
+                "--momentum {}: must be below 1 (at 1 or above the velocity never decays)",
+                self.momentum
+            );
+        }
+        if self.quantizer == QuantizerArg::Wageubn {
+            for (flag, r) in [("--bits", self.bits), ("--grad-bits", self.grad_bits)] {
+                if r.min < 2 {
+                    bail!("{flag} {}: wageubn needs at least 2 bits", r.min);
+                }
+            }
+        }
         if self.max_loss.is_nan() || self.max_loss <= 0.0 {
             bail!("--max-loss {}: must be a positive loss", self.max_loss);
         }

@@ -1,7 +1,8 @@
 //! Attention masks and broadcasting: an additive causal mask (`Add` of a constant with 0 on and
 //! below the diagonal and a large negative value or `-inf` above it), `Where(cond, x, −inf)` of a
-//! constant causal condition, both become the IR [`Op::CausalMask`]; `Expand` folds on constants
-//! and is an identity on a run-time tensor it does not enlarge.
+//! constant causal condition, both become the IR [`Op::CausalMask`]; `Expand` folds on constants,
+//! is an identity on a run-time tensor it does not enlarge, and otherwise a broadcasting `Mul` by
+//! ones (`x.expand_as(y)` of a squeeze-and-excitation gate).
 
 use ndarray::{ArrayD, Axis, IxDyn};
 
@@ -10,7 +11,7 @@ use super::super::node::NodeView;
 use super::super::value::{each_const, Const, Val};
 use crate::error::ModelError;
 use crate::ir::shape::broadcast;
-use crate::ir::Op;
+use crate::ir::{Binary, BinaryKind, ConstOperand, Op};
 
 /// At or below this a mask entry means "masked" (PyTorch uses `-inf`, some code `-1e9`/`-1e4`).
 const MASKED: f32 = -1e4;
@@ -145,14 +146,33 @@ pub fn expand(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             Ok(Val::Const(out))
         }
         Val::Tensor(x) => {
-            let xs = imp.shape(x);
-            if broadcast(&xs, &target).ok().as_deref() == Some(&xs[..]) {
-                Ok(Val::Tensor(x))
-            } else {
-                Err(node.err(format!(
-                    "expanding the run-time tensor {xs:?} to {target:?} is not supported"
-                )))
+            let xs = imp.shape(x).to_vec();
+            let shape = broadcast(&xs, &target).map_err(|m| node.err(m))?;
+            if shape == xs {
+                return Ok(Val::Tensor(x));
             }
+            // x · ones: ones only where x has to grow (its other axes are 1 here), so the
+            // constant stays as small as the expansion itself is per sample
+            let lead = shape.len() - xs.len();
+            let ones: Vec<usize> = (0..shape.len())
+                .map(|i| match i.checked_sub(lead).map(|j| xs[j]) {
+                    Some(d) if d == shape[i] => 1,
+                    _ => shape[i],
+                })
+                .collect();
+            if crate::ir::shape::element_count(&ones).is_none_or(|n| n > 1 << 24) {
+                return Err(node.err(format!(
+                    "expanding the run-time tensor {xs:?} to {shape:?} needs a constant too large"
+                )));
+            }
+            let op = Op::Binary(Binary {
+                kind: BinaryKind::Mul,
+                constant: Some(ConstOperand {
+                    value: ArrayD::from_elem(IxDyn(&ones), 1.0),
+                    on_left: false,
+                }),
+            });
+            imp.push(node, op, vec![x])
         }
     }
 }

@@ -11,12 +11,25 @@ use crate::ir::{BatchNorm, LayerNorm, Op};
 /// is available; the running-statistics outputs of the training form are not.
 pub fn batch_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
+    let epsilon = non_negative_epsilon(node)?;
+    let var = imp.constant(node, 4)?.to_f32();
+    if let Some((i, v)) = var
+        .iter()
+        .enumerate()
+        .find(|(_, &v)| !(v >= 0.0 && v + epsilon > 0.0))
+    {
+        return Err(node.err(format!(
+            "input 4 ('{}', the running variance) holds {v} at element {i}: a variance must be \
+             positive (or zero with a positive epsilon)",
+            node.input_name(4).unwrap_or_default()
+        )));
+    }
     let op = Op::BatchNorm(BatchNorm {
         scale: imp.constant(node, 1)?.to_f32(),
         bias: imp.constant(node, 2)?.to_f32(),
         mean: imp.constant(node, 3)?.to_f32(),
-        var: imp.constant(node, 4)?.to_f32(),
-        epsilon: node.float("epsilon")?.unwrap_or(1e-5),
+        var,
+        epsilon,
         momentum: node.float("momentum")?.unwrap_or(0.9),
         training_mode: node.int("training_mode")?.unwrap_or(0) != 0,
     });
@@ -47,14 +60,20 @@ pub fn layer_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError
         Some(b) => b.to_f32(),
         None => ndarray::ArrayD::zeros(scale.raw_dim()),
     };
-    let epsilon = node.float("epsilon")?.unwrap_or(1e-5);
-    if !(epsilon.is_finite() && epsilon >= 0.0) {
-        return Err(node.attr_error("epsilon", format!("{epsilon} is not a non-negative number")));
-    }
+    let epsilon = non_negative_epsilon(node)?;
     let op = Op::LayerNorm(LayerNorm {
         scale,
         bias,
         epsilon,
     });
     imp.push(node, op, vec![x])
+}
+
+/// The `epsilon` attribute (default 1e-5), which must be a finite number ≥ 0.
+fn non_negative_epsilon(node: &NodeView) -> Result<f32, ModelError> {
+    let epsilon = node.float("epsilon")?.unwrap_or(1e-5);
+    if !(epsilon.is_finite() && epsilon >= 0.0) {
+        return Err(node.attr_error("epsilon", format!("{epsilon} is not a non-negative number")));
+    }
+    Ok(epsilon)
 }

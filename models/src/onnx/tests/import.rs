@@ -632,7 +632,7 @@ fn every_pytorch_fixture_imports_and_validates() {
         );
         n += 1;
     }
-    assert_eq!(n, 5);
+    assert_eq!(n, 9);
 }
 
 #[test]
