@@ -152,6 +152,62 @@ fn hardware_accounting_charges_the_fp32_classifier() {
     assert!(num(&all, "bn_gops") > 0.0);
 }
 
+/// `run` takes the same `--quantize-*` flags as `train`, over its `--policy` preset; `family` is
+/// `train`'s default scope (spec §1.4 by input size).
+#[test]
+fn scope_flags_refine_the_policy_preset() {
+    let hw = [
+        "--model",
+        "zoo:resnet74",
+        "--schedule",
+        "static",
+        "--bits",
+        "8",
+        "--accounting",
+        "hardware",
+    ];
+    let with = |extra: &[&str]| run_json(&[&hw[..], extra].concat());
+    let cifar = with(&["--policy", "cifar"]);
+    let no_fc = with(&["--quantize-last", "false"]);
+    let family = with(&["--policy", "family"]);
+    for key in ["gbitops", "static_gbitops"] {
+        assert_eq!(no_fc[key], cifar[key], "{key}");
+        assert_eq!(family[key], cifar[key], "{key}");
+    }
+    let fc_back = with(&["--policy", "cifar", "--quantize-last", "true"]);
+    assert_eq!(fc_back["gbitops"], with(&[])["gbitops"]);
+    let imagenet_r18 = |extra: &[&str]| {
+        let base = [
+            "--model",
+            "zoo:resnet18",
+            "--iters",
+            "100",
+            "--accounting",
+            "hardware",
+        ];
+        run_json(&[&base[..], extra].concat())
+    };
+    assert_eq!(
+        imagenet_r18(&["--policy", "family"])["gbitops"],
+        imagenet_r18(&["--policy", "imagenet"])["gbitops"]
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let trace = dir.path().join("t.csv");
+    let t = trace.to_string_lossy().into_owned();
+    run_json(&[&hw[..], &["--save-trace", &t]].concat());
+    rejects(
+        &[
+            "--model",
+            "zoo:resnet74",
+            "--trace",
+            &t,
+            "--quantize-first",
+            "false",
+        ],
+        "--quantize-first",
+    );
+}
+
 #[test]
 fn schedule_files_report_their_own_bits() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));

@@ -62,7 +62,7 @@ pub fn read_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
+    use crate::scope::QuantScope;
     use crate::schedule::ScheduleArgs;
     use crate::synth::synthesize;
     use crate::test_model::model;
@@ -95,7 +95,7 @@ mod tests {
             .cycles(2)
             .build()
             .unwrap();
-        let mut rows: Vec<TraceRow> = synthesize(&s, m, &Policy::cpt_imagenet(), 128).collect();
+        let mut rows: Vec<TraceRow> = synthesize(&s, m, &QuantScope::CPT_IMAGENET, 128).collect();
         let last = |layer, bits, samples| TraceRow {
             iter_start: ITERS - 1,
             iter_end: ITERS,

@@ -14,9 +14,9 @@ pub mod csv_format;
 mod error;
 mod format;
 mod meta;
-mod policy;
 pub mod row;
 pub mod schedule;
+pub mod scope;
 mod synth;
 
 pub use atomic::write_atomically;
@@ -24,8 +24,8 @@ pub use complete::{absent_layers_as_fp32, static_rows};
 pub use error::TraceError;
 pub use format::{read_trace, write_trace, TraceFormat};
 pub use meta::TraceMeta;
-pub use policy::{LayerPrecision, Policy, POLICY_NAMES};
 pub use row::{Bits, TraceRow};
+pub use scope::QuantScope;
 pub use synth::{synthesize, Synth};
 
 #[cfg(test)]
