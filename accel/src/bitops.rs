@@ -9,7 +9,7 @@
 //!   output element — is charged at the scheduled precision. With one precision per iteration
 //!   this is `OPS_img · Σ_t batch · (b_fw² + 2·b_fw·b_bw)`, the rule that reproduces the
 //!   published GBitOPs. When quantized layers differ (per-layer or per-sample precision), the
-//!   layers and ops the policy leaves in fp32 are charged at the MAC-weighted mean cost of the
+//!   layers and ops the scope leaves in fp32 are charged at the MAC-weighted mean cost of the
 //!   quantized layer-samples.
 //! * [`Accounting::Hardware`]: quantized layers at their bits, layers (or layer-samples) not
 //!   quantized at 32 bits; BatchNorm / elementwise work is reported separately as fp32 ops.
@@ -241,7 +241,7 @@ mod tests {
     use super::*;
     use cptsim_models::{LayerInfo, LayerKind, LayerRole};
     use cptsim_traces::schedule::{BitRange, Convention, ScheduleArgs};
-    use cptsim_traces::{synthesize, Policy};
+    use cptsim_traces::{synthesize, QuantScope};
 
     /// A conv layer carrying `macs` per sample.
     fn layer(name: &str, role: LayerRole, macs: u64) -> LayerInfo {
@@ -275,10 +275,10 @@ mod tests {
     }
 
     /// Synthesises `args` on `model` (batch 128) and counts it.
-    fn count(model: &ModelSummary, args: ScheduleArgs, policy: &Policy) -> BitOpsCounter {
+    fn count(model: &ModelSummary, args: ScheduleArgs, scope: &QuantScope) -> BitOpsCounter {
         let schedule = args.build().unwrap();
         let mut c = BitOpsCounter::new(model);
-        for row in synthesize(&schedule, model, policy, 128) {
+        for row in synthesize(&schedule, model, scope, 128) {
             c.add(&row).unwrap();
         }
         c
@@ -292,7 +292,7 @@ mod tests {
 
     /// Paper-accounting reduction of a schedule against its static baseline, in percent.
     fn reduction(model: &ModelSummary, args: ScheduleArgs) -> f64 {
-        let c = count(model, args, &Policy::default());
+        let c = count(model, args, &QuantScope::ALL);
         let bits = c.bit_bounds().unwrap().1;
         100.0 * (1.0 - c.totals().paper / c.static_totals(bits).paper)
     }
@@ -393,10 +393,10 @@ mod tests {
         for (name, macs, bn, ops, s88, s66) in MODELS {
             let m = totals_model(name, macs, bn);
             assert_eq!(m.ops_per_image(), ops, "{name}");
-            let g88 = count(&m, cifar("static", 8, 8, 8), &Policy::default())
+            let g88 = count(&m, cifar("static", 8, 8, 8), &QuantScope::ALL)
                 .totals()
                 .gbitops(Accounting::Paper);
-            let g66 = count(&m, cifar("static", 6, 6, 6), &Policy::default())
+            let g66 = count(&m, cifar("static", 6, 6, 6), &QuantScope::ALL)
                 .totals()
                 .gbitops(Accounting::Paper);
             assert!(printed(g88, s88), "{name} 8/8: {g88:e}");
@@ -429,7 +429,7 @@ mod tests {
     fn resnet74_cpt_run() {
         // Issue #3: ≈ 1.69e8 GBitOPs against 2.668e8 static, −36.67 %.
         let m = totals_model("resnet74", 168_220_928, 716_800);
-        let c = count(&m, cifar("cosine", 3, 8, 8), &Policy::default());
+        let c = count(&m, cifar("cosine", 3, 8, 8), &QuantScope::ALL);
         assert!(printed(
             c.totals().gbitops(Accounting::Paper) * 10.0,
             (1.690, 9)
@@ -511,7 +511,7 @@ mod tests {
     fn fractrain_fp32_equivalent_macs() {
         // methods.md §2.5/§10: ResNet-74 SBM 8/8 full run = 2.61e14 fp32-equivalent MACs.
         let m = totals_model("resnet74", 168_220_928, 716_800);
-        let c = count(&m, cifar("static", 8, 8, 8), &Policy::default());
+        let c = count(&m, cifar("static", 8, 8, 8), &QuantScope::ALL);
         assert_eq!((c.totals().paper / 1024.0 / 1e12).round(), 261.0);
     }
 
@@ -538,7 +538,7 @@ mod tests {
             .build()
             .unwrap();
         let mut c = BitOpsCounter::new(&m);
-        for row in synthesize(&schedule, &m, &Policy::cpt_cifar(), 3) {
+        for row in synthesize(&schedule, &m, &QuantScope::CPT_CIFAR, 3) {
             c.add(&row).unwrap();
         }
         let t = c.totals();
@@ -553,10 +553,10 @@ mod tests {
         assert_eq!(t.bn_ops, 120.0);
         // Paper: every op (350 MACs + 20 BN) at the scheduled precision.
         assert_eq!(t.paper, (370 * 6 * 80) as f64);
-        // The same trace under the all-scheduled policy differs only in hardware accounting.
+        // The same trace under the all-scheduled scope differs only in hardware accounting.
         let all = {
             let mut c = BitOpsCounter::new(&m);
-            synthesize(&schedule, &m, &Policy::default(), 3)
+            synthesize(&schedule, &m, &QuantScope::ALL, 3)
                 .try_for_each(|r| c.add(&r))
                 .unwrap();
             c.totals()

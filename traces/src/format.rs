@@ -62,8 +62,8 @@ pub fn read_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scope::QuantScope;
     use crate::schedule::ScheduleArgs;
+    use crate::scope::QuantScope;
     use crate::synth::synthesize;
     use crate::test_model::model;
     use crate::Bits;

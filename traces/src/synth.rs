@@ -6,8 +6,8 @@ use std::rc::Rc;
 
 use cptsim_models::ModelSummary;
 
-use crate::scope::QuantScope;
 use crate::schedule::{Schedule, Span, Spans};
+use crate::scope::QuantScope;
 use crate::{Bits, TraceRow};
 
 /// Streams the trace of `schedule` on `model` with `batch` samples per iteration: the layers in
