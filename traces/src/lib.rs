@@ -20,7 +20,7 @@ pub mod scope;
 mod synth;
 
 pub use atomic::write_atomically;
-pub use complete::{absent_layers_as_fp32, static_rows};
+pub use complete::{absent_layers_as_fp32, static_bits, static_rows};
 pub use error::TraceError;
 pub use format::{read_trace, write_trace, TraceFormat};
 pub use meta::TraceMeta;

@@ -6,9 +6,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use cptsim_accel::report::write_report;
-use cptsim_accel::{cost_trace, Accelerator, RunSummary, TraceCostError};
+use cptsim_accel::{Accelerator, RunSummary, RunTrace, TraceCostError};
 use cptsim_models::ModelSummary;
-use cptsim_traces::{static_rows, Bits, TraceRow};
 
 /// Loads every `--accel` value (built-in name or TOML path). A configuration whose name repeats
 /// an earlier one (an edited copy that kept its `name`) is labelled with the value that named it,
@@ -38,17 +37,15 @@ pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
         .collect()
 }
 
-/// Costs `rows` and their static baseline on each accelerator; with `report_dir`, writes each
+/// Costs `run` against its static baseline on each accelerator; with `report_dir`, writes each
 /// accelerator's per-layer × GEMM and per-epoch CSVs there.
 pub fn cost_all(
     accels: &[Accelerator],
     model: &ModelSummary,
-    rows: &[TraceRow],
-    baseline: Bits,
+    run: &RunTrace,
     iters_per_epoch: u64,
     report_dir: Option<&Path>,
 ) -> anyhow::Result<Vec<RunSummary>> {
-    let base = static_rows(rows, baseline);
     // Only the report has a per-epoch breakdown; without one a run of any length is one epoch.
     let epoch = if report_dir.is_some() {
         iters_per_epoch
@@ -58,7 +55,7 @@ pub fn cost_all(
     accels
         .iter()
         .map(|acc| {
-            let run = cost_trace(model, rows.iter().copied(), epoch, acc).map_err(|e| {
+            let (cost, summary) = run.cost(model, epoch, acc).map_err(|e| {
                 let epochs = matches!(e, TraceCostError::TooManyEpochs { .. });
                 let e = anyhow::Error::from(e);
                 if epochs {
@@ -67,13 +64,12 @@ pub fn cost_all(
                     e
                 }
             })?;
-            let stat = cost_trace(model, base.iter().copied(), u64::MAX, acc)?;
             if let Some(dir) = report_dir {
-                write_report(dir, &run).with_context(|| {
+                write_report(dir, &cost).with_context(|| {
                     format!("--report {}: writing {}", dir.display(), acc.name())
                 })?;
             }
-            Ok(RunSummary::new(&run, &stat))
+            Ok(summary)
         })
         .collect()
 }

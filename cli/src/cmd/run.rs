@@ -6,14 +6,11 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
+use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary, RunTrace};
 use cptsim_models::atomic::Staged;
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{BitRange, Kind, Schedule, ScheduleArgs};
-use cptsim_traces::{
-    absent_layers_as_fp32, read_trace, synthesize, write_trace, Bits, QuantScope, TraceMeta,
-    TraceRow,
-};
+use cptsim_traces::{read_trace, synthesize, write_trace, Bits, QuantScope, TraceMeta, TraceRow};
 use serde::Serialize;
 
 use super::accel_costs;
@@ -244,14 +241,22 @@ pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)>
         (None, Some(schedule)) => cost_schedule(args, &model, schedule)?,
         (None, None) => bail!("--schedule: no schedule"),
     };
-    report.accelerators = accel_costs::cost_all(
-        &accels,
-        &model,
-        &rows,
-        report.baseline,
-        args.epoch_iters,
-        args.report.as_deref(),
-    )?;
+    if !accels.is_empty() {
+        let run = RunTrace::new(
+            &model,
+            rows,
+            report.iterations,
+            report.batch,
+            report.baseline,
+        );
+        report.accelerators = accel_costs::cost_all(
+            &accels,
+            &model,
+            &run,
+            args.epoch_iters,
+            args.report.as_deref(),
+        )?;
+    }
     Ok((report, model))
 }
 
@@ -358,14 +363,6 @@ fn cost_trace_file(
         counter.add(r).map_err(|e| e.to_string())
     })
     .context("--trace")?;
-    if keep {
-        kept.extend(absent_layers_as_fp32(
-            &kept,
-            model.layers.len(),
-            meta.iterations,
-            meta.batch,
-        ));
-    }
     let Some((lo, hi)) = counter.bit_bounds() else {
         bail!(
             "--trace {}: no quantized rows, nothing to compare with a static baseline",
