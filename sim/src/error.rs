@@ -60,6 +60,15 @@ pub enum SimError {
 }
 
 impl SimError {
+    /// Shorthand for a [`SimError::Io`] error on `path` (the shape the project's atomic writer,
+    /// `cptsim_models::atomic::write_atomically`, takes).
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        SimError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
     /// Shorthand for a [`SimError::Shape`] error.
     pub fn shape(layer: &str, msg: impl Into<String>) -> Self {
         SimError::Shape {

@@ -151,14 +151,11 @@ pub fn to_bytes(t: &Tensor) -> Vec<u8> {
 /// Writes `t` to `path` as `.npy`, atomically (temporary sibling, then rename).
 pub fn write(path: &Path, t: &Tensor) -> Result<()> {
     let bytes = to_bytes(t);
-    cptsim_traces::write_atomically(path, |w| {
-        w.write_all(&bytes)
-            .map_err(|e| cptsim_traces::TraceError::io(path, e))
-    })
-    .map_err(|e| SimError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    })
+    cptsim_models::atomic::write_atomically(
+        path,
+        |w| w.write_all(&bytes).map_err(|e| SimError::io(path, e)),
+        SimError::io,
+    )
 }
 
 #[cfg(test)]

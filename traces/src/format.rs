@@ -114,6 +114,28 @@ mod tests {
         rows
     }
 
+    /// Both formats write through the project's atomic writer: a failed write (a row the meta
+    /// does not allow, a missing directory) leaves no file, and errors name the user's path.
+    #[test]
+    fn failed_writes_leave_no_file_and_name_the_path() {
+        let m = model(&roles());
+        let meta = TraceMeta::for_model(&m, 128, ITERS);
+        let dir = tempfile::tempdir().unwrap();
+        let bad = TraceRow {
+            layer: 99,
+            ..sample_rows(&m)[0]
+        };
+        for name in ["t.csv", "t.pb"] {
+            let path = dir.path().join(name);
+            assert!(write_trace(&path, &meta, [bad]).is_err(), "{name}");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{name}");
+            let path = Path::new("/no/such/dir").join(name);
+            let e = write_trace(&path, &meta, []).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{}: ", path.display())), "{e}");
+            assert!(!e.contains(".tmp"), "{e}");
+        }
+    }
+
     #[test]
     fn both_formats_round_trip() {
         let m = model(&roles());

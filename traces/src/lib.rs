@@ -6,7 +6,6 @@
 //! [`synthesize`] produces one from a [`schedule::Schedule`]; [`write_trace`] / [`read_trace`]
 //! store and load one, checked against the model.
 
-mod atomic;
 pub mod binary;
 pub mod complete;
 mod coverage;
@@ -19,7 +18,6 @@ pub mod schedule;
 pub mod scope;
 mod synth;
 
-pub use atomic::write_atomically;
 pub use complete::{absent_layers_as_fp32, static_bits, static_rows};
 pub use error::TraceError;
 pub use format::{read_trace, write_trace, TraceFormat};
