@@ -60,8 +60,8 @@ impl Conv2dSpec {
             || g == 0
             || self.in_channels == 0
             || self.out_channels == 0
-            || self.in_channels % g != 0
-            || self.out_channels % g != 0;
+            || !self.in_channels.is_multiple_of(g)
+            || !self.out_channels.is_multiple_of(g);
         if bad {
             return Err(SimError::shape(
                 layer,

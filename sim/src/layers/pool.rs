@@ -156,7 +156,7 @@ impl Layer for Pool2d {
                     }
                 }
             });
-        self.cache = (mode == Mode::Train).then(|| PoolCache {
+        self.cache = (mode == Mode::Train).then_some(PoolCache {
             in_shape: [n, h, w, c],
             out_shape: [n, oh, ow, c],
             argmax,
