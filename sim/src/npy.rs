@@ -1,6 +1,7 @@
 //! A minimal `.npy` reader and writer for little-endian float32 C-order arrays (NumPy format
 //! versions 1.0–3.0): magic `\x93NUMPY`, version, header length, a Python-dict header with
-//! `descr`, `fortran_order` and `shape`, then the raw data.
+//! `descr`, `fortran_order` and `shape`, then the raw data. Hand-written rather than `ndarray-npy`,
+//! whose errors name neither the file nor the offset (README, "Running a model").
 
 use std::io::Write;
 use std::path::Path;
