@@ -74,8 +74,11 @@ pub fn cost_all(
         .collect()
 }
 
-/// Prints one line per accelerator under a header.
+/// Prints one line per accelerator under a header: the table of [`RunSummary::table_row`], its
+/// numbers right-aligned (a reduction cell, `12.34 %`, is one wider than its header).
 pub fn print_table(summaries: &[RunSummary], out: &mut dyn Write) -> std::io::Result<()> {
+    const HEADER_WIDTHS: [usize; 8] = [12, 10, 12, 12, 10, 12, 10, 10];
+    const ROW_WIDTHS: [usize; 8] = [12, 10, 12, 12, 10, 12, 11, 11];
     if summaries.is_empty() {
         return Ok(());
     }
@@ -85,33 +88,17 @@ pub fn print_table(summaries: &[RunSummary], out: &mut dyn Write) -> std::io::Re
         .max()
         .unwrap_or(0)
         .max(24);
-    writeln!(
-        out,
-        "{:<w$} {:>12} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10}",
-        "accelerator",
-        "time (s)",
-        "time (h)",
-        "energy (J)",
-        "DRAM (GB)",
-        "static (h)",
-        "static (J)",
-        "time red.",
-        "energy red."
-    )?;
+    let mut line = |cells: &[&str], widths: &[usize; 8]| {
+        let mut text = format!("{:<w$}", cells[0]);
+        for (cell, width) in cells[1..].iter().zip(widths) {
+            text.push_str(&format!(" {cell:>width$}"));
+        }
+        writeln!(out, "{text}")
+    };
+    line(&RunSummary::TABLE_HEADER, &HEADER_WIDTHS)?;
     for s in summaries {
-        writeln!(
-            out,
-            "{:<w$} {:>12.4e} {:>10.3} {:>12.4e} {:>12.4e} {:>10.3} {:>12.4e} {:>9.2} % {:>9.2} %",
-            s.name,
-            s.latency_s,
-            s.latency_s / 3600.0,
-            s.energy_j,
-            s.dram_bytes / 1e9,
-            s.static_latency_s / 3600.0,
-            s.static_energy_j,
-            100.0 * s.latency_reduction(),
-            100.0 * s.energy_reduction()
-        )?;
+        let row = s.table_row();
+        line(&row.each_ref().map(String::as_str), &ROW_WIDTHS)?;
     }
     Ok(())
 }

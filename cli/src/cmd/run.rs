@@ -175,7 +175,7 @@ pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let unstage = |e| crate::exit::relabel(e, |t| staged.unstage(t));
     let (report, model) = evaluate(&args).map_err(unstage)?;
     if let Some(dir) = &args.report {
-        super::plot::write_run_index(dir, &report).map_err(unstage)?;
+        super::plot::write_run_index(dir, &report, &report.accelerators).map_err(unstage)?;
     }
     staged.commit().context("--save-trace/--report")?;
     for path in report_target.iter().map(|d| d.join("index.html")) {
