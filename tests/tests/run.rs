@@ -132,16 +132,19 @@ fn saved_traces_cost_the_same_when_read_back() {
     }
 }
 
+/// ResNet-74 at a static 8 bits.
+const STATIC8: [&str; 6] = [
+    "--model",
+    "zoo:resnet74",
+    "--schedule",
+    "static",
+    "--bits",
+    "8",
+];
+
 #[test]
 fn hardware_accounting_charges_the_fp32_classifier() {
-    let static8 = [
-        "--model",
-        "zoo:resnet74",
-        "--schedule",
-        "static",
-        "--bits",
-        "8",
-    ];
+    let static8 = STATIC8;
     let hardware = [&static8[..], &["--accounting", "hardware"]].concat();
     let paper = run_json(&static8);
     let all = run_json(&hardware);
@@ -156,16 +159,7 @@ fn hardware_accounting_charges_the_fp32_classifier() {
 /// `train`'s default scope (spec §1.4 by input size).
 #[test]
 fn scope_flags_refine_the_policy_preset() {
-    let hw = [
-        "--model",
-        "zoo:resnet74",
-        "--schedule",
-        "static",
-        "--bits",
-        "8",
-        "--accounting",
-        "hardware",
-    ];
+    let hw = [&STATIC8[..], &["--accounting", "hardware"]].concat();
     let with = |extra: &[&str]| run_json(&[&hw[..], extra].concat());
     let cifar = with(&["--policy", "cifar"]);
     let no_fc = with(&["--quantize-last", "false"]);

@@ -93,25 +93,21 @@ mod tests {
     #[test]
     fn family_defaults_follow_the_input_size() {
         let mut m = model(&ROLES);
-        // 8×8 input: CIFAR-sized, only the classifier in fp32.
-        assert_eq!(
-            QuantScope::default().resolve(&m),
-            [true, true, true, true, false]
-        );
-        assert_eq!(
-            QuantScope::default().resolve(&m),
-            QuantScope::CPT_CIFAR.resolve(&m)
-        );
-        m.input = vec![1, 3, 224, 224];
-        assert_eq!(
-            QuantScope::default().resolve(&m),
-            [false, true, false, true, false]
-        );
-        assert_eq!(
-            QuantScope::default().resolve(&m),
-            QuantScope::CPT_IMAGENET.resolve(&m)
-        );
-        assert!(QuantScope::ALL.resolve(&m).iter().all(|&q| q));
+        // CIFAR-sized inputs: only the classifier in fp32; ImageNet-sized: stem, shortcut too.
+        for (side, want, preset) in [
+            (8, [true, true, true, true, false], QuantScope::CPT_CIFAR),
+            (
+                224,
+                [false, true, false, true, false],
+                QuantScope::CPT_IMAGENET,
+            ),
+        ] {
+            m.input = vec![1, 3, side, side];
+            let family = QuantScope::default().resolve(&m);
+            assert_eq!(family, want, "side {side}");
+            assert_eq!(family, preset.resolve(&m), "side {side}");
+            assert!(QuantScope::ALL.resolve(&m).iter().all(|&q| q));
+        }
     }
 
     #[test]
