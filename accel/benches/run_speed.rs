@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use cptsim_accel::{Accounting, BitOpsCounter};
 use cptsim_traces::schedule::ScheduleArgs;
-use cptsim_traces::{read_trace, synthesize, write_trace, Policy, TraceMeta};
+use cptsim_traces::{read_trace, synthesize, write_trace, QuantScope, TraceMeta};
 
 const MODELS: [&str; 7] = [
     "resnet20",
@@ -77,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let meta = TraceMeta::for_model(&model, BATCH, schedule.iterations());
         let (result, s_wall, s_cpu) = timed(|| -> Result<_, Box<dyn std::error::Error>> {
             let mut counter = BitOpsCounter::new(&model);
-            let rows = synthesize(&schedule, &model, &Policy::cpt_cifar(), BATCH).inspect(|r| {
+            let rows = synthesize(&schedule, &model, &QuantScope::CPT_CIFAR, BATCH).inspect(|r| {
                 // Layer indices of a synthesised trace are in range by construction.
                 let _ = counter.add(r);
             });

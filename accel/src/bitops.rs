@@ -9,13 +9,13 @@
 //!   output element — is charged at the scheduled precision. With one precision per iteration
 //!   this is `OPS_img · Σ_t batch · (b_fw² + 2·b_fw·b_bw)`, the rule that reproduces the
 //!   published GBitOPs. When quantized layers differ (per-layer or per-sample precision), the
-//!   layers and ops the policy leaves in fp32 are charged at the MAC-weighted mean cost of the
+//!   layers and ops the scope leaves in fp32 are charged at the MAC-weighted mean cost of the
 //!   quantized layer-samples.
 //! * [`Accounting::Hardware`]: quantized layers at their bits, layers (or layer-samples) not
 //!   quantized at 32 bits; BatchNorm / elementwise work is reported separately as fp32 ops.
 
 use cptsim_models::ModelSummary;
-use cptsim_traces::{Bits, TraceRow};
+use cptsim_traces::{static_bits, Bits, TraceRow};
 
 /// Bit-operations of one fp32 layer-sample per MAC: three GEMMs at 32 × 32 bits.
 pub const FP32_COST: u64 = 3 * 32 * 32;
@@ -76,14 +76,20 @@ pub fn gemm_factor(bits: Bits) -> u64 {
 }
 
 /// What one layer accumulated.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Tally {
-    /// `Σ gemm_factor(bits) · samples` over the rows where the layer was quantized.
-    factor_samples: u128,
-    /// Samples the layer ran quantized.
-    quantized_samples: u128,
+    /// Samples per bit-widths the layer ran quantized at, in first-seen order (few entries: one
+    /// per scheduled precision or DFQ candidate).
+    quantized: Vec<(Bits, u128)>,
     /// Samples the layer ran in fp32 (rows with [`Bits::FP32`]).
     fp32_samples: u128,
+}
+
+impl Tally {
+    /// Samples the layer ran quantized.
+    fn quantized_samples(&self) -> u128 {
+        self.quantized.iter().map(|&(_, n)| n).sum()
+    }
 }
 
 /// Bit-operation totals of a run.
@@ -155,9 +161,11 @@ impl BitOpsCounter {
         if row.bits.is_fp32() {
             tally.fp32_samples += samples;
         } else {
-            tally.factor_samples += u128::from(gemm_factor(row.bits)) * samples;
-            tally.quantized_samples += samples;
             let b = row.bits;
+            match tally.quantized.iter_mut().find(|(bits, _)| *bits == b) {
+                Some((_, n)) => *n += samples,
+                None => tally.quantized.push((b, samples)),
+            }
             let (lo, hi) = self.bounds.unwrap_or((b, b));
             self.bounds = Some((
                 Bits {
@@ -193,32 +201,42 @@ impl BitOpsCounter {
     pub fn samples(&self) -> u128 {
         self.tallies
             .iter()
-            .map(|t| t.quantized_samples + t.fp32_samples)
+            .map(|t| t.quantized_samples() + t.fp32_samples)
             .max()
             .unwrap_or(0)
     }
 
-    /// The totals of the rows added so far.
+    /// The totals of the rows added so far. Layer-samples the rows do not list ran in fp32 (the
+    /// rule of [`cptsim_traces::absent_layers_as_fp32`]).
     pub fn totals(&self) -> BitOps {
-        self.totals_with(|t| t.factor_samples)
+        self.totals_with(|b| b)
     }
 
-    /// The totals had every quantized layer-sample run at `bits` (the static baseline).
+    /// The totals of the static baseline at `bits`: every layer-sample at
+    /// [`cptsim_traces::static_bits`] (the quantized ones at `bits`, the fp32 ones in fp32), as
+    /// the accelerator costing's [`cptsim_traces::static_rows`].
     pub fn static_totals(&self, bits: Bits) -> BitOps {
-        let factor = u128::from(gemm_factor(bits));
-        self.totals_with(|t| factor * t.quantized_samples)
+        self.totals_with(|b| static_bits(b, bits))
     }
 
-    fn totals_with(&self, factor_samples: impl Fn(&Tally) -> u128) -> BitOps {
+    /// The totals with every quantized layer-sample's bits replaced by `bits_of(its bits)`.
+    fn totals_with(&self, bits_of: impl Fn(Bits) -> Bits) -> BitOps {
         let samples = self.samples();
         let mut quantized = 0u128;
         let mut quantized_mac_samples = 0u128;
         let mut fp32 = 0u128;
         for (t, &mac) in self.tallies.iter().zip(&self.macs) {
             let mac = u128::from(mac);
-            quantized += mac * factor_samples(t);
-            quantized_mac_samples += mac * t.quantized_samples;
-            fp32 += mac * u128::from(FP32_COST) * samples.saturating_sub(t.quantized_samples);
+            let mut layer_quantized = 0u128;
+            for &(b, n) in &t.quantized {
+                let b = bits_of(b);
+                if !b.is_fp32() {
+                    quantized += mac * u128::from(gemm_factor(b)) * n;
+                    layer_quantized += n;
+                }
+            }
+            quantized_mac_samples += mac * layer_quantized;
+            fp32 += mac * u128::from(FP32_COST) * samples.saturating_sub(layer_quantized);
         }
         // Mean bit-operations per op of the quantized work; fp32 if nothing was quantized.
         let per_op = if quantized_mac_samples == 0 {
@@ -241,7 +259,7 @@ mod tests {
     use super::*;
     use cptsim_models::{LayerInfo, LayerKind, LayerRole};
     use cptsim_traces::schedule::{BitRange, Convention, ScheduleArgs};
-    use cptsim_traces::{synthesize, Policy};
+    use cptsim_traces::{synthesize, QuantScope};
 
     /// A conv layer carrying `macs` per sample.
     fn layer(name: &str, role: LayerRole, macs: u64) -> LayerInfo {
@@ -275,10 +293,10 @@ mod tests {
     }
 
     /// Synthesises `args` on `model` (batch 128) and counts it.
-    fn count(model: &ModelSummary, args: ScheduleArgs, policy: &Policy) -> BitOpsCounter {
+    fn count(model: &ModelSummary, args: ScheduleArgs, scope: &QuantScope) -> BitOpsCounter {
         let schedule = args.build().unwrap();
         let mut c = BitOpsCounter::new(model);
-        for row in synthesize(&schedule, model, policy, 128) {
+        for row in synthesize(&schedule, model, scope, 128) {
             c.add(&row).unwrap();
         }
         c
@@ -292,7 +310,7 @@ mod tests {
 
     /// Paper-accounting reduction of a schedule against its static baseline, in percent.
     fn reduction(model: &ModelSummary, args: ScheduleArgs) -> f64 {
-        let c = count(model, args, &Policy::default());
+        let c = count(model, args, &QuantScope::ALL);
         let bits = c.bit_bounds().unwrap().1;
         100.0 * (1.0 - c.totals().paper / c.static_totals(bits).paper)
     }
@@ -393,10 +411,10 @@ mod tests {
         for (name, macs, bn, ops, s88, s66) in MODELS {
             let m = totals_model(name, macs, bn);
             assert_eq!(m.ops_per_image(), ops, "{name}");
-            let g88 = count(&m, cifar("static", 8, 8, 8), &Policy::default())
+            let g88 = count(&m, cifar("static", 8, 8, 8), &QuantScope::ALL)
                 .totals()
                 .gbitops(Accounting::Paper);
-            let g66 = count(&m, cifar("static", 6, 6, 6), &Policy::default())
+            let g66 = count(&m, cifar("static", 6, 6, 6), &QuantScope::ALL)
                 .totals()
                 .gbitops(Accounting::Paper);
             assert!(printed(g88, s88), "{name} 8/8: {g88:e}");
@@ -429,7 +447,7 @@ mod tests {
     fn resnet74_cpt_run() {
         // Issue #3: ≈ 1.69e8 GBitOPs against 2.668e8 static, −36.67 %.
         let m = totals_model("resnet74", 168_220_928, 716_800);
-        let c = count(&m, cifar("cosine", 3, 8, 8), &Policy::default());
+        let c = count(&m, cifar("cosine", 3, 8, 8), &QuantScope::ALL);
         assert!(printed(
             c.totals().gbitops(Accounting::Paper) * 10.0,
             (1.690, 9)
@@ -511,7 +529,7 @@ mod tests {
     fn fractrain_fp32_equivalent_macs() {
         // methods.md §2.5/§10: ResNet-74 SBM 8/8 full run = 2.61e14 fp32-equivalent MACs.
         let m = totals_model("resnet74", 168_220_928, 716_800);
-        let c = count(&m, cifar("static", 8, 8, 8), &Policy::default());
+        let c = count(&m, cifar("static", 8, 8, 8), &QuantScope::ALL);
         assert_eq!((c.totals().paper / 1024.0 / 1e12).round(), 261.0);
     }
 
@@ -538,7 +556,7 @@ mod tests {
             .build()
             .unwrap();
         let mut c = BitOpsCounter::new(&m);
-        for row in synthesize(&schedule, &m, &Policy::cpt_cifar(), 3) {
+        for row in synthesize(&schedule, &m, &QuantScope::CPT_CIFAR, 3) {
             c.add(&row).unwrap();
         }
         let t = c.totals();
@@ -553,10 +571,10 @@ mod tests {
         assert_eq!(t.bn_ops, 120.0);
         // Paper: every op (350 MACs + 20 BN) at the scheduled precision.
         assert_eq!(t.paper, (370 * 6 * 80) as f64);
-        // The same trace under the all-scheduled policy differs only in hardware accounting.
+        // The same trace under the all-scheduled scope differs only in hardware accounting.
         let all = {
             let mut c = BitOpsCounter::new(&m);
-            synthesize(&schedule, &m, &Policy::default(), 3)
+            synthesize(&schedule, &m, &QuantScope::ALL, 3)
                 .try_for_each(|r| c.add(&r))
                 .unwrap();
             c.totals()
@@ -600,6 +618,41 @@ mod tests {
             c.bit_bounds(),
             Some((Bits { w: 4, a: 3, g: 6 }, Bits { w: 4, a: 6, g: 12 }))
         );
+    }
+
+    /// The counter's static totals are the totals of `traces::static_rows`, and its totals of a
+    /// trace listing some layers those of the trace completed by `absent_layers_as_fp32`: BitOPs
+    /// and the accelerator costing see the same baseline and the same completed trace.
+    #[test]
+    fn static_totals_and_completion_follow_the_traces_rules() {
+        let m = three_layers();
+        let row = |layer, bits, samples| TraceRow {
+            iter_start: 0,
+            iter_end: 10,
+            layer,
+            bits,
+            samples,
+        };
+        let rows = [
+            row(1, Bits { w: 4, a: 3, g: 6 }, 100),
+            row(1, Bits { w: 4, a: 6, g: 12 }, 28),
+            row(2, Bits::FP32, 128),
+        ];
+        let counted = |rows: &[TraceRow]| {
+            let mut c = BitOpsCounter::new(&m);
+            c.add_all(rows).unwrap();
+            c
+        };
+        let c = counted(&rows);
+        let base = Bits::forward_backward(8, 12);
+        assert_eq!(
+            c.static_totals(base),
+            counted(&cptsim_traces::static_rows(&rows, base)).totals()
+        );
+        let mut complete = rows.to_vec();
+        complete.extend(cptsim_traces::absent_layers_as_fp32(&rows, 3, 10, 128));
+        assert_eq!(complete.len(), 4);
+        assert_eq!(c.totals(), counted(&complete).totals());
     }
 
     #[test]

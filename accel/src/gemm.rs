@@ -26,6 +26,7 @@
 //! `M` rows of each sample and head rather than over the mini-batch: there is no weight shared by
 //! the samples.
 
+use cptsim_models::ir::shape::window_out;
 use cptsim_models::summary::{LayerInfo, LayerKind, LayerRole};
 use cptsim_traces::row::Bits;
 use serde::Serialize;
@@ -147,9 +148,21 @@ pub struct ConvProblem {
 }
 
 impl ConvProblem {
-    /// A single inference conv layer: square `hw × hw` input, square kernel.
+    /// A single inference conv layer: square `hw × hw` input, square kernel `k`, symmetric padding
+    /// `pad`, output size by [`window_out`]. The kernel must fit the padded input (callers check
+    /// it: `cptsim layer` names the flags); one that does not is costed as one window.
     pub fn conv(batch: u64, ic: u64, oc: u64, hw: u64, k: u64, stride: u64, pad: u64) -> Self {
-        let out = (hw + 2 * pad).saturating_sub(k) / stride.max(1) + 1;
+        let size = |v: u64| usize::try_from(v).ok();
+        let out = match (
+            size(hw),
+            size(pad.saturating_mul(2)),
+            size(k),
+            size(stride.max(1)),
+        ) {
+            (Some(hw), Some(pad), Some(k), Some(s)) => window_out(hw, pad, k, s, 1, false).ok(),
+            _ => None,
+        }
+        .map_or(1, |o| o as u64);
         Self {
             batch,
             in_ch: ic,
@@ -370,7 +383,7 @@ pub(crate) mod tests {
         hw: usize,
         stride: usize,
     ) -> LayerInfo {
-        let out = hw / stride;
+        let out = window_out(hw, 2, 3, stride, 1, false).unwrap();
         LayerInfo {
             name: "c".into(),
             kind: LayerKind::Conv,

@@ -31,4 +31,4 @@ pub mod zc706;
 
 pub use accelerator::{Accelerator, CostError, GemmCost};
 pub use bitops::{Accounting, BitOps, BitOpsCounter, BitOpsError};
-pub use trace_cost::{cost_trace, CostTotals, RunSummary, TraceCost, TraceCostError};
+pub use trace_cost::{cost_trace, CostTotals, RunSummary, RunTrace, TraceCost, TraceCostError};

@@ -16,7 +16,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use cptsim_traces::{write_atomically, TraceError};
+use cptsim_models::atomic::write_atomically;
+use cptsim_traces::TraceError;
 
 use crate::inference::InferenceCost;
 use crate::trace_cost::{CostTotals, LayerGemmCost, TraceCost};
@@ -68,11 +69,13 @@ fn csv(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
     out
 }
 
-/// Writes `contents` to `path` atomically (the trace crate's temp-file-and-rename writer).
+/// Writes `contents` to `path` atomically (the project's temp-file-and-rename writer).
 fn write_file(path: &Path, contents: &[u8]) -> Result<(), TraceError> {
-    write_atomically(path, |w| {
-        w.write_all(contents).map_err(|e| TraceError::io(path, e))
-    })
+    write_atomically(
+        path,
+        |w| w.write_all(contents).map_err(|e| TraceError::io(path, e)),
+        TraceError::io,
+    )
 }
 
 /// A file-name-safe form of an accelerator name.

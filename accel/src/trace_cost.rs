@@ -1,7 +1,8 @@
 //! Costing a whole precision trace on one accelerator: totals, per layer × GEMM and per epoch.
 
 use cptsim_models::summary::ModelSummary;
-use cptsim_traces::row::TraceRow;
+use cptsim_traces::row::{Bits, TraceRow};
+use cptsim_traces::{absent_layers_as_fp32, static_rows};
 use serde::Serialize;
 
 use crate::accelerator::{Accelerator, CostError};
@@ -127,6 +128,36 @@ impl RunSummary {
     /// Relative energy reduction against the static baseline.
     pub fn energy_reduction(&self) -> f64 {
         1.0 - self.energy_j / self.static_energy_j
+    }
+
+    /// The header of the accelerator table, as `cptsim run`/`compare` print it and the HTML
+    /// reports show it; [`RunSummary::table_row`] gives its rows.
+    pub const TABLE_HEADER: [&'static str; 9] = [
+        "accelerator",
+        "time (s)",
+        "time (h)",
+        "energy (J)",
+        "DRAM (GB)",
+        "static (h)",
+        "static (J)",
+        "time red.",
+        "energy red.",
+    ];
+
+    /// This run's row of the accelerator table (columns of [`RunSummary::TABLE_HEADER`]): times
+    /// and energies to 4 significant digits or hours to 3 decimals, reductions in percent.
+    pub fn table_row(&self) -> [String; 9] {
+        [
+            self.name.clone(),
+            format!("{:.4e}", self.latency_s),
+            format!("{:.3}", self.latency_s / 3600.0),
+            format!("{:.4e}", self.energy_j),
+            format!("{:.4e}", self.dram_bytes / 1e9),
+            format!("{:.3}", self.static_latency_s / 3600.0),
+            format!("{:.4e}", self.static_energy_j),
+            format!("{:.2} %", 100.0 * self.latency_reduction()),
+            format!("{:.2} %", 100.0 * self.energy_reduction()),
+        ]
     }
 }
 
@@ -325,6 +356,46 @@ pub fn cost_trace(
         per_epoch,
         evaluations: cache.evaluations(),
     })
+}
+
+/// A run's trace ready to cost against its static baseline: the layers the trace does not list
+/// completed as fp32 ([`absent_layers_as_fp32`]) and the baseline's rows ([`static_rows`]), the
+/// rules BitOPs accounting follows too.
+#[derive(Clone, Debug)]
+pub struct RunTrace {
+    rows: Vec<TraceRow>,
+    baseline: Vec<TraceRow>,
+}
+
+impl RunTrace {
+    /// The trace `rows` of a run of `iterations` × `batch` samples on `model`, against a static
+    /// baseline at `baseline` bits.
+    pub fn new(
+        model: &ModelSummary,
+        mut rows: Vec<TraceRow>,
+        iterations: u64,
+        batch: u64,
+        baseline: Bits,
+    ) -> Self {
+        let absent = absent_layers_as_fp32(&rows, model.layers.len(), iterations, batch);
+        rows.extend(absent);
+        let baseline = static_rows(&rows, baseline);
+        Self { rows, baseline }
+    }
+
+    /// Costs the run (per epoch of `iters_per_epoch` iterations, as [`cost_trace`]) and its
+    /// baseline (one epoch) on `acc`: the run's cost and its summary line.
+    pub fn cost(
+        &self,
+        model: &ModelSummary,
+        iters_per_epoch: u64,
+        acc: &Accelerator,
+    ) -> Result<(TraceCost, RunSummary), TraceCostError> {
+        let run = cost_trace(model, self.rows.iter().copied(), iters_per_epoch, acc)?;
+        let baseline = cost_trace(model, self.baseline.iter().copied(), u64::MAX, acc)?;
+        let summary = RunSummary::new(&run, &baseline);
+        Ok((run, summary))
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 mod cmd;
 mod exit;
 mod interrupt;
+mod malloc;
 
 /// Simulate dynamic-precision training: import models, synthesise or record precision traces,
 /// train with simulated low precision and cost runs on accelerator models.

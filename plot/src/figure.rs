@@ -12,7 +12,8 @@ use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
 use crate::error::{PlotError, Result};
-use cptsim_traces::{write_atomically, TraceError};
+use cptsim_models::atomic::write_atomically;
+use cptsim_traces::TraceError;
 
 /// The family every figure's text uses. PNG text is drawn from the embedded DejaVu Sans
 /// registered under this name; SVG text names it, so viewers use their own sans-serif face.
@@ -208,9 +209,11 @@ pub fn write(fig: &impl Figure, path: &Path, size: Size) -> Result<()> {
 
 /// Writes `bytes` to `path` atomically (temporary file, then rename).
 pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomically(path, |w| {
-        w.write_all(bytes).map_err(|e| TraceError::io(path, e))
-    })?;
+    write_atomically(
+        path,
+        |w| w.write_all(bytes).map_err(|e| TraceError::io(path, e)),
+        TraceError::io,
+    )?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use cptsim_accel::RunSummary;
 use cptsim_models::ModelSummary;
 use cptsim_traces::{read_trace, TraceRow};
 use serde_json::Value;
@@ -217,9 +218,15 @@ fn num(v: &Value) -> String {
 }
 
 /// Writes `dir/index.html` for `run --report DIR`: `run` is the run's `--format json` document
-/// (the numbers the terminal prints); figures are the per-layer breakdowns of every
-/// `*-layers.csv` in `dir`, split by component and by GEMM.
-pub fn write_run_index(dir: &Path, run: &Value, prov: &Provenance) -> Result<PathBuf> {
+/// (the numbers the terminal prints), `accelerators` its accelerator lines (the terminal's
+/// table); figures are the per-layer breakdowns of every `*-layers.csv` in `dir`, split by
+/// component and by GEMM.
+pub fn write_run_index(
+    dir: &Path,
+    run: &Value,
+    accelerators: &[RunSummary],
+    prov: &Provenance,
+) -> Result<PathBuf> {
     let get = |k: &str| run.get(k).unwrap_or(&Value::Null);
     let mut page = Page::new(&format!(
         "cptsim run: {} under {}",
@@ -252,40 +259,13 @@ pub fn write_run_index(dir: &Path, run: &Value, prov: &Provenance) -> Result<Pat
     }
     page.heading("Run");
     page.table(&["quantity", "value"], &rows);
-    if let Some(accels) = get("accelerators").as_array() {
-        let rows: Vec<Vec<String>> = accels
+    if !accelerators.is_empty() {
+        let rows: Vec<Vec<String>> = accelerators
             .iter()
-            .map(|a| {
-                let g = |k: &str| a.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
-                let red = |x: f64, s: f64| format!("{:.2} %", 100.0 * (1.0 - x / s));
-                vec![
-                    num(a.get("name").unwrap_or(&Value::Null)),
-                    format!("{:.4e}", g("latency_s")),
-                    format!("{:.3}", g("latency_s") / 3600.0),
-                    format!("{:.4e}", g("energy_j")),
-                    format!("{:.4e}", g("dram_bytes") / 1e9),
-                    format!("{:.3}", g("static_latency_s") / 3600.0),
-                    format!("{:.4e}", g("static_energy_j")),
-                    red(g("latency_s"), g("static_latency_s")),
-                    red(g("energy_j"), g("static_energy_j")),
-                ]
-            })
+            .map(|a| a.table_row().to_vec())
             .collect();
         page.heading("Accelerators");
-        page.table(
-            &[
-                "accelerator",
-                "time (s)",
-                "time (h)",
-                "energy (J)",
-                "DRAM (GB)",
-                "static (h)",
-                "static (J)",
-                "time red.",
-                "energy red.",
-            ],
-            &rows,
-        );
+        page.table(&RunSummary::TABLE_HEADER, &rows);
     }
     let size = Size {
         height: 640,

@@ -60,6 +60,21 @@ pub enum SimError {
 }
 
 impl SimError {
+    /// Shorthand for a [`SimError::Io`] error on `path` (the shape the project's atomic writer,
+    /// `cptsim_models::atomic::write_atomically`, takes).
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        SimError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// An output that could not be written: a runtime failure whatever the I/O cause (a missing
+    /// directory is not the "file does not exist" of an input), with the path said once.
+    pub fn output(path: &std::path::Path, source: std::io::Error) -> Self {
+        Self::io(path, std::io::Error::other(source))
+    }
+
     /// Shorthand for a [`SimError::Shape`] error.
     pub fn shape(layer: &str, msg: impl Into<String>) -> Self {
         SimError::Shape {

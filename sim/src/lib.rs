@@ -14,7 +14,6 @@ pub mod gemm;
 pub mod init;
 pub mod layers;
 pub mod ldp;
-pub mod malloc;
 pub mod memory;
 pub mod net;
 pub mod npy;

@@ -1,6 +1,7 @@
 //! A minimal `.npy` reader and writer for little-endian float32 C-order arrays (NumPy format
 //! versions 1.0–3.0): magic `\x93NUMPY`, version, header length, a Python-dict header with
-//! `descr`, `fortran_order` and `shape`, then the raw data.
+//! `descr`, `fortran_order` and `shape`, then the raw data. Hand-written rather than `ndarray-npy`,
+//! whose errors name neither the file nor the offset (README, "Running a model").
 
 use std::io::Write;
 use std::path::Path;
@@ -151,19 +152,11 @@ pub fn to_bytes(t: &Tensor) -> Vec<u8> {
 /// Writes `t` to `path` as `.npy`, atomically (temporary sibling, then rename).
 pub fn write(path: &Path, t: &Tensor) -> Result<()> {
     let bytes = to_bytes(t);
-    cptsim_traces::write_atomically(path, |w| {
-        w.write_all(&bytes)
-            .map_err(|e| cptsim_traces::TraceError::io(path, e))
-    })
-    .map_err(|e| SimError::Io {
-        path: path.to_path_buf(),
-        // an output that cannot be written is a runtime failure whatever the cause; the path
-        // is said once, by this error
-        source: std::io::Error::other(match e {
-            cptsim_traces::TraceError::Io { error, .. } => error.to_string(),
-            e => e.to_string(),
-        }),
-    })
+    cptsim_models::atomic::write_atomically(
+        path,
+        |w| w.write_all(&bytes).map_err(|e| SimError::output(path, e)),
+        SimError::output,
+    )
 }
 
 #[cfg(test)]

@@ -132,16 +132,19 @@ fn saved_traces_cost_the_same_when_read_back() {
     }
 }
 
+/// ResNet-74 at a static 8 bits.
+const STATIC8: [&str; 6] = [
+    "--model",
+    "zoo:resnet74",
+    "--schedule",
+    "static",
+    "--bits",
+    "8",
+];
+
 #[test]
 fn hardware_accounting_charges_the_fp32_classifier() {
-    let static8 = [
-        "--model",
-        "zoo:resnet74",
-        "--schedule",
-        "static",
-        "--bits",
-        "8",
-    ];
+    let static8 = STATIC8;
     let hardware = [&static8[..], &["--accounting", "hardware"]].concat();
     let paper = run_json(&static8);
     let all = run_json(&hardware);
@@ -150,6 +153,53 @@ fn hardware_accounting_charges_the_fp32_classifier() {
     assert!(num(&all, "gbitops") < num(&paper, "gbitops"));
     assert!(num(&cifar, "gbitops") > num(&all, "gbitops"));
     assert!(num(&all, "bn_gops") > 0.0);
+}
+
+/// `run` takes the same `--quantize-*` flags as `train`, over its `--policy` preset; `family` is
+/// `train`'s default scope (spec §1.4 by input size).
+#[test]
+fn scope_flags_refine_the_policy_preset() {
+    let hw = [&STATIC8[..], &["--accounting", "hardware"]].concat();
+    let with = |extra: &[&str]| run_json(&[&hw[..], extra].concat());
+    let cifar = with(&["--policy", "cifar"]);
+    let no_fc = with(&["--quantize-last", "false"]);
+    let family = with(&["--policy", "family"]);
+    for key in ["gbitops", "static_gbitops"] {
+        assert_eq!(no_fc[key], cifar[key], "{key}");
+        assert_eq!(family[key], cifar[key], "{key}");
+    }
+    let fc_back = with(&["--policy", "cifar", "--quantize-last", "true"]);
+    assert_eq!(fc_back["gbitops"], with(&[])["gbitops"]);
+    let imagenet_r18 = |extra: &[&str]| {
+        let base = [
+            "--model",
+            "zoo:resnet18",
+            "--iters",
+            "100",
+            "--accounting",
+            "hardware",
+        ];
+        run_json(&[&base[..], extra].concat())
+    };
+    assert_eq!(
+        imagenet_r18(&["--policy", "family"])["gbitops"],
+        imagenet_r18(&["--policy", "imagenet"])["gbitops"]
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let trace = dir.path().join("t.csv");
+    let t = trace.to_string_lossy().into_owned();
+    run_json(&[&hw[..], &["--save-trace", &t]].concat());
+    rejects(
+        &[
+            "--model",
+            "zoo:resnet74",
+            "--trace",
+            &t,
+            "--quantize-first",
+            "false",
+        ],
+        "--quantize-first",
+    );
 }
 
 #[test]

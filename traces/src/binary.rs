@@ -5,13 +5,13 @@
 //! an end marker (a zero length, which no row encodes to because `samples ≥ 1`); a
 //! length-delimited [`Footer`] with the row count; end of file. A file cut anywhere is rejected.
 
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
+use cptsim_models::atomic::write_atomically;
 use cptsim_models::ModelSummary;
 use prost::Message;
 
-use crate::atomic::{write_all, write_atomically};
 use crate::coverage::Coverage;
 use crate::error::TraceError;
 use crate::meta::{check_for_writing, row_problem, TraceMeta};
@@ -85,47 +85,56 @@ pub fn write(
     meta: &TraceMeta,
     rows: impl IntoIterator<Item = TraceRow>,
 ) -> Result<u64, TraceError> {
-    write_atomically(path, |out| {
-        write_all(out, path, MAGIC)?;
-        let header = Header {
-            version: VERSION,
-            model: meta.model.clone(),
-            layer_count: u32::try_from(meta.layer_names.len()).unwrap_or(u32::MAX),
-            layer_names: meta.layer_names.clone(),
-            batch: meta.batch,
-            iterations: meta.iterations,
-        };
-        let mut buf = Vec::with_capacity(64);
-        header
-            .encode_length_delimited(&mut buf)
-            .map_err(|e| TraceError::io(path, std::io::Error::other(e)))?;
-        write_all(out, path, &buf)?;
-        let mut n = 0u64;
-        for r in rows {
-            check_for_writing(path, n, &r, meta)?;
-            buf.clear();
-            let msg = Row {
-                iter_start: r.iter_start,
-                iterations: r.iterations(),
-                layer: r.layer,
-                b_w: r.bits.w.into(),
-                b_a: r.bits.a.into(),
-                b_g: r.bits.g.into(),
-                samples: r.samples,
+    write_atomically(
+        path,
+        |out| {
+            write_all(out, path, MAGIC)?;
+            let header = Header {
+                version: VERSION,
+                model: meta.model.clone(),
+                layer_count: u32::try_from(meta.layer_names.len()).unwrap_or(u32::MAX),
+                layer_names: meta.layer_names.clone(),
+                batch: meta.batch,
+                iterations: meta.iterations,
             };
-            msg.encode_length_delimited(&mut buf)
+            let mut buf = Vec::with_capacity(64);
+            header
+                .encode_length_delimited(&mut buf)
                 .map_err(|e| TraceError::io(path, std::io::Error::other(e)))?;
             write_all(out, path, &buf)?;
-            n += 1;
-        }
-        buf.clear();
-        buf.push(0); // end marker
-        Footer { rows: n }
-            .encode_length_delimited(&mut buf)
-            .map_err(|e| TraceError::io(path, std::io::Error::other(e)))?;
-        write_all(out, path, &buf)?;
-        Ok(n)
-    })
+            let mut n = 0u64;
+            for r in rows {
+                check_for_writing(path, n, &r, meta)?;
+                buf.clear();
+                let msg = Row {
+                    iter_start: r.iter_start,
+                    iterations: r.iterations(),
+                    layer: r.layer,
+                    b_w: r.bits.w.into(),
+                    b_a: r.bits.a.into(),
+                    b_g: r.bits.g.into(),
+                    samples: r.samples,
+                };
+                msg.encode_length_delimited(&mut buf)
+                    .map_err(|e| TraceError::io(path, std::io::Error::other(e)))?;
+                write_all(out, path, &buf)?;
+                n += 1;
+            }
+            buf.clear();
+            buf.push(0); // end marker
+            Footer { rows: n }
+                .encode_length_delimited(&mut buf)
+                .map_err(|e| TraceError::io(path, std::io::Error::other(e)))?;
+            write_all(out, path, &buf)?;
+            Ok(n)
+        },
+        TraceError::io,
+    )
+}
+
+/// Writes `bytes`, naming `path` in the error.
+fn write_all(out: &mut impl Write, path: &Path, bytes: &[u8]) -> Result<(), TraceError> {
+    out.write_all(bytes).map_err(|e| TraceError::io(path, e))
 }
 
 /// A byte reader that knows its offset, for error positions.

@@ -1,6 +1,6 @@
 //! Completing a trace for costing: the layers a trace does not list ran in fp32, and the static
-//! baseline of a trace runs every quantized layer-sample at one precision. `cptsim run` and the
-//! accelerator costing both use these.
+//! baseline of a trace runs every quantized layer-sample at one precision. BitOPs accounting
+//! (`cptsim_accel::BitOpsCounter`) and the accelerator costing of `cptsim run` both use these.
 
 use crate::row::{Bits, TraceRow};
 
@@ -31,11 +31,23 @@ pub fn absent_layers_as_fp32(
         .collect()
 }
 
-/// The static baseline of a trace: every quantized row at `baseline`, fp32 rows unchanged.
+/// The bits the static baseline runs a layer-sample at that the trace ran at `bits`: `baseline`
+/// if it was quantized, fp32 if it was not. The baseline keeps the run's scope (which layers, and
+/// which samples, ran in fp32) and changes only the precision. [`static_rows`] and the BitOPs
+/// counter's static totals both apply this rule.
+pub fn static_bits(bits: Bits, baseline: Bits) -> Bits {
+    if bits.is_fp32() {
+        bits
+    } else {
+        baseline
+    }
+}
+
+/// The static baseline of a trace: every row at [`static_bits`].
 pub fn static_rows(rows: &[TraceRow], baseline: Bits) -> Vec<TraceRow> {
     rows.iter()
         .map(|r| TraceRow {
-            bits: if r.bits.is_fp32() { r.bits } else { baseline },
+            bits: static_bits(r.bits, baseline),
             ..*r
         })
         .collect()

@@ -20,11 +20,11 @@ use std::path::Path;
 
 use cptsim_models::ModelSummary;
 
-use crate::atomic::write_atomically;
 use crate::coverage::Coverage;
 use crate::error::TraceError;
 use crate::meta::{check_for_writing, row_problem, TraceMeta};
 use crate::{Bits, TraceRow};
+use cptsim_models::atomic::write_atomically;
 
 /// The header line's columns.
 pub const COLUMNS: [&str; 8] = [
@@ -44,34 +44,38 @@ pub fn write(
     meta: &TraceMeta,
     rows: impl IntoIterator<Item = TraceRow>,
 ) -> Result<u64, TraceError> {
-    write_atomically(path, |out| {
-        let csv_err = |e: csv::Error| TraceError::io(path, std::io::Error::other(e));
-        let mut w = csv::Writer::from_writer(out);
-        w.write_record(COLUMNS).map_err(csv_err)?;
-        let mut n = 0u64;
-        for r in rows {
-            check_for_writing(path, n, &r, meta)?;
-            let name = meta
-                .layer_names
-                .get(r.layer as usize)
-                .map(String::as_str)
-                .unwrap_or_default();
-            let fields = [
-                r.iter_start.to_string(),
-                r.iter_end.to_string(),
-                r.layer.to_string(),
-                name.to_string(),
-                r.bits.w.to_string(),
-                r.bits.a.to_string(),
-                r.bits.g.to_string(),
-                r.samples.to_string(),
-            ];
-            w.write_record(&fields).map_err(csv_err)?;
-            n += 1;
-        }
-        w.flush().map_err(|e| TraceError::io(path, e))?;
-        Ok(n)
-    })
+    write_atomically(
+        path,
+        |out| {
+            let csv_err = |e: csv::Error| TraceError::io(path, std::io::Error::other(e));
+            let mut w = csv::Writer::from_writer(out);
+            w.write_record(COLUMNS).map_err(csv_err)?;
+            let mut n = 0u64;
+            for r in rows {
+                check_for_writing(path, n, &r, meta)?;
+                let name = meta
+                    .layer_names
+                    .get(r.layer as usize)
+                    .map(String::as_str)
+                    .unwrap_or_default();
+                let fields = [
+                    r.iter_start.to_string(),
+                    r.iter_end.to_string(),
+                    r.layer.to_string(),
+                    name.to_string(),
+                    r.bits.w.to_string(),
+                    r.bits.a.to_string(),
+                    r.bits.g.to_string(),
+                    r.samples.to_string(),
+                ];
+                w.write_record(&fields).map_err(csv_err)?;
+                n += 1;
+            }
+            w.flush().map_err(|e| TraceError::io(path, e))?;
+            Ok(n)
+        },
+        TraceError::io,
+    )
 }
 
 /// The CSV reader's error without its own position (the caller names the line).

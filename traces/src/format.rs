@@ -62,8 +62,8 @@ pub fn read_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
     use crate::schedule::ScheduleArgs;
+    use crate::scope::QuantScope;
     use crate::synth::synthesize;
     use crate::test_model::model;
     use crate::Bits;
@@ -95,7 +95,7 @@ mod tests {
             .cycles(2)
             .build()
             .unwrap();
-        let mut rows: Vec<TraceRow> = synthesize(&s, m, &Policy::cpt_imagenet(), 128).collect();
+        let mut rows: Vec<TraceRow> = synthesize(&s, m, &QuantScope::CPT_IMAGENET, 128).collect();
         let last = |layer, bits, samples| TraceRow {
             iter_start: ITERS - 1,
             iter_end: ITERS,
@@ -112,6 +112,28 @@ mod tests {
             }
         }
         rows
+    }
+
+    /// Both formats write through the project's atomic writer: a failed write (a row the meta
+    /// does not allow, a missing directory) leaves no file, and errors name the user's path.
+    #[test]
+    fn failed_writes_leave_no_file_and_name_the_path() {
+        let m = model(&roles());
+        let meta = TraceMeta::for_model(&m, 128, ITERS);
+        let dir = tempfile::tempdir().unwrap();
+        let bad = TraceRow {
+            layer: 99,
+            ..sample_rows(&m)[0]
+        };
+        for name in ["t.csv", "t.pb"] {
+            let path = dir.path().join(name);
+            assert!(write_trace(&path, &meta, [bad]).is_err(), "{name}");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{name}");
+            let path = Path::new("/no/such/dir").join(name);
+            let e = write_trace(&path, &meta, []).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{}: ", path.display())), "{e}");
+            assert!(!e.contains(".tmp"), "{e}");
+        }
     }
 
     #[test]

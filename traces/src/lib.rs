@@ -6,7 +6,6 @@
 //! [`synthesize`] produces one from a [`schedule::Schedule`]; [`write_trace`] / [`read_trace`]
 //! store and load one, checked against the model.
 
-mod atomic;
 pub mod binary;
 pub mod complete;
 mod coverage;
@@ -14,18 +13,17 @@ pub mod csv_format;
 mod error;
 mod format;
 mod meta;
-mod policy;
 pub mod row;
 pub mod schedule;
+pub mod scope;
 mod synth;
 
-pub use atomic::write_atomically;
-pub use complete::{absent_layers_as_fp32, static_rows};
+pub use complete::{absent_layers_as_fp32, static_bits, static_rows};
 pub use error::TraceError;
 pub use format::{read_trace, write_trace, TraceFormat};
 pub use meta::TraceMeta;
-pub use policy::{LayerPrecision, Policy, POLICY_NAMES};
 pub use row::{Bits, TraceRow};
+pub use scope::QuantScope;
 pub use synth::{synthesize, Synth};
 
 #[cfg(test)]

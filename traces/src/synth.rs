@@ -1,32 +1,27 @@
-//! Trace synthesis: a schedule, a model and a policy become a stream of [`TraceRow`]s, one per
-//! schedule span and layer, in span-major order. Nothing proportional to the iteration count is
-//! held in memory.
+//! Trace synthesis: a schedule, a model and a quantization scope become a stream of
+//! [`TraceRow`]s, one per schedule span and layer, in span-major order. Nothing proportional to
+//! the iteration count is held in memory.
 
 use std::rc::Rc;
 
 use cptsim_models::ModelSummary;
 
-use crate::policy::Policy;
 use crate::schedule::{Schedule, Span, Spans};
+use crate::scope::QuantScope;
 use crate::{Bits, TraceRow};
 
-/// Streams the trace of `schedule` on `model` under `policy` with `batch` samples per iteration.
+/// Streams the trace of `schedule` on `model` with `batch` samples per iteration: the layers in
+/// `scope` at the scheduled bits (weights and activations forward, errors backward), the others
+/// in fp32.
 pub fn synthesize<'a>(
     schedule: &'a Schedule,
     model: &ModelSummary,
-    policy: &Policy,
+    scope: &QuantScope,
     batch: u64,
 ) -> Synth<'a> {
-    let roles = model
-        .layers
-        .iter()
-        .map(|l| l.role)
-        .collect::<Vec<_>>()
-        .into();
     Synth {
         spans: schedule.spans(),
-        roles,
-        policy: *policy,
+        in_scope: scope.resolve(model).into(),
         batch,
         span: None,
         layer: 0,
@@ -36,8 +31,7 @@ pub fn synthesize<'a>(
 /// The row stream of [`synthesize`].
 pub struct Synth<'a> {
     spans: Spans<'a>,
-    roles: Rc<[cptsim_models::LayerRole]>,
-    policy: Policy,
+    in_scope: Rc<[bool]>,
     batch: u64,
     span: Option<Span>,
     layer: usize,
@@ -47,16 +41,19 @@ impl Iterator for Synth<'_> {
     type Item = TraceRow;
 
     fn next(&mut self) -> Option<TraceRow> {
-        if self.roles.is_empty() {
+        if self.in_scope.is_empty() {
             return None;
         }
-        if self.layer >= self.roles.len() || self.span.is_none() {
+        if self.layer >= self.in_scope.len() || self.span.is_none() {
             self.span = Some(self.spans.next()?);
             self.layer = 0;
         }
         let span = self.span?;
-        let role = *self.roles.get(self.layer)?;
-        let bits: Bits = self.policy.bits(role, span.precision);
+        let p = span.precision;
+        let bits = match *self.in_scope.get(self.layer)? {
+            true => Bits::forward_backward(p.fw, p.bw),
+            false => Bits::FP32,
+        };
         let row = TraceRow {
             iter_start: span.start,
             iter_end: span.end,
@@ -80,7 +77,7 @@ mod tests {
     fn one_row_per_span_and_layer() {
         let m = model(&[LayerRole::First, LayerRole::Body, LayerRole::Last]);
         let s = ScheduleArgs::new("cosine", 64_000).build().unwrap();
-        let rows: Vec<TraceRow> = synthesize(&s, &m, &Policy::cpt_cifar(), 128).collect();
+        let rows: Vec<TraceRow> = synthesize(&s, &m, &QuantScope::CPT_CIFAR, 128).collect();
         assert_eq!(rows.len(), 32 * 6 * 3);
         assert_eq!(
             rows[0],
@@ -110,7 +107,7 @@ mod tests {
             .bits(BitRange::fixed(6))
             .build()
             .unwrap();
-        let rows: Vec<TraceRow> = synthesize(&s, &m, &Policy::default(), 7).collect();
+        let rows: Vec<TraceRow> = synthesize(&s, &m, &QuantScope::ALL, 7).collect();
         assert_eq!(rows.len(), 4);
         assert!(rows
             .iter()

@@ -7,9 +7,8 @@ use std::path::Path;
 use anyhow::Context;
 use cptsim_accel::config::ConfigError;
 use cptsim_accel::report::write_report;
-use cptsim_accel::{cost_trace, Accelerator, RunSummary, TraceCostError};
+use cptsim_accel::{Accelerator, RunSummary, RunTrace, TraceCostError};
 use cptsim_models::ModelSummary;
-use cptsim_traces::{static_rows, Bits, TraceRow};
 
 /// Loads every `--accel` value (built-in name or TOML path). A configuration whose name repeats
 /// an earlier one (an edited copy that kept its `name`) is labelled with the value that named it,
@@ -47,17 +46,15 @@ pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
         .collect()
 }
 
-/// Costs `rows` and their static baseline on each accelerator; with `report_dir`, writes each
+/// Costs `run` against its static baseline on each accelerator; with `report_dir`, writes each
 /// accelerator's per-layer × GEMM and per-epoch CSVs there.
 pub fn cost_all(
     accels: &[Accelerator],
     model: &ModelSummary,
-    rows: &[TraceRow],
-    baseline: Bits,
+    run: &RunTrace,
     iters_per_epoch: u64,
     report_dir: Option<&Path>,
 ) -> anyhow::Result<Vec<RunSummary>> {
-    let base = static_rows(rows, baseline);
     // Only the report has a per-epoch breakdown; without one a run of any length is one epoch.
     let epoch = if report_dir.is_some() {
         iters_per_epoch
@@ -67,7 +64,7 @@ pub fn cost_all(
     accels
         .iter()
         .map(|acc| {
-            let run = cost_trace(model, rows.iter().copied(), epoch, acc).map_err(|e| {
+            let (cost, summary) = run.cost(model, epoch, acc).map_err(|e| {
                 let epochs = matches!(e, TraceCostError::TooManyEpochs { .. });
                 let e = anyhow::Error::from(e);
                 if epochs {
@@ -76,19 +73,21 @@ pub fn cost_all(
                     e
                 }
             })?;
-            let stat = cost_trace(model, base.iter().copied(), u64::MAX, acc)?;
             if let Some(dir) = report_dir {
-                write_report(dir, &run).with_context(|| {
+                write_report(dir, &cost).with_context(|| {
                     format!("--report {}: writing {}", dir.display(), acc.name())
                 })?;
             }
-            Ok(RunSummary::new(&run, &stat))
+            Ok(summary)
         })
         .collect()
 }
 
-/// Prints one line per accelerator under a header.
+/// Prints one line per accelerator under a header: the table of [`RunSummary::table_row`], its
+/// numbers right-aligned (a reduction cell, `12.34 %`, is one wider than its header).
 pub fn print_table(summaries: &[RunSummary], out: &mut dyn Write) -> std::io::Result<()> {
+    const HEADER_WIDTHS: [usize; 8] = [12, 10, 12, 12, 10, 12, 10, 10];
+    const ROW_WIDTHS: [usize; 8] = [12, 10, 12, 12, 10, 12, 11, 11];
     if summaries.is_empty() {
         return Ok(());
     }
@@ -98,33 +97,17 @@ pub fn print_table(summaries: &[RunSummary], out: &mut dyn Write) -> std::io::Re
         .max()
         .unwrap_or(0)
         .max(24);
-    writeln!(
-        out,
-        "{:<w$} {:>12} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10}",
-        "accelerator",
-        "time (s)",
-        "time (h)",
-        "energy (J)",
-        "DRAM (GB)",
-        "static (h)",
-        "static (J)",
-        "time red.",
-        "energy red."
-    )?;
+    let mut line = |cells: &[&str], widths: &[usize; 8]| {
+        let mut text = format!("{:<w$}", cells[0]);
+        for (cell, width) in cells[1..].iter().zip(widths) {
+            text.push_str(&format!(" {cell:>width$}"));
+        }
+        writeln!(out, "{text}")
+    };
+    line(&RunSummary::TABLE_HEADER, &HEADER_WIDTHS)?;
     for s in summaries {
-        writeln!(
-            out,
-            "{:<w$} {:>12.4e} {:>10.3} {:>12.4e} {:>12.4e} {:>10.3} {:>12.4e} {:>9.2} % {:>9.2} %",
-            s.name,
-            s.latency_s,
-            s.latency_s / 3600.0,
-            s.energy_j,
-            s.dram_bytes / 1e9,
-            s.static_latency_s / 3600.0,
-            s.static_energy_j,
-            100.0 * s.latency_reduction(),
-            100.0 * s.energy_reduction()
-        )?;
+        let row = s.table_row();
+        line(&row.each_ref().map(String::as_str), &ROW_WIDTHS)?;
     }
     Ok(())
 }

@@ -66,7 +66,7 @@ pub struct TrainArgs {
 
 /// Runs the command.
 pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
-    cptsim_sim::malloc::keep_large_blocks();
+    crate::malloc::keep_large_blocks();
     match &args.what {
         BenchCommand::Train(a) => train(a, out),
     }

@@ -41,7 +41,7 @@ pub struct ForwardArgs {
 /// Runs the command.
 pub fn run(args: &ForwardArgs) -> Result<()> {
     // The allocator policy of `train` and `bench` (large activations reused, not re-mmapped).
-    cptsim_sim::malloc::keep_large_blocks();
+    crate::malloc::keep_large_blocks();
     let x = npy::read(&args.input)?;
     let batch = match x.shape().first() {
         Some(&n) if n > 0 => n,

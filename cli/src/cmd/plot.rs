@@ -260,10 +260,14 @@ fn breakdown_plot(a: &BreakdownArgs) -> anyhow::Result<()> {
 }
 
 /// Writes `index.html` into a `run --report` directory; `report` is the run's JSON document.
-pub(crate) fn write_run_index(dir: &Path, report: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(crate) fn write_run_index(
+    dir: &Path,
+    report: &impl serde::Serialize,
+    accelerators: &[cptsim_accel::RunSummary],
+) -> anyhow::Result<()> {
     let json = serde_json::to_value(report)?;
     let prov = Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
-    cptsim_plot::report::write_run_index(dir, &json, &prov)?;
+    cptsim_plot::report::write_run_index(dir, &json, accelerators, &prov)?;
     Ok(())
 }
 

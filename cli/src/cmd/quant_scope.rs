@@ -1,20 +1,22 @@
-//! Flags choosing which conv/linear layers are quantized (spec §1.4), shared by the commands
-//! that build a network. Unset flags keep the reference code's default for the model family.
+//! Flags choosing which conv/linear layers are quantized (spec §1.4), shared by every command that
+//! decides it (`run`, `train`, `forward`, `bench`). An unset flag leaves its role to the command's
+//! base scope: the reference code's default for the model family, or `run --policy`'s preset.
 
 use clap::Args;
-use cptsim_sim::build::QuantScope;
+use cptsim_traces::QuantScope;
 
 /// `--quantize-first/last/shortcut/depthwise true|false`.
 #[derive(Args, Clone, Copy, Debug, Default)]
 pub struct ScopeArgs {
     /// Quantize the first conv/linear layer [default: true for CIFAR-sized inputs, false for
-    /// ImageNet-sized ones (side ≥ 64)].
+    /// ImageNet-sized ones (side ≥ 64); `run`: as its --policy].
     #[arg(long, value_name = "BOOL")]
     pub quantize_first: Option<bool>,
-    /// Quantize the classifier (last layer) [default: false].
+    /// Quantize the classifier (last layer) [default: false; `run`: as its --policy].
     #[arg(long, value_name = "BOOL")]
     pub quantize_last: Option<bool>,
-    /// Quantize 1×1 projection convs on residual shortcuts [default: as --quantize-first].
+    /// Quantize 1×1 projection convs on residual shortcuts [default: as --quantize-first; `run`:
+    /// as its --policy].
     #[arg(long, value_name = "BOOL")]
     pub quantize_shortcut: Option<bool>,
     /// Quantize depthwise convs [default: true, following the schedule].
@@ -23,7 +25,7 @@ pub struct ScopeArgs {
 }
 
 impl ScopeArgs {
-    /// The library's scope for these flags.
+    /// The roles these flags set (unset roles take the family default when resolved).
     pub fn scope(&self) -> QuantScope {
         QuantScope {
             first: self.quantize_first,
@@ -31,5 +33,17 @@ impl ScopeArgs {
             shortcut: self.quantize_shortcut,
             depthwise: self.quantize_depthwise,
         }
+    }
+
+    /// The first flag given, by name, if any (for commands where none applies).
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            ("--quantize-first", self.quantize_first),
+            ("--quantize-last", self.quantize_last),
+            ("--quantize-shortcut", self.quantize_shortcut),
+            ("--quantize-depthwise", self.quantize_depthwise),
+        ]
+        .into_iter()
+        .find_map(|(flag, v)| v.map(|_| flag))
     }
 }

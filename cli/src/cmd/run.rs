@@ -6,16 +6,15 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary};
+use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary, RunTrace};
 use cptsim_models::atomic::Staged;
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{BitRange, Kind, Schedule, ScheduleArgs};
-use cptsim_traces::{
-    absent_layers_as_fp32, read_trace, synthesize, write_trace, Bits, Policy, TraceMeta, TraceRow,
-};
+use cptsim_traces::{read_trace, synthesize, write_trace, Bits, QuantScope, TraceMeta, TraceRow};
 use serde::Serialize;
 
 use super::accel_costs;
+use super::quant_scope::ScopeArgs;
 use super::shared::{bit_range, ConventionArg, OutputFormat};
 
 /// Arguments of `cptsim run`.
@@ -52,9 +51,14 @@ pub struct RunArgs {
     /// Cost rule: `paper` (methods.md §2.3) or `hardware` (fp32 layers at 32 bits, BN apart).
     #[arg(long, value_enum, default_value_t = AccountingArg::Paper)]
     accounting: AccountingArg,
-    /// Which layers follow the schedule: all, cifar (FC fp32), imagenet (stem, shortcuts, FC fp32).
+    /// Which layers follow the schedule: all (the papers' accounting), cifar (FC fp32), imagenet
+    /// (stem, shortcuts, FC fp32), family (spec §1.4's default for the model's input size, as
+    /// `train` does); the --quantize-* flags override single roles of it.
     #[arg(long, value_enum, default_value_t = PolicyArg::All, conflicts_with = "trace")]
     policy: PolicyArg,
+    /// Single roles in or out of scope, over --policy.
+    #[command(flatten)]
+    scope: ScopeArgs,
     /// Whose reference code cyclic schedules follow to the bit: cpt (N whole cycles over T, = CPT's P = T/N
     /// when N divides T) or wk (P = floor(T/N) + 1, the last cycle cut short).
     #[arg(long, value_enum, default_value_t = ConventionArg::Cpt, conflicts_with = "trace")]
@@ -90,12 +94,27 @@ enum AccountingArg {
     Hardware,
 }
 
-/// `--policy` values.
+/// `--policy` values: presets of the quantization scope.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 enum PolicyArg {
     All,
     Cifar,
     Imagenet,
+    Family,
+}
+
+impl RunArgs {
+    /// The quantization scope of a synthesised run: `--policy`'s preset with the roles the
+    /// `--quantize-*` flags set.
+    fn quant_scope(&self) -> QuantScope {
+        let base = match self.policy {
+            PolicyArg::All => QuantScope::ALL,
+            PolicyArg::Cifar => QuantScope::CPT_CIFAR,
+            PolicyArg::Imagenet => QuantScope::CPT_IMAGENET,
+            PolicyArg::Family => QuantScope::default(),
+        };
+        self.scope.scope().or(base)
+    }
 }
 
 /// What `run` reports; also its JSON shape.
@@ -156,7 +175,7 @@ pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let unstage = |e| crate::exit::relabel(e, |t| staged.unstage(t));
     let (report, model) = evaluate(&args).map_err(unstage)?;
     if let Some(dir) = &args.report {
-        super::plot::write_run_index(dir, &report).map_err(unstage)?;
+        super::plot::write_run_index(dir, &report, &report.accelerators).map_err(unstage)?;
     }
     staged.commit().context("--save-trace/--report")?;
     for path in report_target.iter().map(|d| d.join("index.html")) {
@@ -205,6 +224,9 @@ pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)>
     if args.epoch_iters == 0 {
         bail!("--epoch-iters: an epoch needs at least 1 iteration");
     }
+    if let (Some(_), Some(flag)) = (&args.trace, args.scope.first_given()) {
+        bail!("{flag}: a --trace file carries its own scope (the layers it ran in fp32)");
+    }
     let accels = accel_costs::load_all(&args.accel)?;
     // Check the schedule flags before the (slower) model load.
     let schedule = match &args.trace {
@@ -219,14 +241,22 @@ pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)>
         (None, Some(schedule)) => cost_schedule(args, &model, schedule)?,
         (None, None) => bail!("--schedule: no schedule"),
     };
-    report.accelerators = accel_costs::cost_all(
-        &accels,
-        &model,
-        &rows,
-        report.baseline,
-        args.epoch_iters,
-        args.report.as_deref(),
-    )?;
+    if !accels.is_empty() {
+        let run = RunTrace::new(
+            &model,
+            rows,
+            report.iterations,
+            report.batch,
+            report.baseline,
+        );
+        report.accelerators = accel_costs::cost_all(
+            &accels,
+            &model,
+            &run,
+            args.epoch_iters,
+            args.report.as_deref(),
+        )?;
+    }
     Ok((report, model))
 }
 
@@ -257,15 +287,10 @@ fn cost_schedule(
     schedule: &Schedule,
 ) -> anyhow::Result<(Report, Vec<TraceRow>)> {
     let (fw, bw) = reported_ranges(args, schedule);
-    let policy = match args.policy {
-        PolicyArg::All => Policy::all_scheduled(),
-        PolicyArg::Cifar => Policy::cpt_cifar(),
-        PolicyArg::Imagenet => Policy::cpt_imagenet(),
-    };
     let mut counter = BitOpsCounter::new(model);
     let keep = !args.accel.is_empty();
     let mut kept = Vec::new();
-    let rows = synthesize(schedule, model, &policy, args.batch()).inspect(|r| {
+    let rows = synthesize(schedule, model, &args.quant_scope(), args.batch()).inspect(|r| {
         if keep {
             kept.push(*r);
         }
@@ -338,14 +363,6 @@ fn cost_trace_file(
         counter.add(r).map_err(|e| e.to_string())
     })
     .context("--trace")?;
-    if keep {
-        kept.extend(absent_layers_as_fp32(
-            &kept,
-            model.layers.len(),
-            meta.iterations,
-            meta.batch,
-        ));
-    }
     let Some((lo, hi)) = counter.bit_bounds() else {
         bail!(
             "--trace {}: no quantized rows, nothing to compare with a static baseline",

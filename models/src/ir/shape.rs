@@ -309,8 +309,16 @@ pub fn window_out(
     dilation: usize,
     ceil: bool,
 ) -> Result<usize, String> {
-    let span = dilation * (kernel.max(1) - 1) + 1;
-    let padded = len + pad;
+    let (Some(span), Some(padded)) = (
+        dilation
+            .checked_mul(kernel.max(1) - 1)
+            .and_then(|s| s.checked_add(1)),
+        len.checked_add(pad),
+    ) else {
+        return Err(format!(
+            "window (kernel {kernel}, dilation {dilation}) or input {len} with padding {pad} is too large"
+        ));
+    };
     if stride == 0 || span > padded {
         return Err(format!(
             "window of {span} (kernel {kernel}, dilation {dilation}) does not fit input {len} with padding {pad}, stride {stride}"
@@ -468,6 +476,8 @@ mod tests {
         assert_eq!(window_out(112, 2, 3, 2, 1, false), Ok(56));
         assert_eq!(window_out(5, 0, 2, 2, 1, true), Ok(3));
         assert!(window_out(2, 0, 5, 1, 1, false).is_err());
+        assert!(window_out(usize::MAX, 1, 3, 1, 1, false).is_err());
+        assert!(window_out(8, 0, usize::MAX, 1, 2, false).is_err());
     }
 
     #[test]

@@ -6,9 +6,9 @@
 //! model's [`ModelSummary`] and whether it is quantized (spec §1.4, [`QuantScope`]).
 
 mod ops;
-mod scope;
 
 use cptsim_models::ModelSummary;
+use cptsim_traces::QuantScope;
 use ndarray::Ix4;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -18,8 +18,6 @@ use crate::layers::{Mode, Param, Tensor};
 use crate::net::Graph;
 use crate::quant::{mix64, LayerQuant, QuantMethod};
 use ops::{Ctx, Layout, Val};
-
-pub use scope::{QuantScope, IMAGENET_MIN_SIDE};
 
 /// Where the initial weights come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -354,11 +354,11 @@ mod tests {
         let d = synthetic(10, [1, 4, 4], 3, 30.0, 1).unwrap();
         let mut a = Loader::new(&d, 4, [1, 4, 4], true, 7).unwrap();
         let stream: Vec<Batch> = (0..8).map(|_| a.next_batch().unwrap()).collect();
-        for k in 0..8 {
+        for (k, batch) in stream.iter().enumerate() {
             let mut b = Loader::new(&d, 4, [1, 4, 4], true, 7).unwrap();
             b.seek(k as u64);
             assert_eq!(b.batches_done(), k as u64);
-            assert_eq!(b.next_batch().unwrap(), stream[k], "after {k} batches");
+            assert_eq!(&b.next_batch().unwrap(), batch, "after {k} batches");
         }
     }
 }

@@ -42,7 +42,7 @@ pub fn parse_cifar(path: &Path, bytes: &[u8], kind: CifarKind) -> Result<(Vec<u8
     if bytes.is_empty() {
         return Err(data_err(path, 0, "empty CIFAR batch file"));
     }
-    if bytes.len() % rec != 0 {
+    if !bytes.len().is_multiple_of(rec) {
         let whole = bytes.len() / rec;
         return Err(data_err(path, whole * rec, format!("truncated: {} bytes is not a whole number of {rec}-byte records (record {whole} is incomplete)", bytes.len())));
     }

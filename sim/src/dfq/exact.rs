@@ -16,6 +16,7 @@ use std::ops::Range;
 
 use ndarray::{Array2, Axis};
 
+use super::sample_bits::PerSampleBits;
 use crate::error::{Result, SimError};
 use crate::layers::{Layer, Mode, Tensor};
 use crate::net::Graph;
@@ -123,7 +124,10 @@ impl Exact {
                     if k > 0 {
                         rq.seed = mix64(mq.seed ^ k as u64);
                     }
-                    rq.per_sample = gated.contains(&j).then(|| vec![bits[k]; batch]);
+                    rq.hook = match gated.contains(&j) {
+                        true => PerSampleBits::hook(vec![bits[k]; batch]),
+                        false => None,
+                    };
                 }
                 let source = match k {
                     0 => m,

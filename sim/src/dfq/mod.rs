@@ -25,6 +25,7 @@ mod exact;
 pub mod gate;
 pub mod lstm;
 mod policy;
+mod sample_bits;
 
 use cptsim_models::ModelSummary;
 use cptsim_traces::Bits;
@@ -37,6 +38,7 @@ use crate::error::{Result, SimError};
 use crate::layers::{Mode, Tensor};
 use crate::net::Graph;
 use crate::train::plateau::{Plateau, PlateauConfig};
+use sample_bits::PerSampleBits;
 
 pub use blocks::{find_blocks, Block};
 pub use cost::{Candidate, CandidateSet};
@@ -338,7 +340,7 @@ impl Dfq {
                 SimError::invalid(&format!("bits of layer `{name}`"), e.to_string())
             })?;
             if !gated {
-                q.per_sample = None;
+                q.hook = None;
                 out.push((slots.get(i).copied().unwrap_or(i as u32), Bits::FP32));
             }
         }
@@ -373,7 +375,7 @@ impl Dfq {
                     let q = pending.quant(n).ok_or_else(|| {
                         SimError::invalid("dfq", format!("block {i}'s layer ran before its gate"))
                     })?;
-                    q.per_sample = Some(bits.clone());
+                    q.hook = PerSampleBits::hook(bits.clone());
                 }
                 choices.push(pick);
             }

@@ -135,14 +135,13 @@ impl Policy for Dfq {
                 "{t},{cp:.6},{target:.6},{reg},{conf:.6},{ratio}\n"
             ));
         }
-        let io_err = |p: &Path, source: std::io::Error| SimError::Io {
-            path: p.to_path_buf(),
-            source,
-        };
         cptsim_models::atomic::write_atomically(
             &path,
-            |out| out.write_all(text.as_bytes()).map_err(|e| io_err(&path, e)),
-            io_err,
+            |out| {
+                out.write_all(text.as_bytes())
+                    .map_err(|e| SimError::io(&path, e))
+            },
+            SimError::io,
         )
     }
 }

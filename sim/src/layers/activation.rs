@@ -117,7 +117,7 @@ mod tests {
                 v
             }
         });
-        check_layer(&mut r6, &[x.clone()], 1e-2, 1e-3, 40).unwrap();
+        check_layer(&mut r6, std::slice::from_ref(&x), 1e-2, 1e-3, 40).unwrap();
         check_layer(
             &mut Activation::new("r", ActivationKind::Relu),
             &[x],

@@ -30,6 +30,15 @@ pub(crate) type Views<'a> = (
     ArrayView1<'a, f32>,
 );
 
+/// Gradients of `W, R, Wb, Rb` and of the input `[T, B, I]`, in that order.
+pub(crate) type CellGrads = (
+    Array2<f32>,
+    Array2<f32>,
+    Array1<f32>,
+    Array1<f32>,
+    Array3<f32>,
+);
+
 impl CellWeights {
     /// Checks the shapes against `gates` per unit; errors name the layer and the tensor.
     pub(crate) fn new(
@@ -88,17 +97,7 @@ impl CellWeights {
     }
 
     /// Zero gradients of `W, R, Wb, Rb` and of an input of `steps × batch` rows.
-    pub(crate) fn zero_grads(
-        &self,
-        steps: usize,
-        batch: usize,
-    ) -> (
-        Array2<f32>,
-        Array2<f32>,
-        Array1<f32>,
-        Array1<f32>,
-        Array3<f32>,
-    ) {
+    pub(crate) fn zero_grads(&self, steps: usize, batch: usize) -> CellGrads {
         let rows = self.gates * self.hidden;
         (
             Array2::zeros((rows, self.inputs())),

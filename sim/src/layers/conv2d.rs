@@ -11,7 +11,9 @@ use super::qgemm::{
     QuantOperands,
 };
 use super::reduce::bias_grad;
-use super::{as4, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
+use super::{
+    as4, cached, check_grad, expect_inputs, weight_and_bias, window_hw, Layer, Mode, Param, Tensor,
+};
 use crate::error::{Result, SimError};
 use crate::gemm::{block_samples, matmul_into};
 use crate::quant::LayerQuant;
@@ -58,8 +60,8 @@ impl Conv2dSpec {
             || g == 0
             || self.in_channels == 0
             || self.out_channels == 0
-            || self.in_channels % g != 0
-            || self.out_channels % g != 0;
+            || !self.in_channels.is_multiple_of(g)
+            || !self.out_channels.is_multiple_of(g);
         if bad {
             return Err(SimError::shape(
                 layer,
@@ -71,34 +73,14 @@ impl Conv2dSpec {
 
     /// Output `(OH, OW)` for an `H×W` input.
     pub fn output_hw(&self, layer: &str, h: usize, w: usize) -> Result<(usize, usize)> {
-        let dim = |len: usize, pad: usize, k: usize, d: usize, s: usize| {
-            let span = d * (k - 1) + 1;
-            (len + pad >= span).then(|| (len + pad - span) / s + 1)
-        };
-        let oh = dim(
-            h,
-            self.pads[0] + self.pads[2],
-            self.kernel[0],
-            self.dilation[0],
-            self.stride[0],
-        );
-        let ow = dim(
-            w,
-            self.pads[1] + self.pads[3],
-            self.kernel[1],
-            self.dilation[1],
-            self.stride[1],
-        );
-        match (oh, ow) {
-            (Some(a), Some(b)) => Ok((a, b)),
-            _ => Err(SimError::shape(
-                layer,
-                format!(
-                    "input {h}×{w} is smaller than the dilated kernel {:?}",
-                    self.kernel
-                ),
-            )),
-        }
+        window_hw(
+            layer,
+            (h, w),
+            self.kernel,
+            self.stride,
+            self.dilation,
+            self.pads,
+        )
     }
 
     /// True for a depthwise conv with channel multiplier 1 (`groups = in = out > 1`).

@@ -173,3 +173,32 @@ pub(crate) fn check_grad(layer: &str, grad: &Tensor, out_shape: &[usize]) -> Res
     }
     Ok(())
 }
+
+/// Output `(OH, OW)` of a sliding window over an `H×W` input: the project's one window formula
+/// ([`cptsim_models::ir::shape::window_out`], floor mode) per axis, `pads` in ONNX order (top,
+/// left, bottom, right), or an error naming the layer.
+pub(crate) fn window_hw(
+    layer: &str,
+    (h, w): (usize, usize),
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pads: [usize; 4],
+) -> Result<(usize, usize)> {
+    let dim = |axis: usize, len: usize| {
+        let pad = pads[axis].saturating_add(pads[axis + 2]);
+        cptsim_models::ir::shape::window_out(
+            len,
+            pad,
+            kernel[axis],
+            stride[axis],
+            dilation[axis],
+            false,
+        )
+        .map_err(|m| {
+            let msg = format!("input {h}×{w} is smaller than the window {kernel:?}: {m}");
+            SimError::shape(layer, msg)
+        })
+    };
+    Ok((dim(0, h)?, dim(1, w)?))
+}

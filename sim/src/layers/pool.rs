@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::{as4, cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use super::{as4, cached, check_grad, expect_inputs, window_hw, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 
 /// Max or average.
@@ -98,17 +98,7 @@ impl Pool2d {
 
     fn out_hw(&self, h: usize, w: usize) -> Result<(usize, usize)> {
         let sp = &self.spec;
-        let (ph, pw) = (h + sp.pads[0] + sp.pads[2], w + sp.pads[1] + sp.pads[3]);
-        if ph < sp.kernel[0] || pw < sp.kernel[1] {
-            return Err(SimError::shape(
-                &self.name,
-                format!("input {h}×{w} is smaller than the window {:?}", sp.kernel),
-            ));
-        }
-        Ok((
-            (ph - sp.kernel[0]) / sp.stride[0] + 1,
-            (pw - sp.kernel[1]) / sp.stride[1] + 1,
-        ))
+        window_hw(&self.name, (h, w), sp.kernel, sp.stride, [1, 1], sp.pads)
     }
 }
 
@@ -166,7 +156,7 @@ impl Layer for Pool2d {
                     }
                 }
             });
-        self.cache = (mode == Mode::Train).then(|| PoolCache {
+        self.cache = (mode == Mode::Train).then_some(PoolCache {
             in_shape: [n, h, w, c],
             out_shape: [n, oh, ow, c],
             argmax,

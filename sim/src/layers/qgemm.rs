@@ -17,7 +17,7 @@ pub(crate) struct QuantOperands {
     pub w: Array2<f32>,
     /// Factor `∂ŵ/∂w` for the weight gradient, if not the identity.
     pub w_scale: Option<Array2<f32>>,
-    /// `X̂ − X`, kept only while the layer's [`crate::quant::lsq::StepProbe`] is on (LDP).
+    /// `X̂ − X`, kept only while the layer's hook wants the step residual (LDP).
     pub x_residual: Option<Vec<f32>>,
 }
 
@@ -29,7 +29,7 @@ pub(crate) fn quantize_operands(
     mode: Mode,
 ) -> QuantOperands {
     let mut xq = x.as_standard_layout().into_owned();
-    let probe = quant.step_probe.enabled && mode == Mode::Train && quant.bits_fw > 0;
+    let probe = wants_step_residual(quant) && mode == Mode::Train && quant.bits_fw > 0;
     let x_orig = probe.then(|| xq.iter().copied().collect::<Vec<f32>>());
     let x_mask = match xq.as_slice_mut() {
         Some(s) => quant.activations(s, mode == Mode::Train),
@@ -49,7 +49,12 @@ pub(crate) fn quantize_operands(
     }
 }
 
-/// With the step probe on, stores `Σ dL/dQ·(Q − I)` over the weights (`dw` = gradient w.r.t. the
+/// Whether the layer's hook asks for the step-size residual.
+fn wants_step_residual(quant: &LayerQuant) -> bool {
+    quant.hook.as_ref().is_some_and(|h| h.wants_step_residual())
+}
+
+/// When the hook asks for it, reports `Σ dL/dQ·(Q − I)` over the weights (`dw` = gradient w.r.t. the
 /// quantized weights, before any backward factor; `w` = the fp32 master weights `[O, K]`) and
 /// the input activation (`dx` = gradient w.r.t. the quantized input, before any mask).
 pub(crate) fn record_step_grad(
@@ -59,7 +64,7 @@ pub(crate) fn record_step_grad(
     dw: ArrayView2<f32>,
     dx: &[f32],
 ) {
-    if !quant.step_probe.enabled {
+    if !wants_step_residual(quant) {
         return;
     }
     let x_part = ops.x_residual.as_ref().map_or(0.0, |r| lsq::dot(dx, r));
@@ -68,7 +73,9 @@ pub(crate) fn record_step_grad(
     } else {
         0.0
     };
-    quant.step_probe.residual_dot = x_part + w_part;
+    if let Some(h) = quant.hook.as_mut() {
+        h.step_residual(x_part + w_part);
+    }
 }
 
 /// The error `dL/dY` quantized in place (stochastic rounding at the layer's backward bits),

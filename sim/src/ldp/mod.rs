@@ -6,6 +6,7 @@
 pub mod bits;
 pub mod cost;
 mod policy;
+mod probe;
 
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::Precision;
@@ -16,6 +17,7 @@ use crate::error::{Result, SimError};
 use crate::quant::lsq::dq_dbeta_per_residual;
 use crate::train::TrainNet;
 pub use bits::{BitMap, Mapping};
+pub use probe::StepProbe;
 
 /// LDP settings; the spec's defaults are in [`LdpConfig::new`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -239,7 +241,7 @@ impl Ldp {
                 .map_err(|e| {
                     SimError::invalid(&format!("bits of layer `{name}`"), e.to_string())
                 })?;
-            q.step_probe.enabled = true;
+            StepProbe::attach(q);
             entry.1 = Bits::forward_backward(b, self.config.grad_bits);
         }
         Ok(())
@@ -257,7 +259,7 @@ impl Ldp {
                     if q.bits_fw == 0 {
                         0.0
                     } else {
-                        q.step_probe.residual_dot * dq_dbeta_per_residual(q.bits_fw, n)
+                        StepProbe::residual_of(q) * dq_dbeta_per_residual(q.bits_fw, n)
                     }
                 })
             })
@@ -355,12 +357,12 @@ mod tests {
         let mut q = make();
         if let Some(lq) = q.quant_mut() {
             lq.set_bits(bits, 0).unwrap();
-            lq.step_probe.enabled = true;
+            StepProbe::attach(lq);
         }
         let y = q.forward(&[x], Mode::Train).unwrap();
         let c = rand_tensor(y.shape(), 1.0, 99);
         q.backward(&c * &c * &y).unwrap();
-        let dot = q.quant_mut().unwrap().step_probe.residual_dot;
+        let dot = StepProbe::residual_of(q.quant_mut().unwrap());
         let analytic = dot * dq_dbeta_per_residual(bits, n);
 
         let w = make().params_mut()[0].value.clone();
@@ -433,7 +435,8 @@ mod tests {
         fc.forward(&[&rand_tensor(&[3, 10], 1.0, 1)], Mode::Train)
             .unwrap();
         fc.backward(rand_tensor(&[3, 4], 1.0, 2)).unwrap();
-        assert_eq!(fc.quant.step_probe.residual_dot, 0.0);
+        assert_eq!(StepProbe::residual_of(&fc.quant), 0.0);
+        assert!(StepProbe::of(&fc.quant).is_none());
     }
 
     /// ResNet-20-like MACs (stem, 3 stages of 6 convs, 2 projection shortcuts).

@@ -6,20 +6,10 @@
 //! `s = R/(2^b − 1)` and `b = β·N`, `∂s/∂β = −R·ln2·N·2^b/(2^b − 1)²`, so per element
 //! `∂Q/∂β = −(Q − I)·ln2·N·2^b/(2^b − 1)`: the range `R` cancels, which makes the per-channel
 //! weight ranges and the per-tensor activation range one formula. A layer therefore only reports
-//! `Σ dL/dQ·(Q − I)` over its forward operands ([`StepProbe::residual_dot`]); the caller
-//! multiplies by [`dq_dbeta_per_residual`].
+//! `Σ dL/dQ·(Q − I)` over its forward operands (to its hook,
+//! [`super::hook::QuantHook::step_residual`]); the caller multiplies by [`dq_dbeta_per_residual`].
 
 use ndarray::ArrayView2;
-
-/// Per-layer record of `Σ dL/dQ·(Q − I)` over the quantized weights and input activation.
-/// Only filled while [`StepProbe::enabled`]; other runs keep no residuals.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StepProbe {
-    /// Record the activation residual in training forward passes and the sum in backward.
-    pub enabled: bool,
-    /// `Σ dL/dQ·(Q − I)` of the last backward pass (0 when the layer ran fp32).
-    pub residual_dot: f64,
-}
 
 /// `∂Q/∂β` per unit of the quantization residual `Q − I` at `bits` (integer, evaluated at the
 /// rounded precision), for `∂b/∂β = n`: `−ln2·n·2^b/(2^b − 1)`.

@@ -6,6 +6,7 @@
 
 pub mod affine;
 pub mod dorefa;
+pub mod hook;
 pub mod lsq;
 pub mod per_sample;
 pub mod sbm;
@@ -83,9 +84,9 @@ impl RangeEma {
 /// multiply the weight gradient by.
 pub type QuantWeights = (Array2<f32>, Option<Array2<f32>>);
 
-/// Quantization state of one conv or linear layer: method, current bits, activation range EMA and
-/// the seed of its error-rounding noise.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Quantization state of one conv or linear layer: method, current bits, activation range EMA,
+/// the seed of its error-rounding noise, and the hook of the policy that needs more of it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LayerQuant {
     /// Quantizer family.
     pub method: QuantMethod,
@@ -103,13 +104,10 @@ pub struct LayerQuant {
     /// (for one-shot inference of an imported model, which has no running ranges).
     #[serde(default)]
     pub batch_range_in_eval: bool,
-    /// DFQ: per-sample (activation bits, error bits) overriding `bits_fw` for the activation and
-    /// `bits_bw` for the error (SBM only; weights stay at `bits_fw`). Set per forward pass.
+    /// A policy's addition to this layer's quantizer (per-sample bits, a step-size probe), owned
+    /// by the policy's type; set per pass, not checkpointed.
     #[serde(skip)]
-    pub per_sample: Option<Vec<(u32, u32)>>,
-    /// LDP's step-size sensitivity record (off unless LDP turns it on; not checkpointed).
-    #[serde(skip)]
-    pub step_probe: lsq::StepProbe,
+    pub hook: Option<Box<dyn hook::QuantHook>>,
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit value from `x`.
@@ -131,8 +129,7 @@ impl LayerQuant {
             seed,
             error_calls: 0,
             batch_range_in_eval: false,
-            per_sample: None,
-            step_probe: lsq::StepProbe::default(),
+            hook: None,
         }
     }
 
@@ -153,6 +150,13 @@ impl LayerQuant {
         self.bits_fw = bits_fw;
         self.bits_bw = bits_bw;
         Ok(())
+    }
+
+    /// The hook's per-sample (activation, error) bits, if it sets any.
+    fn per_sample_bits(&self) -> Option<&[(u32, u32)]> {
+        self.hook
+            .as_deref()
+            .and_then(hook::QuantHook::per_sample_bits)
     }
 
     /// Quantized copy of the weights `[O, K]` (rows = output channels), or `None` at fp32.
@@ -188,7 +192,7 @@ impl LayerQuant {
         if b == 0 {
             return None;
         }
-        if let Some(ps) = &self.per_sample {
+        if let Some(ps) = self.per_sample_bits() {
             let bits: Vec<u32> = ps.iter().map(|p| p.0).collect();
             let batch = training || self.batch_range_in_eval;
             per_sample::activations(x, &bits, &mut self.act_range, batch);
@@ -217,7 +221,7 @@ impl LayerQuant {
         }
         let seed = mix64(self.seed ^ mix64(self.error_calls));
         self.error_calls += 1;
-        if let Some(ps) = &self.per_sample {
+        if let Some(ps) = self.per_sample_bits() {
             let bits: Vec<u32> = ps.iter().map(|p| p.1).collect();
             per_sample::errors(g, &bits, seed);
             return;

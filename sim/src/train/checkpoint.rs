@@ -139,8 +139,8 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         buffers: buffers.iter().map(Vec::len).collect(),
     };
     let json = serde_json::to_vec(&header).map_err(|e| io_err(path, e))?;
-    cptsim_traces::write_atomically(path, |out| {
-        let werr = |e: std::io::Error| cptsim_traces::TraceError::io(path, e);
+    let write = |out: &mut std::io::BufWriter<std::fs::File>| {
+        let werr = |e: std::io::Error| SimError::output(path, e);
         out.write_all(MAGIC).map_err(werr)?;
         out.write_all(&(json.len() as u64).to_le_bytes())
             .map_err(werr)?;
@@ -155,8 +155,8 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
             put(out, b).map_err(werr)?;
         }
         Ok(())
-    })
-    .map_err(|e| io_err(path, e))
+    };
+    cptsim_models::atomic::write_atomically(path, write, SimError::output)
 }
 
 /// A loaded checkpoint.

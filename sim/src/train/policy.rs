@@ -219,7 +219,7 @@ mod tests {
 
         fn precision(&self, t: u64) -> Precision {
             Precision {
-                fw: if t % 2 == 0 { 4 } else { 8 },
+                fw: if t.is_multiple_of(2) { 4 } else { 8 },
                 bw: 8,
             }
         }

@@ -86,7 +86,7 @@ struct Invocation {
 
 /// Runs the subcommand.
 pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
-    cptsim_sim::malloc::keep_large_blocks();
+    crate::malloc::keep_large_blocks();
     let mut seconds_before = 0.0;
     let mut inv = Invocation {
         out: args.out.clone(),

@@ -2,16 +2,18 @@
 //! `metrics.csv` (one line per evaluation), `checkpoint.bin` and `summary.json` (plus `dfq.csv`
 //! and `ldp_bits.png` from their policies); and the progress line on stderr.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
 use cptsim_accel::{Accounting, BitOpsCounter};
+use cptsim_models::atomic::write_atomically;
 use cptsim_models::ModelSummary;
 use cptsim_sim::cputime::process_cpu_seconds;
 use cptsim_sim::train::{EvalRecord, StepReport};
-use cptsim_traces::{write_atomically, write_trace, Bits, TraceError, TraceMeta, TraceRow};
+use cptsim_traces::{write_trace, Bits, TraceMeta, TraceRow};
 use serde::Serialize;
 
 /// The JSON summary of a finished run (`summary.json`, and stdout with `--format json`).
@@ -119,7 +121,7 @@ fn opt(v: Option<f64>) -> String {
 /// Writes `metrics.csv`: one line per evaluation.
 pub(crate) fn write_metrics(dir: &Path, evals: &[EvalRecord]) -> anyhow::Result<()> {
     let path = dir.join("metrics.csv");
-    write_atomically(&path, |out| {
+    let write = |out: &mut BufWriter<File>| {
         let mut text = String::from(
             "iteration,train_loss,train_acc,test_loss,test_acc,val_acc,fw_bits,bw_bits,lr\n",
         );
@@ -138,21 +140,19 @@ pub(crate) fn write_metrics(dir: &Path, evals: &[EvalRecord]) -> anyhow::Result<
             ));
         }
         out.write_all(text.as_bytes())
-            .map_err(|e| TraceError::io(&path, e))
-    })
-    .with_context(|| format!("writing {}", path.display()))
+    };
+    write_atomically(&path, write, |_, e| e).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Writes `summary.json`.
 pub(crate) fn write_summary(dir: &Path, summary: &Summary) -> anyhow::Result<()> {
     let path = dir.join("summary.json");
     let text = serde_json::to_string_pretty(summary)?;
-    write_atomically(&path, |out| {
+    let write = |out: &mut BufWriter<File>| {
         out.write_all(text.as_bytes())
             .and_then(|()| out.write_all(b"\n"))
-            .map_err(|e| TraceError::io(&path, e))
-    })
-    .with_context(|| format!("writing {}", path.display()))
+    };
+    write_atomically(&path, write, |_, e| e).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The progress line on stderr (at most about once a second, and at every evaluation), and the

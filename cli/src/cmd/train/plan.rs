@@ -5,8 +5,8 @@
 //! builds one per cell, then calls [`TrainPlan::validate`]).
 
 use anyhow::{bail, Context};
-use cptsim_sim::build::QuantScope;
 use cptsim_traces::schedule::BitRange;
+use cptsim_traces::QuantScope;
 use serde::{Deserialize, Serialize};
 
 use super::args::{

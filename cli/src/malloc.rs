@@ -1,8 +1,10 @@
-//! Allocator tuning for training runs. A training step allocates and frees tensors of tens of
-//! megabytes (evaluation batches of 500 CIFAR-sized images hold 33 MB per activation). glibc serves
-//! blocks above its mmap threshold (dynamic, at most 32 MB) with fresh `mmap`s, so every such
-//! tensor costs page faults and kernel zeroing, and freed heap tops are trimmed back to the
-//! system. Raising both thresholds keeps freed blocks in the heap for reuse. Results do not change.
+//! Allocator tuning for training runs, applied by the CLI to `train`, `bench` and `forward` (the
+//! engine crate leaves process-wide settings to the program). A training step allocates and frees
+//! tensors of tens of megabytes (evaluation batches of 500 CIFAR-sized images hold 33 MB per
+//! activation). glibc serves blocks above its mmap threshold (dynamic, at most 32 MB) with fresh
+//! `mmap`s, so every such tensor costs page faults and kernel zeroing, and freed heap tops are
+//! trimmed back to the system. Raising both thresholds keeps freed blocks in the heap for reuse.
+//! Results do not change.
 
 /// Blocks up to this size come from the heap (glibc `M_MMAP_THRESHOLD`).
 pub const MMAP_THRESHOLD: i32 = 512 << 20;
