@@ -21,8 +21,52 @@ pub fn cptsim_path() -> PathBuf {
     profile_dir.join(format!("cptsim{}", std::env::consts::EXE_SUFFIX))
 }
 
+/// The crates the `cptsim` binary is built from.
+const BINARY_SOURCES: [&str; 6] = ["cli", "sim", "models", "traces", "accel", "plot"];
+
+/// Newest modification time of the `.rs` files under `dir`.
+fn newest_source(dir: &std::path::Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            newest_source(&path)
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            entry.metadata().and_then(|m| m.modified()).ok()
+        } else {
+            None
+        };
+        newest = newest.max(time);
+    }
+    newest
+}
+
+/// Fails the test when a source file of the binary is newer than the binary: `cargo test -p
+/// cptsim-e2e` does not rebuild `cptsim`, and a stale binary makes the end-to-end tests check old
+/// behaviour (`cargo test --workspace` builds it).
+fn assert_binary_fresh() {
+    static CHECKED: std::sync::Once = std::sync::Once::new();
+    CHECKED.call_once(|| {
+        let built = std::fs::metadata(cptsim_path()).and_then(|m| m.modified());
+        let Ok(built) = built else { return };
+        let root = workspace_root();
+        let newest = BINARY_SOURCES
+            .iter()
+            .filter_map(|c| newest_source(&root.join(c).join("src")))
+            .max();
+        if newest.is_some_and(|t| t > built) {
+            panic!(
+                "{} is older than its sources: run `cargo build --release -p cptsim` (or `cargo \
+                 test --workspace`) before the end-to-end tests",
+                cptsim_path().display()
+            );
+        }
+    });
+}
+
 /// A `Command` for the `cptsim` binary, run from the workspace root.
 pub fn cptsim() -> Command {
+    assert_binary_fresh();
     let mut cmd = Command::new(cptsim_path());
     cmd.current_dir(workspace_root());
     cmd
