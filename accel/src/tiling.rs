@@ -294,6 +294,12 @@ fn permutations(k: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// [`permutations`] of 0..k for every k of the five loops, computed once.
+fn all_permutations() -> &'static [Vec<Vec<usize>>] {
+    static PERMS: std::sync::OnceLock<Vec<Vec<Vec<usize>>>> = std::sync::OnceLock::new();
+    PERMS.get_or_init(|| (0..=5).map(permutations).collect())
+}
+
 /// Searches tile sizes and loop orders for `problem` (one group) at `bits`.
 pub fn search(
     problem: &ConvProblem,
@@ -314,7 +320,7 @@ pub fn search(
         space.buffers.weight / 2,
         space.buffers.output / 2,
     ];
-    let perms: Vec<Vec<Vec<usize>>> = (0..=5).map(permutations).collect();
+    let perms = all_permutations();
     let oc_step = if problem.im2col { 1 } else { law.oc_granule() };
     let spatial: Vec<(u64, u64)> = {
         let big = problem.out_h.max(problem.out_w);
@@ -325,11 +331,16 @@ pub fn search(
         v.dedup();
         v
     };
+    let (batch_tiles, ic_tiles, oc_tiles) = (
+        tile_sizes(problem.batch, 1),
+        tile_sizes(problem.in_ch, 1),
+        tile_sizes(problem.out_ch, oc_step),
+    );
     let mut best: Option<(u64, f64, Mapping)> = None;
-    for &b in &tile_sizes(problem.batch, 1) {
+    for &b in &batch_tiles {
         for &(oh, ow) in &spatial {
-            for &ic in &tile_sizes(problem.in_ch, 1) {
-                for &oc in &tile_sizes(problem.out_ch, oc_step) {
+            for &ic in &ic_tiles {
+                for &oc in &oc_tiles {
                     let tile = Tile { b, oc, oh, ow, ic };
                     let t = tile.as_array();
                     let (tile_bits, moved) = fp.tile(&t);
@@ -344,9 +355,20 @@ pub fn search(
                         continue;
                     }
                     let inner = inner_loop_sram(problem, &tile, tiles, bits, law);
-                    let active: Vec<usize> = (0..5).filter(|&i| trips[i] > 1).collect();
-                    for perm in &perms[active.len()] {
-                        let order: Vec<usize> = perm.iter().map(|&i| active[i]).collect();
+                    // the loops with more than one trip, and each order of them (no allocation
+                    // in this innermost part: it runs for every tile and order)
+                    let mut active = [0usize; 5];
+                    let mut n_active = 0;
+                    for i in (0..5).filter(|&i| trips[i] > 1) {
+                        active[n_active] = i;
+                        n_active += 1;
+                    }
+                    for perm in &perms[n_active] {
+                        let mut order_buf = [0usize; 5];
+                        for (slot, &i) in order_buf.iter_mut().zip(perm) {
+                            *slot = active[i];
+                        }
+                        let order = &order_buf[..n_active];
                         let mut traffic = Traffic::default();
                         let mut first_load = 0;
                         let mut last_store = 0;
@@ -354,7 +376,7 @@ pub fn search(
                             // promotion follows the buffer footprint; DRAM moves `moved`
                             // bits per footprint tile (both scale with the same trip counts)
                             let (fit_moved, fit_resident) =
-                                promoted_traffic(tile_bits[k], &trips, &order, depends, half[k]);
+                                promoted_traffic(tile_bits[k], &trips, order, depends, half[k]);
                             let per_tile = |b: u64| b / tile_bits[k].max(1) * moved[k];
                             let (bits_moved, resident) =
                                 (per_tile(fit_moved), per_tile(fit_resident));

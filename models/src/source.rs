@@ -43,6 +43,23 @@ pub fn load_graph_with(
     }
 }
 
+/// The model `spec` names, for costing: a `zoo:` model is built without drawing weights (its
+/// conv and linear weights are zeros never written, see [`zoo::build_shapes`]), so shapes,
+/// MACs and costs come at a fraction of [`load_graph_with`]'s time and memory; an ONNX file is
+/// imported as by [`load_graph_with`]. Not for running the model.
+pub fn load_shapes(spec: &str, batch: usize, seq_len: Option<usize>) -> Result<Graph, ModelError> {
+    match spec.strip_prefix("zoo:") {
+        Some(name) if zoo::seq::entry(name).is_none() && seq_len.is_none() => {
+            let proto = zoo::build_shapes(name, None)?;
+            let opts = crate::onnx::ImportOptions::shapes_only();
+            let mut graph = crate::onnx::import_proto_opts(&proto, spec, batch, opts)?;
+            graph.bn_folded = false;
+            Ok(graph)
+        }
+        _ => load_graph_with(spec, batch, seq_len),
+    }
+}
+
 /// The zoo model `name` (head of `classes` outputs, or its default) as a graph. A zoo model is
 /// built as defined, so a conv bias without batch norm (LeNet-5) is not a folded BN.
 pub(crate) fn zoo_graph(
@@ -59,7 +76,7 @@ pub(crate) fn zoo_graph(
 
 /// The per-layer summary of the model `spec` names (see [`load_graph`]).
 pub fn load_summary(spec: &str, batch: usize) -> Result<ModelSummary, ModelError> {
-    Ok(load_graph(spec, batch)?.summary())
+    Ok(load_shapes(spec, batch, None)?.summary())
 }
 
 #[cfg(test)]
@@ -90,6 +107,39 @@ mod tests {
             assert_eq!(s.total_macs(), macs, "{name} MACs");
             assert_eq!(s.bn_elements, bn, "{name} BN elements");
         }
+    }
+
+    /// The costing path sees the same model: every zoo model's summary from [`load_shapes`]
+    /// equals the one from the weighted graph, and its conv/linear weights carry no values.
+    #[test]
+    fn shapes_only_zoo_models_have_the_same_summary_and_no_weight_values() {
+        for name in zoo::names() {
+            let spec = format!("zoo:{name}");
+            let full = load_graph(&spec, 2).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let shapes = load_shapes(&spec, 2, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(shapes.summary(), full.summary(), "{name}");
+            assert_eq!(shapes.bn_folded, full.bn_folded, "{name}");
+            let proto = zoo::build_shapes(name, None).unwrap();
+            let graph = proto.graph.unwrap_or_default();
+            let weights: Vec<_> = graph
+                .initializer
+                .iter()
+                .filter(|t| t.name.ends_with(".weight") && t.dims.len() > 1)
+                .collect();
+            assert!(!weights.is_empty(), "{name}");
+            assert!(weights.iter().all(|t| t.raw_data.is_empty()), "{name}");
+        }
+    }
+
+    /// A float initializer without values is an error in an ordinary import: only the costing
+    /// path of a zoo model accepts it.
+    #[test]
+    fn a_weight_without_values_is_an_error_outside_the_shapes_path() {
+        let proto = zoo::build_shapes("lenet5", None).unwrap();
+        let err = crate::onnx::import_proto(&proto, "x.onnx", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("x.onnx") && err.contains("weight"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 use clap::Args;
-use cptsim_models::{load_graph_with, GemmOperands, LayerInfo, LayerKind, ModelSummary};
+use cptsim_models::{load_shapes, GemmOperands, LayerInfo, LayerKind, ModelSummary};
 use serde_json::json;
 
 use crate::cmd::shared::OutputFormat;
@@ -36,7 +36,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
     if args.batch == 0 {
         anyhow::bail!("--batch: must be at least 1");
     }
-    let graph = load_graph_with(&args.model, args.batch, args.seq_len)?;
+    let graph = load_shapes(&args.model, args.batch, args.seq_len)?;
     let s = graph.summary();
     let batch = args.batch as u64;
     let text = match args.format {

@@ -233,7 +233,7 @@ pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)>
         Some(_) => None,
         None => Some(build_schedule(args)?),
     };
-    let model = cptsim_models::load_graph_with(&args.model, batch, args.seq_len)
+    let model = cptsim_models::load_shapes(&args.model, batch, args.seq_len)
         .with_context(|| format!("--model {}", args.model))?
         .summary();
     let (mut report, rows) = match (&args.trace, &schedule) {

@@ -125,6 +125,8 @@ pub struct GraphBuilder {
     records: Vec<NodeRecord>,
     node_names: HashSet<String>,
     tensor_names: HashSet<String>,
+    /// Whether conv and linear weights carry their values (see [`GraphBuilder::shapes_only`]).
+    weight_values: bool,
 }
 
 /// Everything `push` needs to emit one node.
@@ -150,6 +152,17 @@ impl GraphBuilder {
             records: Vec::new(),
             node_names: HashSet::new(),
             tensor_names: HashSet::new(),
+            weight_values: true,
+        }
+    }
+
+    /// A builder whose conv and linear weight initializers carry dims but no values: a model for
+    /// costing, which needs only shapes (not a valid ONNX file for other tools; import it with
+    /// [`crate::onnx::ImportOptions::shapes_only`]). Biases and batch-norm parameters keep theirs.
+    pub fn shapes_only(graph_name: &str) -> Self {
+        GraphBuilder {
+            weight_values: false,
+            ..GraphBuilder::new(graph_name)
         }
     }
 
@@ -202,7 +215,7 @@ impl GraphBuilder {
         check_len(name, "weight", weight.len(), dims.iter().product())?;
         let mut inputs = vec![
             x.name.clone(),
-            self.initializer(name, "weight", &dims, weight)?,
+            self.weight_initializer(name, &dims, weight)?,
         ];
         let mut params = weight.len() as u64;
         if let Some(b) = bias {
@@ -396,7 +409,7 @@ impl GraphBuilder {
         check_len(name, "weight", weight.len(), out_features * n_in)?;
         let mut inputs = vec![
             x.name.clone(),
-            self.initializer(name, "weight", &[out_features, n_in], weight)?,
+            self.weight_initializer(name, &[out_features, n_in], weight)?,
         ];
         let mut params = weight.len() as u64;
         if let Some(b) = bias {
@@ -546,6 +559,18 @@ impl GraphBuilder {
         self.claim_tensor(&name)?;
         self.initializers.push(float_tensor(&name, dims, data));
         Ok(name)
+    }
+
+    /// A conv or linear weight: [`Self::initializer`], without its values in a
+    /// [`Self::shapes_only`] builder.
+    fn weight_initializer(
+        &mut self,
+        node: &str,
+        dims: &[usize],
+        data: &[f32],
+    ) -> Result<String, ExportError> {
+        let values = if self.weight_values { data } else { &[] };
+        self.initializer(node, "weight", dims, values)
     }
 
     fn claim_tensor(&mut self, name: &str) -> Result<(), ExportError> {

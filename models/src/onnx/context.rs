@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use ndarray::ArrayD;
+
 use super::node::NodeView;
 use super::value::{Const, Val};
 use crate::error::ModelError;
@@ -17,6 +19,9 @@ pub struct Importer {
     /// the graph: a constant reshape target that starts with it (`x.view(x.size(0), -1)` traced
     /// at batch 1 gives `Reshape(x, [1, -1])`) is rebound to the graph's batch.
     pub file_batch: Option<usize>,
+    /// ONNX tensor name → how many node inputs not yet imported read it: a constant's last
+    /// reader takes it without a copy ([`Importer::take_f32`]).
+    pub readers: HashMap<String, usize>,
 }
 
 impl Importer {
@@ -49,6 +54,25 @@ impl Importer {
                 node.input_name(i).unwrap_or_default()
             ))),
         }
+    }
+
+    /// Required constant input `i` as f32, moved out of the import state when this node is its
+    /// last reader (a conv or linear weight: no copy of what may be hundreds of MB), else copied.
+    pub fn take_f32(&mut self, node: &NodeView, i: usize) -> Result<ArrayD<f32>, ModelError> {
+        let c = self.constant(node, i)?;
+        let name = node.input_name(i).unwrap_or_default();
+        let left = self.readers.get_mut(name).map(|n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        if left == Some(0) {
+            drop(c);
+            if let Some(Val::Const(c)) = self.vals.remove(name) {
+                return Ok(c.into_f32());
+            }
+            return Err(node.err(format!("required input {i} is missing")));
+        }
+        Ok(c.into_f32())
     }
 
     /// Required constant input `i`.

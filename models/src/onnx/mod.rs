@@ -90,13 +90,13 @@ fn non_finite(c: &Const) -> Option<String> {
     let Const::F32(a) = c else {
         return None;
     };
-    if ops::mask::is_additive_causal(a) {
-        return None;
-    }
     let (i, v) = a
         .iter()
         .enumerate()
         .find(|(_, v)| v.is_nan() || (v.is_infinite() && a.len() > 1))?;
+    if ops::mask::is_additive_causal(a) {
+        return None;
+    }
     Some(format!(
         "holds {v} at element {i} of {}: the file's weights are corrupt or diverged",
         a.len()
@@ -147,6 +147,41 @@ pub fn import_proto_with(
     batch: usize,
     seq_len: Option<usize>,
 ) -> Result<Graph, ModelError> {
+    let opts = ImportOptions {
+        seq_len,
+        ..ImportOptions::default()
+    };
+    import_proto_opts(proto, source, batch, opts)
+}
+
+/// How [`import_proto_opts`] reads a model besides its batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// The sequence length (see [`import_proto_with`]).
+    pub seq_len: Option<usize>,
+    /// Float initializers may be stored as dims without values (a [`crate::zoo::build_shapes`]
+    /// model); they import as zeros. Off, such a tensor is an error, as in any ONNX file.
+    pub shapes_only: bool,
+}
+
+impl ImportOptions {
+    /// Options for a model built for its shapes ([`crate::zoo::build_shapes`]).
+    pub fn shapes_only() -> Self {
+        ImportOptions {
+            shapes_only: true,
+            ..ImportOptions::default()
+        }
+    }
+}
+
+/// [`import_proto_with`] under `opts`.
+pub fn import_proto_opts(
+    proto: &ModelProto,
+    source: &str,
+    batch: usize,
+    opts: ImportOptions,
+) -> Result<Graph, ModelError> {
+    let seq_len = opts.seq_len;
     let fail = |m: String| ModelError::graph(source, m);
     if seq_len == Some(0) {
         return Err(fail("the sequence length must be at least 1".into()));
@@ -166,8 +201,14 @@ pub fn import_proto_with(
 
     let mut vals = HashMap::new();
     for init in &g.initializer {
-        let c =
-            tensor::decode(init).map_err(|m| fail(format!("initializer '{}': {m}", init.name)))?;
+        let at = |m: String| fail(format!("initializer '{}': {m}", init.name));
+        if opts.shapes_only {
+            if let Some(zeros) = tensor::zeros_without_values(init).map_err(at)? {
+                vals.insert(init.name.clone(), Val::Const(zeros));
+                continue;
+            }
+        }
+        let c = tensor::decode(init).map_err(at)?;
         if let Some(m) = non_finite(&c) {
             return Err(fail(format!("initializer '{}' {m}", init.name)));
         }
@@ -209,14 +250,23 @@ pub fn import_proto_with(
     let mut graph = Graph::new(&name, source, batch, &input.name, shape);
     graph.seq_len = bound_seq;
     vals.insert(input.name.clone(), Val::Tensor(graph.input));
+    let nodes = fuse::fuse(&g.node, &g.initializer, &g.output);
+    let mut readers = HashMap::new();
+    let read = nodes
+        .iter()
+        .flat_map(|n| &n.input)
+        .chain(g.output.iter().map(|o| &o.name));
+    for name in read {
+        *readers.entry(name.clone()).or_insert(0) += 1;
+    }
     let mut imp = Importer {
         graph,
         vals,
         file_batch,
+        readers,
     };
 
     let mut used_names = HashSet::new();
-    let nodes = fuse::fuse(&g.node, &g.initializer, &g.output);
     for (i, proto_node) in topological(&nodes).map_err(fail)?.into_iter().enumerate() {
         let mut name = if proto_node.name.is_empty() {
             format!("{}_{i}", proto_node.op_type)

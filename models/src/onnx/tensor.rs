@@ -19,22 +19,7 @@ mod dt {
 
 /// Decodes a tensor. Errors name the problem (the caller adds the tensor and file).
 pub fn decode(t: &TensorProto) -> Result<Const, String> {
-    if !t.external_data.is_empty() {
-        return Err("external data is not supported (save the model with weights inside)".into());
-    }
-    let mut shape = Vec::with_capacity(t.dims.len());
-    for &d in &t.dims {
-        match usize::try_from(d) {
-            Ok(0) => return Err(format!("zero-size dimension in dims {:?}", t.dims)),
-            Ok(d) => shape.push(d),
-            Err(_) => return Err(format!("negative dimension in dims {:?}", t.dims)),
-        }
-    }
-    let count = shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .filter(|&c| c <= 1 << 32)
-        .ok_or_else(|| format!("dims {:?} are too large", t.dims))?;
+    let (shape, count) = shape_of(t)?;
     let raw = &t.raw_data;
     let flat = match t.data_type {
         dt::FLOAT if raw.is_empty() => Flat::F32(t.float_data.clone()),
@@ -55,6 +40,38 @@ pub fn decode(t: &TensorProto) -> Result<Const, String> {
         other => return Err(format!("unsupported data type {other}")),
     };
     flat.into_shaped(&shape, count)
+}
+
+/// A float tensor stored as dims without values (a zoo model built for its shapes), as zeros
+/// allocated zeroed; `None` when `t` is anything else.
+pub fn zeros_without_values(t: &TensorProto) -> Result<Option<Const>, String> {
+    let payload = !t.raw_data.is_empty() || !t.float_data.is_empty() || !t.double_data.is_empty();
+    if t.data_type != dt::FLOAT || payload {
+        return Ok(None);
+    }
+    let (shape, _) = shape_of(t)?;
+    Ok(Some(Const::F32(ArrayD::zeros(IxDyn(&shape)))))
+}
+
+/// The tensor's dims as sizes, and their product (at most 2³² elements).
+fn shape_of(t: &TensorProto) -> Result<(Vec<usize>, usize), String> {
+    if !t.external_data.is_empty() {
+        return Err("external data is not supported (save the model with weights inside)".into());
+    }
+    let mut shape = Vec::with_capacity(t.dims.len());
+    for &d in &t.dims {
+        match usize::try_from(d) {
+            Ok(0) => return Err(format!("zero-size dimension in dims {:?}", t.dims)),
+            Ok(d) => shape.push(d),
+            Err(_) => return Err(format!("negative dimension in dims {:?}", t.dims)),
+        }
+    }
+    let count = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&c| c <= 1 << 32)
+        .ok_or_else(|| format!("dims {:?} are too large", t.dims))?;
+    Ok((shape, count))
 }
 
 /// A flat payload of one element type, before shaping.

@@ -52,6 +52,14 @@ impl Const {
         }
     }
 
+    /// [`Const::to_f32`], without a copy of float values.
+    pub fn into_f32(self) -> ArrayD<f32> {
+        match self {
+            Const::F32(a) => a,
+            Const::I64(a) => a.mapv(|v| v as f32),
+        }
+    }
+
     /// The values as i64 (floats truncate toward zero, as ONNX `Cast` does).
     pub fn to_i64(&self) -> ArrayD<i64> {
         match self {

@@ -4,26 +4,34 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// A deterministic source of initial weights.
+/// A deterministic source of initial weights, or of zeros for a model built for its shapes only.
 pub(crate) struct Init {
-    rng: ChaCha8Rng,
+    rng: Option<ChaCha8Rng>,
 }
 
 impl Init {
     /// A stream seeded with `seed`.
     pub(crate) fn new(seed: u64) -> Self {
         Init {
-            rng: ChaCha8Rng::seed_from_u64(seed),
+            rng: Some(ChaCha8Rng::seed_from_u64(seed)),
         }
+    }
+
+    /// No draws: every request is zeros (allocated zeroed, so pages nobody writes stay unmapped).
+    pub(crate) fn zeros() -> Self {
+        Init { rng: None }
     }
 
     /// `n` draws from `N(0, std²)` (Box–Muller, both outputs of each pair used).
     pub(crate) fn normal(&mut self, n: usize, std: f64) -> Vec<f32> {
+        let Some(rng) = &mut self.rng else {
+            return vec![0.0; n];
+        };
         let mut out = Vec::with_capacity(n + 1);
         while out.len() < n {
             // 1 − U[0, 1) lies in (0, 1], so the logarithm is finite.
-            let u1 = 1.0 - self.rng.random::<f64>();
-            let u2 = self.rng.random::<f64>();
+            let u1 = 1.0 - rng.random::<f64>();
+            let u2 = rng.random::<f64>();
             let r = (-2.0 * u1.ln()).sqrt() * std;
             let (s, c) = (std::f64::consts::TAU * u2).sin_cos();
             out.push((r * c) as f32);
@@ -35,8 +43,11 @@ impl Init {
 
     /// `n` draws from `U(−bound, bound)`.
     pub(crate) fn uniform(&mut self, n: usize, bound: f64) -> Vec<f32> {
+        let Some(rng) = &mut self.rng else {
+            return vec![0.0; n];
+        };
         (0..n)
-            .map(|_| ((2.0 * self.rng.random::<f64>() - 1.0) * bound) as f32)
+            .map(|_| ((2.0 * rng.random::<f64>() - 1.0) * bound) as f32)
             .collect()
     }
 }

@@ -42,6 +42,16 @@ impl Net {
         }
     }
 
+    /// An empty model called `name` built for its shapes: zero weights, and conv/linear weight
+    /// initializers without values ([`GraphBuilder::shapes_only`]).
+    pub(crate) fn shapes_only(name: &str, fc_init: FcInit) -> Self {
+        Net {
+            graph: GraphBuilder::shapes_only(name),
+            init: Init::zeros(),
+            fc_init,
+        }
+    }
+
     /// The graph input `input` with per-sample `shape`.
     pub(crate) fn input(&mut self, shape: &[usize]) -> Result<Value, ExportError> {
         self.graph.input("input", shape)

@@ -10,7 +10,7 @@ use crate::ir::{Conv, Op};
 /// `Conv(X, W[, B])` with a constant weight and bias.
 pub fn conv(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
-    let weight = imp.constant(node, 1)?.to_f32();
+    let weight = imp.take_f32(node, 1)?;
     let bias = imp.opt_const(node, 2)?.map(|b| b.to_f32());
     let w = weight.shape().to_vec();
     let [_, _, kh, kw] = w[..] else {

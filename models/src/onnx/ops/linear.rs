@@ -13,7 +13,7 @@ use crate::ir::{Linear, Op};
 /// `Gemm(A, B[, C])`: `alpha · A' · B' + beta · C` with `A' = transA ? Aᵀ : A`, likewise B.
 pub fn gemm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let mut a = imp.tensor(node, 0)?;
-    let b = imp.constant(node, 1)?.to_f32();
+    let b = imp.take_f32(node, 1)?;
     let c = imp.opt_const(node, 2)?.map(|c| c.to_f32());
     let alpha = node.float("alpha")?.unwrap_or(1.0);
     let beta = node.float("beta")?.unwrap_or(1.0);
@@ -26,7 +26,15 @@ pub fn gemm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     } else {
         b.reversed_axes()
     };
-    let weight = (w.as_standard_layout().into_owned() * alpha).into_dyn();
+    let mut weight = if w.is_standard_layout() {
+        w
+    } else {
+        w.as_standard_layout().into_owned()
+    };
+    if alpha != 1.0 {
+        weight *= alpha;
+    }
+    let weight = weight.into_dyn();
     let out = weight.shape()[0];
     let bias = match c {
         None => None,
