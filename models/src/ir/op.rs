@@ -112,10 +112,13 @@ pub enum Op {
     /// Layer normalisation over the last axis: `(x − mean) / sqrt(var + ε) · scale + bias`, the
     /// biased variance (÷ D) as ONNX `LayerNormalization` and `torch.nn.LayerNorm`.
     LayerNorm(LayerNorm),
-    /// `exp(x_i) / Σ_j exp(x_j)` along `axis` (a `-inf` entry, from [`Op::CausalMask`], gives 0).
+    /// `exp(x_i) / Σ_j exp(x_j)` along `axis` (a `-inf` entry, from [`Op::CausalMask`], gives 0);
+    /// with `log`, its logarithm (ONNX `LogSoftmax`, a language model's last op).
     Softmax {
         /// The normalised axis (non-negative).
         axis: usize,
+        /// `log(softmax(x))` instead of `softmax(x)`.
+        log: bool,
     },
     /// GELU: `0.5·x·(1 + erf(x/√2))`, or with `tanh_approx` PyTorch's
     /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
@@ -449,7 +452,8 @@ impl Op {
             Op::Transpose { .. } => "Transpose",
             Op::Embedding(_) => "Embedding",
             Op::LayerNorm(_) => "LayerNorm",
-            Op::Softmax { .. } => "Softmax",
+            Op::Softmax { log: false, .. } => "Softmax",
+            Op::Softmax { log: true, .. } => "LogSoftmax",
             Op::Gelu { .. } => "Gelu",
             Op::Tanh => "Tanh",
             Op::Dropout { .. } => "Dropout",
@@ -520,7 +524,14 @@ mod tests {
             epsilon: 1e-5,
         };
         assert_eq!(Op::LayerNorm(ln).params(), 8);
-        assert_eq!(Op::Softmax { axis: 1 }.params(), 0);
+        assert_eq!(
+            Op::Softmax {
+                axis: 1,
+                log: false
+            }
+            .params(),
+            0
+        );
         assert_eq!(
             CellKind::Gru {
                 linear_before_reset: true

@@ -174,7 +174,7 @@ pub fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             }
             x.to_vec()
         }
-        Op::Softmax { axis } => {
+        Op::Softmax { axis, .. } => {
             check_axes(&[*axis], x.len())?;
             x.to_vec()
         }
@@ -538,14 +538,17 @@ mod tests {
     fn softmax_gelu_tanh_dropout_keep_the_shape() {
         let x: &[usize] = &[2, 4, 7, 7];
         for op in [
-            Op::Softmax { axis: 3 },
+            Op::Softmax {
+                axis: 3,
+                log: false,
+            },
             Op::Gelu { tanh_approx: false },
             Op::Tanh,
             Op::Dropout { ratio: 0.1 },
         ] {
             assert_eq!(infer(&op, &[x]), Ok(x.to_vec()), "{op:?}");
         }
-        assert!(infer(&Op::Softmax { axis: 4 }, &[x]).is_err());
+        assert!(infer(&Op::Softmax { axis: 4, log: true }, &[x]).is_err());
         assert!(infer(&Op::Dropout { ratio: 1.0 }, &[x]).is_err());
     }
 

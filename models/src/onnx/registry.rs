@@ -23,6 +23,7 @@ const HANDLERS: &[(&str, Handler)] = &[
     ("Tanh", activation::tanh),
     ("Gelu", activation::gelu),
     ("Softmax", activation::softmax),
+    ("LogSoftmax", activation::log_softmax),
     ("LayerNormalization", norm::layer_norm),
     ("LSTM", |i, n| recurrent::recurrent(i, n, Cell::Lstm)),
     ("GRU", |i, n| recurrent::recurrent(i, n, Cell::Gru)),

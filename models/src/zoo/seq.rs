@@ -211,7 +211,14 @@ impl Builder {
         if causal {
             s = self.push(&format!("{p}.mask"), Op::CausalMask, vec![s])?;
         }
-        let a = self.push(&format!("{p}.softmax"), Op::Softmax { axis: 3 }, vec![s])?;
+        let a = self.push(
+            &format!("{p}.softmax"),
+            Op::Softmax {
+                axis: 3,
+                log: false,
+            },
+            vec![s],
+        )?;
         let c = self.push(&format!("{p}.av"), Op::MatMul, vec![a, parts[2]])?;
         let perm = vec![0, 2, 1, 3];
         let c = self.push(&format!("{p}.av.t"), Op::Transpose { perm }, vec![c])?;

@@ -1,5 +1,5 @@
 //! Activations: `Relu`, `Clip` (min/max as attributes before opset 11, as inputs after),
-//! `Sigmoid`, `Tanh`, `Gelu` (opset 20), `Softmax`.
+//! `Sigmoid`, `Tanh`, `Gelu` (opset 20), `Softmax`, `LogSoftmax`.
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
@@ -67,6 +67,16 @@ pub fn gelu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 /// normalises over all axes from `axis` on, which equals the IR's one-axis softmax only for the
 /// last axis).
 pub fn softmax(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    softmax_family(imp, node, false)
+}
+
+/// `LogSoftmax(X)`: the logarithm of [`softmax`], same axis rules (PyTorch's `log_softmax`, the
+/// output of its word-language-model LMs).
+pub fn log_softmax(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    softmax_family(imp, node, true)
+}
+
+fn softmax_family(imp: &mut Importer, node: &NodeView, log: bool) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let rank = imp.shape(x).len();
     let default = if node.opset >= 13 { -1 } else { 1 };
@@ -77,5 +87,5 @@ pub fn softmax(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             format!("before opset 13 softmax over axes {axis}.. of rank {rank} flattens them; only the last axis is supported"),
         ));
     }
-    imp.push(node, Op::Softmax { axis }, vec![x])
+    imp.push(node, Op::Softmax { axis, log }, vec![x])
 }

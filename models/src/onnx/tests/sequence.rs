@@ -265,6 +265,32 @@ fn attention_block_has_weight_and_activation_gemms() {
 }
 
 #[test]
+fn log_softmax_imports_as_a_log_softmax_on_its_axis() {
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(3)])
+        .node(
+            "LogSoftmax",
+            "lsm",
+            &["x"],
+            &["y"],
+            vec![("axis", A::I(-1))],
+        )
+        .output("y", &[None, Some(4), Some(3)]);
+    let g = import(&b, 2, None).unwrap();
+    assert_eq!(ops(&g), ["LogSoftmax"]);
+    assert!(g
+        .nodes
+        .iter()
+        .any(|n| n.op == Op::Softmax { axis: 2, log: true }));
+    assert_eq!(g.shape(g.output), &[2, 4, 3]);
+    // before opset 13, only the last axis (as for Softmax)
+    let b = ModelBuilder::new(11, &[None, Some(4), Some(3)])
+        .node("LogSoftmax", "lsm", &["x"], &["y"], vec![("axis", A::I(1))])
+        .output("y", &[None, Some(4), Some(3)]);
+    let e = err(&b, None);
+    assert!(e.contains("lsm") && e.contains("axis"), "{e}");
+}
+
+#[test]
 fn softmax_and_layer_norm_axes_other_than_the_last_are_errors() {
     let b = ModelBuilder::new(11, &[None, Some(4), Some(3)])
         .node("Softmax", "sm", &["x"], &["y"], vec![])
