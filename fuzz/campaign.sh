@@ -7,7 +7,7 @@
 # artifacts/<target>/. Usage: [SECONDS_PER_TARGET=N] fuzz/campaign.sh [TARGET...]
 set -eu
 cd "$(dirname "$0")"
-targets=${*:-"onnx_import trace_csv trace_pb accel_config idx cifar schedule"}
+targets=${*:-"onnx_import trace_csv trace_pb accel_config idx cifar schedule sweep_plan"}
 seconds=${SECONDS_PER_TARGET:-1800}
 mkdir -p logs
 cargo +nightly fuzz build -O --debug-assertions > logs/build.log 2>&1
@@ -18,6 +18,7 @@ for t in $targets; do
     case $t in
         onnx_import) cp ../tests/fixtures/*.onnx "corpus/$t/" ;;
         accel_config) cp ../accel/configs/*.toml "corpus/$t/" ;;
+        sweep_plan) cp ../examples/sweeps/*.toml "corpus/$t/" ;;
     esac
     # -jobs=1 runs one worker process that logs to fuzz-0.log.
     rm -f fuzz-0.log

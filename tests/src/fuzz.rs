@@ -13,7 +13,7 @@ use cptsim_traces::schedule::{parse_bit_range, ScheduleArgs};
 pub type Entry = fn(&[u8]) -> bool;
 
 /// The fuzz targets by name, each with its entry point.
-pub const TARGETS: [(&str, Entry); 7] = [
+pub const TARGETS: [(&str, Entry); 8] = [
     ("onnx_import", onnx_import),
     ("trace_csv", trace_csv),
     ("trace_pb", trace_pb),
@@ -21,6 +21,7 @@ pub const TARGETS: [(&str, Entry); 7] = [
     ("idx", idx),
     ("cifar", cifar),
     ("schedule", schedule),
+    ("sweep_plan", sweep_plan),
 ];
 
 /// The model trace inputs are read against (LeNet-5, whose layer names the seed traces use).
@@ -117,4 +118,27 @@ pub fn schedule(data: &[u8]) -> bool {
     let _ = schedule.spans().count();
     let _ = schedule.fw_histogram(0..schedule.iterations());
     true
+}
+
+/// Most cells whose command lines a `sweep_plan` input has built and parsed (each costs a few clap
+/// parses; a plan may legitimately have up to 10^5 cells, whose checking takes seconds): larger
+/// plans are parsed and expanded only.
+const MAX_CHECKED_CELLS: usize = 256;
+
+/// A `cptsim sweep` plan (TOML): parsed, expanded into cells and checked as `sweep run --dry-run`
+/// does (keys against the flags of `run` / `train`, every cell's command lines through the
+/// binary's parser), short of loading its models and accelerators (those would read any path).
+pub fn sweep_plan(data: &[u8]) -> bool {
+    use cptsim::sweep_plan::{expand, Plan, Study};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let Ok(plan) = Plan::parse(text) else {
+        return false;
+    };
+    match expand(&plan) {
+        Ok(cells) if cells.len() <= MAX_CHECKED_CELLS => {}
+        _ => return false,
+    }
+    Study::check(plan, "/fuzz-sweep".into()).is_ok()
 }

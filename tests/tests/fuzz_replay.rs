@@ -15,6 +15,7 @@ fn extra_seeds(target: &str) -> Vec<PathBuf> {
     match target {
         "onnx_import" => vec![root.join("tests/fixtures")],
         "accel_config" => vec![root.join("accel/configs")],
+        "sweep_plan" => vec![root.join("examples/sweeps")],
         _ => Vec::new(),
     }
 }
@@ -79,4 +80,19 @@ fn the_seeds_that_must_parse_do() {
         !f::schedule(b"file:/dev/zero"),
         "file: schedules are refused"
     );
+    for plan in std::fs::read_dir(root.join("examples/sweeps")).unwrap() {
+        let path = plan.unwrap().path();
+        assert!(f::sweep_plan(&std::fs::read(&path).unwrap()), "{path:?}");
+    }
+    for plan in ["cost-small.toml", "train-cells-slurm.toml"] {
+        let path = format!("fuzz/replay/sweep_plan/{plan}");
+        assert!(f::sweep_plan(&read(&path)), "{path}");
+    }
+    for entry in std::fs::read_dir(root.join("fuzz/replay/sweep_plan")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("bad-") {
+            assert!(!f::sweep_plan(&std::fs::read(&path).unwrap()), "{name}");
+        }
+    }
 }

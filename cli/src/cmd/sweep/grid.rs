@@ -2,6 +2,8 @@
 //! grid keys it does not set, `[[exclude]]` applied, duplicates dropped. `accel` is not crossed:
 //! it is the list of accelerators every cell of its table is costed on.
 
+use std::collections::HashSet;
+
 use anyhow::bail;
 
 use super::plan::{Axes, Fixed, Plan, Scalar};
@@ -13,7 +15,7 @@ pub const ACCEL: &str = "accel";
 const MAX_CELLS: usize = 100_000;
 
 /// One cell's settings before they become command lines.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CellSpec {
     /// Grid and `[[cell]]` keys with this cell's values, in plan key order (`accel` apart).
     pub keys: Fixed,
@@ -87,12 +89,15 @@ pub fn expand(plan: &Plan) -> anyhow::Result<Vec<CellSpec>> {
         }
     }
     let mut cells: Vec<CellSpec> = Vec::new();
+    // Cells seen so far: a hash set, since a plan may have 10^5 cells (a linear search each was
+    // minutes of checking before any error).
+    let mut seen: HashSet<CellSpec> = HashSet::new();
     let mut excluded = 0usize;
     for axes in &tables {
         for spec in product(axes)? {
             if plan.exclude.iter().any(|ex| matches(&spec, ex)) {
                 excluded += 1;
-            } else if !cells.contains(&spec) {
+            } else if seen.insert(spec.clone()) {
                 cells.push(spec);
             }
         }
@@ -203,6 +208,32 @@ bits = "3:8"
             c[6].describe(),
             "schedule=cosine bits=3:8 seed=0 policy=ldp accel=zc706,stripes"
         );
+    }
+
+    #[test]
+    fn a_plan_of_the_most_cells_expands_at_once() {
+        // 10^5 cells: a linear duplicate search made this minutes of CPU (found writing the
+        // `sweep_plan` fuzz target).
+        let list = |f: &dyn Fn(usize) -> String| {
+            let v: Vec<String> = (0..10).map(f).collect();
+            format!("[{}]", v.join(", "))
+        };
+        let mut text = String::from("name = \"t\"\n[grid]\n");
+        for key in ["bits", "grad_bits", "cycles", "iters", "schedule"] {
+            text += &format!("{key} = {}\n", list(&|i| format!("\"{key}{i}\"")));
+        }
+        let start = std::time::Instant::now();
+        assert_eq!(cells(&text).unwrap().len(), 100_000);
+        assert!(start.elapsed().as_secs() < 10, "{:?}", start.elapsed());
+        text += "seed = [1, 2]\n";
+        assert!(format!("{:#}", cells(&text).unwrap_err()).contains("more than 100000"));
+    }
+
+    #[test]
+    fn duplicate_cells_count_once() {
+        let c = cells("name = \"t\"\n[grid]\nlr = [0.0, -0.0, 1]\n[[cell]]\nlr = 1").unwrap();
+        let lr: Vec<String> = c.iter().map(|s| s.describe()).collect();
+        assert_eq!(lr, ["lr=0", "lr=1"]);
     }
 
     #[test]

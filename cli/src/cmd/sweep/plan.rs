@@ -6,13 +6,29 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-/// One plan value: what a TOML scalar becomes on a `cptsim` command line.
+/// One plan value: what a TOML scalar becomes on a `cptsim` command line. Floats are finite
+/// (a plan's `nan` and `inf` are refused), so equality is an equivalence and cells can be hashed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Scalar {
     Str(String),
     Int(i64),
     Float(f64),
     Bool(bool),
+}
+
+impl Eq for Scalar {}
+
+impl std::hash::Hash for Scalar {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        match self {
+            Self::Str(s) => s.hash(state),
+            Self::Int(i) => i.hash(state),
+            // -0.0 == 0.0, so both hash as 0.0.
+            Self::Float(f) => (if *f == 0.0 { 0.0f64 } else { *f }).to_bits().hash(state),
+            Self::Bool(b) => b.hash(state),
+        }
+    }
 }
 
 impl Scalar {

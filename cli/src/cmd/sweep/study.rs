@@ -51,7 +51,7 @@ impl Study {
             ),
         };
         let dir = std::path::absolute(&dir).with_context(|| format!("--out {}", dir.display()))?;
-        Self::new(plan, dir).with_context(|| format!("plan {}", path.display()))
+        Self::check(plan, dir).with_context(|| format!("plan {}", path.display()))
     }
 
     /// The study whose copy of the plan is in `dir` (written by `sweep run`).
@@ -66,7 +66,9 @@ impl Study {
         Self::read(&copy, Some(dir))
     }
 
-    fn new(plan: Plan, dir: PathBuf) -> anyhow::Result<Self> {
+    /// The study of a parsed plan in `dir`: keys checked against the binary's flags, cells
+    /// expanded, each cell's command lines built and parsed (no file is read or written).
+    pub fn check(plan: Plan, dir: PathBuf) -> anyhow::Result<Self> {
         let flags = Flags::of_cli()?;
         let keys = plan_keys(&plan);
         flags.check_keys(&keys, plan.train.is_some())?;

@@ -1,0 +1,102 @@
+//! The `cptsim` command line: argument parsing, progress and printing. All work happens in the
+//! library crates; each subcommand lives in its own module under `cmd/`. `src/main.rs` only calls
+//! [`main`]. This is a library too so the sweep plan checks, which need the binary's own clap
+//! definition, can be fuzzed and tested from outside ([`sweep_plan`]; `tests/src/fuzz.rs`).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+mod cmd;
+mod exit;
+mod interrupt;
+mod malloc;
+
+/// Simulate dynamic-precision training: import models, synthesise or record precision traces,
+/// train with simulated low precision and cost runs on accelerator models.
+#[derive(Parser)]
+#[command(name = "cptsim", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Cost a training run in BitOPs: synthesise a precision schedule's trace (or read one) and
+    /// compare it with the static baseline.
+    Run(cmd::run::RunArgs),
+    /// Cost one run on several accelerator configurations, one table row each.
+    Compare(cmd::compare::CompareArgs),
+    /// Cost models' inference (forward pass at per-layer bits) on accelerators, per image.
+    Infer(cmd::infer::InferArgs),
+    /// Cost one inference layer on one accelerator.
+    Layer(cmd::layer::Args),
+    /// List the built-in accelerators or print one's TOML config.
+    Accel(cmd::accel::Args),
+    /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
+    Inspect(cmd::inspect::InspectArgs),
+    /// List the built-in models and export them as ONNX files.
+    Zoo(cmd::zoo::ZooArgs),
+    /// Train a model with simulated low precision under a schedule, PFQ or PRT; record its trace.
+    Train(Box<cmd::train::TrainArgs>),
+    /// One eval-mode forward pass of a model on an .npy input (fp32, or quantized with --bits).
+    Forward(cmd::forward::ForwardArgs),
+    /// Benchmarks: training-step throughput and GEMM rate against this machine's peak.
+    Bench(cmd::bench::BenchArgs),
+    /// Figures (SVG or PNG): schedules, trace heat maps, sweep Pareto plots, accelerator
+    /// breakdowns and training curves.
+    Plot(cmd::plot::PlotArgs),
+    /// Studies: run a plan's grid of run/train cells on a local pool or a Slurm job array,
+    /// resumably, into one results table.
+    Sweep(cmd::sweep::SweepArgs),
+}
+
+/// The `cptsim` program: parses the process's arguments, runs the subcommand, maps its error to
+/// an exit code.
+pub fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    interrupt::install();
+    let mut stdout = std::io::stdout().lock();
+    let out: &mut dyn Write = &mut stdout;
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Forward(args) => cmd::forward::run(&args),
+        Command::Bench(args) => cmd::bench::run(&args, out),
+        Command::Train(mut args) => {
+            args.given = cmd::train::given_flags(matches.subcommand_matches("train"));
+            cmd::train::run(*args, out)
+        }
+        Command::Inspect(args) => cmd::inspect::run(&args, out),
+        Command::Zoo(args) => cmd::zoo::run(args, out),
+        Command::Run(args) => cmd::run::run(args, out),
+        Command::Layer(args) => cmd::layer::run(args, out),
+        Command::Infer(args) => cmd::infer::run(args, out),
+        Command::Accel(args) => cmd::accel::run(args, out),
+        Command::Compare(args) => cmd::compare::run(args, out),
+        Command::Plot(args) => cmd::plot::run(args),
+        Command::Sweep(args) => cmd::sweep::run(args, out),
+    };
+    let result = result.and_then(|()| Ok(out.flush()?));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let exit = exit::classify(&e);
+            if exit != exit::Exit::Ok {
+                eprintln!("error: {}", exit::message(&e));
+            }
+            exit.code()
+        }
+    }
+}
+
+/// Sweep plans checked without running them, for the fuzz target `sweep_plan` and tests:
+/// [`Plan::parse`] reads the TOML, [`expand`] lists the cells, [`Study::check`] makes every check
+/// `cptsim sweep run` makes before anything runs (keys against the flags of `run` / `train`, each
+/// cell's command lines through the binary's parser) short of loading models and accelerators.
+pub mod sweep_plan {
+    pub use crate::cmd::sweep::grid::{expand, CellSpec};
+    pub use crate::cmd::sweep::plan::Plan;
+    pub use crate::cmd::sweep::study::Study;
+}
