@@ -213,7 +213,8 @@ bits = "3:8"
     #[test]
     fn a_plan_of_the_most_cells_expands_at_once() {
         // 10^5 cells: a linear duplicate search made this minutes of CPU (found writing the
-        // `sweep_plan` fuzz target).
+        // `sweep_plan` fuzz target); with the hash set it takes under a second (not a timed
+        // test: a regression shows as a slow test run).
         let list = |f: &dyn Fn(usize) -> String| {
             let v: Vec<String> = (0..10).map(f).collect();
             format!("[{}]", v.join(", "))
@@ -222,9 +223,7 @@ bits = "3:8"
         for key in ["bits", "grad_bits", "cycles", "iters", "schedule"] {
             text += &format!("{key} = {}\n", list(&|i| format!("\"{key}{i}\"")));
         }
-        let start = std::time::Instant::now();
         assert_eq!(cells(&text).unwrap().len(), 100_000);
-        assert!(start.elapsed().as_secs() < 10, "{:?}", start.elapsed());
         text += "seed = [1, 2]\n";
         assert!(format!("{:#}", cells(&text).unwrap_err()).contains("more than 100000"));
     }
