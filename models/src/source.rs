@@ -51,10 +51,12 @@ pub fn load_shapes(spec: &str, batch: usize, seq_len: Option<usize>) -> Result<G
     match spec.strip_prefix("zoo:") {
         Some(name) if zoo::seq::entry(name).is_none() && seq_len.is_none() => {
             let proto = zoo::build_shapes(name, None)?;
-            let opts = crate::onnx::ImportOptions::shapes_only();
-            let mut graph = crate::onnx::import_proto_opts(&proto, spec, batch, opts)?;
-            graph.bn_folded = false;
-            Ok(graph)
+            zoo_import(
+                &proto,
+                spec,
+                batch,
+                crate::onnx::ImportOptions::shapes_only(),
+            )
         }
         _ => load_graph_with(spec, batch, seq_len),
     }
@@ -69,7 +71,18 @@ pub(crate) fn zoo_graph(
     batch: usize,
 ) -> Result<Graph, ModelError> {
     let proto = zoo::build(name, classes, DEFAULT_ZOO_SEED)?;
-    let mut graph = crate::onnx::import_proto(&proto, spec, batch)?;
+    zoo_import(&proto, spec, batch, crate::onnx::ImportOptions::default())
+}
+
+/// Imports a zoo model's proto. A zoo model is built as defined, so a conv bias without batch
+/// norm (LeNet-5) is not a folded BN.
+fn zoo_import(
+    proto: &onnx_protobuf::ModelProto,
+    spec: &str,
+    batch: usize,
+    opts: crate::onnx::ImportOptions,
+) -> Result<Graph, ModelError> {
+    let mut graph = crate::onnx::import_proto_opts(proto, spec, batch, opts)?;
     graph.bn_folded = false;
     Ok(graph)
 }

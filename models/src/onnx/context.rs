@@ -59,20 +59,17 @@ impl Importer {
     /// Required constant input `i` as f32, moved out of the import state when this node is its
     /// last reader (a conv or linear weight: no copy of what may be hundreds of MB), else copied.
     pub fn take_f32(&mut self, node: &NodeView, i: usize) -> Result<ArrayD<f32>, ModelError> {
-        let c = self.constant(node, i)?;
         let name = node.input_name(i).unwrap_or_default();
-        let left = self.readers.get_mut(name).map(|n| {
+        let last = self.readers.get_mut(name).is_some_and(|n| {
             *n = n.saturating_sub(1);
-            *n
+            *n == 0
         });
-        if left == Some(0) {
-            drop(c);
+        if last && matches!(self.vals.get(name), Some(Val::Const(_))) {
             if let Some(Val::Const(c)) = self.vals.remove(name) {
                 return Ok(c.into_f32());
             }
-            return Err(node.err(format!("required input {i} is missing")));
         }
-        Ok(c.into_f32())
+        Ok(self.constant(node, i)?.into_f32())
     }
 
     /// Required constant input `i`.
