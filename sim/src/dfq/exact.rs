@@ -200,13 +200,14 @@ impl Exact {
     }
 }
 
-/// Batch-norm statistics and the activation range of `src` into `dst`.
+/// Batch-norm statistics and the activation ranges of `src` into `dst`.
 fn copy_running(dst: &mut dyn Layer, src: &mut dyn Layer) {
     for (d, s) in dst.buffers_mut().into_iter().zip(src.buffers_mut()) {
         d.clone_from(s);
     }
     if let (Some(d), Some(s)) = (dst.quant_mut(), src.quant_mut()) {
         d.act_range = s.act_range;
+        d.act_range_b = s.act_range_b;
     }
 }
 

@@ -8,6 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{Layer, Mode, Tensor};
+use crate::quant::hook::QuantHook;
 
 /// A tensor of uniform values in `[-a, a]`, seeded.
 pub fn rand_tensor(shape: &[usize], a: f32, seed: u64) -> Tensor {
@@ -124,4 +125,20 @@ pub fn check_layer(
         }
     }
     Ok(())
+}
+
+/// A hook asking for per-sample (activation, error) bits, as DFQ sets one.
+#[derive(Debug, Clone)]
+pub struct PerSample(pub Vec<(u32, u32)>);
+
+impl QuantHook for PerSample {
+    fn per_sample_bits(&self) -> Option<&[(u32, u32)]> {
+        Some(&self.0)
+    }
+    fn clone_box(&self) -> Box<dyn QuantHook> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }

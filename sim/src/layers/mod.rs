@@ -18,11 +18,15 @@ pub mod lastaxis;
 pub mod linear;
 pub mod loss;
 pub mod lstm;
+pub mod masks;
+pub mod matmul;
 pub mod pointwise;
 pub mod pool;
 mod qgemm;
 mod reduce;
+pub mod shape_ops;
 pub mod tensor_ops;
+pub mod tokens;
 
 #[cfg(test)]
 pub(crate) mod gradcheck;
@@ -38,11 +42,17 @@ pub use batchnorm::BatchNorm;
 pub use conv2d::{Conv2d, Conv2dSpec};
 pub use elementwise::{Elementwise, ElementwiseKind};
 pub use flatten::{Flatten, Unflatten};
+pub use gru::Gru;
 pub use linear::Linear;
 pub use loss::SoftmaxCrossEntropy;
-pub use pointwise::{Clip, Sigmoid};
+pub use lstm::Lstm;
+pub use masks::{CausalMask, Dropout};
+pub use matmul::MatMul;
+pub use pointwise::{Clip, Sigmoid, Tanh};
 pub use pool::{GlobalAvgPool, Pool2d, PoolKind, PoolSpec};
+pub use shape_ops::{Reshape, Transpose};
 pub use tensor_ops::{Concat, Pad, SliceLayer};
+pub use tokens::{ClassToken, PositionEmbedding};
 
 /// The tensor type flowing between layers.
 pub type Tensor = ArrayD<f32>;
@@ -100,13 +110,13 @@ pub trait Layer: Send {
         Vec::new()
     }
 
-    /// The quantization state of a conv or linear layer.
+    /// The quantization state of a quantized GEMM layer (conv, linear, matmul, recurrent).
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
         None
     }
 
-    /// Non-trainable state that evaluation depends on (batch-norm running statistics), for
-    /// checkpoints. Empty for most layers.
+    /// Non-trainable state that evaluation or resumption depends on (batch-norm running
+    /// statistics, a dropout counter), for checkpoints. Empty for most layers.
     fn buffers_mut(&mut self) -> Vec<&mut Vec<f32>> {
         Vec::new()
     }

@@ -1,4 +1,5 @@
-//! Element-wise layers beyond ReLU: a general clip to `[lo, hi]` and the logistic sigmoid.
+//! Element-wise layers beyond ReLU: a general clip to `[lo, hi]`, the logistic sigmoid and the
+//! hyperbolic tangent.
 
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
 use crate::error::Result;
@@ -45,30 +46,28 @@ impl Layer for Clip {
     }
 }
 
-/// `1 / (1 + e^(−x))`.
-pub struct Sigmoid {
+/// An element-wise function whose derivative is a function of its output `y` (sigmoid, tanh).
+struct OutputDerived {
     name: String,
+    f: fn(f32) -> f32,
+    /// `dy/dx` in terms of `y`.
+    df: fn(f32) -> f32,
     out: Option<Tensor>,
 }
 
-impl Sigmoid {
-    /// A sigmoid layer.
-    pub fn new(name: &str) -> Self {
+impl OutputDerived {
+    fn new(name: &str, f: fn(f32) -> f32, df: fn(f32) -> f32) -> Self {
         Self {
             name: name.to_string(),
+            f,
+            df,
             out: None,
         }
-    }
-}
-
-impl Layer for Sigmoid {
-    fn name(&self) -> &str {
-        &self.name
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let y = x.mapv(|v| 1.0 / (1.0 + (-v).exp()));
+        let y = x.mapv(self.f);
         self.out = (mode == Mode::Train).then(|| y.clone());
         Ok(y)
     }
@@ -76,9 +75,56 @@ impl Layer for Sigmoid {
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let y = cached(&self.name, &self.out)?;
         check_grad(&self.name, &grad_out, y.shape())?;
-        Ok(vec![grad_out * &y.mapv(|s| s * (1.0 - s))])
+        Ok(vec![grad_out * &y.mapv(self.df)])
     }
 }
+
+/// Implements [`Layer`] for a newtype over [`OutputDerived`].
+macro_rules! output_derived_layer {
+    ($t:ident) => {
+        impl Layer for $t {
+            fn name(&self) -> &str {
+                &self.0.name
+            }
+
+            fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+                self.0.forward(inputs, mode)
+            }
+
+            fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+                self.0.backward(grad_out)
+            }
+        }
+    };
+}
+
+/// `1 / (1 + e^(−x))`; backward `y(1 − y)`.
+pub struct Sigmoid(OutputDerived);
+
+impl Sigmoid {
+    /// A sigmoid layer.
+    pub fn new(name: &str) -> Self {
+        Self(OutputDerived::new(
+            name,
+            |v| 1.0 / (1.0 + (-v).exp()),
+            |s| s * (1.0 - s),
+        ))
+    }
+}
+
+output_derived_layer!(Sigmoid);
+
+/// `tanh(x)`; backward `1 − y²`.
+pub struct Tanh(OutputDerived);
+
+impl Tanh {
+    /// A tanh layer.
+    pub fn new(name: &str) -> Self {
+        Self(OutputDerived::new(name, f32::tanh, |y| 1.0 - y * y))
+    }
+}
+
+output_derived_layer!(Tanh);
 
 #[cfg(test)]
 mod tests {
@@ -109,5 +155,22 @@ mod tests {
         let y = s.forward(&[&x], Mode::Eval).unwrap();
         assert!((y[[0, 0]] - 0.5).abs() < 1e-7 && (y[[0, 1]] - 0.880_797_1).abs() < 1e-6);
         check_layer(&mut s, &[rand_tensor(&[3, 5], 3.0, 2)], 1e-2, 1e-3, 15).unwrap();
+    }
+
+    #[test]
+    fn tanh_values_gradient_and_errors() {
+        let mut t = Tanh::new("th");
+        let x = Tensor::from_shape_vec(vec![1, 2], vec![0.0, 1.0]).unwrap();
+        let y = t.forward(&[&x], Mode::Eval).unwrap();
+        assert_eq!(y[[0, 0]], 0.0);
+        assert!((y[[0, 1]] - 0.761_594_2).abs() < 1e-6);
+        check_layer(&mut t, &[rand_tensor(&[2, 3, 4], 2.0, 3)], 1e-2, 1e-3, 15).unwrap();
+        t.forward(&[&x], Mode::Train).unwrap();
+        let e = t
+            .backward(Tensor::ones(vec![2, 1]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`th`"), "{e}");
+        assert!(t.forward(&[&x, &x], Mode::Eval).is_err());
     }
 }

@@ -5,6 +5,7 @@
 use ndarray::{Array2, ArrayView2};
 
 use super::{Mode, Tensor};
+use crate::error::{Result, SimError};
 use crate::quant::{lsq, LayerQuant};
 
 /// Forward operands of one quantized GEMM layer, kept for backward.
@@ -105,4 +106,17 @@ pub(crate) fn scale_weight_grad(dw: &mut Array2<f32>, scale: Option<&Array2<f32>
     if let Some(s) = scale {
         *dw *= s;
     }
+}
+
+/// An error naming the layer when a quantized pass would meet a per-sample precision policy,
+/// which `what` (e.g. "act × act GEMMs") does not support: its bits address the contiguous
+/// samples of one batch-first activation.
+pub(crate) fn reject_per_sample(layer: &str, quant: &LayerQuant, what: &str) -> Result<()> {
+    if quant.bits_fw > 0 && quant.per_sample_bits().is_some() {
+        return Err(SimError::shape(
+            layer,
+            format!("per-sample precision policies do not support {what}"),
+        ));
+    }
+    Ok(())
 }

@@ -96,6 +96,10 @@ pub struct LayerQuant {
     pub bits_bw: u32,
     /// Running activation range used in eval mode (SBM).
     pub act_range: RangeEma,
+    /// Running range of a second activation operand (the `B` of an act × act GEMM, the
+    /// recurrent state of an LSTM/GRU), quantized by [`LayerQuant::activations_second`].
+    #[serde(default)]
+    pub act_range_b: RangeEma,
     /// Seed of this layer's stochastic-rounding noise.
     pub seed: u64,
     /// Number of error tensors quantized so far (advances the noise stream).
@@ -126,6 +130,7 @@ impl LayerQuant {
             bits_fw: 0,
             bits_bw: 0,
             act_range: RangeEma::default(),
+            act_range_b: RangeEma::default(),
             seed,
             error_calls: 0,
             batch_range_in_eval: false,
@@ -153,7 +158,7 @@ impl LayerQuant {
     }
 
     /// The hook's per-sample (activation, error) bits, if it sets any.
-    fn per_sample_bits(&self) -> Option<&[(u32, u32)]> {
+    pub(crate) fn per_sample_bits(&self) -> Option<&[(u32, u32)]> {
         self.hook
             .as_deref()
             .and_then(hook::QuantHook::per_sample_bits)
@@ -188,20 +193,37 @@ impl LayerQuant {
     /// Quantizes the input activation in place (no-op at fp32). Returns a gradient mask for
     /// quantizers whose backward is not the identity.
     pub fn activations(&mut self, x: &mut [f32], training: bool) -> Option<Vec<f32>> {
+        self.activations_on(x, training, false)
+    }
+
+    /// As [`LayerQuant::activations`] for a second activation operand, with its own running
+    /// range [`LayerQuant::act_range_b`].
+    pub fn activations_second(&mut self, x: &mut [f32], training: bool) -> Option<Vec<f32>> {
+        self.activations_on(x, training, true)
+    }
+
+    /// The body of both activation quantizers; `second` picks the running range.
+    fn activations_on(&mut self, x: &mut [f32], training: bool, second: bool) -> Option<Vec<f32>> {
         let b = self.bits_fw;
         if b == 0 {
             return None;
         }
-        if let Some(ps) = self.per_sample_bits() {
-            let bits: Vec<u32> = ps.iter().map(|p| p.0).collect();
-            let batch = training || self.batch_range_in_eval;
-            per_sample::activations(x, &bits, &mut self.act_range, batch);
+        let batch = training || self.batch_range_in_eval;
+        let ps_bits = self
+            .per_sample_bits()
+            .map(|ps| ps.iter().map(|p| p.0).collect::<Vec<u32>>());
+        let range = if second {
+            &mut self.act_range_b
+        } else {
+            &mut self.act_range
+        };
+        if let Some(bits) = ps_bits {
+            per_sample::activations(x, &bits, range, batch);
             return None;
         }
         match self.method {
             QuantMethod::Sbm => {
-                let batch = training || self.batch_range_in_eval;
-                sbm::activations(x, b, &mut self.act_range, batch);
+                sbm::activations(x, b, range, batch);
                 None
             }
             QuantMethod::Dorefa => Some(dorefa::activations(x, b)),

@@ -1,0 +1,196 @@
+//! Layers that only move elements: [`Reshape`] to a fixed shape (row-major element order, as
+//! ONNX `Reshape`) and [`Transpose`] by an axis permutation. Both return standard-layout tensors.
+
+use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use crate::error::{Result, SimError};
+
+/// A standard-layout copy of `t` (no copy when it already is one).
+fn standard(t: &Tensor) -> Tensor {
+    t.as_standard_layout().into_owned()
+}
+
+/// `t`'s elements in row-major order, as `shape`, or an error naming the layer and both shapes.
+fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if t.len() != shape.iter().product::<usize>() {
+        return Err(SimError::shape(
+            name,
+            format!(
+                "cannot reshape {:?} ({} elements) to {shape:?} ({} elements)",
+                t.shape(),
+                t.len(),
+                shape.iter().product::<usize>()
+            ),
+        ));
+    }
+    standard(t)
+        .into_shape_with_order(shape.to_vec())
+        .map_err(|e| SimError::shape(name, e.to_string()))
+}
+
+/// Reinterprets the input's row-major element order as a fixed shape (which includes the batch).
+pub struct Reshape {
+    name: String,
+    shape: Vec<usize>,
+    /// Training pass: the input shape.
+    in_shape: Option<Vec<usize>>,
+}
+
+impl Reshape {
+    /// A reshape to exactly `shape`.
+    pub fn new(name: &str, shape: Vec<usize>) -> Self {
+        Self {
+            name: name.to_string(),
+            shape,
+            in_shape: None,
+        }
+    }
+}
+
+impl Layer for Reshape {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let y = reshaped(&self.name, x, &self.shape)?;
+        self.in_shape = (mode == Mode::Train).then(|| x.shape().to_vec());
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let shape = cached(&self.name, &self.in_shape)?;
+        check_grad(&self.name, &grad_out, &self.shape)?;
+        Ok(vec![reshaped(&self.name, &grad_out, shape)?])
+    }
+}
+
+/// Permutes axes: output axis `i` is input axis `perm[i]` (ONNX `Transpose`).
+pub struct Transpose {
+    name: String,
+    perm: Vec<usize>,
+    /// `inverse[perm[i]] = i`.
+    inverse: Vec<usize>,
+    /// Training pass: the output shape.
+    out_shape: Option<Vec<usize>>,
+}
+
+impl Transpose {
+    /// A transpose by `perm`, which must hold each of `0..perm.len()` once.
+    pub fn new(name: &str, perm: Vec<usize>) -> Result<Self> {
+        let mut inverse = vec![usize::MAX; perm.len()];
+        for (i, &p) in perm.iter().enumerate() {
+            match inverse.get_mut(p) {
+                Some(slot) if *slot == usize::MAX => *slot = i,
+                _ => {
+                    return Err(SimError::shape(
+                        name,
+                        format!("{perm:?} is not a permutation of 0..{}", perm.len()),
+                    ))
+                }
+            }
+        }
+        Ok(Self {
+            name: name.to_string(),
+            perm,
+            inverse,
+            out_shape: None,
+        })
+    }
+
+    /// `t` with its axes permuted by `perm`, in standard layout.
+    fn permute(&self, t: &Tensor, perm: &[usize]) -> Result<Tensor> {
+        if t.ndim() != perm.len() {
+            return Err(SimError::shape(
+                &self.name,
+                format!(
+                    "permutation {:?} needs rank {}, got {:?}",
+                    self.perm,
+                    perm.len(),
+                    t.shape()
+                ),
+            ));
+        }
+        Ok(t.view()
+            .permuted_axes(perm)
+            .as_standard_layout()
+            .into_owned())
+    }
+}
+
+impl Layer for Transpose {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let y = self.permute(x, &self.perm)?;
+        self.out_shape = (mode == Mode::Train).then(|| y.shape().to_vec());
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let shape = cached(&self.name, &self.out_shape)?;
+        check_grad(&self.name, &grad_out, shape)?;
+        Ok(vec![self.permute(&grad_out, &self.inverse)?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    #[test]
+    fn reshape_keeps_row_major_order_and_checks() {
+        let mut r = Reshape::new("r", vec![3, 2]);
+        let x = Tensor::from_shape_vec(vec![2, 3], (0..6).map(|v| v as f32).collect()).unwrap();
+        let y = r.forward(&[&x], Mode::Eval).unwrap();
+        assert_eq!(y.shape(), [3, 2]);
+        assert_eq!(y.as_slice().unwrap(), x.as_slice().unwrap());
+        // a transposed (non-standard) view is reshaped in its logical order
+        let xt = x.t().to_owned();
+        let y = r.forward(&[&xt], Mode::Eval).unwrap();
+        assert_eq!(y.as_slice().unwrap(), &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        let mut r = Reshape::new("r", vec![4, 3, 2]);
+        check_layer(&mut r, &[rand_tensor(&[2, 12], 1.0, 1)], 1e-2, 1e-3, 10).unwrap();
+    }
+
+    #[test]
+    fn reshape_count_mismatch_names_both_shapes() {
+        let e = Reshape::new("flat", vec![5, 2])
+            .forward(&[&Tensor::zeros(vec![3, 3])], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("flat") && e.contains("[3, 3]") && e.contains("[5, 2]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn transpose_permutes_and_inverts() {
+        let mut t = Transpose::new("t", vec![2, 0, 1]).unwrap();
+        let x = rand_tensor(&[2, 3, 4], 1.0, 2);
+        let y = t.forward(&[&x], Mode::Eval).unwrap();
+        assert_eq!(y.shape(), [4, 2, 3]);
+        assert!(y.is_standard_layout());
+        assert_eq!(y[[3, 1, 2]], x[[1, 2, 3]]);
+        check_layer(&mut t, &[x], 1e-2, 1e-3, 10).unwrap();
+    }
+
+    #[test]
+    fn transpose_rejects_bad_perms_and_ranks() {
+        for perm in [vec![0, 0, 1], vec![0, 3, 1]] {
+            let e = Transpose::new("tp", perm).err().unwrap().to_string();
+            assert!(e.contains("tp") && e.contains("not a permutation"), "{e}");
+        }
+        let e = Transpose::new("tp", vec![1, 0])
+            .unwrap()
+            .forward(&[&Tensor::zeros(vec![2, 3, 4])], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tp") && e.contains("rank 2"), "{e}");
+    }
+}
