@@ -3,20 +3,34 @@
 //! `linear_before_reset` (PyTorch's) `h̃ = tanh(W_h x + Wb_h + r ⊙ (R_h h + Rb_h))`, otherwise
 //! `h̃ = tanh(W_h x + Wb_h + R_h (r ⊙ h) + Rb_h)`; then `h' = (1 − z) ⊙ h̃ + z ⊙ h`. Backward is
 //! backpropagation through the steps it was given, as for [`super::lstm::Lstm`].
+//!
+//! Quantized as the `cell` module says: `Ŵ`, `R̂`, `x̂` once per forward, and per step the
+//! state `ĥ_{t−1}` where it enters `R` (both `R` products; in the default form `R_h` reads
+//! `r ⊙ ĥ`, the gate times the quantized state, not quantized again; the skip term `z ⊙ h` keeps
+//! the fp32 state). The step's error is quantized in two pieces, because the reset gate's error
+//! is computed from the candidate's: first the candidate's pre-activation error `[B, H]`, then
+//! that of the `z`, `r` gates `[B, 2H]` (two error quantizations per step), each before the
+//! GEMMs that read it.
 
 use ndarray::{concatenate, s, Array2, Array3, Axis, Ix3};
 
-use super::cell::{sigmoid, CellWeights};
+use super::cell::{sigmoid, state_operand, step_error, CellOperands, CellWeights};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::quant::LayerQuant;
 
 /// What backward needs of one step.
 struct StepCache {
+    /// `h_{t−1}` (fp32, the skip term's).
     h_prev: Array2<f32>,
+    /// `ĥ_{t−1}` as it entered `R` (quantized at the forward bits).
+    h_q: Array2<f32>,
+    /// Gradient mask of the state quantizer (DoReFa).
+    h_mask: Option<Array2<f32>>,
     z: Array2<f32>,
     r: Array2<f32>,
     n: Array2<f32>,
-    /// `R_h h + Rb_h` (linear before reset) or `r ⊙ h` (otherwise).
+    /// `R_h ĥ + Rb_h` (linear before reset) or `r ⊙ ĥ` (otherwise).
     inner: Array2<f32>,
 }
 
@@ -25,8 +39,10 @@ pub struct Gru {
     name: String,
     cell: CellWeights,
     linear_before_reset: bool,
-    /// Training pass: the input `[T, B, I]` and each step's state.
-    cache: Option<(Array3<f32>, Vec<StepCache>)>,
+    /// Quantization state (fp32 unless bits are set).
+    pub quant: LayerQuant,
+    /// Training pass: the GEMM operands and each step's state.
+    cache: Option<(CellOperands, Vec<StepCache>)>,
 }
 
 impl Gru {
@@ -38,11 +54,13 @@ impl Gru {
         bw: Tensor,
         br: Tensor,
         linear_before_reset: bool,
+        quant: LayerQuant,
     ) -> Result<Self> {
         Ok(Self {
             name: name.to_string(),
             cell: CellWeights::new(name, 3, w, r, bw, br)?,
             linear_before_reset,
+            quant,
             cache: None,
         })
     }
@@ -57,27 +75,32 @@ impl Layer for Gru {
         let x = self
             .cell
             .input(&self.name, expect_inputs(&self.name, inputs, 1)?[0])?;
-        let (w, r, bw, br) = self.cell.views(&self.name)?;
+        let ops = self.cell.operands(&self.name, &mut self.quant, x, mode)?;
+        let (_, _, bw, br) = self.cell.views(&self.name)?;
         let (t_len, batch, _) = x.dim();
         let hd = self.cell.hidden;
-        let (rzr, rh) = (r.slice(s![0..2 * hd, ..]), r.slice(s![2 * hd.., ..]));
+        let (rzr, rh) = (
+            ops.r.slice(s![0..2 * hd, ..]),
+            ops.r.slice(s![2 * hd.., ..]),
+        );
         let mut h = Array2::<f32>::zeros((batch, hd));
         let mut y = Array3::<f32>::zeros((t_len, batch, hd));
         let mut steps = Vec::with_capacity(if mode == Mode::Train { t_len } else { 0 });
         for t in 0..t_len {
-            let xw = x.index_axis(Axis(0), t).dot(&w.t()) + bw;
-            let zr = (&xw.slice(s![.., 0..2 * hd]) + &h.dot(&rzr.t()) + br.slice(s![0..2 * hd]))
+            let xw = ops.x.index_axis(Axis(0), t).dot(&ops.w.t()) + bw;
+            let (h_q, h_mask) = state_operand(&mut self.quant, &h, mode);
+            let zr = (&xw.slice(s![.., 0..2 * hd]) + &h_q.dot(&rzr.t()) + br.slice(s![0..2 * hd]))
                 .mapv(sigmoid);
             let (z, rg) = (
                 zr.slice(s![.., 0..hd]).to_owned(),
                 zr.slice(s![.., hd..]).to_owned(),
             );
             let (inner, rec) = if self.linear_before_reset {
-                let a = h.dot(&rh.t()) + br.slice(s![2 * hd..]);
+                let a = h_q.dot(&rh.t()) + br.slice(s![2 * hd..]);
                 let rec = &rg * &a;
                 (a, rec)
             } else {
-                let rh_h = &rg * &h;
+                let rh_h = &rg * &h_q;
                 let rec = rh_h.dot(&rh.t()) + br.slice(s![2 * hd..]);
                 (rh_h, rec)
             };
@@ -87,6 +110,8 @@ impl Layer for Gru {
             if mode == Mode::Train {
                 steps.push(StepCache {
                     h_prev: h.clone(),
+                    h_q,
+                    h_mask,
                     z,
                     r: rg,
                     n,
@@ -95,66 +120,85 @@ impl Layer for Gru {
             }
             h = h_new;
         }
-        self.cache = (mode == Mode::Train).then(|| (x.to_owned(), steps));
+        self.cache = (mode == Mode::Train).then_some((ops, steps));
         Ok(y.into_dyn())
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let (w, r, _, _) = self.cell.views(&self.name)?;
-        let (x, steps) = cached(&self.name, &self.cache)?;
+        let (ops, steps) = cached(&self.name, &self.cache)?;
         let hd = self.cell.hidden;
-        let (t_len, batch, _) = x.dim();
+        let (t_len, batch, _) = ops.x.dim();
         check_grad(&self.name, &grad_out, &[t_len, batch, hd])?;
         let gy = grad_out
             .into_dimensionality::<Ix3>()
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        let (rzr, rh) = (r.slice(s![0..2 * hd, ..]), r.slice(s![2 * hd.., ..]));
+        let (rzr, rh) = (
+            ops.r.slice(s![0..2 * hd, ..]),
+            ops.r.slice(s![2 * hd.., ..]),
+        );
         let (mut dw, mut dr, mut dbw, mut dbr, mut dx) = self.cell.zero_grads(t_len, batch);
         let mut dh_next = Array2::<f32>::zeros((batch, hd));
         for (t, st) in steps.iter().enumerate().rev() {
             let dh = &gy.index_axis(Axis(0), t) + &dh_next;
             let dn = &dh * &st.z.mapv(|v| 1.0 - v);
-            let dpre_n = &dn * &st.n.mapv(|v| 1.0 - v * v);
+            let mut dpre_n = &dn * &st.n.mapv(|v| 1.0 - v * v);
+            // the candidate's error, read by the W_h and R_h GEMMs and by the reset gate's error
+            step_error(&mut self.quant, &mut dpre_n);
             let dpre_z = &dh * &(&st.h_prev - &st.n) * &st.z * &st.z.mapv(|v| 1.0 - v);
             let mut dh_prev = &dh * &st.z;
             // the candidate's recurrent path: gradient of r and of R_h's product
-            let (d_r, d_rec_h) = if self.linear_before_reset {
-                // rec = r ⊙ a, a = R_h h + Rb_h
+            let (d_r, mut d_rec_h) = if self.linear_before_reset {
+                // rec = r ⊙ a, a = R_h ĥ + Rb_h
                 let da = &dpre_n * &st.r;
                 dr.slice_mut(s![2 * hd.., ..])
-                    .scaled_add(1.0, &da.t().dot(&st.h_prev));
+                    .scaled_add(1.0, &da.t().dot(&st.h_q));
                 dbr.slice_mut(s![2 * hd..])
                     .scaled_add(1.0, &da.sum_axis(Axis(0)));
                 (&dpre_n * &st.inner, da.dot(&rh))
             } else {
-                // rec = R_h (r ⊙ h) + Rb_h
+                // rec = R_h (r ⊙ ĥ) + Rb_h
                 dr.slice_mut(s![2 * hd.., ..])
                     .scaled_add(1.0, &dpre_n.t().dot(&st.inner));
                 dbr.slice_mut(s![2 * hd..])
                     .scaled_add(1.0, &dpre_n.sum_axis(Axis(0)));
                 let d_rh = dpre_n.dot(&rh);
-                (&d_rh * &st.h_prev, &d_rh * &st.r)
+                (&d_rh * &st.h_q, &d_rh * &st.r)
             };
+            // the state's gradient through R passes the state quantizer's mask
+            let masked = |mut g: Array2<f32>| {
+                if let Some(m) = &st.h_mask {
+                    g *= m;
+                }
+                g
+            };
+            d_rec_h = masked(d_rec_h);
             dh_prev += &d_rec_h;
             let dpre_r = &d_r * &st.r * &st.r.mapv(|v| 1.0 - v);
-            let dzr = concatenate![Axis(1), dpre_z, dpre_r];
+            let mut dzr = concatenate![Axis(1), dpre_z, dpre_r];
+            // the z and r gates' error, read by the W_zr and R_zr GEMMs
+            step_error(&mut self.quant, &mut dzr);
             dr.slice_mut(s![0..2 * hd, ..])
-                .scaled_add(1.0, &dzr.t().dot(&st.h_prev));
+                .scaled_add(1.0, &dzr.t().dot(&st.h_q));
             dbr.slice_mut(s![0..2 * hd])
                 .scaled_add(1.0, &dzr.sum_axis(Axis(0)));
-            dh_prev += &dzr.dot(&rzr);
+            dh_prev += &masked(dzr.dot(&rzr));
             let dxw = concatenate![Axis(1), dzr, dpre_n];
-            dw += &dxw.t().dot(&x.index_axis(Axis(0), t));
+            dw += &dxw.t().dot(&ops.x.index_axis(Axis(0), t));
             dbw += &dxw.sum_axis(Axis(0));
-            dx.index_axis_mut(Axis(0), t).assign(&dxw.dot(&w));
+            dx.index_axis_mut(Axis(0), t).assign(&dxw.dot(&ops.w));
             dh_next = dh_prev;
         }
+        let dx = ops.finish(&mut dw, &mut dr, dx);
         self.cell.set_grads(dw, dr, dbw, dbr);
-        Ok(vec![dx.into_dyn()])
+        Ok(vec![dx])
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
         self.cell.params_mut()
+    }
+
+    fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
+        Some(&mut self.quant)
     }
 }
 
@@ -162,6 +206,19 @@ impl Layer for Gru {
 mod tests {
     use super::super::gradcheck::{check_layer, rand_tensor};
     use super::*;
+    use crate::layers::cell::tests::quantized_run_is_close_and_deterministic;
+    use crate::quant::QuantMethod;
+
+    fn fp32() -> LayerQuant {
+        LayerQuant::new(QuantMethod::Sbm, 12)
+    }
+
+    #[test]
+    fn quantized_gru_is_close_to_fp32_and_deterministic_in_both_forms() {
+        for lbr in [true, false] {
+            quantized_run_is_close_and_deterministic(&|| Box::new(gru(3, 4, lbr)));
+        }
+    }
 
     fn gru(i: usize, h: usize, lbr: bool) -> Gru {
         Gru::new(
@@ -171,6 +228,7 @@ mod tests {
             rand_tensor(&[3 * h], 0.5, 3),
             rand_tensor(&[3 * h], 0.5, 4),
             lbr,
+            fp32(),
         )
         .unwrap()
     }
@@ -194,6 +252,7 @@ mod tests {
             Tensor::zeros(vec![3]),
             Tensor::zeros(vec![3]),
             true,
+            fp32(),
         )
         .unwrap();
         let y = g
@@ -215,7 +274,8 @@ mod tests {
             Tensor::zeros(vec![3, 1]),
             Tensor::zeros(vec![3]),
             Tensor::zeros(vec![3]),
-            true
+            true,
+            fp32(),
         )
         .is_err());
     }

@@ -1,5 +1,11 @@
 //! Fully connected layer `y = x·Wᵀ + b` with weights `[O, F]` (the ONNX `Gemm` `transB = 1`
 //! layout), with the three GEMMs on quantized operands when bits are set.
+//!
+//! The input may have any rank ≥ 2, `[..., F]`: every leading index is a row of the GEMM and the
+//! output is `[..., O]`. The error `dL/dY` is quantized in its output shape, so the `samples`
+//! DoReFa's error quantizer splits it into (one scale each) are the indices of the first axis:
+//! the batch for `[N, O]` and batch-first `[B, T, O]`, the time step for sequence-first
+//! `[T, B, O]`. (SBM and WAGEUBN quantize the whole tensor with one range either way.)
 
 use ndarray::{Array2, Ix2};
 
@@ -22,7 +28,8 @@ pub struct Linear {
     pub bias: Option<Param>,
     /// Quantization state (fp32 unless bits are set).
     pub quant: LayerQuant,
-    cache: Option<QuantOperands>,
+    /// Training pass: the quantized operands (input as `[rows, F]`) and the input shape.
+    cache: Option<(QuantOperands, Vec<usize>)>,
 }
 
 fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
@@ -69,6 +76,26 @@ impl Layer for Linear {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let flat;
+        let x = match x.shape() {
+            [] | [_] => {
+                return Err(SimError::shape(
+                    &self.name,
+                    format!("expects [..., F] of rank ≥ 2, got {:?}", x.shape()),
+                ))
+            }
+            [_, _] => x,
+            [lead @ .., f] => {
+                let shape = vec![lead.iter().product(), *f];
+                flat = x
+                    .as_standard_layout()
+                    .into_owned()
+                    .into_shape_with_order(shape)
+                    .map_err(shape_err(&self.name))?;
+                &flat
+            }
+        };
+        let in_shape = inputs[0].shape().to_vec();
         let x2 = as2(&self.name, x)?;
         let w = self
             .weight
@@ -94,16 +121,30 @@ impl Layer for Linear {
             let bv = b.value.view();
             y.rows_mut().into_iter().for_each(|mut r| r += &bv);
         }
-        self.cache = (mode == Mode::Train).then_some(ops);
-        Ok(y.into_dyn())
+        let mut out_shape = in_shape.clone();
+        if let Some(last) = out_shape.last_mut() {
+            *last = ops.w.nrows();
+        }
+        self.cache = (mode == Mode::Train).then_some((ops, in_shape));
+        y.into_dyn()
+            .into_shape_with_order(out_shape)
+            .map_err(shape_err(&self.name))
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let ops = cached(&self.name, &self.cache)?;
+        let (ops, in_shape) = cached(&self.name, &self.cache)?;
         let xq = as2(&self.name, &ops.x)?;
-        check_grad(&self.name, &grad_out, &[xq.nrows(), ops.w.nrows()])?;
+        let mut out_shape = in_shape.clone();
+        if let Some(last) = out_shape.last_mut() {
+            *last = ops.w.nrows();
+        }
+        check_grad(&self.name, &grad_out, &out_shape)?;
+        // quantized in the output shape: DoReFa's samples are the first axis (module doc)
         let gq = quantize_error(&mut self.quant, grad_out);
-        let g2 = as2(&self.name, &gq)?;
+        let g2 = gq
+            .view()
+            .into_shape_with_order((xq.nrows(), ops.w.nrows()))
+            .map_err(shape_err(&self.name))?;
         let mut dw = Array2::<f32>::zeros(ops.w.raw_dim());
         matmul_tn_reduce_par(dw.view_mut(), g2, xq, false)?;
         let mut dx = Array2::<f32>::zeros(xq.raw_dim());
@@ -115,7 +156,10 @@ impl Layer for Linear {
             record_step_grad(&mut self.quant, ops, w, dw.view(), d);
         }
         scale_weight_grad(&mut dw, ops.w_scale.as_ref());
-        let mut dx = dx.into_dyn();
+        let mut dx = dx
+            .into_dyn()
+            .into_shape_with_order(in_shape.clone())
+            .map_err(shape_err(&self.name))?;
         mask_input_grad(&mut dx, ops.x_mask.as_ref());
         self.weight.grad = dw.into_dyn();
         if let Some(b) = &mut self.bias {
@@ -190,6 +234,58 @@ mod tests {
     }
 
     #[test]
+    fn leading_axes_are_rows() {
+        let mut l = linear(6);
+        let x = rand_tensor(&[2, 3, 6], 1.0, 7);
+        let y = l.forward(&[&x], Mode::Eval).unwrap();
+        assert_eq!(y.shape(), [2, 3, 4]);
+        let x2 = x.clone().into_shape_with_order(vec![6, 6]).unwrap();
+        let y2 = l.forward(&[&x2], Mode::Eval).unwrap();
+        assert_eq!(y.as_slice().unwrap(), y2.as_slice().unwrap());
+        check_layer(
+            &mut l,
+            &[rand_tensor(&[2, 2, 3, 6], 1.0, 8)],
+            1e-2,
+            1e-2,
+            30,
+        )
+        .unwrap();
+        // a non-standard-layout input is read in its logical order
+        let xt = rand_tensor(&[6, 3, 2], 1.0, 9).permuted_axes(vec![2, 1, 0]);
+        let y = l.forward(&[&xt], Mode::Eval).unwrap();
+        let xs = xt.as_standard_layout().into_owned();
+        assert_eq!(y, l.forward(&[&xs], Mode::Eval).unwrap());
+    }
+
+    #[test]
+    fn rank_three_error_quantization_uses_the_first_axis_as_samples() {
+        // the same rows as [2, 3, F] and as [6, F]: DoReFa scales the error per index of the
+        // first axis (2 vs 6 slices), SBM over the whole tensor (identical results)
+        let x = rand_tensor(&[2, 3, 6], 1.0, 10);
+        let g = rand_tensor(&[2, 3, 4], 1.0, 11);
+        let run = |method: QuantMethod, x: &Tensor, g: &Tensor| {
+            let mut l = linear(12);
+            l.quant = LayerQuant::new(method, 4);
+            l.quant.set_bits(8, 4).unwrap();
+            l.forward(&[x], Mode::Train).unwrap();
+            let dx = l.backward(g.clone()).unwrap().remove(0);
+            dx.as_slice().unwrap().to_vec()
+        };
+        let (x6, g6) = (
+            x.clone().into_shape_with_order(vec![6, 6]).unwrap(),
+            g.clone().into_shape_with_order(vec![6, 4]).unwrap(),
+        );
+        assert_ne!(
+            run(QuantMethod::Dorefa, &x, &g),
+            run(QuantMethod::Dorefa, &x6, &g6)
+        );
+        assert_eq!(
+            run(QuantMethod::Sbm, &x, &g),
+            run(QuantMethod::Sbm, &x6, &g6)
+        );
+    }
+
+    #[test]
     fn feature_mismatch_is_an_error() {
         let e = linear(1)
             .forward(&[&rand_tensor(&[2, 5], 1.0, 1)], Mode::Eval)
@@ -198,5 +294,10 @@ mod tests {
             e.to_string().contains("`fc`") && e.to_string().contains("5 features"),
             "{e}"
         );
+        let e = linear(1)
+            .forward(&[&rand_tensor(&[6], 1.0, 1)], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`fc`") && e.contains("rank ≥ 2"), "{e}");
     }
 }

@@ -2,16 +2,24 @@
 //! `i, o, f, c` and equations (no peepholes), zero initial state. Backward is backpropagation
 //! through the `T` steps it was given: truncated BPTT is the caller cutting the stream into
 //! `bptt`-long windows (`data::text::Streams`), each starting from a zero state.
+//!
+//! Quantized as the `cell` module says: `Ŵ`, `R̂`, `x̂` once per forward, `ĥ_{t−1}` per step, and
+//! the step's gate error `dg` `[B, 4H]` (one error quantization per step) before `dW`, `dR`,
+//! `dx` and `dh` are computed from it.
 
 use ndarray::{s, Array2, Array3, ArrayView2, Axis, Ix3};
 
-use super::cell::{sigmoid, CellWeights};
+use super::cell::{sigmoid, state_operand, step_error, CellOperands, CellWeights};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::quant::LayerQuant;
 
 /// What backward needs of one step.
 struct StepCache {
+    /// `ĥ_{t−1}` as it entered `R` (quantized at the forward bits).
     h_prev: Array2<f32>,
+    /// Gradient mask of the state quantizer (DoReFa).
+    h_mask: Option<Array2<f32>>,
     c_prev: Array2<f32>,
     /// Activated gates `[B, 4H]`: i, o, f, c̃.
     gates: Array2<f32>,
@@ -22,8 +30,10 @@ struct StepCache {
 pub struct Lstm {
     name: String,
     cell: CellWeights,
-    /// Training pass: the input `[T, B, I]` and each step's state.
-    cache: Option<(Array3<f32>, Vec<StepCache>)>,
+    /// Quantization state (fp32 unless bits are set).
+    pub quant: LayerQuant,
+    /// Training pass: the GEMM operands and each step's state.
+    cache: Option<(CellOperands, Vec<StepCache>)>,
 }
 
 /// The four gate blocks `i, o, f, c̃` of `[B, 4H]` activations.
@@ -33,10 +43,18 @@ fn split(g: &Array2<f32>, h: usize) -> [ArrayView2<'_, f32>; 4] {
 
 impl Lstm {
     /// An LSTM with `w` `[4H, I]`, `r` `[4H, H]` and biases `[4H]`.
-    pub fn new(name: &str, w: Tensor, r: Tensor, bw: Tensor, br: Tensor) -> Result<Self> {
+    pub fn new(
+        name: &str,
+        w: Tensor,
+        r: Tensor,
+        bw: Tensor,
+        br: Tensor,
+        quant: LayerQuant,
+    ) -> Result<Self> {
         Ok(Self {
             name: name.to_string(),
             cell: CellWeights::new(name, 4, w, r, bw, br)?,
+            quant,
             cache: None,
         })
     }
@@ -51,7 +69,8 @@ impl Layer for Lstm {
         let x = self
             .cell
             .input(&self.name, expect_inputs(&self.name, inputs, 1)?[0])?;
-        let (w, r, bw, br) = self.cell.views(&self.name)?;
+        let ops = self.cell.operands(&self.name, &mut self.quant, x, mode)?;
+        let (_, _, bw, br) = self.cell.views(&self.name)?;
         let b = &bw + &br;
         let (t_len, batch, _) = x.dim();
         let hd = self.cell.hidden;
@@ -60,7 +79,8 @@ impl Layer for Lstm {
         let mut y = Array3::<f32>::zeros((t_len, batch, hd));
         let mut steps = Vec::with_capacity(if mode == Mode::Train { t_len } else { 0 });
         for t in 0..t_len {
-            let mut g = x.index_axis(Axis(0), t).dot(&w.t()) + h.dot(&r.t()) + &b;
+            let (h_prev, h_mask) = state_operand(&mut self.quant, &h, mode);
+            let mut g = ops.x.index_axis(Axis(0), t).dot(&ops.w.t()) + h_prev.dot(&ops.r.t()) + &b;
             for mut row in g.rows_mut() {
                 for (k, v) in row.iter_mut().enumerate() {
                     *v = if k < 3 * hd { sigmoid(*v) } else { v.tanh() };
@@ -73,7 +93,8 @@ impl Layer for Lstm {
             y.index_axis_mut(Axis(0), t).assign(&h_new);
             if mode == Mode::Train {
                 steps.push(StepCache {
-                    h_prev: h,
+                    h_prev,
+                    h_mask,
                     c_prev: c,
                     gates: g,
                     tanh_c,
@@ -81,15 +102,14 @@ impl Layer for Lstm {
             }
             (h, c) = (h_new, c_new);
         }
-        self.cache = (mode == Mode::Train).then(|| (x.to_owned(), steps));
+        self.cache = (mode == Mode::Train).then_some((ops, steps));
         Ok(y.into_dyn())
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let (w, r, _, _) = self.cell.views(&self.name)?;
-        let (x, steps) = cached(&self.name, &self.cache)?;
+        let (ops, steps) = cached(&self.name, &self.cache)?;
         let hd = self.cell.hidden;
-        let (t_len, batch, _) = x.dim();
+        let (t_len, batch, _) = ops.x.dim();
         check_grad(&self.name, &grad_out, &[t_len, batch, hd])?;
         let gy = grad_out
             .into_dimensionality::<Ix3>()
@@ -111,20 +131,29 @@ impl Layer for Lstm {
                 .assign(&(&dc * &st.c_prev * gf * &gf.mapv(|v| 1.0 - v)));
             dg.slice_mut(s![.., 3 * hd..])
                 .assign(&(&dc * &gi * &gc.mapv(|v| 1.0 - v * v)));
-            dw += &dg.t().dot(&x.index_axis(Axis(0), t));
+            step_error(&mut self.quant, &mut dg);
+            dw += &dg.t().dot(&ops.x.index_axis(Axis(0), t));
             dr += &dg.t().dot(&st.h_prev);
             db += &dg.sum_axis(Axis(0));
-            dx.index_axis_mut(Axis(0), t).assign(&dg.dot(&w));
-            dh_next = dg.dot(&r);
+            dx.index_axis_mut(Axis(0), t).assign(&dg.dot(&ops.w));
+            dh_next = dg.dot(&ops.r);
+            if let Some(m) = &st.h_mask {
+                dh_next *= m;
+            }
             dc_next = &dc * &gf;
         }
+        let dx = ops.finish(&mut dw, &mut dr, dx);
         // Wb and Rb enter as their sum: the same gradient
         self.cell.set_grads(dw, dr, db.clone(), db);
-        Ok(vec![dx.into_dyn()])
+        Ok(vec![dx])
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
         self.cell.params_mut()
+    }
+
+    fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
+        Some(&mut self.quant)
     }
 }
 
@@ -132,6 +161,12 @@ impl Layer for Lstm {
 mod tests {
     use super::super::gradcheck::{check_layer, rand_tensor};
     use super::*;
+    use crate::layers::cell::tests::quantized_run_is_close_and_deterministic;
+    use crate::quant::QuantMethod;
+
+    fn fp32() -> LayerQuant {
+        LayerQuant::new(QuantMethod::Sbm, 11)
+    }
 
     fn lstm(i: usize, h: usize) -> Lstm {
         Lstm::new(
@@ -140,8 +175,14 @@ mod tests {
             rand_tensor(&[4 * h, h], 0.8, 2),
             rand_tensor(&[4 * h], 0.5, 3),
             rand_tensor(&[4 * h], 0.5, 4),
+            fp32(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn quantized_lstm_is_close_to_fp32_and_deterministic() {
+        quantized_run_is_close_and_deterministic(&|| Box::new(lstm(3, 4)));
     }
 
     #[test]
@@ -160,6 +201,7 @@ mod tests {
             Tensor::zeros(vec![4, 1]),
             Tensor::zeros(vec![4]),
             Tensor::zeros(vec![4]),
+            fp32(),
         )
         .unwrap();
         let x = Tensor::from_elem(vec![1, 1, 1], 0.5);
@@ -177,6 +219,7 @@ mod tests {
             Tensor::zeros(vec![8, 3]),
             Tensor::zeros(vec![8]),
             Tensor::zeros(vec![8]),
+            fp32(),
         )
         .err()
         .map(|e| e.to_string())
