@@ -11,14 +11,15 @@ fn standard(t: &Tensor) -> Tensor {
 
 /// `t`'s elements in row-major order, as `shape`, or an error naming the layer and both shapes.
 fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    if t.len() != shape.iter().product::<usize>() {
+    let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if count != Some(t.len()) {
+        let count = count.map_or("too many".to_string(), |c| c.to_string());
         return Err(SimError::shape(
             name,
             format!(
-                "cannot reshape {:?} ({} elements) to {shape:?} ({} elements)",
+                "cannot reshape {:?} ({} elements) to {shape:?} ({count} elements)",
                 t.shape(),
                 t.len(),
-                shape.iter().product::<usize>()
             ),
         ));
     }
@@ -167,6 +168,11 @@ mod tests {
             e.contains("flat") && e.contains("[3, 3]") && e.contains("[5, 2]"),
             "{e}"
         );
+        let e = Reshape::new("flat", vec![usize::MAX, 3])
+            .forward(&[&Tensor::zeros(vec![3, 3])], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too many elements"), "{e}");
     }
 
     #[test]
