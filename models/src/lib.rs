@@ -13,5 +13,5 @@ pub mod zoo;
 
 pub use error::ModelError;
 pub use ir::Graph;
-pub use source::{load_graph, load_graph_with, load_shapes, load_summary};
+pub use source::{load_graph, load_graph_with, load_lm_graph, load_shapes, load_summary};
 pub use summary::{GemmOperands, LayerInfo, LayerKind, LayerRole, ModelSummary};

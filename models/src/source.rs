@@ -43,6 +43,44 @@ pub fn load_graph_with(
     }
 }
 
+/// A language model to train on a corpus of `vocab` tokens, at `batch` streams of `seq_len`
+/// tokens (the model's default, or a file's fixed length, when `None`): a zoo LM is built with that vocabulary (see [`zoo::seq::graph_with_vocab`]); an ONNX
+/// LM keeps its own, and its head must have an output for every token of the corpus.
+pub fn load_lm_graph(
+    spec: &str,
+    batch: usize,
+    seq_len: Option<usize>,
+    vocab: usize,
+) -> Result<Graph, ModelError> {
+    match spec.strip_prefix("zoo:") {
+        Some(name) if zoo::seq::is_lm(name) => {
+            zoo::seq::graph_with_vocab(name, spec, batch, seq_len, Some(vocab))
+                .map_err(|m| ModelError::graph(spec, m))
+        }
+        Some(name) => Err(ModelError::graph(
+            spec,
+            format!(
+                "zoo:{name} is not a language model (zoo language models: lstm-lm, \
+                 transformer-lm, ptb-lstm, transformer-wt103)"
+            ),
+        )),
+        None => {
+            let g = crate::onnx::import_file_with(Path::new(spec), batch, seq_len)?;
+            let head = crate::head::head_outputs(&g);
+            if head < vocab {
+                return Err(ModelError::graph(
+                    spec,
+                    format!(
+                        "the model's head has {head} outputs but the corpus has {vocab} tokens \
+                         (a language model needs an output per token)"
+                    ),
+                ));
+            }
+            Ok(g)
+        }
+    }
+}
+
 /// The model `spec` names, for costing: a `zoo:` model is built without drawing weights (its
 /// conv and linear weights are zeros never written, see [`zoo::build_shapes`]), so shapes,
 /// MACs and costs come at a fraction of [`load_graph_with`]'s time and memory; an ONNX file is

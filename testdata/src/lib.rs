@@ -27,6 +27,50 @@ pub fn shared_data(sub: &str) -> Option<PathBuf> {
     None
 }
 
+/// Where Debian's `fortunes` package keeps its English text (≈ 2.6 MB).
+pub const FORTUNES_DIR: &str = "/usr/share/games/fortunes";
+
+/// The `fortunes` corpus as one UTF-8 text file (every fortune file of [`FORTUNES_DIR`] in name
+/// order, the `%` separator lines dropped, invalid UTF-8 replaced), written once into `dir`; or
+/// `None` with a printed reason when the package is missing — unless `CPTSIM_REQUIRE_DATA=1`
+/// (CI, whose `.ci/run` installs it), which fails instead.
+pub fn fortunes_corpus(dir: &std::path::Path) -> Option<PathBuf> {
+    let src = std::path::Path::new(FORTUNES_DIR);
+    let mut names: Vec<PathBuf> = std::fs::read_dir(src)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && p.extension().is_none())
+                .collect()
+        })
+        .unwrap_or_default();
+    if names.is_empty() {
+        assert!(
+            std::env::var("CPTSIM_REQUIRE_DATA").as_deref() != Ok("1"),
+            "CPTSIM_REQUIRE_DATA=1 but {FORTUNES_DIR} has no fortune files (apt-get install fortunes)"
+        );
+        skip(&format!(
+            "{FORTUNES_DIR} not found (apt-get install fortunes; CPTSIM_REQUIRE_DATA=1 fails instead)"
+        ));
+        return None;
+    }
+    names.sort();
+    let mut text = String::new();
+    for p in &names {
+        let bytes = std::fs::read(p).unwrap_or_default();
+        for line in String::from_utf8_lossy(&bytes).lines() {
+            if line != "%" {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+    }
+    let out = dir.join("fortunes.txt");
+    if let Err(e) = std::fs::write(&out, text) {
+        panic!("writing {}: {e}", out.display());
+    }
+    Some(out)
+}
+
 /// Reports that the running test skips its work: a `SKIPPED: <test>: <reason>` line written to
 /// the process's stderr directly, which the test harness does not capture, so `cargo test` shows
 /// it even for a passing test and a run without data is visibly partial.

@@ -129,4 +129,4 @@ pub fn assert_one_clear_line(err: &str) {
     );
 }
 
-pub use cptsim_testdata::{shared_data, skip};
+pub use cptsim_testdata::{fortunes_corpus, shared_data, skip};

@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// file with a symbolic sequence axis].
     #[arg(long)]
     seq_len: Option<usize>,
+    /// Vocabulary of a zoo language model: the token count of the corpus a `train --data
+    /// text:|ptb:|wikitext:` run fitted it to (its summary.json `vocab`) [default: the model's].
+    #[arg(long)]
+    vocab: Option<usize>,
     /// Cost rule: `paper` (methods.md §2.3) or `hardware` (fp32 layers at 32 bits, BN apart).
     #[arg(long, value_enum, default_value_t = AccountingArg::Paper)]
     accounting: AccountingArg,
@@ -233,9 +237,12 @@ pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)>
         Some(_) => None,
         None => Some(build_schedule(args)?),
     };
-    let model = cptsim_models::load_shapes(&args.model, batch, args.seq_len)
-        .with_context(|| format!("--model {}", args.model))?
-        .summary();
+    let model = match args.vocab {
+        Some(v) => cptsim_models::load_lm_graph(&args.model, batch, args.seq_len, v),
+        None => cptsim_models::load_shapes(&args.model, batch, args.seq_len),
+    }
+    .with_context(|| format!("--model {}", args.model))?
+    .summary();
     let (mut report, rows) = match (&args.trace, &schedule) {
         (Some(path), _) => cost_trace_file(args, &model, path)?,
         (None, Some(schedule)) => cost_schedule(args, &model, schedule)?,

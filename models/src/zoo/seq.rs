@@ -1,8 +1,11 @@
-//! The zoo's sequence models and vision transformer, built straight into the layer IR for costing
-//! (`cptsim inspect`, `cptsim run`): their shapes, GEMMs and parameter counts are the papers'
-//! models, their weights are zeros (allocated lazily, so the 0.2-billion-parameter WikiText-103
-//! Transformer costs no memory). They have no ONNX export and do not train: `zoo export` says so,
-//! and the trainer rejects their ops until it supports them.
+//! The zoo's sequence models and vision transformer, built straight into the layer IR: their
+//! shapes, GEMMs and parameter counts are the papers' models, their weights are zeros (allocated
+//! lazily, so the 0.2-billion-parameter WikiText-103 Transformer costs no memory) and the trainer
+//! draws fresh ones (`--init seed`). They have no ONNX export (`zoo export` says so).
+//!
+//! The papers' models are for costing (`cptsim inspect`, `cptsim run`); `lstm-lm` and
+//! `transformer-lm` are the same two architectures at a size the CPU trainer runs in minutes, for
+//! `cptsim train --data text:FILE` (their vocabulary follows the corpus, see [`graph_with_vocab`]).
 //!
 //! Each entry carries the paper's training defaults (iterations, batch, sequence length), which
 //! `cptsim run` uses when the flags are not given.
@@ -27,7 +30,7 @@ pub struct SeqEntry {
 }
 
 /// The entries, in listing order.
-pub const ENTRIES: [SeqEntry; 3] = [
+pub const ENTRIES: [SeqEntry; 5] = [
     // Baevski & Auli, "Adaptive Input Representations for Neural Language Modeling" (ICLR 2019),
     // fairseq `transformer_lm_wiki103`: 16 pre-norm decoder layers, d 1024, FFN 4096 (ReLU),
     // 16 heads, 3072-token blocks, 286 000 updates of 8 GPUs × 3 accumulated blocks (batch 24).
@@ -65,7 +68,37 @@ pub const ENTRIES: [SeqEntry; 3] = [
         batch: 1024,
         seq_len: None,
     },
+    // The PTB LSTM's architecture at CPU size: PyTorch word_language_model `RNNModel` (embedding,
+    // dropout, 2 LSTMs with dropout between, dropout, decoder) with 128 units and dropout 0.2;
+    // bptt 35 and batch 20 as the example.
+    SeqEntry {
+        name: "lstm-lm",
+        about: "small 2-layer LSTM LM (word_language_model form, 128 units, dropout 0.2), ids [T, B], bptt 35; vocabulary from --data (trainable)",
+        iters: 2_000,
+        batch: 20,
+        seq_len: Some(35),
+    },
+    // The WikiText-103 Transformer's form at CPU size: token embedding, learned positions, 2
+    // pre-norm causal layers (d 128, 4 heads, FFN 512, GELU), final norm, linear head.
+    SeqEntry {
+        name: "transformer-lm",
+        about: "small decoder-only Transformer LM: 2 pre-norm layers, d 128, 4 heads, GELU, learned positions, ids [B, T], 64 tokens; vocabulary from --data (trainable)",
+        iters: 2_000,
+        batch: 16,
+        seq_len: Some(64),
+    },
 ];
+
+/// Vocabulary of the small LMs when no corpus sets it (bytes).
+pub const SMALL_LM_VOCAB: usize = 256;
+
+/// Whether zoo model `name` is a language model (token ids in, next-token logits out).
+pub fn is_lm(name: &str) -> bool {
+    matches!(
+        name,
+        "transformer-wt103" | "ptb-lstm" | "lstm-lm" | "transformer-lm"
+    )
+}
 
 /// The entry called `name`.
 pub fn entry(name: &str) -> Option<&'static SeqEntry> {
@@ -79,6 +112,19 @@ pub fn graph(
     spec: &str,
     batch: usize,
     seq_len: Option<usize>,
+) -> Result<Graph, String> {
+    graph_with_vocab(name, spec, batch, seq_len, None)
+}
+
+/// [`graph`] of a language model with a vocabulary of `vocab` tokens (the model's own when
+/// `None`: 10 000 for PTB, the 20 000-word head band for WikiText-103, [`SMALL_LM_VOCAB`] for the
+/// small LMs). An image model with a vocabulary is an error.
+pub fn graph_with_vocab(
+    name: &str,
+    spec: &str,
+    batch: usize,
+    seq_len: Option<usize>,
+    vocab: Option<usize>,
 ) -> Result<Graph, String> {
     let e = entry(name).ok_or_else(|| format!("unknown sequence zoo model `{name}`"))?;
     if batch == 0 {
@@ -96,18 +142,27 @@ pub fn graph(
     if e.seq_len.is_some() && t == 0 {
         return Err("the sequence length must be at least 1".into());
     }
+    if vocab == Some(0) || (vocab.is_some() && !is_lm(name)) {
+        return Err(format!(
+            "zoo:{name} takes no vocabulary of {vocab:?} tokens (language models: ptb-lstm, \
+             transformer-wt103, lstm-lm, transformer-lm)"
+        ));
+    }
     let input = match name {
-        "transformer-wt103" => vec![batch, t],
-        "ptb-lstm" => vec![t, batch],
+        "transformer-wt103" | "transformer-lm" => vec![batch, t],
+        "ptb-lstm" | "lstm-lm" => vec![t, batch],
         _ => vec![batch, 3, 224, 224],
     };
     let mut b = Builder {
         g: Graph::new(name, spec, batch, "input", input),
         batch,
     };
+    let small = vocab.unwrap_or(SMALL_LM_VOCAB);
     match name {
-        "transformer-wt103" => b.transformer_lm(20_000, 1024, 16, 16, 4096)?,
-        "ptb-lstm" => b.lstm_lm(10_000, 650, 2)?,
+        "transformer-wt103" => b.transformer_lm(vocab.unwrap_or(20_000), 1024, 16, 16, 4096, 2)?,
+        "transformer-lm" => b.small_transformer_lm(small, 128, 2, 4, 512)?,
+        "ptb-lstm" => b.lstm_lm(vocab.unwrap_or(10_000), 650, 2, 0.0)?,
+        "lstm-lm" => b.lstm_lm(small, 128, 2, 0.2)?,
         _ => b.vit(224, 16, 192, 3, 12, 768, 1000)?,
     }
     b.g.seq_len = e.seq_len.map(|_| t);
@@ -254,7 +309,8 @@ impl Builder {
     }
 
     /// Decoder-only LM on ids `[B, T]`: embedding of the `head_vocab` band, `layers` causal
-    /// blocks, final norm, the adaptive softmax head (`head_vocab` words + 2 cluster logits).
+    /// blocks, final norm, the head (`head_vocab` words + `clusters` adaptive-softmax cluster
+    /// logits).
     #[allow(clippy::too_many_arguments)]
     fn transformer_lm(
         &mut self,
@@ -263,6 +319,7 @@ impl Builder {
         layers: usize,
         heads: usize,
         ffn: usize,
+        clusters: usize,
     ) -> Result<(), String> {
         let ids = self.g.input;
         let table = zeros(&[head_vocab, d]);
@@ -275,15 +332,58 @@ impl Builder {
             x = self.block(&format!("layers.{l}"), x, heads, ffn, true, false)?;
         }
         let x = self.layer_norm("layer_norm", x)?;
-        self.linear("adaptive_softmax.head", x, head_vocab + 2)?;
+        self.linear("adaptive_softmax.head", x, head_vocab + clusters)?;
         Ok(())
     }
 
-    /// PyTorch's `RNNModel`: ids `[T, B]` → embedding → `layers` LSTMs → linear decoder.
-    fn lstm_lm(&mut self, vocab: usize, d: usize, layers: usize) -> Result<(), String> {
+    /// The small decoder-only LM on ids `[B, T]`: embedding, learned positions (GPT's form),
+    /// `layers` causal pre-norm blocks with GELU, final norm, a linear head over the vocabulary.
+    fn small_transformer_lm(
+        &mut self,
+        vocab: usize,
+        d: usize,
+        layers: usize,
+        heads: usize,
+        ffn: usize,
+    ) -> Result<(), String> {
+        let ids = self.g.input;
+        let t = self.g.shape(ids).get(1).copied().unwrap_or(1);
+        let table = zeros(&[vocab, d]);
+        let x = self.push("embed", Op::Embedding(Embedding { table }), vec![ids])?;
+        let table = zeros(&[t, d]);
+        let mut x = self.push(
+            "pos_embed",
+            Op::PositionEmbedding { table, axis: 1 },
+            vec![x],
+        )?;
+        for l in 0..layers {
+            x = self.block(&format!("layers.{l}"), x, heads, ffn, true, true)?;
+        }
+        let x = self.layer_norm("norm", x)?;
+        self.linear("head", x, vocab)?;
+        Ok(())
+    }
+
+    /// PyTorch's `RNNModel`: ids `[T, B]` → embedding → `layers` LSTMs → linear decoder, with
+    /// dropout `dropout` (when above 0) after the embedding and after every LSTM.
+    fn lstm_lm(
+        &mut self,
+        vocab: usize,
+        d: usize,
+        layers: usize,
+        dropout: f32,
+    ) -> Result<(), String> {
         let ids = self.g.input;
         let table = zeros(&[vocab, d]);
         let mut x = self.push("encoder", Op::Embedding(Embedding { table }), vec![ids])?;
+        let drop = |b: &mut Self, name: String, x: ValueId| {
+            if dropout > 0.0 {
+                b.push(&name, Op::Dropout { ratio: dropout }, vec![x])
+            } else {
+                Ok(x)
+            }
+        };
+        x = drop(self, "drop.encoder".into(), x)?;
         for l in 0..layers {
             let rec = Recurrent {
                 kind: CellKind::Lstm,
@@ -294,6 +394,7 @@ impl Builder {
                 bias_r: zeros(&[4 * d]),
             };
             x = self.push(&format!("rnn.{l}"), Op::Recurrent(rec), vec![x])?;
+            x = drop(self, format!("drop.rnn.{l}"), x)?;
         }
         self.linear("decoder", x, vocab)?;
         Ok(())
@@ -410,6 +511,44 @@ mod tests {
                 32
             );
         }
+    }
+
+    #[test]
+    fn small_lms_follow_the_vocabulary_and_keep_the_architectures() {
+        let g = graph_with_vocab("lstm-lm", "zoo:lstm-lm", 4, None, Some(77)).unwrap();
+        assert_eq!(g.validate(), Ok(()));
+        assert_eq!(g.shape(g.input), [35, 4]);
+        assert_eq!(g.shape(g.output), [35, 4, 77]);
+        let drops = g
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, Op::Dropout { .. }))
+            .count();
+        assert_eq!(drops, 3, "after the embedding and each LSTM");
+        let s = g.summary();
+        // 2 LSTMs 4·128·256 and the decoder 128·77, per token of 35.
+        assert_eq!(s.total_macs(), 35 * (2 * 4 * 128 * 256 + 128 * 77));
+        let g = graph_with_vocab(
+            "transformer-lm",
+            "zoo:transformer-lm",
+            2,
+            Some(16),
+            Some(50),
+        )
+        .unwrap();
+        assert_eq!(g.shape(g.output), [2, 16, 50]);
+        let s = g.summary();
+        let matmuls = s
+            .layers
+            .iter()
+            .filter(|l| l.kind == LayerKind::Matmul)
+            .count();
+        assert_eq!(matmuls, 4, "QKᵀ and AV in each of 2 layers");
+        assert_eq!(s.layers.last().map(|l| l.name.as_str()), Some("head"));
+        let e = graph_with_vocab("deit-tiny", "zoo:deit-tiny", 2, None, Some(5)).unwrap_err();
+        assert!(e.contains("takes no vocabulary"), "{e}");
+        let e = graph_with_vocab("lstm-lm", "zoo:lstm-lm", 2, None, Some(0)).unwrap_err();
+        assert!(e.contains("no vocabulary"), "{e}");
     }
 
     #[test]

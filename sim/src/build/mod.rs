@@ -13,6 +13,7 @@ use ndarray::Ix4;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::data::text::TokenLayout;
 use crate::error::{Result, SimError};
 use crate::layers::{Mode, Param, Tensor};
 use crate::net::Graph;
@@ -58,6 +59,28 @@ pub struct Network {
     summary: ModelSummary,
     quantized: Vec<bool>,
     output_layout: Layout,
+    tokens: Option<TokenLayout>,
+}
+
+/// The token layout of a language model (its input feeds an embedding): `[B, T]` or `[T, B]` by
+/// where the batch is; when `B = T`, sequence-first exactly when the model has a recurrent layer
+/// (PyTorch's RNN LMs are sequence-first, its Transformer LMs batch-first).
+fn token_layout(graph: &cptsim_models::Graph) -> Option<TokenLayout> {
+    use cptsim_models::ir::Op;
+    let feeds_embedding = graph
+        .nodes
+        .iter()
+        .any(|n| matches!(n.op, Op::Embedding(_)) && n.inputs.first() == Some(&graph.input));
+    if !feeds_embedding {
+        return None;
+    }
+    let recurrent = graph.nodes.iter().any(|n| matches!(n.op, Op::Recurrent(_)));
+    Some(match graph.shape(graph.input) {
+        [a, b] if *a == graph.batch && *b != graph.batch => TokenLayout::BatchFirst,
+        [a, b] if *b == graph.batch && *a != graph.batch => TokenLayout::SeqFirst,
+        _ if recurrent => TokenLayout::SeqFirst,
+        _ => TokenLayout::BatchFirst,
+    })
 }
 
 /// Builds the engine network for `graph` (see the module docs). An IR op the engine cannot run
@@ -66,12 +89,6 @@ pub fn build_network(graph: &cptsim_models::Graph, opts: &BuildOptions) -> Resul
     let summary = graph.summary();
     let quantized = opts.scope.resolve(&summary);
     let input_shape = graph.shape(graph.input);
-    if input_shape.len() != 4 && input_shape.len() != 2 {
-        return Err(SimError::shape(
-            &graph.source,
-            format!("input shape {input_shape:?}: expected [N, C, H, W] or [N, F]"),
-        ));
-    }
     let mut net = Graph::new();
     let mut rng = ChaCha8Rng::seed_from_u64(match opts.init {
         Init::Seeded(s) => s,
@@ -80,12 +97,11 @@ pub fn build_network(graph: &cptsim_models::Graph, opts: &BuildOptions) -> Resul
     let mut vals: Vec<Option<Val>> = vec![None; graph.values.len()];
     let input = Val {
         id: 0,
-        layout: Layout::of(&graph.source, input_shape)?,
+        layout: Layout::of_input(&graph.source, input_shape)?,
     };
     set(&mut vals, graph.input.0, input);
     let mut layer_index = 0u64;
     for node in &graph.nodes {
-        Layout::of(&node.name, graph.shape(node.output))?;
         let ins = node
             .inputs
             .iter()
@@ -101,7 +117,10 @@ pub fn build_network(graph: &cptsim_models::Graph, opts: &BuildOptions) -> Resul
         let quant = LayerQuant::new(opts.method, mix64(opts.noise_seed ^ mix64(layer_index)));
         if matches!(
             node.op,
-            cptsim_models::ir::Op::Conv(_) | cptsim_models::ir::Op::Linear(_)
+            cptsim_models::ir::Op::Conv(_)
+                | cptsim_models::ir::Op::Linear(_)
+                | cptsim_models::ir::Op::MatMul
+                | cptsim_models::ir::Op::Recurrent(_)
         ) {
             layer_index += 1;
         }
@@ -130,6 +149,7 @@ pub fn build_network(graph: &cptsim_models::Graph, opts: &BuildOptions) -> Resul
         summary,
         quantized,
         output_layout: out.layout,
+        tokens: token_layout(graph),
     };
     network.check_layer_map()?;
     Ok(network)
@@ -168,6 +188,11 @@ impl Network {
     /// The model's per-layer summary; layer `i` of it is quantization layer `i` here.
     pub fn summary(&self) -> &ModelSummary {
         &self.summary
+    }
+
+    /// A language model's token layout (`None` when the input is not token ids).
+    pub fn tokens(&self) -> Option<TokenLayout> {
+        self.tokens
     }
 
     /// Per summary layer: whether it follows the precision schedule (spec §1.4 scope).
@@ -293,7 +318,7 @@ impl Network {
     /// Converts an engine-layout output to the IR layout (`[N, H, W, C]` → `[N, C, H, W]`).
     pub fn output_to_ir(&self, y: Tensor) -> Result<Tensor> {
         match self.output_layout {
-            Layout::Flat => Ok(y),
+            Layout::AsIs => Ok(y),
             Layout::Image => nchw_nhwc(&y, [0, 3, 1, 2]),
         }
     }
@@ -553,15 +578,122 @@ mod tests {
     #[test]
     fn unsupported_ops_name_the_node_and_op() {
         let mut g = ir::Graph::new("m", "test", 2, "x", vec![2, 4]);
-        let perm = vec![1, 0];
+        let op = Op::Softmax { axis: 1, log: true };
+        g.output = g.push("out/lsm", op, vec![g.input], "y").unwrap();
+        let err = build_network(&g, &BuildOptions::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("out/lsm") && err.contains("LogSoftmax"),
+            "{err}"
+        );
+        // A plain RNN cell imports and costs but does not train.
+        let mut g = ir::Graph::new("m", "test", 2, "x", vec![3, 2, 4]);
+        let rec = ir::Recurrent {
+            kind: ir::CellKind::Rnn,
+            hidden: 5,
+            w: ArrayD::zeros(vec![5, 4]),
+            r: ArrayD::zeros(vec![5, 5]),
+            bias_w: ArrayD::zeros(vec![5]),
+            bias_r: ArrayD::zeros(vec![5]),
+        };
         g.output = g
-            .push("act/t", Op::Transpose { perm }, vec![g.input], "y")
+            .push("rnn", Op::Recurrent(rec), vec![g.input], "y")
             .unwrap();
         let err = build_network(&g, &BuildOptions::default())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("act/t") && err.contains("Transpose"), "{err}");
+        assert!(err.contains("`rnn`") || err.contains("rnn"), "{err}");
+        assert!(err.contains("training does not"), "{err}");
+    }
+
+    /// One training step of a language model on random ids; returns the logits.
+    fn lm_step(net: &mut Network, vocab: usize) -> Tensor {
+        let shape = net.summary().input.clone();
+        let n: usize = shape.iter().product();
+        let ids: Vec<f32> = (0..n).map(|i| ((i * 7 + 3) % vocab) as f32).collect();
+        let x = Tensor::from_shape_vec(shape, ids).unwrap();
+        let y = net.forward(x, Mode::Train).unwrap();
+        let v = *y.shape().last().unwrap();
+        let rows = y.len() / v;
+        let flat = y.clone().into_shape_with_order(vec![rows, v]).unwrap();
+        let labels: Vec<usize> = (0..rows).map(|i| (i * 5 + 1) % vocab).collect();
+        let mut loss = SoftmaxCrossEntropy::new();
+        assert!(loss.forward(&flat, &labels).unwrap().0.is_finite());
+        let g = loss
+            .backward()
+            .unwrap()
+            .into_shape_with_order(y.shape().to_vec())
+            .unwrap();
+        net.backward(g).unwrap();
+        y
+    }
+
+    #[test]
+    fn zoo_language_models_build_and_train_a_step_quantized() {
+        for (name, layout) in [
+            ("lstm-lm", TokenLayout::SeqFirst),
+            ("transformer-lm", TokenLayout::BatchFirst),
+        ] {
+            let spec = format!("zoo:{name}");
+            let g = cptsim_models::load_lm_graph(&spec, 2, Some(6), 11).unwrap();
+            let opts = BuildOptions {
+                init: Init::Seeded(1),
+                ..Default::default()
+            };
+            let mut net = build_network(&g, &opts).unwrap();
+            assert_eq!(net.tokens(), Some(layout), "{name}");
+            assert_eq!(net.param_count(), net.summary().params, "{name}");
+            net.set_bits(4, 8).unwrap();
+            let y = lm_step(&mut net, 11);
+            assert_eq!(y.shape().last(), Some(&11), "{name}");
+            let grads: f32 = net
+                .params_mut()
+                .iter()
+                .map(|p| p.grad.iter().map(|g| g.abs()).sum::<f32>())
+                .sum();
+            assert!(grads > 0.0 && grads.is_finite(), "{name}: {grads}");
+        }
+    }
+
+    /// PyTorch's exports of an LSTM LM, a GRU LM, a Transformer LM (both exporters) and a ViT
+    /// build into engine networks with their weights and train a step.
+    #[test]
+    fn pytorch_sequence_exports_build_and_train() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/seq/");
+        // The export length (`tests/python/make_seq_fixtures.py`): the legacy Transformer runs
+        // at it only.
+        const SEQ: usize = 7;
+        for file in [
+            "lstm_lm_legacy_opset14.onnx",
+            "gru_lm_legacy_opset14.onnx",
+            "transformer_lm_dynamo_opset18.onnx",
+            "transformer_lm_legacy_opset14.onnx",
+            "vit_dynamo_opset18.onnx",
+        ] {
+            let path = format!("{dir}{file}");
+            let seq = (!file.starts_with("vit")).then_some(SEQ);
+            let g = cptsim_models::load_graph_with(&path, 2, seq)
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            let mut net = build_network(&g, &BuildOptions::default())
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(net.param_count(), net.summary().params, "{file}");
+            net.set_bits(8, 8).unwrap();
+            match net.tokens() {
+                Some(_) => {
+                    let vocab = g.nodes.iter().find_map(|n| match &n.op {
+                        Op::Embedding(e) => Some(e.table.shape()[0]),
+                        _ => None,
+                    });
+                    lm_step(&mut net, vocab.unwrap());
+                }
+                None => {
+                    train_step(&mut net, 2);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Translation of one IR node into engine layers.
 //!
-//! IR tensors of rank 4 (NCHW) live in the engine as channels-last `[N, H, W, C]` tensors; rank-2
-//! tensors `[N, F]` are the same in both. Every other rank is rejected.
+//! Image tensors (the NCHW input of a CNN and what its convs, pools and norms make of it) live in
+//! the engine as channels-last `[N, H, W, C]` tensors; every other tensor (features `[N, F]`,
+//! token ids, sequences `[B, T, D]` or `[T, B, D]`, attention heads `[B, h, T, d]`) is held as
+//! the IR holds it. A tensor's layout follows from the op that makes it, not from its rank: a
+//! reshape of a sequence to four axes is not an image.
 
 use cptsim_models::ir::{self, Node, Op};
 use rand::Rng;
@@ -9,21 +12,24 @@ use rand::Rng;
 use super::Init;
 use crate::error::{Result, SimError};
 use crate::init::{conv_weight, linear_weight_bias, uniform};
+use crate::layers::embedding::Embedding;
+use crate::layers::lastaxis::{Gelu, LayerNorm, Softmax};
 use crate::layers::{
-    elementwise::Constant, Activation, ActivationKind, Add, BatchNorm, Clip, Concat, Conv2d,
-    Conv2dSpec, Elementwise, ElementwiseKind, Flatten, GlobalAvgPool, Layer, Linear, Pad, Pool2d,
-    PoolKind, PoolSpec, Sigmoid, SliceLayer, Tensor, Unflatten,
+    elementwise::Constant, Activation, ActivationKind, Add, BatchNorm, CausalMask, ClassToken,
+    Clip, Concat, Conv2d, Conv2dSpec, Dropout, Elementwise, ElementwiseKind, Flatten,
+    GlobalAvgPool, Gru, Layer, Linear, Lstm, MatMul, Pad, Pool2d, PoolKind, PoolSpec,
+    PositionEmbedding, Reshape, Sigmoid, SliceLayer, Tanh, Tensor, Transpose, Unflatten,
 };
 use crate::net::Graph;
-use crate::quant::LayerQuant;
+use crate::quant::{mix64, LayerQuant};
 
 /// Where an IR tensor lives in the engine network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Layout {
     /// IR `[N, C, H, W]` held as `[N, H, W, C]`.
     Image,
-    /// IR `[N, F]` held as is.
-    Flat,
+    /// Held as in the IR (features `[N, F]`, token ids, sequences, attention heads).
+    AsIs,
 }
 
 impl Layout {
@@ -37,14 +43,18 @@ impl Layout {
         }
     }
 
-    /// The engine layout of an IR tensor of this shape.
-    pub(super) fn of(node: &str, shape: &[usize]) -> Result<Self> {
+    /// The engine layout of a graph input of this shape: rank 4 is an image, ranks 2 and 3
+    /// (features, token ids, sequences) are held as is.
+    pub(super) fn of_input(source: &str, shape: &[usize]) -> Result<Self> {
         match shape.len() {
             4 => Ok(Layout::Image),
-            2 => Ok(Layout::Flat),
+            2 | 3 => Ok(Layout::AsIs),
             r => Err(SimError::shape(
-                node,
-                format!("rank-{r} tensor {shape:?}: the engine runs only [N, C, H, W] and [N, F]"),
+                source,
+                format!(
+                    "rank-{r} input {shape:?}: the engine takes images [N, C, H, W], features \
+                     [N, F], token ids [B, T] / [T, B] or sequences"
+                ),
             )),
         }
     }
@@ -64,6 +74,13 @@ pub(super) struct Ctx<'a, R: Rng> {
     pub init: Init,
     pub rng: &'a mut R,
 }
+
+/// Half-width of the uniform initialisation of embeddings (PyTorch's word_language_model
+/// example initialises its encoder with U(±0.1)).
+const EMBED_INIT: f32 = 0.1;
+/// Half-width of the uniform initialisation of learned positions and class tokens (small, as
+/// ViT/GPT implementations draw them with σ = 0.02).
+const POSITION_INIT: f32 = 0.02;
 
 /// The error for an IR op (or an attribute of it) the engine cannot run.
 fn unsupported(node: &Node, why: impl std::fmt::Display) -> SimError {
@@ -87,13 +104,15 @@ fn one_any(node: &Node, ins: &[Val]) -> Result<Val> {
     }
 }
 
-/// An IR constant operand (NumPy-broadcast against a tensor of `layout`) in engine layout: padded
-/// with leading size-1 axes to the tensor's rank, then NCHW → NHWC for images.
-fn engine_constant(node: &Node, value: &ndarray::ArrayD<f32>, layout: Layout) -> Result<Tensor> {
-    let rank = match layout {
-        Layout::Image => 4,
-        Layout::Flat => 2,
-    };
+/// An IR constant operand (NumPy-broadcast against a tensor of `layout` and IR rank `rank`) in
+/// engine layout: padded with leading size-1 axes to the tensor's rank, then NCHW → NHWC for
+/// images.
+fn engine_constant(
+    node: &Node,
+    value: &ndarray::ArrayD<f32>,
+    layout: Layout,
+    rank: usize,
+) -> Result<Tensor> {
     if value.ndim() > rank {
         return Err(unsupported(
             node,
@@ -113,7 +132,7 @@ fn engine_constant(node: &Node, value: &ndarray::ArrayD<f32>, layout: Layout) ->
             .permuted_axes(vec![0, 2, 3, 1])
             .as_standard_layout()
             .into_owned(),
-        Layout::Flat => full,
+        Layout::AsIs => full,
     })
 }
 
@@ -150,7 +169,7 @@ impl<R: Rng> Ctx<'_, R> {
         };
         let flat = |id: usize| Val {
             id,
-            layout: Layout::Flat,
+            layout: Layout::AsIs,
         };
         match &node.op {
             Op::Conv(c) => {
@@ -240,9 +259,119 @@ impl<R: Rng> Ctx<'_, R> {
             }
             Op::Flatten { axis: 1 } | Op::Reshape { .. } => self.reshape(node, ins),
             Op::Linear(l) => {
-                let x = one(Layout::Flat)?;
+                let x = one(Layout::AsIs)?;
                 let layer = self.linear(node, l, quant)?;
                 Ok(flat(self.net.push(layer, &[x.id])?))
+            }
+            Op::MatMul => match ins {
+                [a, b] if a.layout == Layout::AsIs && b.layout == Layout::AsIs => Ok(flat(
+                    self.net.push(MatMul::new(name, quant), &[a.id, b.id])?,
+                )),
+                _ => Err(unsupported(
+                    node,
+                    "an act × act MatMul takes two non-image tensors",
+                )),
+            },
+            Op::Transpose { perm } => {
+                let x = one(Layout::AsIs)?;
+                Ok(flat(
+                    self.net
+                        .push(Transpose::new(name, perm.clone())?, &[x.id])?,
+                ))
+            }
+            Op::Embedding(e) => {
+                let x = one(Layout::AsIs)?;
+                let table = match self.init {
+                    Init::FromModel => owned(&e.table),
+                    Init::Seeded(_) => uniform(self.rng, e.table.shape(), EMBED_INIT),
+                };
+                Ok(flat(self.net.push(Embedding::new(name, table)?, &[x.id])?))
+            }
+            Op::LayerNorm(l) => {
+                let x = one(Layout::AsIs)?;
+                let (gamma, beta) = match self.init {
+                    Init::FromModel => (owned(&l.scale), owned(&l.bias)),
+                    Init::Seeded(_) => (
+                        Tensor::ones(l.scale.raw_dim()),
+                        Tensor::zeros(l.bias.raw_dim()),
+                    ),
+                };
+                let layer = LayerNorm::new(name, gamma, beta, l.epsilon)?;
+                Ok(flat(self.net.push(layer, &[x.id])?))
+            }
+            Op::Softmax { axis, log: false } => {
+                let x = one(Layout::AsIs)?;
+                if axis + 1 != self.shape(node.inputs[0]).len() {
+                    return Err(unsupported(
+                        node,
+                        "only a softmax over the last axis trains",
+                    ));
+                }
+                Ok(flat(self.net.push(Softmax::new(name), &[x.id])?))
+            }
+            Op::Softmax { log: true, .. } => Err(unsupported(
+                node,
+                "a LogSoftmax output: export the logits (the trainer's loss applies the \
+                 log-softmax itself)",
+            )),
+            Op::Gelu { tanh_approx } => {
+                let x = one_any(node, ins)?;
+                self.same_layout(Gelu::new(name, *tanh_approx), x)
+            }
+            Op::Tanh => {
+                let x = one_any(node, ins)?;
+                self.same_layout(Tanh::new(name), x)
+            }
+            Op::Dropout { ratio } => {
+                let x = one_any(node, ins)?;
+                let seed = mix64(quant.seed ^ mix64(self.net.len() as u64));
+                self.same_layout(Dropout::new(name, *ratio, seed)?, x)
+            }
+            Op::CausalMask => {
+                let x = one(Layout::AsIs)?;
+                Ok(flat(self.net.push(CausalMask::new(name), &[x.id])?))
+            }
+            Op::ClassToken { token } => {
+                let x = one(Layout::AsIs)?;
+                let token = match self.init {
+                    Init::FromModel => owned(token),
+                    Init::Seeded(_) => uniform(self.rng, token.shape(), POSITION_INIT),
+                };
+                Ok(flat(self.net.push(ClassToken::new(name, token)?, &[x.id])?))
+            }
+            Op::PositionEmbedding { table, axis } => {
+                let x = one(Layout::AsIs)?;
+                let table = match self.init {
+                    Init::FromModel => owned(table),
+                    Init::Seeded(_) => uniform(self.rng, table.shape(), POSITION_INIT),
+                };
+                let layer = PositionEmbedding::new(name, table, *axis)?;
+                Ok(flat(self.net.push(layer, &[x.id])?))
+            }
+            Op::Recurrent(r) => {
+                let x = one(Layout::AsIs)?;
+                let id = match r.kind {
+                    ir::CellKind::Lstm => {
+                        let [w, rr, bw, br] = self.recurrent_weights(r);
+                        self.net
+                            .push(Lstm::new(name, w, rr, bw, br, quant)?, &[x.id])?
+                    }
+                    ir::CellKind::Gru {
+                        linear_before_reset,
+                    } => {
+                        let [w, rr, bw, br] = self.recurrent_weights(r);
+                        let layer = Gru::new(name, w, rr, bw, br, linear_before_reset, quant)?;
+                        self.net.push(layer, &[x.id])?
+                    }
+                    ir::CellKind::Rnn => {
+                        return Err(unsupported(
+                            node,
+                            "import and cost work, training does not (no engine layer for a \
+                             plain RNN cell; LSTM and GRU train)",
+                        ))
+                    }
+                };
+                Ok(flat(id))
             }
             // Every other op is listed, so a new IR op fails to compile here until it is mapped.
             Op::ReduceMean { .. } => Err(unsupported(
@@ -253,21 +382,19 @@ impl<R: Rng> Ctx<'_, R> {
                 node,
                 "only a flatten at axis 1 has an engine layer",
             )),
-            Op::MatMul => Err(unsupported(
-                node,
-                "a MatMul without a constant operand is not a linear layer",
-            )),
-            Op::Transpose { .. } => Err(unsupported(node, "no engine layer for a transpose")),
-            Op::Embedding(_)
-            | Op::LayerNorm(_)
-            | Op::Softmax { .. }
-            | Op::Gelu { .. }
-            | Op::Tanh
-            | Op::Dropout { .. }
-            | Op::CausalMask
-            | Op::ClassToken { .. }
-            | Op::PositionEmbedding { .. }
-            | Op::Recurrent(_) => Err(unsupported(node, "import and cost work, training does not")),
+        }
+    }
+
+    /// A recurrent layer's `W`, `R`, `Wb`, `Rb`: the model's, or PyTorch's `nn.LSTM` / `nn.GRU`
+    /// initialisation U(±1/√H) for every one of them.
+    fn recurrent_weights(&mut self, r: &ir::Recurrent) -> [Tensor; 4] {
+        let parts = [&r.w, &r.r, &r.bias_w, &r.bias_r];
+        match self.init {
+            Init::FromModel => parts.map(owned),
+            Init::Seeded(_) => {
+                let a = (r.hidden.max(1) as f32).sqrt().recip();
+                parts.map(|t| uniform(self.rng, t.shape(), a))
+            }
         }
     }
 
@@ -291,7 +418,8 @@ impl<R: Rng> Ctx<'_, R> {
         let name = node.name.as_str();
         match (ins, &b.constant) {
             ([x], Some(c)) => {
-                let value = engine_constant(node, &c.value, x.layout)?;
+                let rank = self.shape(node.inputs[0]).len();
+                let value = engine_constant(node, &c.value, x.layout, rank)?;
                 let constant = Constant {
                     value,
                     on_left: c.on_left,
@@ -334,10 +462,11 @@ impl<R: Rng> Ctx<'_, R> {
         })
     }
 
-    /// Flatten (axis 1) or a reshape that keeps the batch, between `[N, F]` and `[N, C, H, W]`
-    /// (NCHW element order, as ONNX): an image to features is a [`Flatten`], features to an
-    /// image an [`Unflatten`] (the SE gate's `view(b, c, 1, 1)`), an image to another image
-    /// both; features to features need no layer.
+    /// Flatten (axis 1) or a reshape (NCHW element order, as ONNX). Between features `[N, F]`
+    /// and images `[N, C, H, W]` that keep the batch: an image to features is a [`Flatten`],
+    /// features to an image an [`Unflatten`] (the SE gate's `view(b, c, 1, 1)`), an image to
+    /// another image both, features to features no layer. Any other reshape (heads of attention,
+    /// ViT patches) is a [`Reshape`] of a tensor held as is, an image flattened first.
     fn reshape(&mut self, node: &Node, ins: &[Val]) -> Result<Val> {
         let [x] = ins else {
             return Err(unsupported(node, "expected one input"));
@@ -352,21 +481,27 @@ impl<R: Rng> Ctx<'_, R> {
                 format!("reshape {in_shape:?} → {out_shape:?} changes the element count"),
             ));
         }
+        let features = x.layout == Layout::Image || in_shape.len() == 2;
         let image = match out_shape[..] {
-            [m, _] if m == n => None,
-            [m, c, h, w] if m == n => Some([c, h, w]),
+            [m, _] if m == n && features => None,
+            [m, c, h, w] if m == n && features => Some([c, h, w]),
             _ => {
-                return Err(unsupported(
-                    node,
-                    format!(
-                        "reshape {in_shape:?} → {out_shape:?}: only reshapes that keep the \
-                         batch, to [N, features] or [N, C, H, W], have engine layers"
-                    ),
-                ))
+                let x = match x.layout {
+                    Layout::AsIs => x.id,
+                    Layout::Image => {
+                        let name = format!("{}/flatten", node.name);
+                        self.net.push(Flatten::new(&name), &[x.id])?
+                    }
+                };
+                let layer = Reshape::new(&node.name, out_shape);
+                return Ok(Val {
+                    id: self.net.push(layer, &[x])?,
+                    layout: Layout::AsIs,
+                });
             }
         };
         let flat = match x.layout {
-            Layout::Flat => x.id,
+            Layout::AsIs => x.id,
             Layout::Image => {
                 let name = match image {
                     None => node.name.clone(),
@@ -378,7 +513,7 @@ impl<R: Rng> Ctx<'_, R> {
         Ok(match image {
             None => Val {
                 id: flat,
-                layout: Layout::Flat,
+                layout: Layout::AsIs,
             },
             Some(chw) => Val {
                 id: self.net.push(Unflatten::new(&node.name, chw), &[flat])?,

@@ -269,6 +269,115 @@ impl Streams {
     }
 }
 
+/// Which axis of a language model's token input is time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TokenLayout {
+    /// `[B, T]` (Transformer LMs).
+    BatchFirst,
+    /// `[T, B]` (PyTorch's word_language_model RNNs).
+    SeqFirst,
+}
+
+/// One language-model batch: ids in the model's layout and the next-token targets in the
+/// row order of its logits (`[B, T, V]` or `[T, B, V]` read as rows of `V`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextBatch {
+    /// Token ids as f32, `[B, T]` or `[T, B]`.
+    pub ids: crate::layers::Tensor,
+    /// Target id per logits row.
+    pub targets: Vec<usize>,
+}
+
+/// A corpus cut for a language model of fixed geometry: `batch` streams read in windows of
+/// `bptt` tokens. Only whole windows are read (the model's shapes are fixed), so each split
+/// drops its last `< bptt` rows and, as [`Streams::new`], its last `< batch` tokens; every
+/// window starts from a zero recurrent state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextData {
+    /// The corpus.
+    pub corpus: Corpus,
+    /// Training streams.
+    pub train: Streams,
+    /// Validation streams.
+    pub valid: Streams,
+    /// Test streams.
+    pub test: Streams,
+    /// Tokens per window.
+    pub bptt: usize,
+    /// The model's token layout.
+    pub layout: TokenLayout,
+}
+
+impl TextData {
+    /// Batchifies `corpus`; a split with no whole window is an error naming it and its source.
+    pub fn new(corpus: Corpus, batch: usize, bptt: usize, layout: TokenLayout) -> Result<Self> {
+        if bptt == 0 {
+            return Err(SimError::invalid("sequence length", "must be positive"));
+        }
+        let cut = |stream: &[u32], split: &str| -> Result<Streams> {
+            let what = format!("{split} split of {}", corpus.source);
+            let s = Streams::new(stream, batch, &what)?;
+            if s.rows <= bptt {
+                return Err(SimError::invalid(
+                    &what,
+                    format!(
+                        "{} tokens make {} rows at batch {batch}; one window of {bptt} tokens \
+                         needs {} (lower --batch or --seq-len)",
+                        stream.len(),
+                        s.rows,
+                        bptt + 1
+                    ),
+                ));
+            }
+            Ok(s)
+        };
+        let train = cut(&corpus.train, "training")?;
+        let valid = cut(&corpus.valid, "validation")?;
+        let test = cut(&corpus.test, "test")?;
+        Ok(Self {
+            corpus,
+            train,
+            valid,
+            test,
+            bptt,
+            layout,
+        })
+    }
+
+    /// Whole windows of `s`.
+    pub fn windows(&self, s: &Streams) -> usize {
+        (s.rows - 1) / self.bptt
+    }
+
+    /// Tokens the whole windows of `s` predict.
+    pub fn tokens(&self, s: &Streams) -> usize {
+        self.windows(s) * self.bptt * s.batch
+    }
+
+    /// Window `k` (modulo the whole windows) of `s` as a batch in the model's layout.
+    pub fn batch(&self, s: &Streams, k: u64) -> Result<TextBatch> {
+        let windows = self.windows(s).max(1) as u64;
+        let start = (k % windows) as usize * self.bptt;
+        let (x, y) = s.window(start, self.bptt);
+        let (t, b) = (self.bptt, s.batch);
+        let (shape, order): (Vec<usize>, Vec<usize>) = match self.layout {
+            TokenLayout::SeqFirst => (vec![t, b], (0..t * b).collect()),
+            // row b·T + t of the logits is window row t, column b
+            TokenLayout::BatchFirst => (
+                vec![b, t],
+                (0..b)
+                    .flat_map(|c| (0..t).map(move |r| r * b + c))
+                    .collect(),
+            ),
+        };
+        let ids = order.iter().map(|&i| x[i] as f32).collect();
+        let targets = order.iter().map(|&i| y[i] as usize).collect();
+        let ids = crate::layers::Tensor::from_shape_vec(shape, ids)
+            .map_err(|e| SimError::invalid("text window", e.to_string()))?;
+        Ok(TextBatch { ids, targets })
+    }
+}
+
 /// Perplexity of `eval` under the add-one-smoothed unigram distribution of `train` over a
 /// vocabulary of `vocab` tokens: the baseline a language model has to beat.
 pub fn unigram_perplexity(train: &[u32], eval: &[u32], vocab: usize) -> f64 {

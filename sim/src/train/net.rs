@@ -5,6 +5,7 @@
 use cptsim_traces::Bits;
 
 use crate::build::Network;
+use crate::data::text::TokenLayout;
 use crate::error::{Result, SimError};
 use crate::net::Graph;
 
@@ -27,8 +28,10 @@ pub struct TrainNet {
     pub slots: Vec<QuantSlot>,
     /// Input image shape `[C, H, W]`.
     pub input: [usize; 3],
-    /// Number of output classes.
+    /// Number of output classes (a language model: its vocabulary).
     pub classes: usize,
+    /// A language model's token layout and input shape (`None` for image and feature models).
+    pub tokens: Option<(TokenLayout, Vec<usize>)>,
 }
 
 impl TrainNet {
@@ -54,6 +57,7 @@ impl TrainNet {
             slots,
             input,
             classes,
+            tokens: None,
         })
     }
 
@@ -75,6 +79,7 @@ impl TrainNet {
     /// The network built from an imported model; the classes are the output features.
     pub fn from_network(net: Network) -> Result<Self> {
         let input = net.input_chw();
+        let tokens = net.tokens().map(|l| (l, net.summary().input.clone()));
         let (graph, summary, quantized) = net.into_parts();
         let classes = summary.layers.last().map_or(0, |l| l.out_shape[0]);
         if classes == 0 {
@@ -96,6 +101,8 @@ impl TrainNet {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Self::new(graph, slots, input, classes)
+        let mut train = Self::new(graph, slots, input, classes)?;
+        train.tokens = tokens;
+        Ok(train)
     }
 }

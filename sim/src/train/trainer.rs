@@ -9,11 +9,13 @@ use cptsim_traces::schedule::Precision;
 use cptsim_traces::TraceRow;
 use serde::{Deserialize, Serialize};
 
+use super::feed::{logits_rows, rows_back, Feed};
 use super::net::TrainNet;
 use super::policy::{apply_uniform, Policy};
 use super::recorder::Recorder;
 use super::snapshot::{all_params, Snapshot};
 use crate::cputime::process_cpu_seconds;
+use crate::data::text::{Streams, TextData};
 use crate::data::{eval_batches, Adaptation, Dataset, Loader};
 use crate::error::{Result, SimError};
 use crate::layers::{Mode, Param, SoftmaxCrossEntropy};
@@ -119,8 +121,15 @@ pub struct EvalRecord {
     pub test_loss: f64,
     /// Test accuracy (fraction).
     pub test_acc: f64,
-    /// Validation accuracy, with `--val-split`.
+    /// Validation accuracy, with `--val-split` (a corpus: its validation split).
     pub val_acc: Option<f64>,
+    /// Test perplexity `exp(test_loss)`, for a language model (`test_acc` is then the
+    /// next-token accuracy and `test_loss` the mean per token).
+    #[serde(default)]
+    pub test_ppl: Option<f64>,
+    /// Validation perplexity, for a language model.
+    #[serde(default)]
+    pub val_ppl: Option<f64>,
     /// Forward bits of the last iteration (those evaluated at).
     pub fw: u8,
     /// Backward bits of the last iteration.
@@ -152,11 +161,20 @@ impl RunState {
         self.best_eval().map_or(0.0, |e| e.test_acc)
     }
 
-    /// The first evaluation with the best test accuracy.
+    /// The first evaluation with the best test accuracy (a language model: the lowest test
+    /// perplexity).
     pub fn best_eval(&self) -> Option<&EvalRecord> {
-        self.evals
-            .iter()
-            .reduce(|best, e| if e.test_acc > best.test_acc { e } else { best })
+        self.evals.iter().reduce(|best, e| {
+            let better = match (e.test_ppl, best.test_ppl) {
+                (Some(p), Some(q)) => p < q,
+                _ => e.test_acc > best.test_acc,
+            };
+            if better {
+                e
+            } else {
+                best
+            }
+        })
     }
 }
 
@@ -194,8 +212,7 @@ pub struct Trainer<'a> {
     pub opt: Sgd,
     /// Progress.
     pub state: RunState,
-    data: &'a TrainData,
-    loader: Loader<'a>,
+    feed: Feed<'a>,
     loss: SoftmaxCrossEntropy,
     /// The policy's last recovery point ([`Policy::recovery_point`]).
     snapshot: Option<Snapshot>,
@@ -232,6 +249,64 @@ impl<'a> Trainer<'a> {
         let augment = config.augment && data.train.augment;
         let loader = Loader::new(&data.train, config.batch, net.input, augment, config.seed)?;
         Adaptation::new(data.test.shape, net.input)?;
+        Self::with_feed(net, config, policy, Feed::Images { data, loader })
+    }
+
+    /// A language-model run at iteration 0 on `data`, whose streams and windows must fit the
+    /// model's token input and whose vocabulary its head.
+    pub fn new_text(
+        net: TrainNet,
+        data: &'a TextData,
+        config: TrainConfig,
+        policy: Box<dyn Policy>,
+    ) -> Result<Self> {
+        let source = &data.corpus.source;
+        let Some((layout, shape)) = net.tokens.clone() else {
+            return Err(SimError::invalid(
+                source,
+                "the model takes no token ids (a text corpus trains a language model)",
+            ));
+        };
+        if layout != data.layout {
+            return Err(SimError::invalid(
+                source,
+                format!(
+                    "streams laid out {:?}, the model reads {layout:?}",
+                    data.layout
+                ),
+            ));
+        }
+        let probe = data.batch(&data.train, 0)?;
+        if probe.ids.shape() != shape.as_slice() {
+            return Err(SimError::invalid(
+                source,
+                format!(
+                    "windows of {} tokens × {} streams are ids {:?}; the model takes {shape:?}",
+                    data.bptt,
+                    data.train.batch,
+                    probe.ids.shape()
+                ),
+            ));
+        }
+        if data.corpus.vocab.len() > net.classes {
+            return Err(SimError::invalid(
+                source,
+                format!(
+                    "{} distinct tokens but the model predicts {}",
+                    data.corpus.vocab.len(),
+                    net.classes
+                ),
+            ));
+        }
+        Self::with_feed(net, config, policy, Feed::Text { data, next: 0 })
+    }
+
+    fn with_feed(
+        net: TrainNet,
+        config: TrainConfig,
+        policy: Box<dyn Policy>,
+        feed: Feed<'a>,
+    ) -> Result<Self> {
         let opt = Sgd::new(config.momentum, config.weight_decay);
         Ok(Self {
             net,
@@ -239,8 +314,7 @@ impl<'a> Trainer<'a> {
             policy,
             opt,
             state: RunState::default(),
-            data,
-            loader,
+            feed,
             loss: SoftmaxCrossEntropy::new(),
             snapshot: None,
         })
@@ -268,9 +342,12 @@ impl<'a> Trainer<'a> {
         self.params_mut().iter().map(|p| p.value.clone()).collect()
     }
 
-    /// How the dataset's images are fitted to the model input.
-    pub fn adaptation(&self) -> Adaptation {
-        *self.loader.adaptation()
+    /// How the dataset's images are fitted to the model input (`None` for text).
+    pub fn adaptation(&self) -> Option<Adaptation> {
+        match &self.feed {
+            Feed::Images { loader, .. } => Some(*loader.adaptation()),
+            Feed::Text { .. } => None,
+        }
     }
 
     /// True when every iteration has run.
@@ -301,19 +378,21 @@ impl<'a> Trainer<'a> {
         }
         let planned = self.policy.precision(t);
         let bits = self.policy.apply(t, &mut self.net, self.config.quantize)?;
-        let batch = self.loader.next_batch()?;
-        let samples = batch.labels.len();
+        let batch = self.feed.next_batch()?;
+        let samples = batch.samples;
+        let rows = batch.targets.len();
         let out = self
             .policy
-            .forward(&mut self.net, batch.images, Mode::Train)?;
-        let (loss, correct) = self.loss.forward(&out, &batch.labels)?;
+            .forward(&mut self.net, batch.input, Mode::Train)?;
+        let (out, out_shape) = logits_rows(out)?;
+        let (loss, correct) = self.loss.forward(&out, &batch.targets)?;
         if !loss.is_finite() || loss > self.config.max_loss {
             if let Some(snap) = &self.snapshot {
                 if let Some(note) = self.policy.diverged(t, loss)? {
                     snap.restore(&mut self.net, self.policy.as_mut(), &mut self.opt);
                     // iteration t runs again on the same batch, so the data stream stays where
                     // a resumed run puts it
-                    self.loader.seek(t);
+                    self.feed.seek(t);
                     let note = format!(
                         "{note} (restored the state before iteration {})",
                         snap.iteration
@@ -330,7 +409,7 @@ impl<'a> Trainer<'a> {
                 bw: planned.bw,
             });
         }
-        let grad = self.loss.backward()?;
+        let grad = rows_back(self.loss.backward()?, &out_shape)?;
         self.policy.backward(&mut self.net, grad)?;
         let lr = self.config.lr.lr_at(t);
         let mut params = all_params(&mut self.net, self.policy.as_mut());
@@ -338,14 +417,14 @@ impl<'a> Trainer<'a> {
         let precision = self
             .policy
             .record(t, &bits, samples as u64, &mut self.state.recorder);
-        let train_acc = correct as f64 / samples.max(1) as f64;
+        let train_acc = correct as f64 / rows.max(1) as f64;
         self.policy.observe(loss, train_acc)?;
         let s = &mut self.state;
         s.iteration = t + 1;
         s.images += samples as u64;
         s.loss_sum += f64::from(loss);
         s.correct += correct as u64;
-        s.seen += samples as u64;
+        s.seen += rows as u64;
         s.steps += 1;
         let mut eval_seconds = (0.0, 0.0);
         let evaluate = self.state.iteration.is_multiple_of(self.config.eval_every) || self.done();
@@ -390,11 +469,27 @@ impl<'a> Trainer<'a> {
                 Precision { fw: 0, bw: 0 }
             }
         };
-        let data = self.data;
-        let (test_loss, test_acc) = self.evaluate(&data.test)?;
-        let val_acc = match &data.val {
-            Some(v) => Some(self.evaluate(v)?.1),
-            None => None,
+        let (test_loss, test_acc, val_acc, test_ppl, val_ppl) = match self.feed {
+            Feed::Images { data, .. } => {
+                let (test_loss, test_acc) = self.evaluate(&data.test)?;
+                let val_acc = match &data.val {
+                    Some(v) => Some(self.evaluate(v)?.1),
+                    None => None,
+                };
+                (test_loss, test_acc, val_acc, None, None)
+            }
+            Feed::Text { data, .. } => {
+                let (test_loss, test_acc) = self.evaluate_text(data, &data.test)?;
+                let (val_loss, val_acc) = self.evaluate_text(data, &data.valid)?;
+                let ppl = |l: f64| l.exp();
+                (
+                    test_loss,
+                    test_acc,
+                    Some(val_acc),
+                    Some(ppl(test_loss)),
+                    Some(ppl(val_loss)),
+                )
+            }
         };
         let s = &mut self.state;
         let rec = EvalRecord {
@@ -404,6 +499,8 @@ impl<'a> Trainer<'a> {
             test_loss,
             test_acc,
             val_acc,
+            test_ppl,
+            val_ppl,
             fw: p.fw,
             bw: p.bw,
             lr,
@@ -433,9 +530,26 @@ impl<'a> Trainer<'a> {
         Ok((loss / n, correct as f64 / n))
     }
 
+    /// Mean loss per token and next-token accuracy over the whole windows of `streams`, in
+    /// evaluation mode at the current bits.
+    pub fn evaluate_text(&mut self, data: &TextData, streams: &Streams) -> Result<(f64, f64)> {
+        let (mut loss, mut correct, mut tokens) = (0.0f64, 0usize, 0usize);
+        for k in 0..data.windows(streams) {
+            let b = data.batch(streams, k as u64)?;
+            let out = self.policy.forward(&mut self.net, b.ids, Mode::Eval)?;
+            let (out, _) = logits_rows(out)?;
+            let (l, c) = self.loss.forward(&out, &b.targets)?;
+            loss += f64::from(l) * b.targets.len() as f64;
+            correct += c;
+            tokens += b.targets.len();
+        }
+        let n = tokens.max(1) as f64;
+        Ok((loss / n, correct as f64 / n))
+    }
+
     /// Puts the data stream where it is after `iterations` (used when resuming).
     pub(crate) fn seek_data(&mut self, iterations: u64) {
-        self.loader.seek(iterations);
+        self.feed.seek(iterations);
     }
 }
 

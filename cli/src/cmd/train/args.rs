@@ -16,7 +16,8 @@ pub struct TrainArgs {
     /// The model: `zoo:NAME` or an ONNX file.
     #[arg(long, required_unless_present = "resume")]
     pub(crate) model: Option<String>,
-    /// Training data: mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR or synthetic.
+    /// Training data: mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR or synthetic;
+    /// for a language model text:FILE (characters), ptb:DIR or wikitext:DIR (words).
     #[arg(long, required_unless_present = "resume")]
     pub(crate) data: Option<String>,
     /// Who decides the precision: `schedule` (--schedule, PFQ or PRT, for every in-scope layer),
@@ -63,9 +64,13 @@ pub struct TrainArgs {
     /// Passes over the training set (instead of --iters).
     #[arg(long)]
     pub(crate) epochs: Option<u64>,
-    /// Samples per iteration.
+    /// Samples per iteration (a language model: token streams).
     #[arg(long, default_value_t = 128)]
     pub(crate) batch: usize,
+    /// Tokens per window of a language model (truncated BPTT length) [default: the zoo
+    /// model's, or the ONNX file's fixed length].
+    #[arg(long)]
+    pub(crate) seq_len: Option<usize>,
     /// Base learning rate (the CIFAR recipe's 0.1).
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub(crate) lr: f32,

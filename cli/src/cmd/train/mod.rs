@@ -128,7 +128,11 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         None => None,
     };
     let is_staged = work != inv.out;
-    let graph = setup::load_model(&plan)?;
+    let corpus = setup::load_corpus(&plan)?;
+    let graph = match &corpus {
+        Some(c) => setup::load_lm(&plan, c)?,
+        None => setup::load_model(&plan)?,
+    };
     if graph.bn_folded {
         eprintln!("{}", cptsim_models::onnx::BN_FOLDED_NOTE);
     }
@@ -147,19 +151,37 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
     setup::fix_depthwise(&plan, &summary, &mut net);
     let gate = dfq::build(&plan, &graph, &opts, &summary, &mut net)?;
-    let mut data = setup::load_data(&plan, net.input, net.classes)?;
-    setup::check_labels(&plan, &mut data, net.classes)?;
-    let iterations = setup::iterations(&plan, data.train.len())?;
+    let text = match corpus {
+        Some(c) => Some(setup::text_data(&plan, c, &net)?),
+        None => None,
+    };
+    let data = match &text {
+        Some(_) => None,
+        None => {
+            let mut d = setup::load_data(&plan, net.input, net.classes)?;
+            setup::check_labels(&plan, &mut d, net.classes)?;
+            Some(d)
+        }
+    };
+    // An epoch of text is its whole windows.
+    let train_len = match (&text, &data) {
+        (Some(t), _) => t.windows(&t.train) * plan.batch,
+        (None, d) => d.as_ref().map_or(0, |d| d.train.len()),
+    };
+    let iterations = setup::iterations(&plan, train_len)?;
     let (policy, fw, bw) = policies::build(&plan, iterations, &net, &summary, gate)?;
     let config = setup::config(&plan, iterations, fw, bw);
     let mut collapse = CollapseDetector::new(net.classes, CollapseDetector::DEFAULT_WINDOW)
         .with_context(|| format!("--model {model_spec}"))?;
     // Whether the run collapsed at some evaluation (warned once; summary.json `collapsed`).
     let mut collapsed = false;
-    let mut tr = Trainer::new(net, &data, config, policy)?;
-    let adaptation = tr.adaptation();
-    if adaptation.is_needed() {
-        eprintln!("{}", adaptation.describe());
+    let mut tr = match (&text, &data) {
+        (Some(t), _) => Trainer::new_text(net, t, config, policy)?,
+        (None, Some(d)) => Trainer::new(net, d, config, policy)?,
+        (None, None) => bail!("--data {}: nothing loaded", plan.data),
+    };
+    if let Some(a) = tr.adaptation().filter(|a| a.is_needed()) {
+        eprintln!("{}", a.describe());
     }
     if let Some(ck) = resume {
         ck.restore(&mut tr).context("--resume")?;
@@ -268,6 +290,13 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         ldp: report.layers,
         final_test_acc: last.map_or(0.0, |e| e.test_acc),
         best_test_acc: tr.state.best_test_acc(),
+        final_test_ppl: last.and_then(|e| e.test_ppl),
+        best_test_ppl: tr.state.best_eval().and_then(|e| e.test_ppl),
+        vocab: text.as_ref().map(|t| t.corpus.vocab.len()),
+        unigram_test_ppl: text.as_ref().map(|t| {
+            let c = &t.corpus;
+            cptsim_sim::data::text::unigram_perplexity(&c.train, &c.test, c.vocab.len())
+        }),
         eval_bits: plan.eval_bits.name(),
         final_eval_bits: last.map(|e| [e.fw, e.bw]),
         best_eval_bits: tr.state.best_eval().map(|e| [e.fw, e.bw]),
@@ -357,8 +386,21 @@ fn print(
         )?;
     }
     writeln!(stdout, "iterations      {}", s.iterations)?;
-    writeln!(stdout, "final test acc  {:.2} %", 100.0 * s.final_test_acc)?;
-    writeln!(stdout, "best test acc   {:.2} %", 100.0 * s.best_test_acc)?;
+    if let (Some(f), Some(b)) = (s.final_test_ppl, s.best_test_ppl) {
+        writeln!(stdout, "final test ppl  {f:.2}")?;
+        writeln!(stdout, "best test ppl   {b:.2}")?;
+        if let Some(u) = s.unigram_test_ppl {
+            writeln!(stdout, "unigram ppl     {u:.2}  (the baseline to beat)")?;
+        }
+        writeln!(
+            stdout,
+            "final token acc {:.2} %  (next-token accuracy)",
+            100.0 * s.final_test_acc
+        )?;
+    } else {
+        writeln!(stdout, "final test acc  {:.2} %", 100.0 * s.final_test_acc)?;
+        writeln!(stdout, "best test acc   {:.2} %", 100.0 * s.best_test_acc)?;
+    }
     writeln!(stdout, "GBitOPs         {:.4e}", s.gbitops)?;
     writeln!(
         stdout,

@@ -35,6 +35,18 @@ pub(crate) struct Summary {
     pub(crate) final_test_acc: f64,
     /// The highest test accuracy of any evaluation (what the papers report).
     pub(crate) best_test_acc: f64,
+    /// A language model: test perplexity of the last evaluation and the lowest of any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) final_test_ppl: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) best_test_ppl: Option<f64>,
+    /// A language model: its vocabulary (the corpus's tokens; `run --vocab` costs its trace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vocab: Option<usize>,
+    /// A language model: the perplexity of the add-one unigram model on the test split, the
+    /// baseline it has to beat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) unigram_test_ppl: Option<f64>,
     /// `--eval-bits`: current, max or fp32.
     pub(crate) eval_bits: &'static str,
     /// Forward and backward bits of the last evaluation and of the best one (0 = fp32).
@@ -122,12 +134,15 @@ fn opt(v: Option<f64>) -> String {
 pub(crate) fn write_metrics(dir: &Path, evals: &[EvalRecord]) -> anyhow::Result<()> {
     let path = dir.join("metrics.csv");
     let write = |out: &mut BufWriter<File>| {
+        // A language model's runs add the perplexities (loss and accuracy are per token).
+        let lm = evals.iter().any(|e| e.test_ppl.is_some());
         let mut text = String::from(
-            "iteration,train_loss,train_acc,test_loss,test_acc,val_acc,fw_bits,bw_bits,lr\n",
+            "iteration,train_loss,train_acc,test_loss,test_acc,val_acc,fw_bits,bw_bits,lr",
         );
+        text.push_str(if lm { ",test_ppl,val_ppl\n" } else { "\n" });
         for e in evals {
             text.push_str(&format!(
-                "{},{:.6},{:.6},{:.6},{:.6},{},{},{},{}\n",
+                "{},{:.6},{:.6},{:.6},{:.6},{},{},{},{}",
                 e.iteration,
                 e.train_loss,
                 e.train_acc,
@@ -138,6 +153,10 @@ pub(crate) fn write_metrics(dir: &Path, evals: &[EvalRecord]) -> anyhow::Result<
                 e.bw,
                 e.lr
             ));
+            if lm {
+                text.push_str(&format!(",{},{}", opt(e.test_ppl), opt(e.val_ppl)));
+            }
+            text.push('\n');
         }
         out.write_all(text.as_bytes())
     };

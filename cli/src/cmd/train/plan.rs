@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::args::{
     CandidatesArg, DfqExecArg, EvalBitsArg, InitArg, LrArg, MappingArg, PolicyArg, TrainArgs,
 };
+use super::setup;
 use crate::cmd::shared::ConventionArg;
 use crate::cmd::shared::{bit_range, QuantizerArg};
 
@@ -136,6 +137,9 @@ pub(crate) struct TrainPlan {
     pub(crate) depthwise_bits: Option<(u8, u8)>,
     pub(crate) length: Length,
     pub(crate) batch: usize,
+    /// `--seq-len` (a language model's window).
+    #[serde(default)]
+    pub(crate) seq_len: Option<usize>,
     pub(crate) lr: f32,
     pub(crate) lr_schedule: LrArg,
     /// `--eval-bits` (plans written before it existed evaluated at the current bits).
@@ -261,6 +265,7 @@ impl TrainArgs {
             depthwise_bits,
             length,
             batch: self.batch,
+            seq_len: self.seq_len,
             lr: self.lr,
             lr_schedule: self.lr_schedule,
             eval_bits: self.eval_bits,
@@ -332,6 +337,22 @@ impl TrainPlan {
         }
         if self.batch == 0 {
             bail!("--batch: a batch needs at least 1 sample");
+        }
+        if self.seq_len == Some(0) {
+            bail!("--seq-len: a window needs at least 1 token");
+        }
+        if self.seq_len.is_some() && !setup::is_text(&self.data) {
+            bail!(
+                "--seq-len: `--data {}` is not text (text:FILE, ptb:DIR or wikitext:DIR)",
+                self.data
+            );
+        }
+        if setup::is_text(&self.data) && self.policy != PolicyArg::Schedule {
+            bail!(
+                "--policy {}: language models train under --policy schedule (its per-sample and \
+                 learned policies are written for image models)",
+                self.policy.name()
+            );
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             bail!("--lr: {} is not a positive learning rate", self.lr);

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use cptsim_models::head::{load_graph_for, HeadFit};
 use cptsim_models::{Graph, LayerRole, ModelSummary};
 use cptsim_sim::data::file::find_file;
+use cptsim_sim::data::text::{self, Corpus, TextData, TextKind, TokenLayout};
 use cptsim_sim::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
 use cptsim_sim::optim::{LrPolicy, LrSchedule};
 use cptsim_sim::train::{
@@ -24,8 +25,75 @@ const SYNTHETIC_TRAIN: usize = 4096;
 const SYNTHETIC_TEST: usize = 1024;
 
 /// The `--data` kinds.
-pub(crate) const DATA_KINDS: &str =
-    "mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR, synthetic";
+pub(crate) const DATA_KINDS: &str = "mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR, \
+     synthetic, text:FILE, ptb:DIR, wikitext:DIR";
+
+/// Whether `--data` names a text corpus (a language model's data).
+pub(crate) fn is_text(spec: &str) -> bool {
+    matches!(
+        spec.split_once(':').map(|(kind, _)| kind),
+        Some("text" | "ptb" | "wikitext")
+    )
+}
+
+/// Reads the corpus a text `--data` names (`None` for image data).
+pub(crate) fn load_corpus(plan: &TrainPlan) -> anyhow::Result<Option<Corpus>> {
+    let spec = plan.data.as_str();
+    let Some((kind, path)) = spec.split_once(':').filter(|_| is_text(spec)) else {
+        return Ok(None);
+    };
+    let path = Path::new(path);
+    let corpus = match kind {
+        "text" => text::load_chars(path),
+        "ptb" => text::load_words(TextKind::Ptb, path),
+        _ => text::load_words(TextKind::WikiText, path),
+    }
+    .with_context(|| format!("--data {spec}"))?;
+    if plan.subset.is_some() || plan.val_split > 0.0 || plan.classes.is_some() {
+        bail!(
+            "--data {spec}: --subset, --val-split and --classes apply to image data (a corpus \
+             brings its own splits and vocabulary)"
+        );
+    }
+    Ok(Some(corpus))
+}
+
+/// The corpus cut into `--batch` streams read in windows of the model's sequence length.
+pub(crate) fn text_data(
+    plan: &TrainPlan,
+    corpus: Corpus,
+    net: &TrainNet,
+) -> anyhow::Result<TextData> {
+    let Some((layout, shape)) = net.tokens.clone() else {
+        bail!(
+            "--data {}: --model {} does not take token ids (a corpus trains a language model: \
+             zoo:lstm-lm, zoo:transformer-lm or an ONNX LM)",
+            plan.data,
+            plan.model
+        );
+    };
+    let bptt = match (layout, shape.as_slice()) {
+        (TokenLayout::BatchFirst, [_, t]) | (TokenLayout::SeqFirst, [t, _]) => *t,
+        _ => bail!(
+            "--model {}: token input {shape:?} is not [B, T] or [T, B]",
+            plan.model
+        ),
+    };
+    TextData::new(corpus, plan.batch, bptt, layout).with_context(|| format!("--data {}", plan.data))
+}
+
+/// Loads `--model` as a language model over `corpus`'s vocabulary at `--batch` streams of
+/// `--seq-len` tokens.
+pub(crate) fn load_lm(plan: &TrainPlan, corpus: &Corpus) -> anyhow::Result<Graph> {
+    let (spec, batch) = (plan.model.as_str(), plan.batch.max(1));
+    cptsim_models::load_lm_graph(spec, batch, plan.seq_len, corpus.vocab.len()).with_context(|| {
+        format!(
+            "--model {spec} at --batch {batch} for --data {} ({} tokens of vocabulary)",
+            plan.data,
+            corpus.vocab.len()
+        )
+    })
+}
 
 /// Loads the training and test sets `--data` names (synthetic ones shaped for the model), then
 /// applies `--subset` and `--val-split`.

@@ -1,0 +1,169 @@
+//! Language models train on real English text, the `fortunes` corpus (Debian's package, installed
+//! by `.ci/run`): the zoo's small 2-layer LSTM and Transformer LMs, character level, under CPT
+//! 4-8/8 and static 8/8, end well below the unigram baseline's perplexity, and their recorded
+//! traces cost on the ZC706 model. Plus the clear errors of text data.
+
+use std::path::{Path, PathBuf};
+
+use cptsim_e2e::{fortunes_corpus, run, stderr, stdout};
+
+/// The first `chars` characters of the fortunes corpus as a file in `dir` (the test's corpus:
+/// 90 / 5 / 5 % train / valid / test), or `None` (a printed skip) without the package.
+fn corpus(dir: &Path, chars: usize) -> Option<PathBuf> {
+    let all = fortunes_corpus(dir)?;
+    let text = std::fs::read_to_string(&all).unwrap();
+    let cut: String = text.chars().take(chars).collect();
+    let path = dir.join("fortunes-cut.txt");
+    std::fs::write(&path, cut).unwrap();
+    Some(path)
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
+}
+
+/// Trains `model` on `data` under `schedule_flags`; returns summary.json's values and the
+/// output directory.
+fn train(
+    dir: &Path,
+    name: &str,
+    model: &str,
+    data: &Path,
+    extra: &[&str],
+) -> (serde_json::Value, PathBuf) {
+    let out = dir.join(name);
+    let data = format!("text:{}", data.display());
+    let o = out.display().to_string();
+    let mut args = vec![
+        "train", "--model", model, "--data", &data, "--out", &o, "--format", "json",
+    ];
+    args.extend_from_slice(extra);
+    (json(&run(&args)), out)
+}
+
+fn f(v: &serde_json::Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no `{key}` in {v}"))
+}
+
+/// The trace of `out` costed on ZC706 (`run --trace`, the model at the run's vocabulary).
+fn zc706(model: &str, vocab: u64, out: &Path) -> serde_json::Value {
+    let trace = out.join("trace.csv").display().to_string();
+    let vocab = vocab.to_string();
+    json(&run(&[
+        "run", "--model", model, "--vocab", &vocab, "--trace", &trace, "--accel", "zc706",
+        "--format", "json",
+    ]))
+}
+
+/// Static 8/8 and CPT 4-8/8 runs of `model`: both beat the unigram model by far, CPT costs
+/// fewer BitOPs, and both traces cost on ZC706.
+fn static_and_cpt(model: &str, flags: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(data) = corpus(tmp.path(), 400_000) else {
+        return;
+    };
+    let mut fixed = flags.to_vec();
+    fixed.extend_from_slice(&["--schedule", "static", "--bits", "8", "--grad-bits", "8"]);
+    let mut cyclic = flags.to_vec();
+    cyclic.extend_from_slice(&[
+        "--schedule",
+        "cosine",
+        "--bits",
+        "4:8",
+        "--grad-bits",
+        "8",
+        "--cycles",
+        "4",
+    ]);
+    let mut gbitops = Vec::new();
+    for (name, extra) in [("static", &fixed), ("cpt", &cyclic)] {
+        let (s, out) = train(tmp.path(), name, model, &data, extra);
+        let (ppl, unigram) = (f(&s, "final_test_ppl"), f(&s, "unigram_test_ppl"));
+        eprintln!("{model} {name}: test perplexity {ppl:.2}, unigram {unigram:.2}");
+        assert!(
+            ppl < 0.6 * unigram,
+            "{model} {name}: perplexity {ppl} is not well below the unigram model's {unigram}"
+        );
+        let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+        assert!(
+            metrics
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(",test_ppl,val_ppl"),
+            "{metrics}"
+        );
+        let vocab = s["vocab"].as_u64().unwrap();
+        let cost = zc706(model, vocab, &out);
+        let acc = &cost["accelerators"][0];
+        assert_eq!(acc["name"], "zc706");
+        for key in ["latency_s", "energy_j"] {
+            assert!(
+                acc[key].as_f64().unwrap_or(0.0) > 0.0,
+                "no ZC706 {key} for {model} {name}: {acc}"
+            );
+        }
+        gbitops.push(f(&s, "gbitops"));
+    }
+    assert!(gbitops[1] < gbitops[0], "CPT {gbitops:?} vs static");
+}
+
+#[test]
+fn an_lstm_lm_learns_fortunes_under_cpt_and_static_precision() {
+    static_and_cpt(
+        "zoo:lstm-lm",
+        &[
+            "--batch",
+            "16",
+            "--iters",
+            "300",
+            "--eval-every",
+            "150",
+            "--lr",
+            "1",
+        ],
+    );
+}
+
+#[test]
+fn a_transformer_lm_learns_fortunes_under_cpt_and_static_precision() {
+    static_and_cpt(
+        "zoo:transformer-lm",
+        &[
+            "--batch",
+            "8",
+            "--seq-len",
+            "32",
+            "--iters",
+            "300",
+            "--eval-every",
+            "150",
+            "--lr",
+            "0.1",
+        ],
+    );
+}
+
+#[test]
+fn text_data_errors_name_the_file_or_the_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let short = tmp.path().join("short.txt");
+    std::fs::write(&short, "abcdefghijklmnopqrstuvwxyz".repeat(4)).unwrap();
+    let text = |p: &Path| format!("text:{}", p.display());
+    for (model, data, want) in [
+        ("zoo:lstm-lm", text(&empty), "empty.txt"),
+        ("zoo:lstm-lm", text(&short), "short.txt"),
+        ("zoo:resnet20", text(&short), "not a language model"),
+    ] {
+        let out = run(&["train", "--model", model, "--data", &data, "--iters", "2"]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{model} {data}: succeeded");
+        assert!(err.contains(want), "{model} {data}: {err}");
+        cptsim_e2e::assert_one_clear_line(&err);
+    }
+}
