@@ -48,13 +48,26 @@ fn f(v: &serde_json::Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("no `{key}` in {v}"))
 }
 
-/// The trace of `out` costed on ZC706 (`run --trace`, the model at the run's vocabulary).
-fn zc706(model: &str, vocab: u64, out: &Path) -> serde_json::Value {
+/// The trace of `out` costed on ZC706 (`run --trace`, the model at the run's vocabulary and
+/// window, which summary.json records).
+fn zc706(model: &str, summary: &serde_json::Value, out: &Path) -> serde_json::Value {
     let trace = out.join("trace.csv").display().to_string();
-    let vocab = vocab.to_string();
+    let vocab = summary["vocab"].as_u64().unwrap().to_string();
+    let seq = summary["seq_len"].as_u64().unwrap().to_string();
     json(&run(&[
-        "run", "--model", model, "--vocab", &vocab, "--trace", &trace, "--accel", "zc706",
-        "--format", "json",
+        "run",
+        "--model",
+        model,
+        "--vocab",
+        &vocab,
+        "--seq-len",
+        &seq,
+        "--trace",
+        &trace,
+        "--accel",
+        "zc706",
+        "--format",
+        "json",
     ]))
 }
 
@@ -96,8 +109,13 @@ fn static_and_cpt(model: &str, flags: &[&str]) {
                 .ends_with(",test_ppl,val_ppl"),
             "{metrics}"
         );
-        let vocab = s["vocab"].as_u64().unwrap();
-        let cost = zc706(model, vocab, &out);
+        let cost = zc706(model, &s, &out);
+        let bitops = f(&cost, "gbitops");
+        assert!(
+            (bitops - f(&s, "gbitops")).abs() <= 1e-9 * bitops,
+            "run --trace costs {bitops} GBitOPs, train reported {}",
+            f(&s, "gbitops")
+        );
         let acc = &cost["accelerators"][0];
         assert_eq!(acc["name"], "zc706");
         for key in ["latency_s", "energy_j"] {
@@ -123,7 +141,7 @@ fn an_lstm_lm_learns_fortunes_under_cpt_and_static_precision() {
             "--eval-every",
             "150",
             "--lr",
-            "1",
+            "3",
         ],
     );
 }
@@ -138,11 +156,11 @@ fn a_transformer_lm_learns_fortunes_under_cpt_and_static_precision() {
             "--seq-len",
             "32",
             "--iters",
-            "300",
+            "400",
             "--eval-every",
-            "150",
+            "200",
             "--lr",
-            "0.1",
+            "0.05",
         ],
     );
 }

@@ -293,6 +293,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         final_test_ppl: last.and_then(|e| e.test_ppl),
         best_test_ppl: tr.state.best_eval().and_then(|e| e.test_ppl),
         vocab: text.as_ref().map(|t| t.corpus.vocab.len()),
+        seq_len: text.as_ref().map(|t| t.bptt),
         unigram_test_ppl: text.as_ref().map(|t| {
             let c = &t.corpus;
             cptsim_sim::data::text::unigram_perplexity(&c.train, &c.test, c.vocab.len())

@@ -40,9 +40,12 @@ pub(crate) struct Summary {
     pub(crate) final_test_ppl: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) best_test_ppl: Option<f64>,
-    /// A language model: its vocabulary (the corpus's tokens; `run --vocab` costs its trace).
+    /// A language model: its vocabulary (the corpus's tokens) and window length; a trace file
+    /// carries neither, so `run --trace` costs it with `--vocab` and `--seq-len` of these.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) vocab: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) seq_len: Option<usize>,
     /// A language model: the perplexity of the add-one unigram model on the test split, the
     /// baseline it has to beat.
     #[serde(skip_serializing_if = "Option::is_none")]
