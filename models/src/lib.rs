@@ -13,5 +13,7 @@ pub mod zoo;
 
 pub use error::ModelError;
 pub use ir::Graph;
-pub use source::{load_graph, load_graph_with, load_lm_graph, load_shapes, load_summary};
+pub use source::{
+    load_graph, load_graph_for_shape, load_graph_with, load_lm_graph, load_shapes, load_summary,
+};
 pub use summary::{GemmOperands, LayerInfo, LayerKind, LayerRole, ModelSummary};

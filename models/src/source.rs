@@ -43,6 +43,22 @@ pub fn load_graph_with(
     }
 }
 
+/// [`load_graph_with`] bound to the shape of the data the model will run on: for a file, the
+/// batch and sequence length its input declares there ([`crate::onnx::binding_for_shape`]); for
+/// a zoo model, the batch is axis 0 (images, `[B, T]` token ids) or axis 1 (`[T, B]` ids,
+/// [`zoo::seq::is_seq_first`]) and a language model's sequence length the other axis.
+pub fn load_graph_for_shape(spec: &str, shape: &[usize]) -> Result<Graph, ModelError> {
+    let Some(name) = spec.strip_prefix("zoo:") else {
+        return crate::onnx::import_file_for_shape(Path::new(spec), shape);
+    };
+    let lm = zoo::seq::entry(name).is_some_and(|e| e.seq_len.is_some());
+    match shape {
+        [t, b] if lm && zoo::seq::is_seq_first(name) => load_graph_with(spec, *b, Some(*t)),
+        [b, t] if lm => load_graph_with(spec, *b, Some(*t)),
+        _ => load_graph_with(spec, shape.first().copied().unwrap_or(0), None),
+    }
+}
+
 /// A language model to train on a corpus of `vocab` tokens, at `batch` streams of `seq_len`
 /// tokens (the model's default, or a file's fixed length, when `None`): a zoo LM is built with that vocabulary (see [`zoo::seq::graph_with_vocab`]); an ONNX
 /// LM keeps its own, and its head must have an output for every token of the corpus.
@@ -66,7 +82,9 @@ pub fn load_lm_graph(
         )),
         None => {
             let g = crate::onnx::import_file_with(Path::new(spec), batch, seq_len)?;
-            let head = crate::head::head_outputs(&g);
+            // the head's outputs: the last axis of the output (as `head::head_outputs`, which
+            // builds on this module)
+            let head = g.shape(g.output).last().copied().unwrap_or(0);
             if head < vocab {
                 return Err(ModelError::graph(
                     spec,

@@ -1,7 +1,12 @@
-//! A minimal `.npy` reader and writer for little-endian float32 C-order arrays (NumPy format
-//! versions 1.0–3.0): magic `\x93NUMPY`, version, header length, a Python-dict header with
-//! `descr`, `fortran_order` and `shape`, then the raw data. Hand-written rather than `ndarray-npy`,
-//! whose errors name neither the file nor the offset (README, "Running a model").
+//! A minimal `.npy` reader and writer for little-endian C-order arrays (NumPy format versions
+//! 1.0–3.0): magic `\x93NUMPY`, version, header length, a Python-dict header with `descr`,
+//! `fortran_order` and `shape`, then the raw data. Hand-written rather than `ndarray-npy`, whose
+//! errors name neither the file nor the offset (README, "Running a model").
+//!
+//! The reader takes float32 (`<f4`) and, for token ids, int64 (`<i8`) and int32 (`<i4`), which
+//! it converts exactly to the IR's f32 ids: an integer must lie in `0..2^24`
+//! ([`MAX_VOCAB`](cptsim_models::ir::MAX_VOCAB), below which every integer is exact in f32).
+//! The writer writes float32.
 
 use std::io::Write;
 use std::path::Path;
@@ -19,7 +24,7 @@ fn bad(path: &Path, offset: usize, msg: impl Into<String>) -> SimError {
     }
 }
 
-/// Reads a float32 `.npy` file.
+/// Reads a float32, int64 or int32 `.npy` file (see the module docs).
 pub fn read(path: &Path) -> Result<Tensor> {
     let bytes = std::fs::read(path).map_err(|source| SimError::Io {
         path: path.to_path_buf(),
@@ -28,7 +33,7 @@ pub fn read(path: &Path) -> Result<Tensor> {
     parse(path, &bytes)
 }
 
-/// Parses the bytes of a float32 `.npy` file (`path` is used in messages).
+/// Parses the bytes of a `.npy` file (see [`read`]; `path` is used in messages).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Tensor> {
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
         return Err(bad(path, 0, "not a .npy file (missing \\x93NUMPY magic)"));
@@ -69,14 +74,21 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Tensor> {
         Ok(rest[colon + 1..].trim_start())
     };
     let descr = field("descr")?;
-    if !(descr.starts_with("'<f4'") || descr.starts_with("\"<f4\"")) {
-        let shown: String = descr.chars().take_while(|&c| c != ',').collect();
-        return Err(bad(
-            path,
-            start,
-            format!("dtype {shown}: only little-endian float32 ('<f4') is supported"),
-        ));
-    }
+    let dtype = ["<f4", "<i8", "<i4"]
+        .into_iter()
+        .find(|d| descr.starts_with(&format!("'{d}'")) || descr.starts_with(&format!("\"{d}\"")))
+        .ok_or_else(|| {
+            let shown: String = descr.chars().take_while(|&c| c != ',').collect();
+            bad(
+                path,
+                start,
+                format!(
+                    "dtype {shown}: only little-endian float32 ('<f4'), or int64 ('<i8') and \
+                     int32 ('<i4') token ids, are supported"
+                ),
+            )
+        })?;
+    let size = if dtype == "<i8" { 8 } else { 4 };
     if field("fortran_order")?.starts_with("True") {
         return Err(bad(
             path,
@@ -103,15 +115,16 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Tensor> {
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .ok_or_else(|| bad(path, start, format!("shape {shape:?} overflows")))?;
     let data = &bytes[data_at.min(bytes.len())..];
-    if data.len() != count * 4 {
+    let need = count.checked_mul(size);
+    if need != Some(data.len()) {
+        let need = need.map_or("more than fit in memory".to_string(), |n| n.to_string());
         return Err(bad(
             path,
             data_at,
             format!(
-                "{} data bytes, shape {shape:?} needs {} ({})",
+                "{} data bytes, shape {shape:?} of {dtype} needs {need} ({})",
                 data.len(),
-                count * 4,
-                if data.len() < count * 4 {
+                if count.saturating_mul(size) > data.len() {
                     "truncated"
                 } else {
                     "trailing bytes"
@@ -119,11 +132,62 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Tensor> {
             ),
         ));
     }
-    let values = data
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let values = match dtype {
+        "<f4" => data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        "<i4" => ids(path, data_at, &shape, data, 4, |c| {
+            i32::from_le_bytes([c[0], c[1], c[2], c[3]]).into()
+        })?,
+        _ => ids(path, data_at, &shape, data, 8, |c| {
+            i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
+        })?,
+    };
     Tensor::from_shape_vec(shape, values).map_err(|e| bad(path, start, e.to_string()))
+}
+
+/// Integer elements (`size`-byte chunks of `data` decoded by `get`) as exact f32 token ids; a
+/// value outside `0..2^24` is an error naming its index and byte offset.
+fn ids(
+    path: &Path,
+    data_at: usize,
+    shape: &[usize],
+    data: &[u8],
+    size: usize,
+    get: impl Fn(&[u8]) -> i64,
+) -> Result<Vec<f32>> {
+    data.chunks_exact(size)
+        .enumerate()
+        .map(|(i, c)| {
+            let v = get(c);
+            if (0..cptsim_models::ir::MAX_VOCAB as i64).contains(&v) {
+                Ok(v as f32)
+            } else {
+                Err(bad(
+                    path,
+                    data_at + i * size,
+                    format!(
+                        "element {i} (index {:?}) is {v}: integer inputs are token ids, \
+                         which must lie in 0..2^24",
+                        unravel(i, shape)
+                    ),
+                ))
+            }
+        })
+        .collect()
+}
+
+/// The C-order multi-index of flat index `i` in `shape`.
+fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for (k, &d) in shape.iter().enumerate().rev() {
+        if d > 0 {
+            idx[k] = i % d;
+            i /= d;
+        }
+    }
+    idx
 }
 
 /// The `.npy` (version 1.0) bytes of `t` in C order.
@@ -228,5 +292,80 @@ mod tests {
         );
         assert!(err(&swap("False", "True ")).contains("Fortran"));
         assert!(err(&swap("(2, 2)", "(2, x)")).contains("bad shape entry"));
+    }
+
+    /// A version-1.0 `.npy` of `descr` and `shape` (a Python tuple) over raw `data`.
+    fn npy_bytes(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        h.push_str(&" ".repeat(63 - (10 + h.len()) % 64));
+        h.push('\n');
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn integer_token_ids_convert_exactly() {
+        let max = (1i64 << 24) - 1;
+        let v64: Vec<u8> = [0i64, 7, 49, max, 3, 1]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let t = parse(Path::new("ids.npy"), &npy_bytes("<i8", "(2, 3)", &v64)).unwrap();
+        assert_eq!(t.shape(), &[2, 3]);
+        assert_eq!(
+            t.as_slice().unwrap(),
+            &[0.0, 7.0, 49.0, 16_777_215.0, 3.0, 1.0]
+        );
+        let v32: Vec<u8> = [5i32, 0, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let t = parse(Path::new("ids.npy"), &npy_bytes("<i4", "(3,)", &v32)).unwrap();
+        assert_eq!(t.as_slice().unwrap(), &[5.0, 0.0, 2.0]);
+        // int64 data of the wrong length is caught as for float32
+        let e = parse(
+            Path::new("ids.npy"),
+            &npy_bytes("<i8", "(2, 3)", &v64[..40]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("truncated") && e.contains("needs 48"), "{e}");
+    }
+
+    #[test]
+    fn ids_outside_the_f32_exact_range_are_errors_naming_the_position() {
+        for (bad_id, at) in [(-1i64, 4usize), (1 << 24, 1), (i64::MAX, 5)] {
+            let mut v = [1i64, 2, 3, 4, 5, 6];
+            v[at] = bad_id;
+            let data: Vec<u8> = v.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let e = parse(Path::new("ids.npy"), &npy_bytes("<i8", "(3, 2)", &data))
+                .unwrap_err()
+                .to_string();
+            let index = format!("[{}, {}]", at / 2, at % 2);
+            assert!(
+                e.contains("ids.npy")
+                    && e.contains(&format!("element {at} (index {index}) is {bad_id}"))
+                    && e.contains("0..2^24"),
+                "{e}"
+            );
+        }
+        let data: Vec<u8> = [3i32, -2].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let e = parse(Path::new("ids.npy"), &npy_bytes("<i4", "(2,)", &data))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("element 1 (index [1]) is -2"), "{e}");
+    }
+
+    #[test]
+    fn other_dtypes_are_named_errors() {
+        for descr in ["<i2", ">i8", "<u8", "<f8", "|b1"] {
+            let e = parse(Path::new("x.npy"), &npy_bytes(descr, "(1,)", &[0; 8]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("'{descr}'")) && e.contains("int64") && e.contains("x.npy"),
+                "{e}"
+            );
+        }
     }
 }

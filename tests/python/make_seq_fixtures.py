@@ -2,9 +2,9 @@
 
 Run from the repository root with a venv holding torch, onnx, onnxscript:
     /path/to/venv/bin/python tests/python/make_seq_fixtures.py
-The models are tiny (a few KB to ~100 KB); tests/tests/seq_import.rs imports every one. They live
-in their own directory because the trainer cannot run them yet, so check_forward.py (which runs
-every fixture in tests/fixtures/) does not pick them up.
+The models are tiny (a few KB to ~100 KB); tests/tests/seq_import.rs imports every one, and
+check_forward.py compares cptsim's forward pass with onnxruntime's on each (token-id inputs at
+batch B and T tokens).
 """
 
 import os

@@ -171,3 +171,66 @@ fn a_file_with_bn_folded_into_conv_runs_with_a_one_line_notice() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(read_npy(&y).0, "(4, 3)");
 }
+
+/// A `.npy` of int64 `values` in `shape` (what `np.save` writes for token ids).
+fn write_i64_npy(path: &Path, shape: &[usize], values: &[i64]) {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!(
+        "{{'descr': '<i8', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(", ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    for v in values {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The LSTM LM fixture (vocabulary 50, ids `[seq, batch]`) runs on int64 ids of 7 tokens × 3
+/// sequences; an id outside the vocabulary is a one-line error naming the embedding node.
+#[test]
+fn lstm_lm_runs_on_int64_token_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
+    let model = "tests/fixtures/seq/lstm_lm_legacy_opset14.onnx";
+    let mut ids: Vec<i64> = (0..21).map(|i| (i * 17 + 3) % 50).collect();
+    write_i64_npy(&x, &[7, 3], &ids);
+    let out = forward(model, &x, &y);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (shape, v) = read_npy(&y);
+    assert_eq!(shape, "(7, 3, 50)");
+    assert!(v.iter().all(|x| x.is_finite()) && v.iter().any(|&x| x != 0.0));
+    // Changing id (0, 1), the first token of sequence 1, leaves sequence 0's logits as they
+    // were: the batch is axis 1.
+    ids[1] = (ids[1] + 1) % 50;
+    write_i64_npy(&x, &[7, 3], &ids);
+    let out = forward(model, &x, &y);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (_, w) = read_npy(&y);
+    let seq0 = |v: &[f32]| -> Vec<f32> {
+        (0..7)
+            .flat_map(|t| v[t * 150..t * 150 + 50].to_vec())
+            .collect()
+    };
+    assert_eq!(seq0(&v), seq0(&w));
+    assert_ne!(v[50..100], w[50..100], "sequence 1 changed");
+
+    std::fs::remove_file(&y).unwrap();
+    ids[4] = 50;
+    write_i64_npy(&x, &[7, 3], &ids);
+    let out = forward(model, &x, &y);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    cptsim_e2e::assert_one_clear_line(&err);
+    assert!(
+        err.contains("/encoder/Gather") && err.contains("token id 50 at position 4"),
+        "{err}"
+    );
+    assert!(!y.exists(), "no output on error");
+}

@@ -8,7 +8,7 @@ use super::shared::QuantizerArg;
 use anyhow::{Context, Result};
 use clap::Args;
 use cptsim_models::ir::Op;
-use cptsim_models::load_graph;
+use cptsim_models::load_graph_for_shape;
 use cptsim_sim::build::{build_network, BuildOptions};
 use cptsim_sim::layers::Mode;
 use cptsim_sim::npy;
@@ -20,7 +20,12 @@ pub struct ForwardArgs {
     /// ONNX file path, or `zoo:NAME` for a built-in model.
     #[arg(long)]
     pub model: String,
-    /// Input `.npy`: float32, C order, NCHW (or `[N, F]`), batch first.
+    /// Input `.npy`, C order: float32 NCHW (or `[N, F]`), batch first; or a language model's
+    /// token ids (int64, int32, or float32 holding integers) in the layout its input declares,
+    /// `[B, T]` or `[T, B]`. The model is bound to this shape: the batch is the size on the
+    /// input's batch axis (a symbolic dimension named like a batch, `batch`/`N`/`B`, else the
+    /// first one not named like a sequence, else axis 0; a zoo model's axis 0) and the sequence
+    /// length the size on the other symbolic axis of a rank-2/3 input (a zoo LM's axis 1).
     #[arg(long)]
     pub input: PathBuf,
     /// Output `.npy` (written atomically).
@@ -43,18 +48,18 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     // The allocator policy of `train` and `bench` (large activations reused, not re-mmapped).
     crate::malloc::keep_large_blocks();
     let x = npy::read(&args.input)?;
-    let batch = match x.shape().first() {
-        Some(&n) if n > 0 => n,
-        _ => anyhow::bail!(
-            "{}: input shape {:?} has no batch dimension",
+    if x.is_empty() {
+        anyhow::bail!(
+            "{}: input shape {:?} has no elements",
             args.input.display(),
             x.shape()
-        ),
-    };
+        );
+    }
     if let Some((i, v)) = first_non_finite(&x) {
         anyhow::bail!("{}: element {i} is {v}", args.input.display());
     }
-    let graph = load_graph(&args.model, batch)?;
+    let graph = load_graph_for_shape(&args.model, x.shape())
+        .with_context(|| format!("input {} of shape {:?}", args.input.display(), x.shape()))?;
     if graph.bn_folded {
         eprintln!("{}", cptsim_models::onnx::BN_FOLDED_NOTE);
     }

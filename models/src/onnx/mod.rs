@@ -39,13 +39,29 @@ pub fn import_file_with(
     batch: usize,
     seq_len: Option<usize>,
 ) -> Result<Graph, ModelError> {
+    let (proto, file) = read_file(path)?;
+    import_named(path, &proto, &file, batch, seq_len)
+}
+
+/// The decoded model in `path` and the file name errors use.
+fn read_file(path: &Path) -> Result<(ModelProto, String), ModelError> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|err| ModelError::Io {
         path: file.clone(),
         err,
     })?;
-    let proto = decode(&bytes, &file)?;
-    let mut g = import_proto_with(&proto, &file, batch, seq_len)?;
+    Ok((decode(&bytes, &file)?, file))
+}
+
+/// [`import_proto_with`] of the model read from `path`, named after the file's stem.
+fn import_named(
+    path: &Path,
+    proto: &ModelProto,
+    file: &str,
+    batch: usize,
+    seq_len: Option<usize>,
+) -> Result<Graph, ModelError> {
+    let mut g = import_proto_with(proto, file, batch, seq_len)?;
     if let Some(stem) = path.file_stem() {
         g.name = stem.to_string_lossy().into_owned();
     }
@@ -452,6 +468,87 @@ fn is_batch_name(p: &str) -> bool {
     l.contains("batch") || matches!(l.as_str(), "n" | "b")
 }
 
+/// The batch axis of an input declared with `dims` (rules in [`import_proto_with`]).
+fn batch_axis(dims: &[onnx_protobuf::tensor_shape_proto::Dimension]) -> usize {
+    let params: Vec<Option<&str>> = dims
+        .iter()
+        .map(|d| match &d.value {
+            Some(Dim::DimParam(p)) => Some(p.as_str()),
+            None => Some(""),
+            _ => None,
+        })
+        .collect();
+    params
+        .iter()
+        .position(|p| p.is_some_and(is_batch_name))
+        .or_else(|| {
+            params
+                .iter()
+                .position(|p| p.is_some_and(|p| !is_seq_name(p)))
+        })
+        .unwrap_or(0)
+}
+
+/// The batch and sequence length that bind `proto`'s graph input to `shape`, the shape of the
+/// data it will run on: the batch is `shape`'s size on the input's batch axis (rules in
+/// [`import_proto_with`]) and, for an input of rank 2 or 3, the sequence length its size on the
+/// other symbolic axis (none when every other axis is fixed). A graph without exactly one data
+/// input gives `(shape[0], None)` and the import reports it; a declared rank other than
+/// `shape`'s is an error naming the input.
+pub fn binding_for_shape(
+    proto: &ModelProto,
+    source: &str,
+    shape: &[usize],
+) -> Result<(usize, Option<usize>), ModelError> {
+    let fallback = (shape.first().copied().unwrap_or(0), None);
+    let Some(g) = proto.graph.as_ref() else {
+        return Ok(fallback);
+    };
+    let state_only = initial_state_inputs(&g.node);
+    let data: Vec<&ValueInfoProto> = g
+        .input
+        .iter()
+        .filter(|i| {
+            !state_only.contains(i.name.as_str()) && !g.initializer.iter().any(|t| t.name == i.name)
+        })
+        .collect();
+    let [input] = data.as_slice() else {
+        return Ok(fallback);
+    };
+    let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Ok(fallback);
+    };
+    let Some(dims) = t.shape.as_ref().map(|s| &s.dim) else {
+        return Ok(fallback);
+    };
+    if dims.len() != shape.len() {
+        return Err(ModelError::graph(
+            source,
+            format!(
+                "graph input '{}' has rank {} but the data has shape {shape:?}",
+                input.name,
+                dims.len()
+            ),
+        ));
+    }
+    let b = batch_axis(dims);
+    let seq = (shape.len() <= 3)
+        .then(|| {
+            (0..dims.len()).find(|&i| i != b && !matches!(dims[i].value, Some(Dim::DimValue(_))))
+        })
+        .flatten()
+        .map(|i| shape[i]);
+    Ok((shape.get(b).copied().unwrap_or(0), seq))
+}
+
+/// Reads and imports an ONNX file with its graph input bound to `shape` (see
+/// [`binding_for_shape`]).
+pub fn import_file_for_shape(path: &Path, shape: &[usize]) -> Result<Graph, ModelError> {
+    let (proto, file) = read_file(path)?;
+    let (batch, seq_len) = binding_for_shape(&proto, &file, shape)?;
+    import_named(path, &proto, &file, batch, seq_len)
+}
+
 /// Static input shape with the batch and the sequence length bound (rules in
 /// [`import_proto_with`]); also returns the file's fixed batch when it is rebound (so that the
 /// importer can rebind constant reshape targets that carry it, [`Importer::file_batch`]) and
@@ -466,21 +563,7 @@ fn bind_input_shape(
         return Err("is not a tensor with a declared type".into());
     };
     let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
-    let param = |d: &onnx_protobuf::tensor_shape_proto::Dimension| match &d.value {
-        Some(Dim::DimParam(p)) => Some(p.clone()),
-        None => Some(String::new()),
-        _ => None,
-    };
-    let params: Vec<Option<String>> = dims.iter().map(param).collect();
-    let batch_axis = params
-        .iter()
-        .position(|p| p.as_deref().is_some_and(is_batch_name))
-        .or_else(|| {
-            params
-                .iter()
-                .position(|p| p.as_deref().is_some_and(|p| !is_seq_name(p)))
-        })
-        .unwrap_or(0);
+    let batch_axis = batch_axis(dims);
     // A token-id input ([B, T] or [T, B] of integers) has its sequence on the other axis.
     let token_ids = matches!(t.elem_type, 6 | 7) && dims.len() == 2;
     let mut bound_seq = None;

@@ -100,6 +100,12 @@ pub fn is_lm(name: &str) -> bool {
     )
 }
 
+/// Whether zoo model `name` takes sequence-first token ids `[T, B]` (PyTorch's
+/// word_language_model RNNs; the other LMs take `[B, T]`).
+pub fn is_seq_first(name: &str) -> bool {
+    matches!(name, "ptb-lstm" | "lstm-lm")
+}
+
 /// The entry called `name`.
 pub fn entry(name: &str) -> Option<&'static SeqEntry> {
     ENTRIES.iter().find(|e| e.name == name)
@@ -149,8 +155,8 @@ pub fn graph_with_vocab(
         ));
     }
     let input = match name {
+        _ if is_seq_first(name) => vec![t, batch],
         "transformer-wt103" | "transformer-lm" => vec![batch, t],
-        "ptb-lstm" | "lstm-lm" => vec![t, batch],
         _ => vec![batch, 3, 224, 224],
     };
     let mut b = Builder {

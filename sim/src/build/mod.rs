@@ -278,33 +278,41 @@ impl Network {
         self.params_mut().iter().map(|p| p.value.len() as u64).sum()
     }
 
-    /// Converts an IR-layout input (`[N, C, H, W]` or `[N, F]`) to the engine layout.
+    /// Converts an IR-layout input (`[N, C, H, W]`, `[N, F]`, or token ids of exactly the built
+    /// shape, `[B, T]` or `[T, B]`) to the engine layout (images channels-last, the rest as is).
     pub fn input_from_ir(&self, x: &Tensor) -> Result<Tensor> {
-        let [c, h, w] = self.input_chw();
         let rank = self.summary.input.len();
         let n = x.shape().first().copied().unwrap_or(0);
-        let want: Vec<usize> = if rank == 4 {
-            vec![n, c, h, w]
-        } else {
-            vec![n, c]
-        };
-        if n == 0 {
+        if x.is_empty() {
             return Err(SimError::shape(
                 "input",
-                format!("got {:?}: the batch is empty", x.shape()),
+                format!("got {:?}: the input is empty", x.shape()),
             ));
         }
+        let (want, what) = match self.tokens {
+            Some(TokenLayout::SeqFirst) => (self.summary.input.clone(), "token ids [T, B]".into()),
+            Some(TokenLayout::BatchFirst) => {
+                (self.summary.input.clone(), "token ids [B, T]".into())
+            }
+            None => {
+                let mut want = self.summary.input.clone();
+                if let Some(b) = want.first_mut() {
+                    *b = n;
+                }
+                (want, format!("this batch of {n}"))
+            }
+        };
         if x.shape() != want.as_slice() {
             return Err(SimError::shape(
                 "input",
                 format!(
-                    "got {:?}, model `{}` expects {want:?} for this batch of {n}",
+                    "got {:?}, model `{}` expects {want:?} for {what}",
                     x.shape(),
                     self.summary.name
                 ),
             ));
         }
-        if rank == 2 {
+        if rank != 4 {
             return Ok(x.as_standard_layout().into_owned());
         }
         nchw_nhwc(x, [0, 2, 3, 1])

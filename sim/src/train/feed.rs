@@ -2,11 +2,20 @@
 //! read window by window in order (the word_language_model example's order: the same windows
 //! every epoch, no shuffling).
 
-use super::trainer::TrainData;
 use crate::data::text::TextData;
-use crate::data::Loader;
+use crate::data::{Dataset, Loader};
 use crate::error::{Result, SimError};
 use crate::layers::Tensor;
+
+/// Training, test and optional validation sets.
+pub struct TrainData {
+    /// Training images.
+    pub train: Dataset,
+    /// Test images.
+    pub test: Dataset,
+    /// Held-out part of the training set (`--val-split`).
+    pub val: Option<Dataset>,
+}
 
 /// The training data of a run.
 pub(crate) enum Feed<'a> {

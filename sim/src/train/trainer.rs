@@ -9,6 +9,7 @@ use cptsim_traces::schedule::Precision;
 use cptsim_traces::TraceRow;
 use serde::{Deserialize, Serialize};
 
+pub use super::feed::TrainData;
 use super::feed::{logits_rows, rows_back, Feed};
 use super::net::TrainNet;
 use super::policy::{apply_uniform, Policy};
@@ -96,16 +97,6 @@ impl TrainConfig {
             eval_bits: EvalBits::Current,
         }
     }
-}
-
-/// Training, test and optional validation sets.
-pub struct TrainData {
-    /// Training images.
-    pub train: Dataset,
-    /// Test images.
-    pub test: Dataset,
-    /// Held-out part of the training set (`--val-split`).
-    pub val: Option<Dataset>,
 }
 
 /// One evaluation: training statistics since the previous one and test (and validation) results.

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use super::args::{
     CandidatesArg, DfqExecArg, EvalBitsArg, InitArg, LrArg, MappingArg, PolicyArg, TrainArgs,
 };
-use super::setup;
 use crate::cmd::shared::ConventionArg;
 use crate::cmd::shared::{bit_range, QuantizerArg};
 
@@ -201,6 +200,14 @@ fn absolute(flag: &str, path: &str) -> anyhow::Result<String> {
         .map_err(|p| anyhow::anyhow!("{flag}: path {} is not UTF-8", p.to_string_lossy()))
 }
 
+/// Whether `--data` names a text corpus (a language model's data).
+pub(crate) fn is_text(spec: &str) -> bool {
+    matches!(
+        spec.split_once(':').map(|(kind, _)| kind),
+        Some("text" | "ptb" | "wikitext")
+    )
+}
+
 /// `--model` with a file path made absolute (`zoo:NAME` as is).
 fn absolute_model(spec: &str) -> anyhow::Result<String> {
     match spec.starts_with("zoo:") {
@@ -341,13 +348,13 @@ impl TrainPlan {
         if self.seq_len == Some(0) {
             bail!("--seq-len: a window needs at least 1 token");
         }
-        if self.seq_len.is_some() && !setup::is_text(&self.data) {
+        if self.seq_len.is_some() && !is_text(&self.data) {
             bail!(
                 "--seq-len: `--data {}` is not text (text:FILE, ptb:DIR or wikitext:DIR)",
                 self.data
             );
         }
-        if setup::is_text(&self.data) && self.policy != PolicyArg::Schedule {
+        if is_text(&self.data) && self.policy != PolicyArg::Schedule {
             bail!(
                 "--policy {}: language models train under --policy schedule (its per-sample and \
                  learned policies are written for image models)",

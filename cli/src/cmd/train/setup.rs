@@ -28,18 +28,10 @@ const SYNTHETIC_TEST: usize = 1024;
 pub(crate) const DATA_KINDS: &str = "mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR, \
      synthetic, text:FILE, ptb:DIR, wikitext:DIR";
 
-/// Whether `--data` names a text corpus (a language model's data).
-pub(crate) fn is_text(spec: &str) -> bool {
-    matches!(
-        spec.split_once(':').map(|(kind, _)| kind),
-        Some("text" | "ptb" | "wikitext")
-    )
-}
-
 /// Reads the corpus a text `--data` names (`None` for image data).
 pub(crate) fn load_corpus(plan: &TrainPlan) -> anyhow::Result<Option<Corpus>> {
     let spec = plan.data.as_str();
-    let Some((kind, path)) = spec.split_once(':').filter(|_| is_text(spec)) else {
+    let Some((kind, path)) = spec.split_once(':').filter(|_| super::plan::is_text(spec)) else {
         return Ok(None);
     };
     let path = Path::new(path);
