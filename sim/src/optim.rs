@@ -156,6 +156,25 @@ impl Sgd {
     }
 }
 
+/// Scales every gradient by `max_norm / norm` when their global L2 norm (over all of `params`,
+/// summed in order in f64) exceeds `max_norm`, as PyTorch's `clip_grad_norm_` (its `1e-6` guard
+/// included); returns the norm before clipping.
+pub fn clip_grad_norm(params: &mut [&mut Param], max_norm: f32) -> f64 {
+    let norm = params
+        .iter()
+        .flat_map(|p| p.grad.iter())
+        .map(|&g| f64::from(g) * f64::from(g))
+        .sum::<f64>()
+        .sqrt();
+    if norm > f64::from(max_norm) {
+        let scale = (f64::from(max_norm) / (norm + 1e-6)) as f32;
+        for p in params.iter_mut() {
+            p.grad.mapv_inplace(|g| g * scale);
+        }
+    }
+    norm
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +217,24 @@ mod tests {
         assert!((w.value[[0]] - (0.94 - 0.1134)).abs() < 1e-6);
         let mut extra = Param::new("x", Tensor::zeros(vec![2]), true);
         assert!(opt.step(&mut [&mut w, &mut b, &mut extra], 0.1).is_err());
+    }
+
+    #[test]
+    fn clipping_scales_the_global_norm_to_the_bound_and_leaves_small_gradients() {
+        let mut a = Param::new("a", Tensor::zeros(vec![2]), true);
+        let mut b = Param::new("b", Tensor::zeros(vec![1]), true);
+        a.grad = Tensor::from_shape_vec(vec![2], vec![3.0, 0.0]).unwrap();
+        b.grad = Tensor::from_shape_vec(vec![1], vec![4.0]).unwrap();
+        let norm = clip_grad_norm(&mut [&mut a, &mut b], 1.0);
+        assert!((norm - 5.0).abs() < 1e-12);
+        let after: f32 = a.grad.iter().chain(b.grad.iter()).map(|g| g * g).sum();
+        assert!((after.sqrt() - 1.0).abs() < 1e-5, "{after}");
+        assert!(
+            (a.grad[0] / b.grad[0] - 0.75).abs() < 1e-6,
+            "direction kept"
+        );
+        let before = a.grad.clone();
+        assert!(clip_grad_norm(&mut [&mut a], 10.0) < 10.0);
+        assert_eq!(a.grad, before, "below the bound nothing changes");
     }
 }

@@ -54,6 +54,9 @@ pub struct TrainConfig {
     /// The precision evaluations run at.
     #[serde(default)]
     pub eval_bits: EvalBits,
+    /// Clip the global L2 norm of the gradients to this before each step (`--clip-grad`).
+    #[serde(default)]
+    pub clip_grad: Option<f32>,
 }
 
 /// The precision of an evaluation.
@@ -95,6 +98,7 @@ impl TrainConfig {
             max_loss: 1e3,
             quantize: true,
             eval_bits: EvalBits::Current,
+            clip_grad: None,
         }
     }
 }
@@ -404,6 +408,9 @@ impl<'a> Trainer<'a> {
         self.policy.backward(&mut self.net, grad)?;
         let lr = self.config.lr.lr_at(t);
         let mut params = all_params(&mut self.net, self.policy.as_mut());
+        if let Some(max) = self.config.clip_grad {
+            crate::optim::clip_grad_norm(&mut params, max);
+        }
         self.opt.step(&mut params, lr)?;
         let precision = self
             .policy

@@ -93,6 +93,10 @@ pub struct TrainArgs {
     /// Weight decay (all parameters, as the reference code).
     #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
     pub(crate) weight_decay: f32,
+    /// Clip the global L2 norm of all gradients to this before each step (PyTorch's
+    /// `clip_grad_norm_`; its word_language_model example uses 0.25) [default: no clipping].
+    #[arg(long, allow_negative_numbers = true)]
+    pub(crate) clip_grad: Option<f32>,
     /// Seed of the initial weights, data order, augmentation and rounding noise.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,

@@ -147,6 +147,9 @@ pub(crate) struct TrainPlan {
     pub(crate) warmup: u64,
     pub(crate) momentum: f32,
     pub(crate) weight_decay: f32,
+    /// `--clip-grad` (plans before it never clipped).
+    #[serde(default)]
+    pub(crate) clip_grad: Option<f32>,
     pub(crate) seed: u64,
     pub(crate) init: InitArg,
     /// `--classes`: outputs of the head (`None` = the dataset's count).
@@ -279,6 +282,7 @@ impl TrainArgs {
             warmup: self.warmup,
             momentum: self.momentum,
             weight_decay: self.weight_decay,
+            clip_grad: self.clip_grad,
             seed: self.seed,
             init: self.init,
             classes: self.classes,
@@ -388,6 +392,9 @@ impl TrainPlan {
             if !(v.is_finite() && v >= 0.0) {
                 bail!("{flag} {v}: must be a finite number ≥ 0");
             }
+        }
+        if let Some(c) = self.clip_grad.filter(|c| !(c.is_finite() && *c > 0.0)) {
+            bail!("--clip-grad {c}: must be a positive finite gradient norm");
         }
         if self.momentum >= 1.0 {
             bail!(

@@ -372,6 +372,7 @@ pub(crate) fn config(args: &TrainPlan, iterations: u64, fw: BitRange, bw: BitRan
         },
         momentum: args.momentum,
         weight_decay: args.weight_decay,
+        clip_grad: args.clip_grad,
         seed: args.seed,
         eval_every: args.eval_every,
         check_every: args.pfq.check_every,
