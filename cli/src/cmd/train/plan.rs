@@ -526,6 +526,13 @@ mod tests {
             (&["--momentum", "inf"], "--momentum inf"),
             (&["--max-loss", "NaN"], "--max-loss"),
             (&["--classes", "0"], "--classes 0"),
+            (&["--clip-grad", "0"], "--clip-grad 0"),
+            (&["--clip-grad", "NaN"], "--clip-grad NaN"),
+            (&["--seq-len", "16"], "is not text"),
+            (
+                &["--seq-len", "0"],
+                "--seq-len: a window needs at least 1 token",
+            ),
         ] {
             let e = resolve(extra).unwrap_err().to_string();
             assert!(e.contains(needle), "{extra:?}: {e}");
