@@ -26,15 +26,18 @@ fn list_shows_every_model_with_input_and_classes() {
         assert_eq!(cols[2], classes, "{line}");
         assert!(cols.len() > 3, "no description: {line}");
     }
-    // 23 exportable models, then the 3 cost-only ones.
-    for name in ["transformer-wt103", "ptb-lstm", "deit-tiny"] {
+    // 23 exportable models, then the 3 cost-only ones and the 2 small trainable LMs.
+    for (name, kind) in [
+        ("transformer-wt103", "(cost only)"),
+        ("ptb-lstm", "(cost only)"),
+        ("deit-tiny", "(cost only)"),
+        ("lstm-lm", "(trainable)"),
+        ("transformer-lm", "(trainable)"),
+    ] {
         let line = text.lines().find(|l| l.starts_with(name));
-        assert!(
-            line.is_some_and(|l| l.contains("(cost only)")),
-            "{name}:\n{text}"
-        );
+        assert!(line.is_some_and(|l| l.contains(kind)), "{name}:\n{text}");
     }
-    assert_eq!(text.lines().count(), 27, "{text}");
+    assert_eq!(text.lines().count(), 29, "{text}");
 }
 
 #[test]
