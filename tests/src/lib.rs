@@ -97,9 +97,22 @@ pub fn stderr(out: &Output) -> String {
 
 /// Writes a float32 C-order `.npy` (version 1.0) of `shape` filled with `f(i)`.
 pub fn write_npy(path: &std::path::Path, shape: &[usize], f: impl Fn(usize) -> f32) {
+    let n: usize = shape.iter().product();
+    let data = (0..n).flat_map(|i| f(i).to_le_bytes());
+    write_npy_raw(path, "<f4", shape, data.collect());
+}
+
+/// Writes an int64 C-order `.npy` of `values` in `shape` (what `np.save` writes for token ids).
+pub fn write_i64_npy(path: &std::path::Path, shape: &[usize], values: &[i64]) {
+    let data = values.iter().flat_map(|v| v.to_le_bytes());
+    write_npy_raw(path, "<i8", shape, data.collect());
+}
+
+/// Writes a C-order `.npy` (version 1.0) of dtype `descr` and `shape` around the element bytes.
+fn write_npy_raw(path: &std::path::Path, descr: &str, shape: &[usize], data: Vec<u8>) {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}), }}",
         dims.join(", ")
     );
     while (10 + header.len() + 1) % 64 != 0 {
@@ -109,10 +122,7 @@ pub fn write_npy(path: &std::path::Path, shape: &[usize], f: impl Fn(usize) -> f
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
     bytes.extend_from_slice(header.as_bytes());
-    let n: usize = shape.iter().product();
-    for i in 0..n {
-        bytes.extend_from_slice(&f(i).to_le_bytes());
-    }
+    bytes.extend_from_slice(&data);
     if let Err(e) = std::fs::write(path, bytes) {
         panic!("{}: {e}", path.display());
     }

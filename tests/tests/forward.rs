@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use cptsim_e2e::{run, stderr, write_npy};
+use cptsim_e2e::{run, stderr, write_i64_npy, write_npy};
 
 /// (shape, values) of a float32 `.npy` written by cptsim.
 fn read_npy(path: &Path) -> (String, Vec<f32>) {
@@ -170,26 +170,6 @@ fn a_file_with_bn_folded_into_conv_runs_with_a_one_line_notice() {
     assert_eq!(err.matches("BN was most likely folded").count(), 1, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(read_npy(&y).0, "(4, 3)");
-}
-
-/// A `.npy` of int64 `values` in `shape` (what `np.save` writes for token ids).
-fn write_i64_npy(path: &Path, shape: &[usize], values: &[i64]) {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!(
-        "{{'descr': '<i8', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    for v in values {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap();
 }
 
 /// The LSTM LM fixture (vocabulary 50, ids `[seq, batch]`) runs on int64 ids of 7 tokens × 3

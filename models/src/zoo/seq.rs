@@ -356,18 +356,35 @@ impl Builder {
         let t = self.g.shape(ids).get(1).copied().unwrap_or(1);
         let table = zeros(&[vocab, d]);
         let x = self.push("embed", Op::Embedding(Embedding { table }), vec![ids])?;
-        let table = zeros(&[t, d]);
+        let x = self.encoder(x, t, "layers", layers, heads, ffn, true)?;
+        self.linear("head", x, vocab)?;
+        Ok(())
+    }
+
+    /// Learned positions (`[positions, D]`, axis 1), `layers` pre-norm GELU blocks named
+    /// `prefix.{l}`, final norm: the part the small LM and the ViT share.
+    #[allow(clippy::too_many_arguments)]
+    fn encoder(
+        &mut self,
+        x: ValueId,
+        positions: usize,
+        prefix: &str,
+        layers: usize,
+        heads: usize,
+        ffn: usize,
+        causal: bool,
+    ) -> Result<ValueId, String> {
+        let d = self.g.shape(x).last().copied().unwrap_or(0);
+        let table = zeros(&[positions, d]);
         let mut x = self.push(
             "pos_embed",
             Op::PositionEmbedding { table, axis: 1 },
             vec![x],
         )?;
         for l in 0..layers {
-            x = self.block(&format!("layers.{l}"), x, heads, ffn, true, true)?;
+            x = self.block(&format!("{prefix}.{l}"), x, heads, ffn, causal, true)?;
         }
-        let x = self.layer_norm("norm", x)?;
-        self.linear("head", x, vocab)?;
-        Ok(())
+        self.layer_norm("norm", x)
     }
 
     /// PyTorch's `RNNModel`: ids `[T, B]` → embedding → `layers` LSTMs → linear decoder, with
@@ -437,16 +454,7 @@ impl Builder {
         let p = self.push("patch_embed.t", Op::Transpose { perm }, vec![p])?;
         let token = zeros(&[d]);
         let x = self.push("cls_token", Op::ClassToken { token }, vec![p])?;
-        let table = zeros(&[n + 1, d]);
-        let mut x = self.push(
-            "pos_embed",
-            Op::PositionEmbedding { table, axis: 1 },
-            vec![x],
-        )?;
-        for l in 0..layers {
-            x = self.block(&format!("blocks.{l}"), x, heads, mlp, false, true)?;
-        }
-        let x = self.layer_norm("norm", x)?;
+        let x = self.encoder(x, n + 1, "blocks", layers, heads, mlp, false)?;
         let first = SliceAxis {
             axis: 1,
             start: 0,
