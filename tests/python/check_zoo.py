@@ -130,11 +130,12 @@ def fc_inputs(name):
 
 def listed_models(cptsim):
     out = subprocess.run([cptsim, "zoo", "list"], check=True, capture_output=True, text=True)
-    # Cost-only models (sequence models, DeiT) are built straight into the IR and have no export.
+    # The sequence models and DeiT ("(cost only)", and the small LMs "(trainable)") are built
+    # straight into the IR and have no ONNX export.
     return [
         line.split()[0]
         for line in out.stdout.splitlines()[1:]
-        if line.strip() and "(cost only)" not in line
+        if line.strip() and "(cost only)" not in line and "(trainable)" not in line
     ]
 
 
