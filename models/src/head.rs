@@ -41,16 +41,11 @@ pub fn load_graph_for(
     }
 }
 
-/// Outputs of `graph`'s head (the last axis of its output).
-pub fn head_outputs(graph: &Graph) -> usize {
-    graph.shape(graph.output).last().copied().unwrap_or(0)
-}
-
 /// Checks that `graph`'s head has `fit.classes` outputs; with `fit.reinit`, replaces a
 /// disagreeing final Linear layer by one of `fit.classes` outputs, initialised as PyTorch's
 /// `nn.Linear` (uniform ±1/√in) from `fit.seed`. Returns the outputs of the head it replaced.
 pub fn fit_head(graph: &mut Graph, fit: HeadFit) -> Result<Option<usize>, ModelError> {
-    let have = head_outputs(graph);
+    let have = graph.head_outputs();
     if have == fit.classes {
         return Ok(None);
     }
@@ -114,7 +109,7 @@ mod tests {
         let (g, replaced) = load_graph_for("zoo:resnet20", 2, fit(10, false)).unwrap();
         assert_eq!((g.shape(g.output), replaced), (&[2, 10][..], None));
         let (g, _) = load_graph_for("zoo:lenet5", 2, fit(3, false)).unwrap();
-        assert_eq!(head_outputs(&g), 3);
+        assert_eq!(g.head_outputs(), 3);
     }
 
     #[test]

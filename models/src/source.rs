@@ -60,8 +60,9 @@ pub fn load_graph_for_shape(spec: &str, shape: &[usize]) -> Result<Graph, ModelE
 }
 
 /// A language model to train on a corpus of `vocab` tokens, at `batch` streams of `seq_len`
-/// tokens (the model's default, or a file's fixed length, when `None`): a zoo LM is built with that vocabulary (see [`zoo::seq::graph_with_vocab`]); an ONNX
-/// LM keeps its own, and its head must have an output for every token of the corpus.
+/// tokens (the model's default, or a file's fixed length, when `None`): a zoo LM is built with
+/// that vocabulary (see [`zoo::seq::graph_with_vocab`]); an ONNX LM keeps its own, and its head
+/// must have an output for every token of the corpus.
 pub fn load_lm_graph(
     spec: &str,
     batch: usize,
@@ -82,9 +83,7 @@ pub fn load_lm_graph(
         )),
         None => {
             let g = crate::onnx::import_file_with(Path::new(spec), batch, seq_len)?;
-            // the head's outputs: the last axis of the output (as `head::head_outputs`, which
-            // builds on this module)
-            let head = g.shape(g.output).last().copied().unwrap_or(0);
+            let head = g.head_outputs();
             if head < vocab {
                 return Err(ModelError::graph(
                     spec,

@@ -15,16 +15,20 @@ pub fn shared_data(sub: &str) -> Option<PathBuf> {
     if dir.is_dir() {
         return Some(dir);
     }
+    missing(&format!("{} not found", dir.display()));
+    None
+}
+
+/// A dataset the running test needs is missing: a failure under `CPTSIM_REQUIRE_DATA=1`, else a
+/// printed skip.
+fn missing(what: &str) {
     assert!(
         std::env::var("CPTSIM_REQUIRE_DATA").as_deref() != Ok("1"),
-        "CPTSIM_REQUIRE_DATA=1 but {} is missing",
-        dir.display()
+        "CPTSIM_REQUIRE_DATA=1 but {what}"
     );
     skip(&format!(
-        "{} not found (set CPTSIM_REQUIRE_DATA=1 to fail instead)",
-        dir.display()
+        "{what} (set CPTSIM_REQUIRE_DATA=1 to fail instead)"
     ));
-    None
 }
 
 /// Where Debian's `fortunes` package keeps its English text (≈ 2.6 MB).
@@ -33,8 +37,9 @@ pub const FORTUNES_DIR: &str = "/usr/share/games/fortunes";
 /// The `fortunes` corpus as one UTF-8 text file (every fortune file of [`FORTUNES_DIR`] in name
 /// order, the `%` separator lines dropped, invalid UTF-8 replaced), written once into `dir`; or
 /// `None` with a printed reason when the package is missing — unless `CPTSIM_REQUIRE_DATA=1`
-/// (CI, whose `.ci/run` installs it), which fails instead.
-pub fn fortunes_corpus(dir: &std::path::Path) -> Option<PathBuf> {
+/// (CI, whose `.ci/run` installs it), which fails instead. Reading or writing a file that is
+/// there is an error.
+pub fn fortunes_corpus(dir: &std::path::Path) -> std::io::Result<Option<PathBuf>> {
     let src = std::path::Path::new(FORTUNES_DIR);
     let mut names: Vec<PathBuf> = std::fs::read_dir(src)
         .map(|rd| {
@@ -44,19 +49,15 @@ pub fn fortunes_corpus(dir: &std::path::Path) -> Option<PathBuf> {
         })
         .unwrap_or_default();
     if names.is_empty() {
-        assert!(
-            std::env::var("CPTSIM_REQUIRE_DATA").as_deref() != Ok("1"),
-            "CPTSIM_REQUIRE_DATA=1 but {FORTUNES_DIR} has no fortune files (apt-get install fortunes)"
-        );
-        skip(&format!(
-            "{FORTUNES_DIR} not found (apt-get install fortunes; CPTSIM_REQUIRE_DATA=1 fails instead)"
+        missing(&format!(
+            "{FORTUNES_DIR} has no fortune files (apt-get install fortunes)"
         ));
-        return None;
+        return Ok(None);
     }
     names.sort();
     let mut text = String::new();
     for p in &names {
-        let bytes = std::fs::read(p).unwrap_or_default();
+        let bytes = std::fs::read(p)?;
         for line in String::from_utf8_lossy(&bytes).lines() {
             if line != "%" {
                 text.push_str(line);
@@ -65,10 +66,8 @@ pub fn fortunes_corpus(dir: &std::path::Path) -> Option<PathBuf> {
         }
     }
     let out = dir.join("fortunes.txt");
-    if let Err(e) = std::fs::write(&out, text) {
-        panic!("writing {}: {e}", out.display());
-    }
-    Some(out)
+    std::fs::write(&out, text)?;
+    Ok(Some(out))
 }
 
 /// Reports that the running test skips its work: a `SKIPPED: <test>: <reason>` line written to

@@ -10,7 +10,8 @@ use cptsim_e2e::{fortunes_corpus, run, stderr, stdout};
 /// The first `chars` characters of the fortunes corpus as a file in `dir` (the test's corpus:
 /// 90 / 5 / 5 % train / valid / test), or `None` (a printed skip) without the package.
 fn corpus(dir: &Path, chars: usize) -> Option<PathBuf> {
-    let all = fortunes_corpus(dir)?;
+    let all = fortunes_corpus(dir)
+        .unwrap_or_else(|e| panic!("building the fortunes corpus in {}: {e}", dir.display()))?;
     let text = std::fs::read_to_string(&all).unwrap();
     let cut: String = text.chars().take(chars).collect();
     let path = dir.join("fortunes-cut.txt");
@@ -109,6 +110,12 @@ fn static_and_cpt(model: &str, flags: &[&str]) {
                 .ends_with(",test_ppl,val_ppl"),
             "{metrics}"
         );
+        let last = metrics.lines().last().unwrap();
+        let val_ppl: f64 = last.rsplit(',').next().unwrap().parse().unwrap();
+        assert!(
+            val_ppl < 0.6 * unigram,
+            "{model} {name}: validation perplexity {val_ppl} is not well below {unigram}"
+        );
         let cost = zc706(model, &s, &out);
         let bitops = f(&cost, "gbitops");
         assert!(
@@ -192,7 +199,9 @@ fn text_data_errors_name_the_file_or_the_model() {
 #[test]
 fn an_lm_run_resumes_exactly() {
     let tmp = tempfile::tempdir().unwrap();
-    let words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far"];
+    let words = [
+        "the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far",
+    ];
     let text: String = (0..6000usize)
         .map(|i| words[(i * 7 + i / 3) % words.len()])
         .collect::<Vec<_>>()
@@ -203,8 +212,23 @@ fn an_lm_run_resumes_exactly() {
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     let (a, b) = (a.display().to_string(), b.display().to_string());
     let base = [
-        "train", "--model", "zoo:lstm-lm", "--data", &data, "--batch", "4", "--iters", "24",
-        "--eval-every", "8", "--schedule", "cosine", "--bits", "4:8", "--cycles", "2",
+        "train",
+        "--model",
+        "zoo:lstm-lm",
+        "--data",
+        &data,
+        "--batch",
+        "4",
+        "--iters",
+        "24",
+        "--eval-every",
+        "8",
+        "--schedule",
+        "cosine",
+        "--bits",
+        "4:8",
+        "--cycles",
+        "2",
     ];
     let straight = run(&[&base[..], &["--out", &a]].concat());
     assert!(straight.status.success(), "{}", stderr(&straight));

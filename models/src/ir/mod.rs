@@ -92,6 +92,12 @@ impl Graph {
         }
     }
 
+    /// Outputs of the head: the last axis of the graph output (a classifier's classes, a
+    /// language model's vocabulary).
+    pub fn head_outputs(&self) -> usize {
+        self.shape(self.output).last().copied().unwrap_or(0)
+    }
+
     /// Shape of a tensor.
     pub fn shape(&self, id: ValueId) -> &[usize] {
         self.values.get(id.0).map_or(&[], |v| v.shape.as_slice())

@@ -596,6 +596,10 @@ mod tests {
             err.contains("out/lsm") && err.contains("LogSoftmax"),
             "{err}"
         );
+        assert!(
+            err.contains("import and cost work, training does not"),
+            "{err}"
+        );
         // A plain RNN cell imports and costs but does not train.
         let mut g = ir::Graph::new("m", "test", 2, "x", vec![3, 2, 4]);
         let rec = ir::Recurrent {

@@ -82,12 +82,13 @@ const EMBED_INIT: f32 = 0.1;
 /// ViT/GPT implementations draw them with σ = 0.02).
 const POSITION_INIT: f32 = 0.02;
 
-/// The error for an IR op (or an attribute of it) the engine cannot run.
+/// The error for an IR op (or an attribute of it) the engine cannot run: the importer and the
+/// cost models take every IR op, so the message says that only training stops here.
 fn unsupported(node: &Node, why: impl std::fmt::Display) -> SimError {
     SimError::shape(
         &node.name,
         format!(
-            "op {} cannot run in the trainer engine: {why}",
+            "op {}: import and cost work, training does not: {why}",
             node.op.name()
         ),
     )
@@ -366,8 +367,7 @@ impl<R: Rng> Ctx<'_, R> {
                     ir::CellKind::Rnn => {
                         return Err(unsupported(
                             node,
-                            "import and cost work, training does not (no engine layer for a \
-                             plain RNN cell; LSTM and GRU train)",
+                            "no engine layer for a plain RNN cell (LSTM and GRU train)",
                         ))
                     }
                 };

@@ -221,15 +221,6 @@ impl<'a> Trainer<'a> {
         config: TrainConfig,
         policy: Box<dyn Policy>,
     ) -> Result<Self> {
-        if config.iterations == 0 || config.eval_every == 0 || config.eval_batch == 0 {
-            return Err(SimError::invalid(
-                "training settings",
-                format!(
-                    "iterations {}, eval interval {} and eval batch {} must be positive",
-                    config.iterations, config.eval_every, config.eval_batch
-                ),
-            ));
-        }
         for (what, d) in [("training set", &data.train), ("test set", &data.test)] {
             if d.classes > net.classes {
                 return Err(SimError::invalid(
@@ -302,6 +293,15 @@ impl<'a> Trainer<'a> {
         policy: Box<dyn Policy>,
         feed: Feed<'a>,
     ) -> Result<Self> {
+        if config.iterations == 0 || config.eval_every == 0 || config.eval_batch == 0 {
+            return Err(SimError::invalid(
+                "training settings",
+                format!(
+                    "iterations {}, eval interval {} and eval batch {} must be positive",
+                    config.iterations, config.eval_every, config.eval_batch
+                ),
+            ));
+        }
         let opt = Sgd::new(config.momentum, config.weight_decay);
         Ok(Self {
             net,

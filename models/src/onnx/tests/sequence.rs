@@ -468,3 +468,33 @@ fn decomposed_layer_norm_and_erf_gelu_fuse() {
     let e = err(&decomposed(true), None);
     assert!(e.contains("unsupported op type 'Pow'"), "{e}");
 }
+
+/// `binding_for_shape` reads the batch and the sequence length off the data's shape by the
+/// axes the file declares: `[seq, batch]` for the word-language-model LSTM, `[batch, seq]` for
+/// the Transformer, `[batch, …]` with no sequence for the ViT; a rank mismatch names the input.
+#[test]
+fn the_binding_follows_the_declared_axes_of_the_data() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/seq");
+    let proto = |f: &str| {
+        let bytes = std::fs::read(dir.join(f)).unwrap();
+        decode(&bytes, f).unwrap()
+    };
+    let lstm = proto("lstm_lm_legacy_opset14.onnx");
+    assert_eq!(
+        binding_for_shape(&lstm, "l", &[7, 3]).unwrap(),
+        (3, Some(7))
+    );
+    let tr = proto("transformer_lm_dynamo_opset18.onnx");
+    assert_eq!(binding_for_shape(&tr, "t", &[3, 9]).unwrap(), (3, Some(9)));
+    let vit = proto("vit_dynamo_opset18.onnx");
+    assert_eq!(
+        binding_for_shape(&vit, "v", &[5, 3, 16, 16]).unwrap(),
+        (5, None)
+    );
+    let e = binding_for_shape(&lstm, "l", &[7, 3, 1])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rank 2") && e.contains("[7, 3, 1]"), "{e}");
+    let g = import_file_for_shape(&dir.join("lstm_lm_legacy_opset14.onnx"), &[5, 2]).unwrap();
+    assert_eq!((g.batch, g.seq_len), (2, Some(5)));
+}
