@@ -1,25 +1,31 @@
 //! f32 matrix multiplication for the conv / linear layers.
 //!
-//! The kernels are the `gemm` crate's (AVX-512 / AVX2 / FMA microkernels chosen at run time), always
-//! called single-threaded. Parallelism is added here at one level only, over a *fixed* tiling of
-//! the problem, so results never depend on the number of threads:
+//! The kernels are the project's own ([`kernel`]: AVX-512, AVX2+FMA or portable, chosen at run
+//! time), inside a blocked, packed driver ([`blocked`]), always called single-threaded. Every
+//! element of a product is one chain of fused multiply-adds in reduction order, so a result does
+//! not depend on the vector path, the block sizes or the machine's caches: AVX-512, AVX2 and
+//! portable machines compute bit-identical numbers.
+//!
+//! Parallelism is added here at one level only, over a *fixed* tiling of the problem, so results
+//! never depend on the number of threads either:
 //! * [`matmul_rows_par`] splits the rows of the output into tiles of [`ROW_TILE`] rows;
 //! * [`matmul_tn_reduce_par`] splits a long reduction into chunks of [`REDUCE_CHUNK`] and adds the
 //!   partial products in chunk order.
-//!
-//! The same holds across machines: the `gemm` crate blocks the reduction by a `kc` it derives from
-//! the L1 cache it finds (512 on a 32 KiB 8-way L1, 1024 on a 48 KiB 12-way one), and a different
-//! blocking adds the products in a different order. [`matmul_into`] therefore hands it reductions
-//! of at most [`K_BLOCK`] terms, which it never splits, and adds the blocks in order itself.
+
+mod blocked;
+mod kernel;
 
 use std::cell::Cell;
 
-use gemm::Parallelism;
+use std::sync::OnceLock;
+
+use blocked::Strided;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 use crate::cputime::thread_cpu_seconds;
 use crate::error::{Result, SimError};
+use crate::peak::VectorPath;
 
 /// Rows of the output handled by one task in [`matmul_rows_par`].
 pub const ROW_TILE: usize = 1024;
@@ -27,9 +33,11 @@ pub const ROW_TILE: usize = 1024;
 /// Length of one reduction chunk in [`matmul_tn_reduce_par`].
 pub const REDUCE_CHUNK: usize = 4096;
 
-/// Longest reduction passed to the `gemm` crate in one call. It never splits a reduction of 512
-/// or fewer terms on any cache geometry, so the summation order is fixed by the shapes alone.
-pub const K_BLOCK: usize = 512;
+/// The vector path every GEMM of this process runs on: the widest this CPU has.
+pub fn vector_path() -> VectorPath {
+    static PATH: OnceLock<VectorPath> = OnceLock::new();
+    *PATH.get_or_init(VectorPath::detect)
+}
 
 /// Samples per conv work block: about [`ROW_TILE`] GEMM rows, at least one sample. Fixed by the
 /// geometry (`rows_per_sample` output pixels per sample), so the blocking (and every sum) is the
@@ -85,6 +93,9 @@ pub fn profile(on: bool) -> GemmProfile {
 }
 
 /// `C = A·B` (or `C += A·B` when `accumulate`), single-threaded. Any strides are accepted.
+///
+/// Each element is `c ← fma(a[i,p], b[p,j], c)` over `p` in order, starting from `0` (or from
+/// `C`'s value when `accumulate`), on every vector path.
 pub fn matmul_into(
     mut c: ArrayViewMut2<f32>,
     a: ArrayView2<f32>,
@@ -104,14 +115,9 @@ pub fn matmul_into(
         return Ok(());
     }
     let started = PROFILE.with(|p| p.get().is_some()).then(thread_cpu_seconds);
-    for k0 in (0..k).step_by(K_BLOCK) {
-        let k1 = (k0 + K_BLOCK).min(k);
-        let (ab, bb) = (
-            a.slice(ndarray::s![.., k0..k1]),
-            b.slice(ndarray::s![k0..k1, ..]),
-        );
-        gemm_block(c.view_mut(), ab, bb, accumulate || k0 > 0);
-    }
+    // SAFETY: the shapes conform and are non-empty (checked above), the views describe valid
+    // elements, and `c` is a unique borrow, so it aliases neither `a` nor `b`.
+    unsafe { product(vector_path(), c.view_mut(), a, b, accumulate) };
     if let Some(t0) = started {
         let (dt, flops) = (thread_cpu_seconds() - t0, 2 * (m * n * k) as u64);
         PROFILE.with(|p| p.set(p.get().map(|(a, b)| (a + dt, b + flops))));
@@ -119,40 +125,39 @@ pub fn matmul_into(
     Ok(())
 }
 
-/// One call of the `gemm` crate on conforming, non-empty views with at most [`K_BLOCK`] terms per
-/// reduction.
-fn gemm_block(mut c: ArrayViewMut2<f32>, a: ArrayView2<f32>, b: ArrayView2<f32>, accumulate: bool) {
+/// [`blocked::gemm`] on ndarray views.
+///
+/// # Safety
+/// `path` runs on this CPU; the views conform and are non-empty.
+unsafe fn product(
+    path: VectorPath,
+    mut c: ArrayViewMut2<f32>,
+    a: ArrayView2<f32>,
+    b: ArrayView2<f32>,
+    accumulate: bool,
+) {
     let (m, k) = a.dim();
     let n = b.ncols();
-    debug_assert!(k <= K_BLOCK && b.nrows() == k && c.dim() == (m, n));
+    debug_assert!(b.nrows() == k && c.dim() == (m, n) && m * n * k > 0);
     let (cs, as_, bs) = (c.strides(), a.strides(), b.strides());
-    let (cs, as_, bs) = ([cs[0], cs[1]], [as_[0], as_[1]], [bs[0], bs[1]]);
-    // SAFETY: the three views are valid ndarray views (every index they describe is in bounds),
-    // their shapes conform (checked by `matmul_into`, the only caller), and `c` is a unique (&mut) borrow so it cannot
-    // alias `a` or `b`. The gemm crate reads/writes exactly the described elements.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr(),
-            cs[1],
-            cs[0],
-            accumulate,
-            a.as_ptr(),
-            as_[1],
-            as_[0],
-            b.as_ptr(),
-            bs[1],
-            bs[0],
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            Parallelism::None,
-        );
-    }
+    let cs = [cs[0], cs[1]];
+    let a = Strided {
+        ptr: a.as_ptr(),
+        rs: as_[0],
+        cs: as_[1],
+    };
+    let b = Strided {
+        ptr: b.as_ptr(),
+        rs: bs[0],
+        cs: bs[1],
+    };
+    let c = Strided {
+        ptr: c.as_mut_ptr(),
+        rs: cs[0],
+        cs: cs[1],
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { blocked::gemm(path, (m, n, k), a, b, c, accumulate) }
 }
 
 /// `C = A·B` (or `C += A·B`), with the rows of `C` split into fixed tiles of [`ROW_TILE`] rows
@@ -269,29 +274,82 @@ mod tests {
         }
     }
 
+    /// The defining order: `c ← fma(a[i,p], b[p,j], c)` for p in order, from 0 or from `c0`.
+    fn fused_chain(
+        a: ArrayView2<f32>,
+        b: ArrayView2<f32>,
+        c0: Option<&Array2<f32>>,
+    ) -> Array2<f32> {
+        Array2::from_shape_fn((a.nrows(), b.ncols()), |(i, j)| {
+            let init = c0.map_or(0.0, |c| c[[i, j]]);
+            (0..a.ncols()).fold(init, |c, p| a[[i, p]].mul_add(b[[p, j]], c))
+        })
+    }
+
+    fn paths() -> Vec<VectorPath> {
+        let det = VectorPath::detect();
+        [VectorPath::Portable, VectorPath::Avx2, VectorPath::Avx512]
+            .into_iter()
+            .filter(|&p| match p {
+                VectorPath::Portable => true,
+                VectorPath::Avx2 => det != VectorPath::Portable,
+                VectorPath::Avx512 => det == VectorPath::Avx512,
+            })
+            .collect()
+    }
+
     #[test]
-    fn long_reductions_add_fixed_blocks_in_order() {
-        // 1100 terms: blocks of 512, 512 and 76, whatever cache the machine reports.
-        let (m, n, k) = (70, 90, 1100);
-        let a = random(m, k, 9);
-        let b = random(k, n, 10);
-        let mut c = Array2::<f32>::zeros((m, n));
-        matmul_into(c.view_mut(), a.view(), b.view(), false).unwrap();
-        let mut r = Array2::<f32>::zeros((m, n));
-        for (i, k0) in [0, 512, 1024].into_iter().enumerate() {
-            let k1 = (k0 + K_BLOCK).min(k);
-            let (ab, bb) = (
-                a.slice(ndarray::s![.., k0..k1]),
-                b.slice(ndarray::s![k0..k1, ..]),
-            );
-            gemm_block(r.view_mut(), ab, bb, i > 0);
+    fn every_path_gives_the_fused_chain_bit_for_bit() {
+        // Shapes crossing every block edge (tile rows, NR, KC = 256, MC = 144, NC = 1024), both
+        // orientations (m < n is computed as Cᵀ = Bᵀ·Aᵀ), transposed and strided views, and
+        // accumulation into C.
+        let shapes = [
+            (1, 1, 1),
+            (7, 5, 3),
+            (13, 17, 300),
+            (150, 33, 27),
+            (5, 1100, 40),
+            (40, 1030, 9),
+            (300, 16, 520),
+        ];
+        for (s, &(m, n, k)) in shapes.iter().enumerate() {
+            let s = s as u64;
+            let a = random(m, k, 10 + s);
+            let bt = random(n, k, 20 + s);
+            let c0 = random(m, n, 30 + s);
+            let wide = random(m, 2 * n, 40 + s);
+            // B by columns (a transposed view) and by rows (read in place, bar a last partial
+            // panel).
+            let b_rows = bt.t().as_standard_layout().into_owned();
+            for (accumulate, b) in [(false, bt.t()), (true, bt.t()), (false, b_rows.view())] {
+                let want = fused_chain(a.view(), b, accumulate.then_some(&c0));
+                for path in paths() {
+                    let what = format!("{path:?} {m}x{n}x{k} accumulate {accumulate}");
+                    // C as a strided view (every other column of a wider matrix).
+                    let mut big = wide.clone();
+                    let mut c = big.slice_mut(ndarray::s![.., ..;2]);
+                    c.assign(&c0);
+                    // SAFETY: `path` runs here; the shapes conform and are non-empty.
+                    unsafe { product(path, c.view_mut(), a.view(), b, accumulate) };
+                    assert_eq!(c, want, "{what}");
+                    // The skipped columns are untouched.
+                    let odd = ndarray::s![.., 1..;2];
+                    assert_eq!(big.slice(odd), wide.slice(odd), "{what}");
+                    // C stored by columns (computed as Cᵀ = Bᵀ·Aᵀ).
+                    let mut ct = c0.t().as_standard_layout().into_owned();
+                    // SAFETY: as above.
+                    unsafe {
+                        product(path, ct.view_mut().reversed_axes(), a.view(), b, accumulate)
+                    };
+                    assert_eq!(ct.t(), want, "{what}, C by columns");
+                }
+            }
         }
-        assert_eq!(c, r);
-        assert_close(&c, &naive(a.view(), b.view()), k);
     }
 
     #[test]
     fn accumulate_adds_to_existing() {
+        // Also through the public entry point and the detected path.
         let a = random(40, 30, 3);
         let b = random(30, 20, 4);
         let mut c = Array2::<f32>::ones((40, 20));

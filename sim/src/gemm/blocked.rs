@@ -1,0 +1,159 @@
+//! The blocked GEMM around the microkernels: `B` packed into panels of [`NR`] columns per block
+//! of [`KC`] reduction terms, `A` read in place, tiles of `C` walked so that a packed panel stays
+//! in L1 and a block of `A` in L2.
+//!
+//! The block sizes only decide the order in which tiles are visited, never the order of any
+//! sum (each element of `C` is one fused chain in reduction order, continued from `C` between
+//! blocks), so they may be tuned per machine without changing a result.
+
+use std::cell::RefCell;
+
+use super::kernel::{self, Tile, NR};
+use crate::peak::VectorPath;
+
+/// Reduction terms per block when `A` has many rows: a panel of `B` (`KC × NR` floats, 16 KiB)
+/// stays in L1 while the rows of `A` stream past it.
+const KC: usize = 256;
+
+/// Reduction terms per block for an `A` of `m` rows. A short `A` (the weight gradient's `C_out`
+/// rows) is reused by every panel, so its block and one panel should share L1 (16 KiB of it):
+/// 128 terms for 16 rows, 64 for 32 or more (measured on the ResNet-20 shapes; any value gives
+/// the same result).
+fn kc_for(m: usize) -> usize {
+    if m >= MC {
+        KC
+    } else {
+        (4096 / (NR + m)).clamp(64, KC) / 32 * 32
+    }
+}
+/// Rows of `A` per block (a multiple of every path's tile height: 4, 6, 12).
+const MC: usize = 144;
+/// Columns of `B` per packed block.
+const NC: usize = 1024;
+
+/// A strided matrix: element `(i, j)` at `ptr + i·rs + j·cs`.
+#[derive(Clone, Copy)]
+pub(super) struct Strided<P> {
+    pub ptr: P,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+impl<P> Strided<P> {
+    fn t(self) -> Self {
+        Strided {
+            ptr: self.ptr,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+}
+
+thread_local! {
+    /// The calling thread's packing buffer, kept across calls.
+    static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `C[m,n] = A[m,k]·B[k,n]` (or continued from `C` when `accumulate`) on `path`, each element
+/// one chain of fused multiply-adds over `k` in order.
+///
+/// # Safety
+/// `path` runs on this CPU; `m, n, k ≥ 1`; `a`, `b`, `c` describe valid `m×k`, `k×n`, `m×n`
+/// matrices; `c` aliases neither `a` nor `b`.
+pub(super) unsafe fn gemm(
+    path: VectorPath,
+    (m, n, k): (usize, usize, usize),
+    a: Strided<*const f32>,
+    b: Strided<*const f32>,
+    c: Strided<*mut f32>,
+    accumulate: bool,
+) {
+    // The kernels read and write whole rows of a tile as vectors when C's columns are adjacent:
+    // a C stored by columns is computed as Cᵀ = Bᵀ·Aᵀ.
+    if c.cs != 1 && c.rs == 1 {
+        // SAFETY: the transposed views describe the same valid elements.
+        return unsafe { gemm(path, (n, m, k), b.t(), a.t(), c.t(), accumulate) };
+    }
+    let (kcb, mcb) = (kc_for(m), MC);
+    PACKED.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        for jc in (0..n).step_by(NC) {
+            let nc = NC.min(n - jc);
+            for pc in (0..k).step_by(kcb) {
+                let kc = kcb.min(k - pc);
+                // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
+                let panels = unsafe { panels(&mut buf, b, (pc, kc), (jc, nc)) };
+                for ic in (0..m).step_by(mcb) {
+                    let mc = mcb.min(m - ic);
+                    for (p, &(bp, rsb)) in panels.iter().enumerate() {
+                        let j0 = jc + p * NR;
+                        let strip = Tile {
+                            a: a.ptr
+                                .wrapping_offset(ic as isize * a.rs + pc as isize * a.cs),
+                            rsa: a.rs,
+                            csa: a.cs,
+                            b: bp,
+                            rsb,
+                            kc,
+                            c: c.ptr
+                                .wrapping_offset(ic as isize * c.rs + j0 as isize * c.cs),
+                            rsc: c.rs,
+                            csc: c.cs,
+                            rows: mc,
+                            cols: NR.min(n - j0),
+                            load: accumulate || pc > 0,
+                        };
+                        // SAFETY: the strip lies inside the valid matrices; `path` runs here.
+                        unsafe { kernel::run(path, &strip) };
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The [`NR`]-column panels of rows `p0..p0+kc`, columns `j0..j0+nc` of `b`, as (first element,
+/// row stride). Whole panels of a `B` with adjacent columns are read in place; the others are
+/// packed into `buf` (`kc × NR` values, zero beyond the last column).
+///
+/// # Safety
+/// Those rows and columns of `b` are valid elements. The pointers are valid while `buf` is not
+/// touched again.
+unsafe fn panels(
+    buf: &mut Vec<f32>,
+    b: Strided<*const f32>,
+    (p0, kc): (usize, usize),
+    (j0, nc): (usize, usize),
+) -> Vec<(*const f32, isize)> {
+    let count = nc.div_ceil(NR);
+    let in_place = |p: usize| b.cs == 1 && (p + 1) * NR <= nc;
+    let packed = (0..count).filter(|&p| !in_place(p)).count();
+    if buf.len() < packed * kc * NR {
+        buf.resize(packed * kc * NR, 0.0);
+    }
+    let mut next = buf.as_mut_ptr();
+    (0..count)
+        .map(|p| {
+            let jp = j0 + p * NR;
+            let src = b
+                .ptr
+                .wrapping_offset(p0 as isize * b.rs + jp as isize * b.cs);
+            if in_place(p) {
+                return (src, b.rs);
+            }
+            let cols = NR.min(nc - p * NR);
+            // SAFETY: `buf` holds `packed` panels; this is one of them.
+            let panel = unsafe { std::slice::from_raw_parts_mut(next, kc * NR) };
+            next = next.wrapping_add(kc * NR);
+            for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                let src = src.wrapping_offset(i as isize * b.rs);
+                for (j, x) in row[..cols].iter_mut().enumerate() {
+                    // SAFETY: element (p0+i, jp+j) is valid.
+                    *x = unsafe { *src.offset(j as isize * b.cs) };
+                }
+                row[cols..].fill(0.0);
+            }
+            (panel.as_ptr(), NR as isize)
+        })
+        .collect()
+}

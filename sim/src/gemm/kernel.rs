@@ -1,0 +1,285 @@
+//! Microkernels: one `MR × NR` tile of `C` from `MR` rows of `A` (read in place, any strides) and
+//! one packed `kc × NR` panel of `B`.
+//!
+//! Every path computes each element of `C` as one chain of fused multiply-adds in reduction
+//! order, `c ← fma(a[i,p], b[p,j], c)` for `p = 0, 1, …`, starting from `0` or from `C`'s value.
+//! The vector width only decides how many elements advance together, so AVX-512, AVX2 and the
+//! portable path (`f32::mul_add`, a correctly rounded fused multiply-add on every target) give
+//! bit-identical results.
+
+use crate::peak::VectorPath;
+
+/// Columns of one packed `B` panel, on every path.
+pub(super) const NR: usize = 16;
+
+/// The operands of a strip of tiles: `rows` rows of `A` and `C` (any number; the kernels walk
+/// them in tiles of their `MR` rows) against one packed panel. `a` points at `A[i0, p0]`, `b` at
+/// the panel (`kc` rows of [`NR`] values, `rsb` apart), `c` at `C[i0, j0]`.
+#[derive(Clone, Copy)]
+pub(super) struct Tile {
+    pub a: *const f32,
+    pub rsa: isize,
+    pub csa: isize,
+    pub b: *const f32,
+    /// Distance between rows of the panel (`NR` when packed).
+    pub rsb: isize,
+    pub kc: usize,
+    pub c: *mut f32,
+    pub rsc: isize,
+    pub csc: isize,
+    /// Rows of the strip (`≥ 1`) and valid columns (`1..=NR`).
+    pub rows: usize,
+    pub cols: usize,
+    /// Continue the chains from `C`'s values (else from zero).
+    pub load: bool,
+}
+
+impl Tile {
+    /// The tile of rows `i0..i0 + mr` of a strip of `rows` rows (`rows` then counts that tile's
+    /// valid rows).
+    fn sub(&self, i0: usize, mr: usize) -> Tile {
+        Tile {
+            a: self.a.wrapping_offset(i0 as isize * self.rsa),
+            c: self.c.wrapping_offset(i0 as isize * self.rsc),
+            rows: mr.min(self.rows - i0),
+            ..*self
+        }
+    }
+
+    /// Copies the valid part of `C` into `buf` (zeros elsewhere).
+    ///
+    /// # Safety
+    /// `c`, `rsc`, `csc`, `rows`, `cols` describe valid elements.
+    unsafe fn read<const MR: usize>(&self, buf: &mut [[f32; NR]; MR]) {
+        for (r, row) in buf.iter_mut().enumerate().take(self.rows) {
+            for (j, x) in row.iter_mut().enumerate().take(self.cols) {
+                // SAFETY: (r, j) is a valid element of the tile (caller's contract).
+                *x = unsafe { *self.c.offset(r as isize * self.rsc + j as isize * self.csc) };
+            }
+        }
+    }
+
+    /// Writes the valid part of `buf` to `C`.
+    ///
+    /// # Safety
+    /// As [`Tile::read`].
+    unsafe fn write<const MR: usize>(&self, buf: &[[f32; NR]; MR]) {
+        for (r, row) in buf.iter().enumerate().take(self.rows) {
+            for (j, x) in row.iter().enumerate().take(self.cols) {
+                // SAFETY: as in `read`.
+                unsafe { *self.c.offset(r as isize * self.rsc + j as isize * self.csc) = *x };
+            }
+        }
+    }
+
+    /// A whole tile of a `C` with unit column stride: read and written as vectors in place.
+    fn contiguous<const MR: usize>(&self) -> bool {
+        self.rows == MR && self.cols == NR && self.csc == 1
+    }
+
+    /// Row pointers of `A`; rows past the valid ones repeat row 0 (computed, never stored).
+    ///
+    /// # Safety
+    /// `a` and `rsa` describe `rows` valid rows.
+    unsafe fn rows_of_a<const MR: usize>(&self) -> [*const f32; MR] {
+        std::array::from_fn(|r| {
+            let r = if r < self.rows { r } else { 0 };
+            self.a.wrapping_offset(r as isize * self.rsa)
+        })
+    }
+}
+
+/// Runs one strip on `path`.
+///
+/// # Safety
+/// `path` runs on this CPU; the tile's pointers and strides describe valid elements: `rows` rows
+/// by `kc` columns of `A`, `kc × NR` packed values at `b`, `rows × cols` elements of `C`.
+pub(super) unsafe fn run(path: VectorPath, t: &Tile) {
+    debug_assert!(t.rows >= 1 && (1..=NR).contains(&t.cols));
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller checked that the CPU runs `path`; the tile is valid.
+        VectorPath::Avx512 => unsafe { x86::avx512(t) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        VectorPath::Avx2 => unsafe { x86::avx2(t) },
+        // SAFETY: the tile is valid.
+        _ => unsafe { portable(t) },
+    }
+}
+
+const PORTABLE_MR: usize = 4;
+
+/// Scalar fused multiply-adds (vectorised by the compiler where the target has FMA).
+///
+/// # Safety
+/// As [`run`].
+unsafe fn portable(strip: &Tile) {
+    for i0 in (0..strip.rows).step_by(PORTABLE_MR) {
+        // SAFETY: a tile of the valid strip.
+        unsafe { portable_tile(&strip.sub(i0, PORTABLE_MR)) };
+    }
+}
+
+/// One tile of [`portable`].
+///
+/// # Safety
+/// As [`run`], with at most `PORTABLE_MR` rows.
+unsafe fn portable_tile(t: &Tile) {
+    let mut acc = [[0.0f32; NR]; PORTABLE_MR];
+    if t.load {
+        // SAFETY: the tile is valid (caller's contract).
+        unsafe { t.read(&mut acc) };
+    }
+    // SAFETY: as above.
+    let rows = unsafe { t.rows_of_a::<PORTABLE_MR>() };
+    let (mut b, mut off) = (t.b, 0isize);
+    for _ in 0..t.kc {
+        // SAFETY: `b` walks the `kc × NR` packed panel; `off` stays within the first `kc`
+        // columns of the valid rows of `A`.
+        let bv: &[f32; NR] = unsafe { &*(b as *const [f32; NR]) };
+        for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+            // SAFETY: as above.
+            let a = unsafe { *row.offset(off) };
+            for (c, &bj) in acc.iter_mut().zip(bv) {
+                *c = a.mul_add(bj, *c);
+            }
+        }
+        b = b.wrapping_offset(t.rsb);
+        off += t.csa;
+    }
+    // SAFETY: as above.
+    unsafe { t.write(&acc) };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{Tile, NR};
+
+    /// `unsafe fn NAME(&Tile)`: a strip in tiles of `MR × NR` (the last one `R × NR`, `R < MR`,
+    /// so no row is computed in vain), each held as `R × NV` vector accumulators of `LANES` lanes
+    /// (`NV · LANES = NR`), compiled for `FEATURES`.
+    macro_rules! microkernel {
+        ($name:ident, $tile:ident, $features:literal, $mr:literal, [$($tail:literal),*], $nv:literal,
+         $lanes:literal, $zero:ident, $set1:ident, $load:ident, $fmadd:ident, $store:ident) => {
+            /// # Safety
+            /// The CPU runs `FEATURES`; the strip is valid (see `kernel::run`).
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $name(strip: &Tile) {
+                const MR: usize = $mr;
+                let whole = strip.rows - strip.rows % MR;
+                for i0 in (0..whole).step_by(MR) {
+                    // SAFETY: a tile of the valid strip.
+                    unsafe { $tile::<MR>(&strip.sub(i0, MR)) };
+                }
+                let t = &strip.sub(whole, MR);
+                match strip.rows - whole {
+                    // SAFETY: as above.
+                    $($tail => unsafe { $tile::<$tail>(t) },)*
+                    _ => {}
+                }
+            }
+
+            /// One `R`-row tile of the strip kernel.
+            ///
+            /// # Safety
+            /// As the strip kernel, with exactly `R` valid rows.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn $tile<const R: usize>(t: &Tile) {
+                const _: () = assert!($nv * $lanes == NR);
+                let mut acc = [[$zero(); $nv]; R];
+                let whole = t.contiguous::<R>();
+                if t.load {
+                    if whole {
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            for (v, x) in acc.iter_mut().enumerate() {
+                                // SAFETY: a whole tile with unit column stride: row r holds NR
+                                // consecutive valid elements.
+                                *x = unsafe {
+                                    $load(t.c.offset(r as isize * t.rsc).add(v * $lanes))
+                                };
+                            }
+                        }
+                    } else {
+                        let mut buf = [[0.0f32; NR]; R];
+                        // SAFETY: the tile is valid.
+                        unsafe { t.read(&mut buf) };
+                        for (acc, row) in acc.iter_mut().zip(&buf) {
+                            for (v, x) in acc.iter_mut().enumerate() {
+                                // SAFETY: `row` holds NR values.
+                                *x = unsafe { $load(row.as_ptr().add(v * $lanes)) };
+                            }
+                        }
+                    }
+                }
+                // SAFETY: the tile is valid.
+                let rows = unsafe { t.rows_of_a::<R>() };
+                let (mut b, mut off) = (t.b, 0isize);
+                for _ in 0..t.kc {
+                    // SAFETY: `b` walks the packed `kc × NR` panel.
+                    let bv: [_; $nv] =
+                        std::array::from_fn(|v| unsafe { $load(b.add(v * $lanes)) });
+                    for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+                        // SAFETY: `off` stays within the first `kc` columns of a valid row.
+                        let a = $set1(unsafe { *row.offset(off) });
+                        for (x, &bv) in acc.iter_mut().zip(&bv) {
+                            *x = $fmadd(a, bv, *x);
+                        }
+                    }
+                    b = b.wrapping_offset(t.rsb);
+                    off += t.csa;
+                }
+                if whole {
+                    for (r, acc) in acc.iter().enumerate() {
+                        for (v, x) in acc.iter().enumerate() {
+                            // SAFETY: as for the load above.
+                            unsafe { $store(t.c.offset(r as isize * t.rsc).add(v * $lanes), *x) };
+                        }
+                    }
+                } else {
+                    let mut buf = [[0.0f32; NR]; R];
+                    for (acc, row) in acc.iter().zip(buf.iter_mut()) {
+                        for (v, x) in acc.iter().enumerate() {
+                            // SAFETY: `row` holds NR values.
+                            unsafe { $store(row.as_mut_ptr().add(v * $lanes), *x) };
+                        }
+                    }
+                    // SAFETY: the tile is valid.
+                    unsafe { t.write(&buf) };
+                }
+            }
+        };
+    }
+
+    microkernel!(
+        avx512,
+        avx512_tile,
+        "avx512f",
+        12,
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+        1,
+        16,
+        _mm512_setzero_ps,
+        _mm512_set1_ps,
+        _mm512_loadu_ps,
+        _mm512_fmadd_ps,
+        _mm512_storeu_ps
+    );
+    microkernel!(
+        avx2,
+        avx2_tile,
+        "avx2,fma",
+        6,
+        [1, 2, 3, 4, 5],
+        2,
+        8,
+        _mm256_setzero_ps,
+        _mm256_set1_ps,
+        _mm256_loadu_ps,
+        _mm256_fmadd_ps,
+        _mm256_storeu_ps
+    );
+}
