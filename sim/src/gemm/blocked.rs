@@ -59,25 +59,6 @@ pub(super) struct RowTable<'a> {
     pub cs: isize,
 }
 
-/// Where `B` is: a strided matrix, or row pointers cut into column segments — element `(p, j)`
-/// at `table[(j / seg)·k + p] + j % seg` for a `B` of `k` rows (a convolution's im2col matrix: one
-/// segment per kernel tap, each row pointing at an input pixel's channels or at zeros). `seg` is
-/// a multiple of [`NR`], so a panel never crosses segments.
-#[derive(Clone, Copy)]
-pub(super) enum BSource<'a> {
-    Strided(Strided<*const f32>),
-    Table { table: &'a [*const f32], seg: usize },
-}
-
-/// One panel of `B` as the kernels read it (see [`Tile`]).
-#[derive(Clone, Copy)]
-struct Panel {
-    b: *const f32,
-    rsb: isize,
-    btab: *const *const f32,
-    boff: usize,
-}
-
 thread_local! {
     /// The calling thread's packing buffer, kept across calls.
     static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -90,23 +71,20 @@ thread_local! {
 ///
 /// # Safety
 /// `path` runs on this CPU; `m, n, k ≥ 1`; `a`, `b`, `c` describe valid `m×k`, `k×n`, `m×n`
-/// matrices (`b` as in [`gemm_rows`]); `c` aliases neither `a` nor `b`.
+/// matrices; `c` aliases neither `a` nor `b`.
 pub(super) unsafe fn gemm(
     path: VectorPath,
     (m, n, k): (usize, usize, usize),
     a: Strided<*const f32>,
-    b: BSource<'_>,
+    b: Strided<*const f32>,
     c: Strided<*mut f32>,
     accumulate: bool,
 ) {
     // The kernels read and write whole rows of a tile as vectors when C's columns are adjacent:
-    // a C stored by columns is computed as Cᵀ = Bᵀ·Aᵀ (when B is a matrix).
-    if let BSource::Strided(b) = b {
-        if c.cs != 1 && c.rs == 1 {
-            let a = BSource::Strided(a.t());
-            // SAFETY: the transposed views describe the same valid elements.
-            return unsafe { gemm(path, (n, m, k), b.t(), a, c.t(), accumulate) };
-        }
+    // a C stored by columns is computed as Cᵀ = Bᵀ·Aᵀ.
+    if c.cs != 1 && c.rs == 1 {
+        // SAFETY: the transposed views describe the same valid elements.
+        return unsafe { gemm(path, (n, m, k), b.t(), a.t(), c.t(), accumulate) };
     }
     ROWS.with(|rows| {
         let mut rows = rows.borrow_mut();
@@ -127,14 +105,13 @@ pub(super) unsafe fn gemm(
 ///
 /// # Safety
 /// `path` runs on this CPU; `m, n, k ≥ 1`; `a.seg ≥ 1` divides `k`; `a.table` holds
-/// `k / a.seg · m` pointers, each to `a.seg` valid terms `a.cs` apart; `b` describes a valid
-/// `k×n` matrix (a table: `seg` a multiple of [`NR`] dividing `n`, `n / seg · k` pointers to
-/// `seg` valid values each); `c` a valid `m×n` matrix aliasing neither `a` nor `b`.
+/// `k / a.seg · m` pointers, each to `a.seg` valid terms `a.cs` apart; `b` and `c` describe valid
+/// `k×n` and `m×n` matrices; `c` aliases neither `a` nor `b`.
 pub(super) unsafe fn gemm_rows(
     path: VectorPath,
     (m, n, k): (usize, usize, usize),
     a: RowTable<'_>,
-    b: BSource<'_>,
+    b: Strided<*const f32>,
     c: Strided<*mut f32>,
     accumulate: bool,
 ) {
@@ -146,22 +123,11 @@ pub(super) unsafe fn gemm_rows(
             let nc = NC.min(n - jc);
             for pc in (0..k).step_by(kcb) {
                 let kc = kcb.min(k - pc);
-                let panels = match b {
-                    // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
-                    BSource::Strided(b) => unsafe { panels(&mut buf, b, (pc, kc), (jc, nc)) },
-                    BSource::Table { table, seg } => (jc..jc + nc)
-                        .step_by(NR)
-                        .map(|j| Panel {
-                            b: std::ptr::null(),
-                            rsb: 0,
-                            btab: table[(j / seg) * k + pc..].as_ptr(),
-                            boff: j % seg,
-                        })
-                        .collect(),
-                };
+                // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
+                let panels = unsafe { panels(&mut buf, b, (pc, kc), (jc, nc)) };
                 for ic in (0..m).step_by(mcb) {
                     let mc = mcb.min(m - ic);
-                    for (p, panel) in panels.iter().enumerate() {
+                    for (p, &(bp, rsb)) in panels.iter().enumerate() {
                         let j0 = jc + p * NR;
                         let strip = Tile {
                             a: a.table[ic..].as_ptr(),
@@ -169,10 +135,8 @@ pub(super) unsafe fn gemm_rows(
                             seg: a.seg,
                             csa: a.cs,
                             p0: pc,
-                            b: panel.b,
-                            rsb: panel.rsb,
-                            btab: panel.btab,
-                            boff: panel.boff,
+                            b: bp,
+                            rsb,
                             kc,
                             c: c.ptr
                                 .wrapping_offset(ic as isize * c.rs + j0 as isize * c.cs),
@@ -203,7 +167,7 @@ unsafe fn panels(
     b: Strided<*const f32>,
     (p0, kc): (usize, usize),
     (j0, nc): (usize, usize),
-) -> Vec<Panel> {
+) -> Vec<(*const f32, isize)> {
     let count = nc.div_ceil(NR);
     let in_place = |p: usize| b.cs == 1 && (p + 1) * NR <= nc;
     let packed = (0..count).filter(|&p| !in_place(p)).count();
@@ -218,12 +182,7 @@ unsafe fn panels(
                 .ptr
                 .wrapping_offset(p0 as isize * b.rs + jp as isize * b.cs);
             if in_place(p) {
-                return Panel {
-                    b: src,
-                    rsb: b.rs,
-                    btab: std::ptr::null(),
-                    boff: 0,
-                };
+                return (src, b.rs);
             }
             let cols = NR.min(nc - p * NR);
             // SAFETY: `buf` holds `packed` panels; this is one of them.
@@ -237,12 +196,7 @@ unsafe fn panels(
                 }
                 row[cols..].fill(0.0);
             }
-            Panel {
-                b: panel.as_ptr(),
-                rsb: NR as isize,
-                btab: std::ptr::null(),
-                boff: 0,
-            }
+            (panel.as_ptr(), NR as isize)
         })
         .collect()
 }

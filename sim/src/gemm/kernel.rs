@@ -22,7 +22,7 @@ pub(super) const NR: usize = 16;
 ///
 /// Row `i` of `A` in segment `s` starts at `*a.offset(s·seg_stride + i)`; its term `p` (with
 /// `p / seg = s`) is at that pointer `+ (p % seg)·csa`. `b` points at the panel (`kc` rows of [`NR`]
-/// values, `rsb` apart; or see `btab`), `c` at the strip's first element of `C`.
+/// values, `rsb` apart), `c` at the strip's first element of `C`.
 #[derive(Clone, Copy)]
 pub(super) struct Tile {
     pub a: *const *const f32,
@@ -33,10 +33,6 @@ pub(super) struct Tile {
     pub b: *const f32,
     /// Distance between rows of the panel (`NR` when packed).
     pub rsb: isize,
-    /// When not null, row `p0 + i` of the panel is at `*btab.add(i) + boff` instead (`b` and
-    /// `rsb` unused): a convolution's im2col matrix as `B`, read in place.
-    pub btab: *const *const f32,
-    pub boff: usize,
     pub kc: usize,
     pub c: *mut f32,
     pub rsc: isize,
@@ -105,29 +101,6 @@ impl Tile {
         })
     }
 
-    /// The next row of the panel of `B`, advancing the cursor (`b` by `rsb`, or `bt` through
-    /// the table).
-    ///
-    /// # Safety
-    /// `TABLE` says whether `btab` is set; with a table, `bt` points at a valid entry.
-    #[inline(always)]
-    unsafe fn next_b<const TABLE: bool>(
-        &self,
-        b: &mut *const f32,
-        bt: &mut *const *const f32,
-    ) -> *const f32 {
-        if !TABLE {
-            let row = *b;
-            *b = b.wrapping_offset(self.rsb);
-            row
-        } else {
-            // SAFETY: a valid table entry (caller's contract).
-            let row = unsafe { **bt }.wrapping_add(self.boff);
-            *bt = bt.wrapping_add(1);
-            row
-        }
-    }
-
     /// Pointers to term `off` of segment `s` of the tile's rows; rows past the valid ones repeat
     /// row 0 (computed, never stored).
     ///
@@ -186,7 +159,7 @@ unsafe fn portable_tile(t: &Tile) {
         // SAFETY: the tile is valid (caller's contract).
         unsafe { t.read(&mut acc) };
     }
-    let (mut b, mut bt) = (t.b, t.btab);
+    let mut b = t.b;
     for (seg, off, len) in t.segments() {
         // SAFETY: as above.
         let rows = unsafe { t.rows_of_a::<PORTABLE_MR>(seg, off) };
@@ -194,15 +167,7 @@ unsafe fn portable_tile(t: &Tile) {
         for _ in 0..len {
             // SAFETY: `b` walks the `kc × NR` panel; `o` stays within the segment's terms of
             // the valid rows of `A`.
-            let row = if t.btab.is_null() {
-                // SAFETY: no table.
-                unsafe { t.next_b::<false>(&mut b, &mut bt) }
-            } else {
-                // SAFETY: `bt` walks the table's `kc` entries.
-                unsafe { t.next_b::<true>(&mut b, &mut bt) }
-            };
-            // SAFETY: a row of the panel holds NR values.
-            let bv: &[f32; NR] = unsafe { &*(row as *const [f32; NR]) };
+            let bv: &[f32; NR] = unsafe { &*(b as *const [f32; NR]) };
             for (row, acc) in rows.iter().zip(acc.iter_mut()) {
                 // SAFETY: as above.
                 let a = unsafe { *row.offset(o) };
@@ -210,6 +175,7 @@ unsafe fn portable_tile(t: &Tile) {
                     *c = a.mul_add(bj, *c);
                 }
             }
+            b = b.wrapping_offset(t.rsb);
             o += t.csa;
         }
     }
@@ -235,28 +201,15 @@ mod x86 {
             pub(super) unsafe fn $name(strip: &Tile) {
                 const MR: usize = $mr;
                 let whole = strip.rows - strip.rows % MR;
-                if strip.btab.is_null() {
-                    for i0 in (0..whole).step_by(MR) {
-                        // SAFETY: a tile of the valid strip.
-                        unsafe { $tile::<MR, false>(&strip.sub(i0, MR)) };
-                    }
-                    let t = &strip.sub(whole, MR);
-                    match strip.rows - whole {
-                        // SAFETY: as above.
-                        $($tail => unsafe { $tile::<$tail, false>(t) },)*
-                        _ => {}
-                    }
-                } else {
-                    for i0 in (0..whole).step_by(MR) {
-                        // SAFETY: a tile of the valid strip.
-                        unsafe { $tile::<MR, true>(&strip.sub(i0, MR)) };
-                    }
-                    let t = &strip.sub(whole, MR);
-                    match strip.rows - whole {
-                        // SAFETY: as above.
-                        $($tail => unsafe { $tile::<$tail, true>(t) },)*
-                        _ => {}
-                    }
+                for i0 in (0..whole).step_by(MR) {
+                    // SAFETY: a tile of the valid strip.
+                    unsafe { $tile::<MR>(&strip.sub(i0, MR)) };
+                }
+                let t = &strip.sub(whole, MR);
+                match strip.rows - whole {
+                    // SAFETY: as above.
+                    $($tail => unsafe { $tile::<$tail>(t) },)*
+                    _ => {}
                 }
             }
 
@@ -266,7 +219,7 @@ mod x86 {
             /// As the strip kernel, with exactly `R` valid rows.
             #[target_feature(enable = $features)]
             #[inline]
-            unsafe fn $tile<const R: usize, const TABLE: bool>(t: &Tile) {
+            unsafe fn $tile<const R: usize>(t: &Tile) {
                 const _: () = assert!($nv * $lanes == NR);
                 let mut acc = [[$zero(); $nv]; R];
                 let whole = t.contiguous::<R>();
@@ -293,17 +246,15 @@ mod x86 {
                         }
                     }
                 }
-                let (mut b, mut bt) = (t.b, t.btab);
+                let mut b = t.b;
                 for (seg, off, len) in t.segments() {
                     // SAFETY: the tile is valid.
                     let rows = unsafe { t.rows_of_a::<R>(seg, off) };
                     let mut o = 0isize;
                     for _ in 0..len {
-                        // SAFETY: the cursor walks the `kc` rows of the panel.
-                        let row = unsafe { t.next_b::<TABLE>(&mut b, &mut bt) };
-                        // SAFETY: a row holds NR values.
+                        // SAFETY: `b` walks the `kc × NR` panel.
                         let bv: [_; $nv] =
-                            std::array::from_fn(|v| unsafe { $load(row.add(v * $lanes)) });
+                            std::array::from_fn(|v| unsafe { $load(b.add(v * $lanes)) });
                         for (row, acc) in rows.iter().zip(acc.iter_mut()) {
                             // SAFETY: `o` stays within the segment's terms of a valid row.
                             let a = $set1(unsafe { *row.offset(o) });
@@ -311,6 +262,7 @@ mod x86 {
                                 *x = $fmadd(a, bv, *x);
                             }
                         }
+                        b = b.wrapping_offset(t.rsb);
                         o += t.csa;
                     }
                 }

@@ -19,7 +19,7 @@ use std::cell::Cell;
 
 use std::sync::OnceLock;
 
-use blocked::{BSource, Strided};
+use blocked::Strided;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
@@ -152,7 +152,7 @@ pub fn matmul_segments(
 ) -> Result<()> {
     let (m, n) = c.dim();
     let k = b.nrows();
-    if seg == 0 || !k.is_multiple_of(seg) || rows.len() != k / seg * m || b.ncols() != n {
+    if seg == 0 || k % seg != 0 || rows.len() != k / seg * m || b.ncols() != n {
         return Err(SimError::shape(
             "gemm",
             format!(
@@ -202,10 +202,7 @@ pub fn matmul_segments(
         profiled((m, n, k), || {
             // SAFETY: checked above: the table holds k/seg·m pointers to `seg` valid values each,
             // `b` and `c` are valid conforming views, `c` a unique borrow; k ≥ seg ≥ 1, m, n ≥ 1.
-            unsafe {
-                let b = BSource::Strided(b);
-                blocked::gemm_rows(vector_path(), (m, n, k), a, b, c, accumulate)
-            }
+            unsafe { blocked::gemm_rows(vector_path(), (m, n, k), a, b, c, accumulate) }
         });
     });
     Ok(())
@@ -243,82 +240,7 @@ unsafe fn product(
         cs: cs[1],
     };
     // SAFETY: forwarded from the caller.
-    unsafe { blocked::gemm(path, (m, n, k), a, BSource::Strided(b), c, accumulate) }
-}
-
-/// Column segments of the `B` of [`matmul_b_segments`] hold a multiple of this many values.
-pub const B_SEGMENT_MULTIPLE: usize = kernel::NR;
-
-/// `C = A·B` (or continued from `C` when `accumulate`, as [`matmul_into`]) where `B` is never
-/// materialised: row `p` of `B` is `rows[p]`, then `rows[k + p]`, `rows[2k + p]`, … (`k` rows of
-/// `B`), `seg` values from each (`seg` a multiple of [`B_SEGMENT_MULTIPLE`]). A convolution's
-/// weight gradient passes one segment per kernel tap and gets exactly the numbers of its im2col
-/// product. Single-threaded; `C` should have adjacent columns.
-pub fn matmul_b_segments(
-    mut c: ArrayViewMut2<f32>,
-    a: ArrayView2<f32>,
-    rows: &[&[f32]],
-    seg: usize,
-    accumulate: bool,
-) -> Result<()> {
-    let (m, n) = c.dim();
-    let k = a.ncols();
-    if seg == 0
-        || !seg.is_multiple_of(B_SEGMENT_MULTIPLE)
-        || n % seg != 0
-        || rows.len() != n / seg * k
-        || a.nrows() != m
-    {
-        return Err(SimError::shape(
-            "gemm",
-            format!(
-                "C{:?} = A{:?}·B with B in {} row segments of {seg} values does not conform \
-                 (segments hold a multiple of {B_SEGMENT_MULTIPLE})",
-                c.dim(),
-                a.dim(),
-                rows.len()
-            ),
-        ));
-    }
-    if let Some(i) = rows.iter().position(|r| r.len() < seg) {
-        return Err(SimError::shape(
-            "gemm",
-            format!("row segment {i} holds {} values, not {seg}", rows[i].len()),
-        ));
-    }
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    if k == 0 {
-        if !accumulate {
-            c.fill(0.0);
-        }
-        return Ok(());
-    }
-    let (cs, as_) = ([c.strides()[0], c.strides()[1]], a.strides());
-    let c = Strided {
-        ptr: c.as_mut_ptr(),
-        rs: cs[0],
-        cs: cs[1],
-    };
-    let a = Strided {
-        ptr: a.as_ptr(),
-        rs: as_[0],
-        cs: as_[1],
-    };
-    SEGMENT_ROWS.with(|table| {
-        let mut table = table.borrow_mut();
-        table.clear();
-        table.extend(rows.iter().map(|r| r.as_ptr()));
-        let b = BSource::Table { table: &table, seg };
-        profiled((m, n, k), || {
-            // SAFETY: checked above: the table holds n/seg·k pointers to `seg` valid values
-            // each, `seg` a multiple of NR dividing n; `a` and `c` are valid conforming views,
-            // `c` a unique borrow; m, n, k ≥ 1.
-            unsafe { blocked::gemm(vector_path(), (m, n, k), a, b, c, accumulate) }
-        });
-    });
-    Ok(())
+    unsafe { blocked::gemm(path, (m, n, k), a, b, c, accumulate) }
 }
 
 /// `C = A·B` (or `C += A·B`), with the rows of `C` split into fixed tiles of [`ROW_TILE`] rows
@@ -562,58 +484,6 @@ mod tests {
         let short: Vec<&[f32]> = rows.iter().map(|r| &r[..2]).collect();
         let e = matmul_segments(c.view_mut(), &short, 3, b.view(), false).unwrap_err();
         assert!(e.to_string().contains("holds 2 values, not 3"), "{e}");
-    }
-
-    #[test]
-    fn b_segments_give_the_product_of_their_concatenation_on_every_path() {
-        // B of k rows in 3 column segments of 16 (the last panel of a segment is whole by
-        // construction), against the concatenated matrix, for short and tall A.
-        for (m, k) in [(5, 40), (20, 300), (150, 70)] {
-            let a = random(m, k, 60 + m as u64);
-            let b = random(k, 48, 61);
-            let bs = b.as_slice().unwrap();
-            let rows: Vec<&[f32]> = (0..3)
-                .flat_map(|s| (0..k).map(move |p| (s, p)))
-                .map(|(s, p)| &bs[p * 48 + s * 16..p * 48 + s * 16 + 16])
-                .collect();
-            let want = fused_chain(a.view(), b.view(), None);
-            let mut c = Array2::<f32>::zeros((m, 48));
-            matmul_b_segments(c.view_mut(), a.view(), &rows, 16, false).unwrap();
-            assert_eq!(c, want, "{m}x{k}");
-            for path in paths() {
-                let table: Vec<*const f32> = rows.iter().map(|r| r.as_ptr()).collect();
-                let mut c = Array2::<f32>::zeros((m, 48));
-                let st = |v: &ArrayView2<f32>| (v.strides()[0], v.strides()[1]);
-                let (ars, acs) = st(&a.view());
-                let a = Strided {
-                    ptr: a.as_ptr(),
-                    rs: ars,
-                    cs: acs,
-                };
-                let cc = Strided {
-                    ptr: c.as_mut_ptr(),
-                    rs: 48,
-                    cs: 1,
-                };
-                let b = BSource::Table {
-                    table: &table,
-                    seg: 16,
-                };
-                // SAFETY: `path` runs here; the table points at k·3 segments of 16 values.
-                unsafe { blocked::gemm(path, (m, 48, k), a, b, cc, false) };
-                assert_eq!(c, want, "{path:?} {m}x{k}");
-            }
-        }
-        // Segments that are not a multiple of 16 values, and short segments, are errors.
-        let (a, b) = (random(4, 6, 1), random(6, 24, 2));
-        let rows: Vec<&[f32]> = b.as_slice().unwrap().chunks(8).collect();
-        let mut c = Array2::<f32>::zeros((4, 24));
-        let e = matmul_b_segments(c.view_mut(), a.view(), &rows, 8, false).unwrap_err();
-        assert!(e.to_string().contains("multiple of 16"), "{e}");
-        let mut c = Array2::<f32>::zeros((4, 16));
-        let short: Vec<&[f32]> = rows[..6].to_vec();
-        let e = matmul_b_segments(c.view_mut(), a.view(), &short, 16, false).unwrap_err();
-        assert!(e.to_string().contains("holds 8 values, not 16"), "{e}");
     }
 
     #[test]

@@ -15,9 +15,7 @@ use super::{
     as4, cached, check_grad, expect_inputs, weight_and_bias, window_hw, Layer, Mode, Param, Tensor,
 };
 use crate::error::{Result, SimError};
-use crate::gemm::{
-    block_samples, matmul_b_segments, matmul_into, matmul_segments, B_SEGMENT_MULTIPLE,
-};
+use crate::gemm::{block_samples, matmul_into, matmul_segments};
 use crate::quant::LayerQuant;
 
 /// Geometry of a convolution.
@@ -241,20 +239,7 @@ impl TapRows {
 
     fn for_forward(geo: &Im2col<'_>) -> Option<TapRows> {
         let cpg = geo.spec.in_channels / geo.spec.groups;
-        (cpg >= Self::MIN_CHANNELS).then(|| Self::new(geo))?
-    }
-
-    /// For the weight gradient, where the matrix is `B` and its segments must hold a multiple
-    /// of [`B_SEGMENT_MULTIPLE`] channels (16, 32, 64: every ResNet conv after the first).
-    fn for_weight_gradient(geo: &Im2col<'_>) -> Option<TapRows> {
-        let cpg = geo.spec.in_channels / geo.spec.groups;
-        cpg.is_multiple_of(B_SEGMENT_MULTIPLE)
-            .then(|| Self::new(geo))?
-    }
-
-    fn new(geo: &Im2col<'_>) -> Option<TapRows> {
-        let cpg = geo.spec.in_channels / geo.spec.groups;
-        if cpg == 0 || geo.spec.is_depthwise() {
+        if cpg < Self::MIN_CHANNELS || geo.spec.is_depthwise() {
             return None;
         }
         let taps = geo.spec.kernel[0] * geo.spec.kernel[1];
@@ -631,7 +616,6 @@ impl Layer for Conv2d {
             .is_depthwise()
             .then(|| wq.t().as_standard_layout().into_owned());
         let dw_t = dw_t.as_ref().and_then(|a| a.as_slice());
-        let implicit = TapRows::for_weight_gradient(&geo);
         let mut dx = vec![0.0f32; n * h * w * c];
         // Per block of samples: its partial weight gradient, and its (disjoint) slice of dx.
         let partials: Vec<Array2<f32>> = dx
@@ -653,16 +637,11 @@ impl Layer for Conv2d {
                 with_scratch(r * kg, r * kg, |col, dcol| -> Result<()> {
                     for g in 0..groups {
                         let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
+                        geo.gather(xb, g, col);
+                        let colv =
+                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
                         let pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
-                        if let Some(taps) = &implicit {
-                            let rows = taps.rows(xb, g, r);
-                            matmul_b_segments(pg, gg.t(), &rows, taps.cpg, false)?;
-                        } else {
-                            geo.gather(xb, g, col);
-                            let colv =
-                                ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
-                            matmul_into(pg, gg.t(), colv, false)?;
-                        }
+                        matmul_into(pg, gg.t(), colv, false)?;
                         let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
                         let dv = ArrayViewMut2::from_shape((r, kg), &mut *dcol)
                             .map_err(shape_err(name))?;
@@ -838,38 +817,6 @@ mod tests {
                 matmul_into(yg, colv, wg.t(), false).unwrap();
             }
             assert_eq!(y.as_slice().unwrap(), want.as_slice().unwrap(), "{sp:?}");
-        }
-    }
-
-    #[test]
-    fn implicit_weight_gradient_gives_the_im2col_numbers_bit_for_bit() {
-        let mut strided = Conv2dSpec::square(16, 12, 3, 2, 1);
-        strided.pads = [1, 0, 2, 1];
-        let mut grouped = Conv2dSpec::square(64, 12, 3, 1, 1);
-        grouped.groups = 2;
-        let specs = [Conv2dSpec::square(32, 20, 1, 1, 0), strided, grouped];
-        for (i, sp) in specs.into_iter().enumerate() {
-            let c = conv(sp.clone(), false, 5 + i as u64);
-            let x = rand_tensor(&[3, 7, 6, sp.in_channels], 1.0, 90 + i as u64);
-            let x4 = as4("c", &x).unwrap();
-            let geo = c.geometry(&x4).unwrap();
-            let taps = TapRows::for_weight_gradient(&geo).unwrap();
-            let (kg, opg) = (sp.k_per_group(), sp.out_channels / sp.groups);
-            let r = 3 * geo.rows_per_sample();
-            let g = rand_tensor(&[r, opg], 1.0, 7);
-            let gv = ArrayView2::from_shape((r, opg), g.as_slice().unwrap()).unwrap();
-            let xs = data("c", &x).unwrap();
-            for group in 0..sp.groups {
-                let mut got = Array2::<f32>::zeros((opg, kg));
-                let rows = taps.rows(xs, group, r);
-                matmul_b_segments(got.view_mut(), gv.t(), &rows, taps.cpg, false).unwrap();
-                let mut col = vec![0.0; r * kg];
-                geo.gather(xs, group, &mut col);
-                let colv = ArrayView2::from_shape((r, kg), &col[..]).unwrap();
-                let mut want = Array2::<f32>::zeros((opg, kg));
-                matmul_into(want.view_mut(), gv.t(), colv, false).unwrap();
-                assert_eq!(got, want, "{sp:?} group {group}");
-            }
         }
     }
 
