@@ -49,21 +49,9 @@ impl<P> Strided<P> {
     }
 }
 
-/// `A` read through row pointers: term `p` of row `i` is at `table[(p / seg)·m + i] + (p % seg)·cs`
-/// for an `A` of `m` rows (one segment of `k` terms for an ordinary matrix; one per kernel tap
-/// for a convolution's implicit im2col).
-#[derive(Clone, Copy)]
-pub(super) struct RowTable<'a> {
-    pub table: &'a [*const f32],
-    pub seg: usize,
-    pub cs: isize,
-}
-
 thread_local! {
     /// The calling thread's packing buffer, kept across calls.
     static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// The calling thread's row-pointer table for strided `A`, kept across calls.
-    static ROWS: RefCell<Vec<*const f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `C[m,n] = A[m,k]·B[k,n]` (or continued from `C` when `accumulate`) on `path`, each element
@@ -86,36 +74,6 @@ pub(super) unsafe fn gemm(
         // SAFETY: the transposed views describe the same valid elements.
         return unsafe { gemm(path, (n, m, k), b.t(), a.t(), c.t(), accumulate) };
     }
-    ROWS.with(|rows| {
-        let mut rows = rows.borrow_mut();
-        rows.clear();
-        rows.extend((0..m).map(|i| a.ptr.wrapping_offset(i as isize * a.rs)));
-        let a = RowTable {
-            table: &rows,
-            seg: k,
-            cs: a.cs,
-        };
-        // SAFETY: the table points at the `m` valid rows of `a`, `k` terms each.
-        unsafe { gemm_rows(path, (m, n, k), a, b, c, accumulate) }
-    })
-}
-
-/// [`gemm`] with `A` given by row pointers (see [`RowTable`]). `C` must have adjacent columns for
-/// vector stores (others work, slower).
-///
-/// # Safety
-/// `path` runs on this CPU; `m, n, k ≥ 1`; `a.seg ≥ 1` divides `k`; `a.table` holds
-/// `k / a.seg · m` pointers, each to `a.seg` valid terms `a.cs` apart; `b` and `c` describe valid
-/// `k×n` and `m×n` matrices; `c` aliases neither `a` nor `b`.
-pub(super) unsafe fn gemm_rows(
-    path: VectorPath,
-    (m, n, k): (usize, usize, usize),
-    a: RowTable<'_>,
-    b: Strided<*const f32>,
-    c: Strided<*mut f32>,
-    accumulate: bool,
-) {
-    debug_assert!(a.seg >= 1 && k % a.seg == 0 && a.table.len() >= k / a.seg * m);
     let (kcb, mcb) = (kc_for(m), MC);
     PACKED.with(|buf| {
         let mut buf = buf.borrow_mut();
@@ -130,11 +88,10 @@ pub(super) unsafe fn gemm_rows(
                     for (p, &(bp, rsb)) in panels.iter().enumerate() {
                         let j0 = jc + p * NR;
                         let strip = Tile {
-                            a: a.table[ic..].as_ptr(),
-                            seg_stride: m as isize,
-                            seg: a.seg,
+                            a: a.ptr
+                                .wrapping_offset(ic as isize * a.rs + pc as isize * a.cs),
+                            rsa: a.rs,
                             csa: a.cs,
-                            p0: pc,
                             b: bp,
                             rsb,
                             kc,

@@ -1,9 +1,5 @@
-//! Microkernels: tiles of `C` from rows of `A` (read in place through a table of row pointers)
-//! and one `kc × NR` panel of `B`.
-//!
-//! `A`'s reduction axis may be cut into segments of equal length, each with its own row pointers:
-//! that is how a convolution reads its input without an im2col copy (one segment per kernel tap,
-//! its rows pointing at input pixels or at zeros).
+//! Microkernels: one `MR × NR` tile of `C` from `MR` rows of `A` (read in place, any strides) and
+//! one packed `kc × NR` panel of `B`.
 //!
 //! Every path computes each element of `C` as one chain of fused multiply-adds in reduction
 //! order, `c ← fma(a[i,p], b[p,j], c)` for `p = 0, 1, …`, starting from `0` or from `C`'s value.
@@ -17,19 +13,13 @@ use crate::peak::VectorPath;
 pub(super) const NR: usize = 16;
 
 /// The operands of a strip of tiles: `rows` rows of `A` and `C` (any number; the kernels walk
-/// them in tiles of their `MR` rows) against one panel of `B`, over reduction terms
-/// `p0..p0 + kc`.
-///
-/// Row `i` of `A` in segment `s` starts at `*a.offset(s·seg_stride + i)`; its term `p` (with
-/// `p / seg = s`) is at that pointer `+ (p % seg)·csa`. `b` points at the panel (`kc` rows of [`NR`]
-/// values, `rsb` apart), `c` at the strip's first element of `C`.
+/// them in tiles of their `MR` rows) against one packed panel. `a` points at `A[i0, p0]`, `b` at
+/// the panel (`kc` rows of [`NR`] values, `rsb` apart), `c` at `C[i0, j0]`.
 #[derive(Clone, Copy)]
 pub(super) struct Tile {
-    pub a: *const *const f32,
-    pub seg_stride: isize,
-    pub seg: usize,
+    pub a: *const f32,
+    pub rsa: isize,
     pub csa: isize,
-    pub p0: usize,
     pub b: *const f32,
     /// Distance between rows of the panel (`NR` when packed).
     pub rsb: isize,
@@ -49,7 +39,7 @@ impl Tile {
     /// valid rows).
     fn sub(&self, i0: usize, mr: usize) -> Tile {
         Tile {
-            a: self.a.wrapping_add(i0),
+            a: self.a.wrapping_offset(i0 as isize * self.rsa),
             c: self.c.wrapping_offset(i0 as isize * self.rsc),
             rows: mr.min(self.rows - i0),
             ..*self
@@ -87,31 +77,14 @@ impl Tile {
         self.rows == MR && self.cols == NR && self.csc == 1
     }
 
-    /// The segments the tile's reduction crosses, as (segment, first term in it, terms).
-    fn segments(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        let end = self.p0 + self.kc;
-        let mut p = self.p0;
-        std::iter::from_fn(move || {
-            (p < end).then(|| {
-                let (s, off) = (p / self.seg, p % self.seg);
-                let len = (self.seg - off).min(end - p);
-                p += len;
-                (s, off, len)
-            })
-        })
-    }
-
-    /// Pointers to term `off` of segment `s` of the tile's rows; rows past the valid ones repeat
-    /// row 0 (computed, never stored).
+    /// Row pointers of `A`; rows past the valid ones repeat row 0 (computed, never stored).
     ///
     /// # Safety
-    /// The table holds `rows` valid pointers for segment `s`.
-    unsafe fn rows_of_a<const MR: usize>(&self, s: usize, off: usize) -> [*const f32; MR] {
+    /// `a` and `rsa` describe `rows` valid rows.
+    unsafe fn rows_of_a<const MR: usize>(&self) -> [*const f32; MR] {
         std::array::from_fn(|r| {
             let r = if r < self.rows { r } else { 0 };
-            // SAFETY: a valid table entry (caller's contract).
-            let row = unsafe { *self.a.offset(s as isize * self.seg_stride + r as isize) };
-            row.wrapping_offset(off as isize * self.csa)
+            self.a.wrapping_offset(r as isize * self.rsa)
         })
     }
 }
@@ -119,9 +92,8 @@ impl Tile {
 /// Runs one strip on `path`.
 ///
 /// # Safety
-/// `path` runs on this CPU; the tile's pointers and strides describe valid elements: terms
-/// `p0..p0 + kc` of `rows` rows of `A` (through the table), `kc × NR` values at `b` (`rsb`
-/// apart), `rows × cols` elements of `C`.
+/// `path` runs on this CPU; the tile's pointers and strides describe valid elements: `rows` rows
+/// by `kc` columns of `A`, `kc × NR` packed values at `b`, `rows × cols` elements of `C`.
 pub(super) unsafe fn run(path: VectorPath, t: &Tile) {
     debug_assert!(t.rows >= 1 && (1..=NR).contains(&t.cols));
     match path {
@@ -159,25 +131,22 @@ unsafe fn portable_tile(t: &Tile) {
         // SAFETY: the tile is valid (caller's contract).
         unsafe { t.read(&mut acc) };
     }
-    let mut b = t.b;
-    for (seg, off, len) in t.segments() {
-        // SAFETY: as above.
-        let rows = unsafe { t.rows_of_a::<PORTABLE_MR>(seg, off) };
-        let mut o = 0isize;
-        for _ in 0..len {
-            // SAFETY: `b` walks the `kc × NR` panel; `o` stays within the segment's terms of
-            // the valid rows of `A`.
-            let bv: &[f32; NR] = unsafe { &*(b as *const [f32; NR]) };
-            for (row, acc) in rows.iter().zip(acc.iter_mut()) {
-                // SAFETY: as above.
-                let a = unsafe { *row.offset(o) };
-                for (c, &bj) in acc.iter_mut().zip(bv) {
-                    *c = a.mul_add(bj, *c);
-                }
+    // SAFETY: as above.
+    let rows = unsafe { t.rows_of_a::<PORTABLE_MR>() };
+    let (mut b, mut off) = (t.b, 0isize);
+    for _ in 0..t.kc {
+        // SAFETY: `b` walks the `kc × NR` packed panel; `off` stays within the first `kc`
+        // columns of the valid rows of `A`.
+        let bv: &[f32; NR] = unsafe { &*(b as *const [f32; NR]) };
+        for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+            // SAFETY: as above.
+            let a = unsafe { *row.offset(off) };
+            for (c, &bj) in acc.iter_mut().zip(bv) {
+                *c = a.mul_add(bj, *c);
             }
-            b = b.wrapping_offset(t.rsb);
-            o += t.csa;
         }
+        b = b.wrapping_offset(t.rsb);
+        off += t.csa;
     }
     // SAFETY: as above.
     unsafe { t.write(&acc) };
@@ -246,25 +215,22 @@ mod x86 {
                         }
                     }
                 }
-                let mut b = t.b;
-                for (seg, off, len) in t.segments() {
-                    // SAFETY: the tile is valid.
-                    let rows = unsafe { t.rows_of_a::<R>(seg, off) };
-                    let mut o = 0isize;
-                    for _ in 0..len {
-                        // SAFETY: `b` walks the `kc × NR` panel.
-                        let bv: [_; $nv] =
-                            std::array::from_fn(|v| unsafe { $load(b.add(v * $lanes)) });
-                        for (row, acc) in rows.iter().zip(acc.iter_mut()) {
-                            // SAFETY: `o` stays within the segment's terms of a valid row.
-                            let a = $set1(unsafe { *row.offset(o) });
-                            for (x, &bv) in acc.iter_mut().zip(&bv) {
-                                *x = $fmadd(a, bv, *x);
-                            }
+                // SAFETY: the tile is valid.
+                let rows = unsafe { t.rows_of_a::<R>() };
+                let (mut b, mut off) = (t.b, 0isize);
+                for _ in 0..t.kc {
+                    // SAFETY: `b` walks the packed `kc × NR` panel.
+                    let bv: [_; $nv] =
+                        std::array::from_fn(|v| unsafe { $load(b.add(v * $lanes)) });
+                    for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+                        // SAFETY: `off` stays within the first `kc` columns of a valid row.
+                        let a = $set1(unsafe { *row.offset(off) });
+                        for (x, &bv) in acc.iter_mut().zip(&bv) {
+                            *x = $fmadd(a, bv, *x);
                         }
-                        b = b.wrapping_offset(t.rsb);
-                        o += t.csa;
                     }
+                    b = b.wrapping_offset(t.rsb);
+                    off += t.csa;
                 }
                 if whole {
                     for (r, acc) in acc.iter().enumerate() {

@@ -114,97 +114,14 @@ pub fn matmul_into(
         }
         return Ok(());
     }
-    profiled((m, n, k), || {
-        // SAFETY: the shapes conform and are non-empty (checked above), the views describe valid
-        // elements, and `c` is a unique borrow, so it aliases neither `a` nor `b`.
-        unsafe { product(vector_path(), c.view_mut(), a, b, accumulate) }
-    });
-    Ok(())
-}
-
-/// Runs one product of `m × n × k`, adding its CPU time and FLOPs to the thread's profile when on.
-fn profiled((m, n, k): (usize, usize, usize), f: impl FnOnce()) {
     let started = PROFILE.with(|p| p.get().is_some()).then(thread_cpu_seconds);
-    f();
+    // SAFETY: the shapes conform and are non-empty (checked above), the views describe valid
+    // elements, and `c` is a unique borrow, so it aliases neither `a` nor `b`.
+    unsafe { product(vector_path(), c.view_mut(), a, b, accumulate) };
     if let Some(t0) = started {
         let (dt, flops) = (thread_cpu_seconds() - t0, 2 * (m * n * k) as u64);
         PROFILE.with(|p| p.set(p.get().map(|(a, b)| (a + dt, b + flops))));
     }
-}
-
-thread_local! {
-    /// The calling thread's pointer table for [`matmul_segments`], kept across calls.
-    static SEGMENT_ROWS: std::cell::RefCell<Vec<*const f32>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// `C = A·B` (or continued from `C` when `accumulate`, as [`matmul_into`]) where `A` is never
-/// materialised: row `i` of `A` is `rows[i]`, then `rows[m + i]`, `rows[2m + i]`, … (`m` rows
-/// of `C`), `seg` values from each. A convolution passes one segment per kernel tap, its rows
-/// pointing at input pixels (or zeros), and gets exactly the numbers of its im2col product.
-/// Single-threaded; `C` should have adjacent columns.
-pub fn matmul_segments(
-    mut c: ArrayViewMut2<f32>,
-    rows: &[&[f32]],
-    seg: usize,
-    b: ArrayView2<f32>,
-    accumulate: bool,
-) -> Result<()> {
-    let (m, n) = c.dim();
-    let k = b.nrows();
-    if seg == 0 || k % seg != 0 || rows.len() != k / seg * m || b.ncols() != n {
-        return Err(SimError::shape(
-            "gemm",
-            format!(
-                "C{:?} = A·B{:?} with A in {} row segments of {seg} values does not conform",
-                c.dim(),
-                b.dim(),
-                rows.len()
-            ),
-        ));
-    }
-    if let Some(i) = rows.iter().position(|r| r.len() < seg) {
-        return Err(SimError::shape(
-            "gemm",
-            format!("row segment {i} holds {} values, not {seg}", rows[i].len()),
-        ));
-    }
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    if k == 0 {
-        if !accumulate {
-            c.fill(0.0);
-        }
-        return Ok(());
-    }
-    let cs = [c.strides()[0], c.strides()[1]];
-    let c = Strided {
-        ptr: c.as_mut_ptr(),
-        rs: cs[0],
-        cs: cs[1],
-    };
-    let bs = b.strides();
-    let b = Strided {
-        ptr: b.as_ptr(),
-        rs: bs[0],
-        cs: bs[1],
-    };
-    SEGMENT_ROWS.with(|table| {
-        let mut table = table.borrow_mut();
-        table.clear();
-        table.extend(rows.iter().map(|r| r.as_ptr()));
-        let a = blocked::RowTable {
-            table: &table,
-            seg,
-            cs: 1,
-        };
-        profiled((m, n, k), || {
-            // SAFETY: checked above: the table holds k/seg·m pointers to `seg` valid values each,
-            // `b` and `c` are valid conforming views, `c` a unique borrow; k ≥ seg ≥ 1, m, n ≥ 1.
-            unsafe { blocked::gemm_rows(vector_path(), (m, n, k), a, b, c, accumulate) }
-        });
-    });
     Ok(())
 }
 
@@ -456,34 +373,6 @@ mod tests {
         let c2 = run(2);
         assert_eq!(c1, c2);
         assert_close(&c1, &naive(a.t(), b.view()), 10_000);
-    }
-
-    #[test]
-    fn segmented_rows_give_the_product_of_their_concatenation() {
-        // Two segments of 20 per row (crossing no, one and several reduction blocks as m
-        // varies), against the same product of the concatenated matrix.
-        for m in [5, 150, 300] {
-            let a = random(m, 40, 50 + m as u64);
-            let b = random(40, 19, 51);
-            let rows: Vec<&[f32]> = (0..2)
-                .flat_map(|s| (0..m).map(move |i| (s, i)))
-                .map(|(s, i)| &a.as_slice().unwrap()[i * 40 + s * 20..i * 40 + s * 20 + 20])
-                .collect();
-            let mut c = Array2::<f32>::zeros((m, 19));
-            matmul_segments(c.view_mut(), &rows, 20, b.view(), false).unwrap();
-            let mut want = Array2::<f32>::zeros((m, 19));
-            matmul_into(want.view_mut(), a.view(), b.view(), false).unwrap();
-            assert_eq!(c, want, "m {m}");
-        }
-        // Bad tables are errors.
-        let (a, b) = (random(4, 6, 1), random(6, 3, 2));
-        let rows: Vec<&[f32]> = a.as_slice().unwrap().chunks(3).collect();
-        let mut c = Array2::<f32>::zeros((4, 3));
-        let e = matmul_segments(c.view_mut(), &rows, 4, b.view(), false).unwrap_err();
-        assert!(e.to_string().contains("does not conform"), "{e}");
-        let short: Vec<&[f32]> = rows.iter().map(|r| &r[..2]).collect();
-        let e = matmul_segments(c.view_mut(), &short, 3, b.view(), false).unwrap_err();
-        assert!(e.to_string().contains("holds 2 values, not 3"), "{e}");
     }
 
     #[test]

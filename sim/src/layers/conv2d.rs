@@ -15,7 +15,7 @@ use super::{
     as4, cached, check_grad, expect_inputs, weight_and_bias, window_hw, Layer, Mode, Param, Tensor,
 };
 use crate::error::{Result, SimError};
-use crate::gemm::{block_samples, matmul_into, matmul_segments};
+use crate::gemm::{block_samples, matmul_into};
 use crate::quant::LayerQuant;
 
 /// Geometry of a convolution.
@@ -214,62 +214,6 @@ impl Im2col<'_> {
     /// Adds the group-`g` columns `dcol` back into `dx` (the same samples as `gather`).
     fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
         scatter_add_kernel(self, dcol, g, dx);
-    }
-}
-
-/// The forward product's im2col matrix read in place (implicit GEMM): for each kernel tap, each
-/// output row points at its input pixel's channels of the group, or at zeros in the padding.
-/// The product then runs over exactly the terms, in exactly the order, of the gathered matrix
-/// (tap-major, channel-minor), so its numbers are the same; only the copy is gone.
-struct TapRows {
-    /// Per output pixel of a sample and tap (pixel-major): the input offset within the sample.
-    sources: Vec<Option<usize>>,
-    taps: usize,
-    rows_per_sample: usize,
-    in_per_sample: usize,
-    /// Channels per group: the length of one row segment.
-    cpg: usize,
-    zeros: Vec<f32>,
-}
-
-impl TapRows {
-    /// Segments shorter than this cost more in per-segment pointer loads than the gather copy
-    /// saves (conv1's 3 channels): those layers keep im2col.
-    const MIN_CHANNELS: usize = 8;
-
-    fn for_forward(geo: &Im2col<'_>) -> Option<TapRows> {
-        let cpg = geo.spec.in_channels / geo.spec.groups;
-        if cpg < Self::MIN_CHANNELS || geo.spec.is_depthwise() {
-            return None;
-        }
-        let taps = geo.spec.kernel[0] * geo.spec.kernel[1];
-        let mut sources = vec![None; geo.rows_per_sample() * taps];
-        geo.for_each_tap(|t, at| sources[t] = at);
-        Some(TapRows {
-            sources,
-            taps,
-            rows_per_sample: geo.rows_per_sample(),
-            in_per_sample: geo.in_per_sample(),
-            cpg,
-            zeros: vec![0.0; cpg],
-        })
-    }
-
-    /// The row segments of group `g` for the `r` output rows of input block `xb`, tap-major
-    /// (`rows[tap · r + row]`), as [`matmul_segments`] takes them.
-    fn rows<'a>(&'a self, xb: &'a [f32], g: usize, r: usize) -> Vec<&'a [f32]> {
-        let mut rows: Vec<&[f32]> = vec![&self.zeros; self.taps * r];
-        let at = g * self.cpg;
-        for (i, xs) in xb.chunks(self.in_per_sample).enumerate() {
-            let base = i * self.rows_per_sample;
-            for (t, src) in self.sources.iter().enumerate() {
-                if let Some(a) = *src {
-                    let (pixel, tap) = (t / self.taps, t % self.taps);
-                    rows[tap * r + base + pixel] = &xs[a + at..a + at + self.cpg];
-                }
-            }
-        }
-        rows
     }
 }
 
@@ -557,7 +501,6 @@ impl Layer for Conv2d {
             .is_depthwise()
             .then(|| ops.w.t().as_standard_layout().into_owned());
         let dw_t = dw_t_arr.as_ref().and_then(|a| a.as_slice());
-        let implicit = TapRows::for_forward(&geo);
         y.par_chunks_mut(rows * o)
             .zip(data(name, &ops.x)?.par_chunks(spb * geo.in_per_sample()))
             .try_for_each(|(yb, xb)| -> Result<()> {
@@ -565,13 +508,6 @@ impl Layer for Conv2d {
                 let mut yv = ArrayViewMut2::from_shape((r, o), yb).map_err(shape_err(name))?;
                 if let Some(wt) = &dw_t {
                     geo.depthwise_forward(xb, wt, yb_data(&mut yv, name)?);
-                } else if let Some(taps) = &implicit {
-                    for g in 0..groups {
-                        let rows = taps.rows(xb, g, r);
-                        let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
-                        let yg = yv.slice_mut(s![.., g * opg..(g + 1) * opg]);
-                        matmul_segments(yg, &rows, taps.cpg, wg.t(), false)?;
-                    }
                 } else {
                     with_scratch(r * kg, 0, |col, _| -> Result<()> {
                         for g in 0..groups {
@@ -778,45 +714,6 @@ mod tests {
             for (a, b) in y.iter().zip(&r) {
                 assert!((*a as f64 - b).abs() < 1e-4, "{sp:?}: {a} vs {b}");
             }
-        }
-    }
-
-    #[test]
-    fn implicit_gemm_gives_the_im2col_numbers_bit_for_bit() {
-        let mut strided = Conv2dSpec::square(16, 12, 3, 2, 1);
-        strided.pads = [1, 0, 2, 1];
-        let mut dilated = Conv2dSpec::square(8, 8, 3, 1, 2);
-        dilated.dilation = [2, 1];
-        let mut grouped = Conv2dSpec::square(16, 12, 3, 1, 1);
-        grouped.groups = 2;
-        let specs = [
-            Conv2dSpec::square(8, 20, 1, 1, 0),
-            strided,
-            dilated,
-            grouped,
-        ];
-        for (i, sp) in specs.into_iter().enumerate() {
-            let mut c = conv(sp.clone(), false, 5 + i as u64);
-            let x = rand_tensor(&[3, 7, 6, sp.in_channels], 1.0, 90 + i as u64);
-            let y = c.forward(&[&x], Mode::Eval).unwrap();
-            // The same product through the gathered im2col matrix.
-            let x4 = as4("c", &x).unwrap();
-            let geo = c.geometry(&x4).unwrap();
-            assert!(TapRows::for_forward(&geo).is_some(), "{sp:?}");
-            let (o, kg, groups) = (sp.out_channels, sp.k_per_group(), sp.groups);
-            let opg = o / groups;
-            let rows = 3 * geo.rows_per_sample();
-            let mut col = vec![0.0; rows * kg];
-            let mut want = Array2::<f32>::zeros((rows, o));
-            let w = c.weight_matrix().unwrap();
-            for g in 0..groups {
-                geo.gather(data("c", &x).unwrap(), g, &mut col);
-                let colv = ArrayView2::from_shape((rows, kg), &col[..]).unwrap();
-                let wg = w.slice(s![g * opg..(g + 1) * opg, ..]);
-                let yg = want.slice_mut(s![.., g * opg..(g + 1) * opg]);
-                matmul_into(yg, colv, wg.t(), false).unwrap();
-            }
-            assert_eq!(y.as_slice().unwrap(), want.as_slice().unwrap(), "{sp:?}");
         }
     }
 
