@@ -13,7 +13,10 @@ if [[ -z "$py" ]]; then
         python3 -m venv "$venv" || { echo "SKIPPED: cannot create a venv at $venv"; exit 0; }
     fi
     if ! "$venv/bin/python" -c "import torch, onnx, onnxruntime, numpy" 2>/dev/null; then
-        "$venv/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu torch \
+        # The CPU-only wheel index first (small); PyPI's default build (with CUDA libraries,
+        # ≈ 5 GB) when that index cannot be reached.
+        { "$venv/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu torch \
+            || "$venv/bin/pip" install --quiet torch; } \
             && "$venv/bin/pip" install --quiet onnx onnxruntime numpy \
             || { echo "SKIPPED: cannot install torch/onnx/onnxruntime from the package index"; exit 0; }
     fi
