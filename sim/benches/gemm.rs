@@ -1,6 +1,6 @@
 //! GEMM throughput on the shapes a CIFAR ResNet-20 produces at batch 128 (channels-last im2col),
-//! computed in the blocks the conv layer uses, against this machine's measured single-core peak
-//! (the better of the two libraries on a large square GEMM) and ndarray's `dot`.
+//! computed in the blocks the conv layer uses, against the core's fp32 FMA peak (measured by
+//! `cptsim_sim::peak`, as `cptsim bench` does) and ndarray's `dot`.
 //!
 //! Run: `cargo bench -p cptsim-sim --bench gemm` (threads: env `CPTSIM_BENCH_THREADS`, default 1).
 //! Reports GFLOP/s from wall time and from process CPU time, and the load average seen.
@@ -10,6 +10,7 @@ use std::time::Instant;
 use cptsim_sim::bench::{random_matrix as random, time_it};
 use cptsim_sim::cputime::{load_average_1min, process_cpu_seconds};
 use cptsim_sim::gemm::{matmul_into, ROW_TILE};
+use cptsim_sim::peak::{fma_peak, VectorPath};
 use ndarray::{s, Array2, Axis};
 
 /// Which GEMM of a conv layer a shape belongs to.
@@ -117,23 +118,28 @@ fn main() {
     let wall0 = Instant::now();
     let load0 = load_average_1min();
     pool.install(|| {
+        let peak = fma_peak(VectorPath::detect(), 1.0);
+        let peak_c = peak.gflops;
+        println!(
+            "threads {threads}; peak = fp32 FMA throughput, one thread, {}: {peak_c:.1} GFLOP/s",
+            peak.path.describe()
+        );
         let s = 1536;
         let a = random(s, s, 7);
         let b = random(s, s, 8);
         let mut c = Array2::<f32>::zeros((s, s));
-        let peak = time_it(1.0, || {
+        let ours = time_it(1.0, || {
             let r = cptsim_sim::gemm::matmul_into(c.view_mut(), a.view(), b.view(), false);
             std::hint::black_box(r.is_ok());
         });
-        let flops = 2.0 * (s * s * s) as f64;
-        let nd_peak = time_it(1.0, || {
+        let nd = time_it(1.0, || {
             std::hint::black_box(a.dot(&b));
         });
-        let (ours_c, nd_c) = (flops / peak.1 / 1e9, flops / nd_peak.1 / 1e9);
-        let peak_c = ours_c.max(nd_c);
-        println!("threads {threads}; peak = best {s}³ single-threaded GEMM of the two libraries");
+        let flops = 2.0 * (s * s * s) as f64;
+        let (ours_c, nd_c) = (flops / ours.1 / 1e9, flops / nd.1 / 1e9);
         println!(
-            "{s}³: gemm crate {ours_c:.1}, ndarray dot {nd_c:.1} GFLOP/s per CPU-second → peak {peak_c:.1}"
+            "{s}³: cptsim {ours_c:.1} ({:.0}% of peak), ndarray dot {nd_c:.1} GFLOP/s per CPU-second",
+            100.0 * ours_c / peak_c
         );
         println!(
             "{:<8} {:>7} {:>5} {:>5} | {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6}",

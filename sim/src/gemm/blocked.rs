@@ -1,6 +1,6 @@
-//! The blocked GEMM around the microkernels: `B` packed into panels of [`NR`] columns per block
-//! of [`KC`] reduction terms, `A` read in place, tiles of `C` walked so that a packed panel stays
-//! in L1 and a block of `A` in L2.
+//! The blocked GEMM around the microkernels: `B` cut into panels of [`NR`] columns per block of
+//! reduction terms (read in place when its columns are adjacent, packed otherwise), `A` read in
+//! place, tiles of `C` walked so that a panel stays in L1 and a block of `A` in L2.
 //!
 //! The block sizes only decide the order in which tiles are visited, never the order of any
 //! sum (each element of `C` is one fused chain in reduction order, continued from `C` between
@@ -14,6 +14,10 @@ use crate::peak::VectorPath;
 /// Reduction terms per block when `A` has many rows: a panel of `B` (`KC × NR` floats, 16 KiB)
 /// stays in L1 while the rows of `A` stream past it.
 const KC: usize = 256;
+/// Rows of `A` per block (a multiple of every path's tile height: 4, 6, 12).
+const MC: usize = 144;
+/// Columns of `B` per block.
+const NC: usize = 1024;
 
 /// Reduction terms per block for an `A` of `m` rows. A short `A` (the weight gradient's `C_out`
 /// rows) is reused by every panel, so its block and one panel should share L1 (16 KiB of it):
@@ -26,10 +30,6 @@ fn kc_for(m: usize) -> usize {
         (4096 / (NR + m)).clamp(64, KC) / 32 * 32
     }
 }
-/// Rows of `A` per block (a multiple of every path's tile height: 4, 6, 12).
-const MC: usize = 144;
-/// Columns of `B` per packed block.
-const NC: usize = 1024;
 
 /// A strided matrix: element `(i, j)` at `ptr + i·rs + j·cs`.
 #[derive(Clone, Copy)]
@@ -40,6 +40,15 @@ pub(super) struct Strided<P> {
 }
 
 impl<P> Strided<P> {
+    /// The matrix at `ptr` with ndarray's `strides` (rows, columns).
+    pub fn new(ptr: P, strides: &[isize]) -> Self {
+        Strided {
+            ptr,
+            rs: strides[0],
+            cs: strides[1],
+        }
+    }
+
     fn t(self) -> Self {
         Strided {
             ptr: self.ptr,
@@ -49,9 +58,12 @@ impl<P> Strided<P> {
     }
 }
 
+/// A panel of `B` as the kernels read it: its first element and the distance between its rows.
+type Panel = (*const f32, isize);
+
 thread_local! {
-    /// The calling thread's packing buffer, kept across calls.
-    static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The calling thread's packing buffer and panel list, kept across calls.
+    static SCRATCH: RefCell<(Vec<f32>, Vec<Panel>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// `C[m,n] = A[m,k]·B[k,n]` (or continued from `C` when `accumulate`) on `path`, each element
@@ -75,14 +87,15 @@ pub(super) unsafe fn gemm(
         return unsafe { gemm(path, (n, m, k), b.t(), a.t(), c.t(), accumulate) };
     }
     let (kcb, mcb) = (kc_for(m), MC);
-    PACKED.with(|buf| {
-        let mut buf = buf.borrow_mut();
+    SCRATCH.with(|scratch| {
+        let (buf, panels) = &mut *scratch.borrow_mut();
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
             for pc in (0..k).step_by(kcb) {
                 let kc = kcb.min(k - pc);
+                let in_place = b.cs == 1;
                 // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
-                let panels = unsafe { panels(&mut buf, b, (pc, kc), (jc, nc)) };
+                unsafe { cut_panels(buf, panels, b, in_place, (pc, kc), (jc, nc)) };
                 for ic in (0..m).step_by(mcb) {
                     let mc = mcb.min(m - ic);
                     for (p, &(bp, rsb)) in panels.iter().enumerate() {
@@ -112,48 +125,49 @@ pub(super) unsafe fn gemm(
     });
 }
 
-/// The [`NR`]-column panels of rows `p0..p0+kc`, columns `j0..j0+nc` of `b`, as (first element,
-/// row stride). Whole panels of a `B` with adjacent columns are read in place; the others are
+/// Sets `panels` to the [`NR`]-column panels of rows `p0..p0+kc`, columns `j0..j0+nc` of `b`.
+/// With `in_place` (columns adjacent), whole panels are read where they are; the others are
 /// packed into `buf` (`kc × NR` values, zero beyond the last column).
 ///
 /// # Safety
 /// Those rows and columns of `b` are valid elements. The pointers are valid while `buf` is not
 /// touched again.
-unsafe fn panels(
+unsafe fn cut_panels(
     buf: &mut Vec<f32>,
+    panels: &mut Vec<Panel>,
     b: Strided<*const f32>,
+    in_place: bool,
     (p0, kc): (usize, usize),
     (j0, nc): (usize, usize),
-) -> Vec<(*const f32, isize)> {
+) {
     let count = nc.div_ceil(NR);
-    let in_place = |p: usize| b.cs == 1 && (p + 1) * NR <= nc;
+    let in_place = |p: usize| in_place && (p + 1) * NR <= nc;
     let packed = (0..count).filter(|&p| !in_place(p)).count();
     if buf.len() < packed * kc * NR {
         buf.resize(packed * kc * NR, 0.0);
     }
     let mut next = buf.as_mut_ptr();
-    (0..count)
-        .map(|p| {
-            let jp = j0 + p * NR;
-            let src = b
-                .ptr
-                .wrapping_offset(p0 as isize * b.rs + jp as isize * b.cs);
-            if in_place(p) {
-                return (src, b.rs);
+    panels.clear();
+    panels.extend((0..count).map(|p| {
+        let jp = j0 + p * NR;
+        let src = b
+            .ptr
+            .wrapping_offset(p0 as isize * b.rs + jp as isize * b.cs);
+        if in_place(p) {
+            return (src, b.rs);
+        }
+        let cols = NR.min(nc - p * NR);
+        // SAFETY: `buf` holds `packed` panels; this is one of them.
+        let panel = unsafe { std::slice::from_raw_parts_mut(next, kc * NR) };
+        next = next.wrapping_add(kc * NR);
+        for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+            let src = src.wrapping_offset(i as isize * b.rs);
+            for (j, x) in row[..cols].iter_mut().enumerate() {
+                // SAFETY: element (p0+i, jp+j) is valid.
+                *x = unsafe { *src.offset(j as isize * b.cs) };
             }
-            let cols = NR.min(nc - p * NR);
-            // SAFETY: `buf` holds `packed` panels; this is one of them.
-            let panel = unsafe { std::slice::from_raw_parts_mut(next, kc * NR) };
-            next = next.wrapping_add(kc * NR);
-            for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
-                let src = src.wrapping_offset(i as isize * b.rs);
-                for (j, x) in row[..cols].iter_mut().enumerate() {
-                    // SAFETY: element (p0+i, jp+j) is valid.
-                    *x = unsafe { *src.offset(j as isize * b.cs) };
-                }
-                row[cols..].fill(0.0);
-            }
-            (panel.as_ptr(), NR as isize)
-        })
-        .collect()
+            row[cols..].fill(0.0);
+        }
+        (panel.as_ptr(), NR as isize)
+    }));
 }

@@ -1,5 +1,5 @@
-//! Microkernels: one `MR × NR` tile of `C` from `MR` rows of `A` (read in place, any strides) and
-//! one packed `kc × NR` panel of `B`.
+//! Microkernels: strips of `MR × NR` tiles of `C` from rows of `A` (read in place, any strides)
+//! and one `kc × NR` panel of `B` (packed, or rows of `B` read in place).
 //!
 //! Every path computes each element of `C` as one chain of fused multiply-adds in reduction
 //! order, `c ← fma(a[i,p], b[p,j], c)` for `p = 0, 1, …`, starting from `0` or from `C`'s value.
@@ -9,11 +9,11 @@
 
 use crate::peak::VectorPath;
 
-/// Columns of one packed `B` panel, on every path.
+/// Columns of one `B` panel, on every path.
 pub(super) const NR: usize = 16;
 
 /// The operands of a strip of tiles: `rows` rows of `A` and `C` (any number; the kernels walk
-/// them in tiles of their `MR` rows) against one packed panel. `a` points at `A[i0, p0]`, `b` at
+/// them in tiles of their `MR` rows) against one panel of `B`. `a` points at `A[i0, p0]`, `b` at
 /// the panel (`kc` rows of [`NR`] values, `rsb` apart), `c` at `C[i0, j0]`.
 #[derive(Clone, Copy)]
 pub(super) struct Tile {
@@ -93,7 +93,8 @@ impl Tile {
 ///
 /// # Safety
 /// `path` runs on this CPU; the tile's pointers and strides describe valid elements: `rows` rows
-/// by `kc` columns of `A`, `kc × NR` packed values at `b`, `rows × cols` elements of `C`.
+/// by `kc` columns of `A`, `kc` rows of `NR` values at `b` (`rsb` apart), `rows × cols` elements
+/// of `C`.
 pub(super) unsafe fn run(path: VectorPath, t: &Tile) {
     debug_assert!(t.rows >= 1 && (1..=NR).contains(&t.cols));
     match path {
@@ -135,7 +136,7 @@ unsafe fn portable_tile(t: &Tile) {
     let rows = unsafe { t.rows_of_a::<PORTABLE_MR>() };
     let (mut b, mut off) = (t.b, 0isize);
     for _ in 0..t.kc {
-        // SAFETY: `b` walks the `kc × NR` packed panel; `off` stays within the first `kc`
+        // SAFETY: `b` walks the `kc` rows of the panel; `off` stays within the first `kc`
         // columns of the valid rows of `A`.
         let bv: &[f32; NR] = unsafe { &*(b as *const [f32; NR]) };
         for (row, acc) in rows.iter().zip(acc.iter_mut()) {
@@ -219,7 +220,7 @@ mod x86 {
                 let rows = unsafe { t.rows_of_a::<R>() };
                 let (mut b, mut off) = (t.b, 0isize);
                 for _ in 0..t.kc {
-                    // SAFETY: `b` walks the packed `kc × NR` panel.
+                    // SAFETY: `b` walks the `kc` rows of the panel.
                     let bv: [_; $nv] =
                         std::array::from_fn(|v| unsafe { $load(b.add(v * $lanes)) });
                     for (row, acc) in rows.iter().zip(acc.iter_mut()) {

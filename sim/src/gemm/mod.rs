@@ -16,7 +16,6 @@ mod blocked;
 mod kernel;
 
 use std::cell::Cell;
-
 use std::sync::OnceLock;
 
 use blocked::Strided;
@@ -139,23 +138,12 @@ unsafe fn product(
     let (m, k) = a.dim();
     let n = b.ncols();
     debug_assert!(b.nrows() == k && c.dim() == (m, n) && m * n * k > 0);
-    let (cs, as_, bs) = (c.strides(), a.strides(), b.strides());
-    let cs = [cs[0], cs[1]];
-    let a = Strided {
-        ptr: a.as_ptr(),
-        rs: as_[0],
-        cs: as_[1],
-    };
-    let b = Strided {
-        ptr: b.as_ptr(),
-        rs: bs[0],
-        cs: bs[1],
-    };
-    let c = Strided {
-        ptr: c.as_mut_ptr(),
-        rs: cs[0],
-        cs: cs[1],
-    };
+    let (a, b) = (
+        Strided::new(a.as_ptr(), a.strides()),
+        Strided::new(b.as_ptr(), b.strides()),
+    );
+    let cs = [c.strides()[0], c.strides()[1]];
+    let c = Strided::new(c.as_mut_ptr(), &cs);
     // SAFETY: forwarded from the caller.
     unsafe { blocked::gemm(path, (m, n, k), a, b, c, accumulate) }
 }
@@ -349,7 +337,6 @@ mod tests {
 
     #[test]
     fn accumulate_adds_to_existing() {
-        // Also through the public entry point and the detected path.
         let a = random(40, 30, 3);
         let b = random(30, 20, 4);
         let mut c = Array2::<f32>::ones((40, 20));
