@@ -1,6 +1,7 @@
 //! Benchmarks shared by `cptsim bench` and the cargo benches: timing with CPU time (the machine
-//! is shared, so wall time alone is noisy), the training-step throughput of a built network, and
-//! the rate of each GEMM shape the step runs (to compare with the core's FMA peak, [`crate::peak`]).
+//! is shared, so wall time alone is noisy), the training-step and evaluation-forward throughput of
+//! a built network, and the rate of each GEMM shape the step runs (to compare with the core's FMA
+//! peak, [`crate::peak`]).
 
 use std::time::Instant;
 
@@ -14,6 +15,7 @@ use crate::cputime::{load_average_1min, process_cpu_seconds};
 use crate::error::{Result, SimError};
 use crate::gemm::{block_samples, matmul_into, profile, REDUCE_CHUNK, ROW_TILE};
 use crate::layers::{Mode, SoftmaxCrossEntropy, Tensor};
+use crate::memory::{available_bytes, check_batch, Pass};
 use crate::optim::Sgd;
 use crate::peak::{cpu_model, fma_peak, VectorPath};
 use cptsim_models::{LayerKind, ModelSummary};
@@ -171,6 +173,45 @@ pub fn time_gemm_shapes(shapes: &mut [GemmShape], secs: f64) -> Result<()> {
     Ok(())
 }
 
+/// What [`timed`] measured.
+struct Timed {
+    /// Wall and process CPU seconds over all runs.
+    wall: f64,
+    cpu: f64,
+    /// Median wall seconds of one run.
+    median: f64,
+    /// GEMM FLOPs and thread CPU time inside GEMMs over all runs.
+    gemm: crate::gemm::GemmProfile,
+    /// 1-minute load average before and after.
+    load_avg: [Option<f64>; 2],
+}
+
+/// Runs `f` `runs` times under the GEMM profiler, timing each run and the whole.
+fn timed(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Timed> {
+    let load0 = load_average_1min();
+    profile(true);
+    let (w0, c0) = (Instant::now(), process_cpu_seconds());
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        if let Err(e) = f() {
+            profile(false);
+            return Err(e);
+        }
+        times.push(t.elapsed().as_secs_f64());
+    }
+    let (wall, cpu) = (w0.elapsed().as_secs_f64(), process_cpu_seconds() - c0);
+    let gemm = profile(false);
+    times.sort_by(f64::total_cmp);
+    Ok(Timed {
+        wall,
+        cpu,
+        median: times.get(times.len() / 2).copied().unwrap_or(0.0),
+        gemm,
+        load_avg: [load0, load_average_1min()],
+    })
+}
+
 /// Training-step throughput of one network.
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainBench {
@@ -212,28 +253,7 @@ pub fn train_steps(
     peak_secs: f64,
     shape_secs: f64,
 ) -> Result<TrainBench> {
-    if batch == 0 || steps == 0 {
-        return Err(SimError::invalid(
-            "benchmark",
-            "batch and steps must be ≥ 1",
-        ));
-    }
-    crate::memory::check_train_batch(
-        net.summary(),
-        batch,
-        "--batch",
-        crate::memory::available_bytes(),
-    )?;
-    let [c, h, w] = net.input_chw();
-    let mut rng = ChaCha8Rng::seed_from_u64(2);
-    let x_ir = Tensor::from_shape_simple_fn(vec![batch, c, h, w], || rng.random_range(-2.0..2.0));
-    let x_ir = if net.summary().input.len() == 2 {
-        x_ir.into_shape_with_order(vec![batch, c])
-            .map_err(|e| SimError::shape("input", e.to_string()))?
-    } else {
-        x_ir
-    };
-    let x = net.input_from_ir(&x_ir)?;
+    let x = synthetic_input(net, batch, steps, Pass::Train)?;
     let classes = net
         .summary()
         .layers
@@ -249,38 +269,89 @@ pub fn train_steps(
         opt.step(&mut net.params_mut(), 0.1)
     };
     step(net)?;
-    let load0 = load_average_1min();
-    profile(true);
-    let (w0, c0) = (Instant::now(), process_cpu_seconds());
-    let mut times = Vec::with_capacity(steps);
-    for _ in 0..steps {
-        let t = Instant::now();
-        step(net)?;
-        times.push(t.elapsed().as_secs_f64());
-    }
-    let (wall, cpu) = (w0.elapsed().as_secs_f64(), process_cpu_seconds() - c0);
-    let gemm = profile(false);
-    let load1 = load_average_1min();
-    times.sort_by(f64::total_cmp);
+    let run = timed(steps, || step(net))?;
     let peak = fma_peak(VectorPath::detect(), peak_secs);
     let mut shapes = Vec::new();
     if shape_secs > 0.0 {
         shapes = step_gemm_shapes(net.summary(), batch);
         time_gemm_shapes(&mut shapes, shape_secs)?;
     }
-    let images = (batch * steps) as f64;
+    let (images, cpu, gemm) = ((batch * steps) as f64, run.cpu.max(1e-9), &run.gemm);
     Ok(TrainBench {
-        images_per_s: images / wall.max(1e-9),
-        images_per_cpu_s: images / cpu.max(1e-9),
-        step_ms_median: times.get(times.len() / 2).copied().unwrap_or(0.0) * 1e3,
+        images_per_s: images / run.wall.max(1e-9),
+        images_per_cpu_s: images / cpu,
+        step_ms_median: run.median * 1e3,
         gemm_gflops: gemm.flops as f64 / gemm.seconds.max(1e-9) / 1e9,
-        gemm_cpu_share: gemm.seconds / cpu.max(1e-9),
+        gemm_cpu_share: gemm.seconds / cpu,
         gemm_gflop_per_step: gemm.flops as f64 / steps as f64 / 1e9,
         peak_gflops: peak.gflops,
         vector_path: peak.path.describe(),
         cpu_model: cpu_model(),
         shapes,
-        load_avg: [load0, load1],
+        load_avg: run.load_avg,
+    })
+}
+
+/// One seeded batch of `batch` synthetic inputs in `[-2, 2)`, in the network's own layout, for
+/// `runs` timed runs of `pass`: an error when either is 0 or the batch cannot fit in memory.
+fn synthetic_input(net: &Network, batch: usize, runs: usize, pass: Pass) -> Result<Tensor> {
+    if batch == 0 || runs == 0 {
+        return Err(SimError::invalid(
+            "benchmark",
+            "batch and the number of timed runs must be ≥ 1",
+        ));
+    }
+    check_batch(net.summary(), batch, "--batch", available_bytes(), pass)?;
+    let [c, h, w] = net.input_chw();
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let x_ir = Tensor::from_shape_simple_fn(vec![batch, c, h, w], || rng.random_range(-2.0..2.0));
+    let x_ir = if net.summary().input.len() == 2 {
+        x_ir.into_shape_with_order(vec![batch, c])
+            .map_err(|e| SimError::shape("input", e.to_string()))?
+    } else {
+        x_ir
+    };
+    net.input_from_ir(&x_ir)
+}
+
+/// Evaluation-forward throughput of one network.
+#[derive(Clone, Debug, Serialize)]
+pub struct EvalBench {
+    /// Images per wall-clock second over the timed passes.
+    pub images_per_s: f64,
+    /// Images per CPU-second of this process (all threads).
+    pub images_per_cpu_s: f64,
+    /// Median wall time of one pass, milliseconds.
+    pub pass_ms_median: f64,
+    /// Share of the process CPU time spent inside GEMMs.
+    pub gemm_cpu_share: f64,
+    /// 1-minute load average at the start and end of the timed passes.
+    pub load_avg: [Option<f64>; 2],
+}
+
+/// Times `passes` evaluation-mode forward passes of `net` (running statistics, no cache for
+/// backward) on one seeded synthetic batch of `batch` inputs, after one warm-up pass; the
+/// network is built beforehand, so only the passes are timed.
+pub fn eval_passes(net: &mut Network, batch: usize, passes: usize) -> Result<EvalBench> {
+    let x = synthetic_input(net, batch, passes, Pass::Eval)?;
+    net.forward(x.clone(), Mode::Eval)?;
+    let run = timed(passes, || {
+        let y = net.forward(x.clone(), Mode::Eval)?;
+        match y.iter().find(|v| !v.is_finite()) {
+            Some(v) => Err(SimError::invalid(
+                "benchmark",
+                format!("the forward pass produced {v} on finite inputs"),
+            )),
+            None => Ok(()),
+        }
+    })?;
+    let (images, cpu) = ((batch * passes) as f64, run.cpu.max(1e-9));
+    Ok(EvalBench {
+        images_per_s: images / run.wall.max(1e-9),
+        images_per_cpu_s: images / cpu,
+        pass_ms_median: run.median * 1e3,
+        gemm_cpu_share: run.gemm.seconds / cpu,
+        load_avg: run.load_avg,
     })
 }
 
@@ -309,6 +380,17 @@ mod tests {
             "{}",
             r.gemm_cpu_share
         );
+    }
+
+    #[test]
+    fn eval_bench_times_forward_passes_and_rejects_empty_runs() {
+        let g = cptsim_models::load_graph("zoo:lenet5", 4).unwrap();
+        let mut net = build_network(&g, &BuildOptions::default()).unwrap();
+        let r = crate::tests::with_threads(1, || eval_passes(&mut net, 4, 2)).unwrap();
+        assert!(r.images_per_s > 0.0 && r.images_per_cpu_s > 0.0 && r.pass_ms_median > 0.0);
+        assert!(r.gemm_cpu_share > 0.0, "{}", r.gemm_cpu_share);
+        let e = eval_passes(&mut net, 4, 0).unwrap_err().to_string();
+        assert!(e.contains("timed runs"), "{e}");
     }
 
     #[test]

@@ -29,6 +29,20 @@ pub fn train_bytes_per_sample(model: &ModelSummary) -> Option<u64> {
     floats.checked_mul(std::mem::size_of::<f32>() as u64)
 }
 
+/// Bytes of memory an evaluation forward pass of `model` needs per sample at least (the input and
+/// the largest layer's input and output, held at once), or `None` when the count overflows.
+pub fn eval_bytes_per_sample(model: &ModelSummary) -> Option<u64> {
+    let size = |s: &[usize]| s.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64));
+    let input: u64 = model.input.iter().skip(1).map(|&d| d as u64).product();
+    let mut widest = 0u64;
+    for l in &model.layers {
+        widest = widest.max(size(&l.in_shape)?.checked_add(size(&l.out_shape)?)?);
+    }
+    input
+        .checked_add(widest)?
+        .checked_mul(std::mem::size_of::<f32>() as u64)
+}
+
 /// Memory the system can give this process now (`MemAvailable` of `/proc/meminfo`), or `None`
 /// where that is unknown.
 pub fn available_bytes() -> Option<u64> {
@@ -43,6 +57,15 @@ fn parse_mem_available(text: &str) -> Option<u64> {
     kib.checked_mul(1024)
 }
 
+/// Which pass a batch is sized for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// A training step ([`train_bytes_per_sample`]).
+    Train,
+    /// An evaluation forward pass ([`eval_bytes_per_sample`]).
+    Eval,
+}
+
 /// An error naming `flag` when a training step of `model` at `batch` samples cannot fit in
 /// `available` bytes (or its size overflows); `available: None` checks only the overflow.
 pub fn check_train_batch(
@@ -51,12 +74,27 @@ pub fn check_train_batch(
     flag: &str,
     available: Option<u64>,
 ) -> Result<()> {
-    let need = train_bytes_per_sample(model).and_then(|b| b.checked_mul(batch as u64));
+    check_batch(model, batch, flag, available, Pass::Train)
+}
+
+/// As [`check_train_batch`] for either pass.
+pub fn check_batch(
+    model: &ModelSummary,
+    batch: usize,
+    flag: &str,
+    available: Option<u64>,
+    pass: Pass,
+) -> Result<()> {
+    let (per_sample, what) = match pass {
+        Pass::Train => (train_bytes_per_sample(model), "one training step"),
+        Pass::Eval => (eval_bytes_per_sample(model), "one forward pass"),
+    };
+    let need = per_sample.and_then(|b| b.checked_mul(batch as u64));
     let too_big = |need: String, have: String| {
         SimError::invalid(
             flag,
             format!(
-                "{batch} samples of model '{}' need {need} for one training step, \
+                "{batch} samples of model '{}' need {need} for {what}, \
                  but {have} of memory is available",
                 model.name
             ),

@@ -1,4 +1,4 @@
-//! `cptsim bench train`: the JSON fields of the issue, sane values, clear errors.
+//! `cptsim bench train|eval`: the JSON fields of the issue, sane values, clear errors.
 
 use cptsim_e2e::{run, stderr, stdout};
 
@@ -94,4 +94,50 @@ fn bench_rejects_bad_flags() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("--batch") && err.contains("GiB"), "{err}");
+}
+
+#[test]
+fn bench_eval_times_forward_passes_and_rejects_bad_flags() {
+    let args = ["bench", "eval", "--model", "zoo:lenet5", "--batch", "8"];
+    let out = run(&[
+        &args[..],
+        &["--passes", "2", "--threads", "1", "--format", "json"],
+    ]
+    .concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for key in [
+        "images_per_s",
+        "images_per_cpu_s",
+        "pass_ms_median",
+        "gemm_cpu_share",
+    ] {
+        let x = v[key].as_f64().unwrap_or(-1.0);
+        assert!(x > 0.0 && x.is_finite(), "{key} = {}", v[key]);
+    }
+    assert_eq!(
+        (v["threads"].as_u64(), v["passes"].as_u64()),
+        (Some(1), Some(2))
+    );
+    for (flag, value) in [("--passes", "0"), ("--threads", "0"), ("--batch", "0")] {
+        let out = run(&[&args[..], &[flag, value]].concat());
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains(flag), "{}", stderr(&out));
+    }
+    // Sized against memory before allocating: an error, not an allocation abort (exit 134).
+    let big = [
+        "bench",
+        "eval",
+        "--model",
+        "zoo:lenet5",
+        "--batch",
+        "100000000",
+    ];
+    let out = run(&big);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--batch") && err.contains("forward pass"),
+        "{err}"
+    );
 }

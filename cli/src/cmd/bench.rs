@@ -1,6 +1,8 @@
 //! `cptsim bench train`: training-step throughput of a model built from the IR, the GEMM rate it
 //! reaches, the core's fp32 FMA peak (an independent kernel at the widest vector width the CPU
 //! runs) and, per GEMM shape of the step, its single-thread rate as a fraction of that peak.
+//! `cptsim bench eval`: fp32 evaluation-forward throughput, the model built outside the timing
+//! (what an inference runtime's session reports).
 
 use std::io::Write;
 
@@ -10,8 +12,9 @@ use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use cptsim_models::load_graph;
-use cptsim_sim::bench::{train_steps, TrainBench};
+use cptsim_sim::bench::{eval_passes, train_steps, EvalBench, TrainBench};
 use cptsim_sim::build::{build_network, BuildOptions};
+use cptsim_sim::peak::cpu_model;
 use cptsim_sim::quant::QuantMethod;
 use serde_json::json;
 
@@ -27,6 +30,28 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// Training steps (forward, backward, SGD) on synthetic data.
     Train(TrainArgs),
+    /// Evaluation-mode fp32 forward passes on synthetic data.
+    Eval(EvalArgs),
+}
+
+/// Arguments of `cptsim bench eval`.
+#[derive(Args)]
+pub struct EvalArgs {
+    /// ONNX file path, or `zoo:NAME` for a built-in model.
+    #[arg(long)]
+    pub model: String,
+    /// Batch size.
+    #[arg(long, default_value_t = 128)]
+    pub batch: usize,
+    /// Timed forward passes (after one warm-up pass).
+    #[arg(long, default_value_t = 10)]
+    pub passes: usize,
+    /// Rayon threads (default: rayon's choice, one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 /// Arguments of `cptsim bench train`.
@@ -69,7 +94,71 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     crate::malloc::keep_large_blocks();
     match &args.what {
         BenchCommand::Train(a) => train(a, out),
+        BenchCommand::Eval(a) => eval(a, out),
     }
+}
+
+/// A thread pool of `--threads` threads (rayon's choice without it).
+fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
+    let mut pool = rayon::ThreadPoolBuilder::new();
+    if let Some(t) = threads {
+        if t == 0 {
+            anyhow::bail!("--threads must be at least 1");
+        }
+        pool = pool.num_threads(t);
+    }
+    pool.build()
+        .context("--threads: cannot build the thread pool")
+}
+
+fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
+    if a.batch == 0 || a.passes == 0 {
+        anyhow::bail!("--batch and --passes must be at least 1");
+    }
+    let pool = pool(a.threads)?;
+    let json = a.format.json_or_table("bench eval")?;
+    let graph = load_graph(&a.model, a.batch)?;
+    let mut net = build_network(&graph, &BuildOptions::default())
+        .with_context(|| format!("model {}", a.model))?;
+    let threads = pool.current_num_threads();
+    let r: EvalBench = pool.install(|| eval_passes(&mut net, a.batch, a.passes))?;
+    let load = |l: Option<f64>| l.map_or("n/a".to_string(), |v| format!("{v:.2}"));
+    match json {
+        true => writeln!(
+            out,
+            "{:#}",
+            json!({
+                "model": a.model,
+                "batch": a.batch,
+                "passes": a.passes,
+                "threads": threads,
+                "images_per_s": r.images_per_s,
+                "images_per_cpu_s": r.images_per_cpu_s,
+                "pass_ms_median": r.pass_ms_median,
+                "gemm_cpu_share": r.gemm_cpu_share,
+                "cpu_model": cpu_model(),
+                "load_avg": r.load_avg[0],
+                "load_avg_end": r.load_avg[1],
+            })
+        )?,
+        false => write!(
+            out,
+            "{} batch {} fp32 eval, {} passes, {threads} thread(s)\n\
+             throughput      {:9.1} images/s, {:.1} images per CPU-second\n\
+             pass (median)   {:9.1} ms ({:.0} % of CPU time in GEMMs)\n\
+             load average    {} → {}\n",
+            a.model,
+            a.batch,
+            a.passes,
+            r.images_per_s,
+            r.images_per_cpu_s,
+            r.pass_ms_median,
+            100.0 * r.gemm_cpu_share,
+            load(r.load_avg[0]),
+            load(r.load_avg[1]),
+        )?,
+    }
+    Ok(())
 }
 
 fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
@@ -81,16 +170,7 @@ fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
             anyhow::bail!("{flag} {v}: expected seconds between 0 and 60");
         }
     }
-    let mut pool = rayon::ThreadPoolBuilder::new();
-    if let Some(t) = a.threads {
-        if t == 0 {
-            anyhow::bail!("--threads must be at least 1");
-        }
-        pool = pool.num_threads(t);
-    }
-    let pool = pool
-        .build()
-        .context("--threads: cannot build the thread pool")?;
+    let pool = pool(a.threads)?;
     let graph = load_graph(&a.model, a.batch)?;
     let json = a.format.json_or_table("bench train")?;
     let opts = BuildOptions {

@@ -96,7 +96,7 @@ impl Conv2dSpec {
 
 /// What backward needs from the training forward pass.
 struct ConvCache {
-    ops: QuantOperands,
+    ops: QuantOperands<'static>,
     out_shape: [usize; 4],
 }
 
@@ -466,7 +466,10 @@ fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
 }
 
 /// Contiguous data of a standard-layout tensor, or a shape error.
-fn data<'a>(layer: &str, t: &'a Tensor) -> Result<&'a [f32]> {
+fn data<'a, S: ndarray::Data<Elem = f32>>(
+    layer: &str,
+    t: &'a ndarray::ArrayBase<S, ndarray::IxDyn>,
+) -> Result<&'a [f32]> {
     t.as_slice()
         .ok_or_else(|| SimError::shape(layer, "tensor is not contiguous"))
 }
@@ -528,7 +531,10 @@ impl Layer for Conv2d {
             })?;
         self.quant = quant;
         let out_shape = [n, oh, ow, o];
-        self.cache = (mode == Mode::Train).then_some(ConvCache { ops, out_shape });
+        self.cache = (mode == Mode::Train).then(|| ConvCache {
+            ops: ops.into_owned(),
+            out_shape,
+        });
         Tensor::from_shape_vec(out_shape.to_vec(), y).map_err(shape_err(name))
     }
 

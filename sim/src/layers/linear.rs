@@ -29,7 +29,7 @@ pub struct Linear {
     /// Quantization state (fp32 unless bits are set).
     pub quant: LayerQuant,
     /// Training pass: the quantized operands (input as `[rows, F]`) and the input shape.
-    cache: Option<(QuantOperands, Vec<usize>)>,
+    cache: Option<(QuantOperands<'static>, Vec<usize>)>,
 }
 
 fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
@@ -125,7 +125,7 @@ impl Layer for Linear {
         if let Some(last) = out_shape.last_mut() {
             *last = ops.w.nrows();
         }
-        self.cache = (mode == Mode::Train).then_some((ops, in_shape));
+        self.cache = (mode == Mode::Train).then(|| (ops.into_owned(), in_shape));
         y.into_dyn()
             .into_shape_with_order(out_shape)
             .map_err(shape_err(&self.name))

@@ -150,14 +150,20 @@ pub(crate) fn expect_inputs<'a>(
 }
 
 /// A 4-D `[N, H, W, C]` view of `t`, or an error naming the layer.
-pub(crate) fn as4<'a>(layer: &str, t: &'a Tensor) -> Result<ndarray::ArrayView4<'a, f32>> {
+pub(crate) fn as4<'a, S: ndarray::Data<Elem = f32>>(
+    layer: &str,
+    t: &'a ndarray::ArrayBase<S, ndarray::IxDyn>,
+) -> Result<ndarray::ArrayView4<'a, f32>> {
     t.view()
         .into_dimensionality::<Ix4>()
         .map_err(|_| SimError::shape(layer, format!("expects [N, H, W, C], got {:?}", t.shape())))
 }
 
 /// A 2-D `[N, F]` view of `t`, or an error naming the layer.
-pub(crate) fn as2<'a>(layer: &str, t: &'a Tensor) -> Result<ndarray::ArrayView2<'a, f32>> {
+pub(crate) fn as2<'a, S: ndarray::Data<Elem = f32>>(
+    layer: &str,
+    t: &'a ndarray::ArrayBase<S, ndarray::IxDyn>,
+) -> Result<ndarray::ArrayView2<'a, f32>> {
     t.view()
         .into_dimensionality::<Ix2>()
         .map_err(|_| SimError::shape(layer, format!("expects [N, F], got {:?}", t.shape())))

@@ -2,16 +2,18 @@
 //! input activation for the forward GEMM, the quantized error for both backward GEMMs, and the
 //! non-identity backward factors of quantizers that have them (DoReFa).
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::{Array2, ArrayView2, CowArray, IxDyn};
 
 use super::{Mode, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::{lsq, LayerQuant};
 
-/// Forward operands of one quantized GEMM layer, kept for backward.
-pub(crate) struct QuantOperands {
-    /// Quantized input activation (a copy; equals the input at fp32).
-    pub x: Tensor,
+/// Forward operands of one quantized GEMM layer, kept for backward (as
+/// `QuantOperands<'static>`, see [`QuantOperands::into_owned`]).
+pub(crate) struct QuantOperands<'a> {
+    /// Quantized input activation: a copy, except in an fp32 evaluation pass, which reads the
+    /// input in place (nothing is kept for backward then).
+    pub x: CowArray<'a, f32, IxDyn>,
     /// Gradient mask of the activation quantizer, if not the identity.
     pub x_mask: Option<Vec<f32>>,
     /// Quantized weights `[O, K]`.
@@ -22,13 +24,37 @@ pub(crate) struct QuantOperands {
     pub x_residual: Option<Vec<f32>>,
 }
 
-/// Quantizes the input and weights for the forward GEMM (copies at fp32).
-pub(crate) fn quantize_operands(
+impl QuantOperands<'_> {
+    /// The operands with an owned input, to keep for backward (moves, unless borrowed).
+    pub fn into_owned(self) -> QuantOperands<'static> {
+        QuantOperands {
+            x: CowArray::from(self.x.into_owned()),
+            x_mask: self.x_mask,
+            w: self.w,
+            w_scale: self.w_scale,
+            x_residual: self.x_residual,
+        }
+    }
+}
+
+/// Quantizes the input and weights for the forward GEMM. Training copies the input even at fp32
+/// (backward keeps it); an fp32 evaluation pass borrows it.
+pub(crate) fn quantize_operands<'a>(
     quant: &mut LayerQuant,
-    x: &Tensor,
+    x: &'a Tensor,
     w: ArrayView2<f32>,
     mode: Mode,
-) -> QuantOperands {
+) -> QuantOperands<'a> {
+    let (w, w_scale) = quant.weights(w).unwrap_or_else(|| (w.to_owned(), None));
+    if mode != Mode::Train && quant.bits_fw == 0 && x.is_standard_layout() {
+        return QuantOperands {
+            x: CowArray::from(x.view()),
+            x_mask: None,
+            w,
+            w_scale,
+            x_residual: None,
+        };
+    }
     let mut xq = x.as_standard_layout().into_owned();
     let probe = wants_step_residual(quant) && mode == Mode::Train && quant.bits_fw > 0;
     let x_orig = probe.then(|| xq.iter().copied().collect::<Vec<f32>>());
@@ -40,9 +66,8 @@ pub(crate) fn quantize_operands(
         r.iter_mut().zip(xq.iter()).for_each(|(r, q)| *r = q - *r);
         r
     });
-    let (w, w_scale) = quant.weights(w).unwrap_or_else(|| (w.to_owned(), None));
     QuantOperands {
-        x: xq,
+        x: CowArray::from(xq),
         x_mask,
         w,
         w_scale,
