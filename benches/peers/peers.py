@@ -164,7 +164,7 @@ def ort_forward(path, x, reps):
     t0 = time.process_time()
     for _ in range(reps):
         sess.run(None, {name: x})
-    return BATCH * reps / (time.process_time() - t0)
+    return len(x) * reps / (time.process_time() - t0)
 
 
 def cptsim_train(exe, quantizer, steps):
@@ -175,10 +175,10 @@ def cptsim_train(exe, quantizer, steps):
     return json.loads(out)["images_per_cpu_s"]
 
 
-def cptsim_eval(exe, onnx_path, reps):
+def cptsim_eval(exe, onnx_path, reps, batch=BATCH):
     """`cptsim bench eval` on the very ONNX file onnxruntime runs: the model is built before the
     timed passes, as an onnxruntime session is created before its timed runs."""
-    cmd = [exe, "bench", "eval", "--model", onnx_path, "--batch", str(BATCH), "--passes",
+    cmd = [exe, "bench", "eval", "--model", onnx_path, "--batch", str(batch), "--passes",
            str(reps), "--threads", "1", "--format", "json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["images_per_cpu_s"]
@@ -189,6 +189,8 @@ def main():
     ap.add_argument("--cptsim", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--resnet50-batch", type=int, default=16,
+                    help="batch of the ResNet-50 eval comparison (0: skip it)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
@@ -198,6 +200,13 @@ def main():
     net = ResNet20().eval()
     warnings.filterwarnings("ignore", category=DeprecationWarning)  # the TorchScript exporter
     torch.onnx.export(net, torch.from_numpy(x), onnx_path, input_names=["x"], dynamo=False)
+    # ImageNet ResNet-50 (torchvision's architecture) as cptsim's zoo writes it, BatchNorm nodes
+    # included: onnxruntime folds them into the convs itself, cptsim runs them as layers.
+    r50_path = os.path.join(tmp, "resnet50.onnx")
+    x50 = np.random.default_rng(1).random((a.resnet50_batch, 3, 224, 224), dtype=np.float32)
+    if a.resnet50_batch:
+        subprocess.run([a.cptsim, "zoo", "export", "resnet50", "--output", r50_path], check=True,
+                       capture_output=True)
     rows = []
     print(f"torch {torch.__version__}, onnxruntime {ort.__version__}; batch {BATCH}, "
           f"{a.steps} timed steps per run, 1 thread each; images per CPU-second")
@@ -211,6 +220,9 @@ def main():
             "ort_eval": ort_forward(onnx_path, x, a.steps * 3),
             "cptsim_eval": cptsim_eval(a.cptsim, onnx_path, a.steps * 3),
         }
+        if a.resnet50_batch:
+            row["ort_eval_r50"] = ort_forward(r50_path, x50, 2)
+            row["cptsim_eval_r50"] = cptsim_eval(a.cptsim, r50_path, 2, a.resnet50_batch)
         rows.append(row)
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
@@ -222,6 +234,10 @@ def main():
                         ("eval forward vs onnxruntime (same ONNX file)", "cptsim_eval",
                          "ort_eval")):
         print(f"| {label} | {med[c]:.1f} | {med[p]:.1f} | {med[c] / med[p]:.2f} |")
+    if a.resnet50_batch:
+        c, p = med["cptsim_eval_r50"], med["ort_eval_r50"]
+        print(f"| ResNet-50 eval (batch {a.resnet50_batch}) vs onnxruntime (same ONNX file) | "
+              f"{c:.1f} | {p:.1f} | {c / p:.2f} |")
     print(f"(medians over {a.rounds} rounds)")
 
 
