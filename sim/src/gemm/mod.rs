@@ -288,7 +288,8 @@ mod tests {
 
     #[test]
     fn every_path_gives_the_fused_chain_bit_for_bit() {
-        // Shapes crossing every block edge (tile rows, NR, KC = 256, MC = 144, NC = 1024), both
+        // Shapes crossing every block edge (tile rows, NR, KC = 256, MC = 144, NC = 1024), rows
+        // that alias in L1 (`blocked::rows_spread_over_l1`), both
         // orientations (m < n is computed as Cᵀ = Bᵀ·Aᵀ), transposed and strided views, and
         // accumulation into C.
         let shapes = [
@@ -299,6 +300,9 @@ mod tests {
             (5, 1100, 40),
             (40, 1030, 9),
             (300, 16, 520),
+            // Rows 4 KiB apart (B read by rows: its panels are packed).
+            (150, 70, 1024),
+            (9, 1024, 300),
         ];
         for (s, &(m, n, k)) in shapes.iter().enumerate() {
             let s = s as u64;
