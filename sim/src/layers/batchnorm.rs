@@ -120,6 +120,20 @@ crate::simd::multiversion! {
 }
 
 crate::simd::multiversion! {
+    /// [`normalize`] without storing `x̂`: `y = γ·((x − mean)·inv_std) + β`.
+    fn normalize_eval(x: &[f32], y: &mut [f32], per_channel: [&[f32]; 4]) {
+        let [mean, inv_std, gamma, beta] = per_channel;
+        let c = mean.len();
+        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
+        for (yr, xr) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
+            for i in 0..c {
+                yr[i] = gamma[i] * ((xr[i] - mean[i]) * inv_std[i]) + beta[i];
+            }
+        }
+    }
+}
+
+crate::simd::multiversion! {
     /// The input gradient `dx = k·(m·g − Σg − x̂·Σg·x̂)` for the rows of `g` and `xhat`, with
     /// `per_channel = [k, Σg, Σg·x̂]`.
     fn input_grad(g: &[f32], xhat: &[f32], dx: &mut [f32], m: f32, per_channel: [&[f32]; 3]) {
@@ -199,13 +213,10 @@ impl Layer for BatchNorm {
                 .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
             self.cache = Some(BnCache { xhat, inv_std });
         } else {
-            // Eval needs no x̂: a small scratch per chunk of rows.
+            // Eval keeps no x̂ (same arithmetic, so the same y).
             y.par_chunks_mut(ROWS * c)
                 .zip(data.par_chunks(ROWS * c))
-                .for_each(|(yo, xs)| {
-                    let mut h = vec![0.0f32; xs.len()];
-                    normalize(xs, &mut h, yo, per_channel)
-                });
+                .for_each(|(yo, xs)| normalize_eval(xs, yo, per_channel));
             self.cache = None;
         }
         Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
@@ -262,6 +273,28 @@ mod tests {
         b.gamma.value = rand_tensor(&[c], 1.0, 11).mapv(|v| v + 1.5);
         b.beta.value = rand_tensor(&[c], 1.0, 12);
         b
+    }
+
+    #[test]
+    fn eval_kernel_matches_the_training_kernel_bit_for_bit() {
+        let c = 5;
+        let x = rand_tensor(&[300, c], 3.0, 13);
+        let xs = x.as_slice().unwrap();
+        let stats = [
+            rand_tensor(&[c], 1.0, 14),
+            rand_tensor(&[c], 1.0, 15).mapv(|v| v.abs() + 0.5),
+            rand_tensor(&[c], 1.0, 16),
+            rand_tensor(&[c], 1.0, 17),
+        ];
+        let pc = stats.each_ref().map(|t| t.as_slice().unwrap());
+        let (mut h, mut y, mut ye) = (
+            vec![0.0; xs.len()],
+            vec![0.0; xs.len()],
+            vec![0.0; xs.len()],
+        );
+        normalize(xs, &mut h, &mut y, pc);
+        normalize_eval(xs, &mut ye, pc);
+        assert_eq!(y, ye);
     }
 
     #[test]
