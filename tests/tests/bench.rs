@@ -2,6 +2,14 @@
 
 use cptsim_e2e::{run, stderr, stdout};
 
+/// Asserts that each of `keys` in `v` is a finite number above zero.
+fn assert_positive(v: &serde_json::Value, keys: &[&str]) {
+    for key in keys {
+        let x = v[key].as_f64().unwrap_or(-1.0);
+        assert!(x > 0.0 && x.is_finite(), "{key} = {}", v[key]);
+    }
+}
+
 #[test]
 fn bench_train_prints_the_issue_fields() {
     let out = run(&[
@@ -26,16 +34,16 @@ fn bench_train_prints_the_issue_fields() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    for key in [
-        "images_per_s",
-        "images_per_cpu_s",
-        "step_ms_median",
-        "gemm_gflops",
-        "peak_gflops",
-    ] {
-        let x = v[key].as_f64().unwrap_or(-1.0);
-        assert!(x > 0.0 && x.is_finite(), "{key} = {}", v[key]);
-    }
+    assert_positive(
+        &v,
+        &[
+            "images_per_s",
+            "images_per_cpu_s",
+            "step_ms_median",
+            "gemm_gflops",
+            "peak_gflops",
+        ],
+    );
     assert!(v.get("load_avg").is_some());
     // The peak comes from its own FMA kernel on a named vector path, not from the GEMM.
     let path = v["vector_path"].as_str().unwrap_or("");
@@ -106,15 +114,15 @@ fn bench_eval_times_forward_passes_and_rejects_bad_flags() {
     .concat());
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    for key in [
-        "images_per_s",
-        "images_per_cpu_s",
-        "pass_ms_median",
-        "gemm_cpu_share",
-    ] {
-        let x = v[key].as_f64().unwrap_or(-1.0);
-        assert!(x > 0.0 && x.is_finite(), "{key} = {}", v[key]);
-    }
+    assert_positive(
+        &v,
+        &[
+            "images_per_s",
+            "images_per_cpu_s",
+            "pass_ms_median",
+            "gemm_cpu_share",
+        ],
+    );
     assert_eq!(
         (v["threads"].as_u64(), v["passes"].as_u64()),
         (Some(1), Some(2))

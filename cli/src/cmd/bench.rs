@@ -98,6 +98,11 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     }
 }
 
+/// A load average for the tables (`n/a` where unknown).
+fn load(l: Option<f64>) -> String {
+    l.map_or("n/a".to_string(), |v| format!("{v:.2}"))
+}
+
 /// A thread pool of `--threads` threads (rayon's choice without it).
 fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
     let mut pool = rayon::ThreadPoolBuilder::new();
@@ -122,7 +127,6 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
         .with_context(|| format!("model {}", a.model))?;
     let threads = pool.current_num_threads();
     let r: EvalBench = pool.install(|| eval_passes(&mut net, a.batch, a.passes))?;
-    let load = |l: Option<f64>| l.map_or("n/a".to_string(), |v| format!("{v:.2}"));
     match json {
         true => writeln!(
             out,
@@ -233,7 +237,6 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
 }
 
 fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
-    let load = |l: Option<f64>| l.map_or("n/a".to_string(), |v| format!("{v:.2}"));
     let q = match a.quantizer.method() {
         None => "fp32".to_string(),
         Some(_) => format!("{} {1}/{1}", a.quantizer.name().to_uppercase(), a.bits),

@@ -149,8 +149,8 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 }
 
 /// Sets `panels` to the [`NR`]-column panels of rows `p0..p0+kc`, columns `j0..j0+nc` of `b`.
-/// With `in_place` (columns adjacent), whole panels are read where they are; the others are
-/// packed into `buf` (`kc × NR` values, zero beyond the last column).
+/// With `in_place` (columns adjacent, rows spread over L1), whole panels are read where they are;
+/// the others are packed into `buf` (`kc × NR` values, zero beyond the last column).
 ///
 /// # Safety
 /// Those rows and columns of `b` are valid elements. The pointers are valid while `buf` is not

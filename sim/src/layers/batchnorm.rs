@@ -104,30 +104,29 @@ crate::simd::multiversion! {
 
 crate::simd::multiversion! {
     /// `x̂ = (x − mean)·inv_std` and `y = γ·x̂ + β` for the rows of `x`, with
-    /// `per_channel = [mean, inv_std, γ, β]`.
-    fn normalize(x: &[f32], xhat: &mut [f32], y: &mut [f32], per_channel: [&[f32]; 4]) {
+    /// `per_channel = [mean, inv_std, γ, β]`; `x̂` is stored only when asked for (training keeps
+    /// it for backward), with the same arithmetic either way.
+    fn normalize(x: &[f32], xhat: Option<&mut [f32]>, y: &mut [f32], per_channel: [&[f32]; 4]) {
         let [mean, inv_std, gamma, beta] = per_channel;
         let c = mean.len();
         let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
-        let rows = xhat.chunks_exact_mut(c).zip(y.chunks_exact_mut(c)).zip(x.chunks_exact(c));
-        for ((hr, yr), xr) in rows {
-            for i in 0..c {
-                hr[i] = (xr[i] - mean[i]) * inv_std[i];
-                yr[i] = gamma[i] * hr[i] + beta[i];
+        let norm = |xr: &[f32], i: usize| (xr[i] - mean[i]) * inv_std[i];
+        match xhat {
+            Some(xhat) => {
+                let rows = xhat.chunks_exact_mut(c).zip(y.chunks_exact_mut(c));
+                for ((hr, yr), xr) in rows.zip(x.chunks_exact(c)) {
+                    for i in 0..c {
+                        hr[i] = norm(xr, i);
+                        yr[i] = gamma[i] * hr[i] + beta[i];
+                    }
+                }
             }
-        }
-    }
-}
-
-crate::simd::multiversion! {
-    /// [`normalize`] without storing `x̂`: `y = γ·((x − mean)·inv_std) + β`.
-    fn normalize_eval(x: &[f32], y: &mut [f32], per_channel: [&[f32]; 4]) {
-        let [mean, inv_std, gamma, beta] = per_channel;
-        let c = mean.len();
-        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
-        for (yr, xr) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
-            for i in 0..c {
-                yr[i] = gamma[i] * ((xr[i] - mean[i]) * inv_std[i]) + beta[i];
+            None => {
+                for (yr, xr) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
+                    for i in 0..c {
+                        yr[i] = gamma[i] * norm(xr, i) + beta[i];
+                    }
+                }
             }
         }
     }
@@ -208,7 +207,7 @@ impl Layer for BatchNorm {
             xhat.par_chunks_mut(ROWS * c)
                 .zip(y.par_chunks_mut(ROWS * c))
                 .zip(data.par_chunks(ROWS * c))
-                .for_each(|((h, yo), xs)| normalize(xs, h, yo, per_channel));
+                .for_each(|((h, yo), xs)| normalize(xs, Some(h), yo, per_channel));
             let xhat = Tensor::from_shape_vec(shape.clone(), xhat)
                 .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
             self.cache = Some(BnCache { xhat, inv_std });
@@ -216,7 +215,7 @@ impl Layer for BatchNorm {
             // Eval keeps no x̂ (same arithmetic, so the same y).
             y.par_chunks_mut(ROWS * c)
                 .zip(data.par_chunks(ROWS * c))
-                .for_each(|(yo, xs)| normalize_eval(xs, yo, per_channel));
+                .for_each(|(yo, xs)| normalize(xs, None, yo, per_channel));
             self.cache = None;
         }
         Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
@@ -276,7 +275,7 @@ mod tests {
     }
 
     #[test]
-    fn eval_kernel_matches_the_training_kernel_bit_for_bit() {
+    fn normalizing_without_xhat_gives_the_same_output_bit_for_bit() {
         let c = 5;
         let x = rand_tensor(&[300, c], 3.0, 13);
         let xs = x.as_slice().unwrap();
@@ -292,8 +291,8 @@ mod tests {
             vec![0.0; xs.len()],
             vec![0.0; xs.len()],
         );
-        normalize(xs, &mut h, &mut y, pc);
-        normalize_eval(xs, &mut ye, pc);
+        normalize(xs, Some(&mut h), &mut y, pc);
+        normalize(xs, None, &mut ye, pc);
         assert_eq!(y, ye);
     }
 
