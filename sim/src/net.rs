@@ -114,20 +114,26 @@ impl Graph {
         values[0] = Some(x);
         for i in start..end {
             let node = &mut self.nodes[i];
-            let out = {
-                let ins = node
-                    .inputs
-                    .iter()
-                    .map(|&v| {
-                        values[v - start].as_ref().ok_or_else(|| {
-                            SimError::shape(
-                                node.layer.name(),
-                                format!("input value {v} was not computed"),
-                            )
+            let out = match node.inputs[..] {
+                // The only input, read by no later node: hand it over (its storage is reusable).
+                [v] if last_use[v - start] == i => {
+                    let x = values[v - start]
+                        .take()
+                        .ok_or_else(|| not_computed(node.layer.name(), v))?;
+                    node.layer.forward_owned(x, mode)?
+                }
+                _ => {
+                    let ins = node
+                        .inputs
+                        .iter()
+                        .map(|&v| {
+                            values[v - start]
+                                .as_ref()
+                                .ok_or_else(|| not_computed(node.layer.name(), v))
                         })
-                    })
-                    .collect::<Result<Vec<&Tensor>>>()?;
-                node.layer.forward(&ins, mode)?
+                        .collect::<Result<Vec<&Tensor>>>()?;
+                    node.layer.forward(&ins, mode)?
+                }
             };
             for &v in &node.inputs {
                 if last_use[v - start] == i {
@@ -287,6 +293,11 @@ impl Graph {
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
+}
+
+/// The error of a node whose input value `v` does not exist.
+fn not_computed(layer: &str, v: usize) -> SimError {
+    SimError::shape(layer, format!("input value {v} was not computed"))
 }
 
 #[cfg(test)]

@@ -48,6 +48,13 @@ crate::simd::multiversion! {
 }
 
 crate::simd::multiversion! {
+    /// `x ← clamp(x, 0, hi)` element-wise.
+    fn clamp_in_place(x: &mut [f32], hi: f32) {
+        x.iter_mut().for_each(|v| *v = crate::simd::clamp(*v, 0.0, hi));
+    }
+}
+
+crate::simd::multiversion! {
     /// Where the gradient passes: `0 < x < hi`.
     fn passes(x: &[f32], hi: f32) -> Vec<bool> {
         x.iter().map(|&v| v > 0.0 && v < hi).collect()
@@ -82,6 +89,17 @@ impl Layer for Activation {
         Ok(y)
     }
 
+    fn forward_owned(&mut self, mut x: Tensor, mode: Mode) -> Result<Tensor> {
+        let hi = self.kind.upper();
+        let shape = x.shape().to_vec();
+        let Some(data) = x.as_slice_mut() else {
+            return self.forward(&[&x], mode);
+        };
+        self.cache = (mode == Mode::Train).then(|| (shape, passes(data, hi)));
+        clamp_in_place(data, hi);
+        Ok(x)
+    }
+
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let (shape, pass) = cached(&self.name, &self.cache)?;
         check_grad(&self.name, &grad_out, shape)?;
@@ -109,6 +127,11 @@ mod tests {
         let x = Tensor::from_shape_vec(vec![1, 4], vec![-1.0, 2.0, 7.0, 5.0]).unwrap();
         let y = r6.forward(&[&x], Mode::Train).unwrap();
         assert_eq!(y.as_slice().unwrap(), &[0.0, 2.0, 6.0, 5.0]);
+        let g = Tensor::from_shape_vec(vec![1, 4], vec![1.0; 4]).unwrap();
+        let dx = r6.backward(g.clone()).unwrap();
+        // In place on an owned input: the same values and the same gradient mask.
+        assert_eq!(r6.forward_owned(x, Mode::Train).unwrap(), y);
+        assert_eq!(r6.backward(g).unwrap(), dx);
         // Inputs kept away from the kinks at 0 and 6 so finite differences are valid.
         let x = rand_tensor(&[3, 2, 2, 4], 8.0, 1).mapv(|v| {
             if v.abs() < 0.1 || (v - 6.0).abs() < 0.1 {

@@ -103,28 +103,26 @@ crate::simd::multiversion! {
 }
 
 crate::simd::multiversion! {
-    /// `x̂ = (x − mean)·inv_std` and `y = γ·x̂ + β` for the rows of `x`, with
-    /// `per_channel = [mean, inv_std, γ, β]`; `x̂` is stored only when asked for (training keeps
-    /// it for backward), with the same arithmetic either way.
-    fn normalize(x: &[f32], xhat: Option<&mut [f32]>, y: &mut [f32], per_channel: [&[f32]; 4]) {
+    /// `x̂ = (x − mean)·inv_std` and `y = γ·x̂ + β` for the rows of `xy`, `y` written over `x`,
+    /// with `per_channel = [mean, inv_std, γ, β]`; `x̂` is stored only when asked for (training
+    /// keeps it for backward), with the same arithmetic either way.
+    fn normalize(xy: &mut [f32], xhat: Option<&mut [f32]>, per_channel: [&[f32]; 4]) {
         let [mean, inv_std, gamma, beta] = per_channel;
         let c = mean.len();
         let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
-        let norm = |xr: &[f32], i: usize| (xr[i] - mean[i]) * inv_std[i];
         match xhat {
             Some(xhat) => {
-                let rows = xhat.chunks_exact_mut(c).zip(y.chunks_exact_mut(c));
-                for ((hr, yr), xr) in rows.zip(x.chunks_exact(c)) {
+                for (hr, r) in xhat.chunks_exact_mut(c).zip(xy.chunks_exact_mut(c)) {
                     for i in 0..c {
-                        hr[i] = norm(xr, i);
-                        yr[i] = gamma[i] * hr[i] + beta[i];
+                        hr[i] = (r[i] - mean[i]) * inv_std[i];
+                        r[i] = gamma[i] * hr[i] + beta[i];
                     }
                 }
             }
             None => {
-                for (yr, xr) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
+                for r in xy.chunks_exact_mut(c) {
                     for i in 0..c {
-                        yr[i] = gamma[i] * norm(xr, i) + beta[i];
+                        r[i] = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i];
                     }
                 }
             }
@@ -155,7 +153,13 @@ impl Layer for BatchNorm {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let data = self.check_input(x)?;
+        self.check_input(x)?;
+        // The output is written over a copy of the input.
+        self.forward_owned(x.clone(), mode)
+    }
+
+    fn forward_owned(&mut self, mut x: Tensor, mode: Mode) -> Result<Tensor> {
+        let data = self.check_input(&x)?;
         let c = self.channels();
         let rows = data.len() / c;
         let (mean, inv_std): (Vec<f32>, Vec<f32>) = if mode == Mode::Train {
@@ -194,31 +198,31 @@ impl Layer for BatchNorm {
         };
         let gamma = slice(&self.name, &self.gamma)?;
         let beta = slice(&self.name, &self.beta)?;
-        let mut y = vec![0.0f32; data.len()];
         let per_channel = [&mean[..], &inv_std[..], gamma, beta];
-        let shape = x.shape().to_vec();
+        let len = data.len();
+        let y = x
+            .as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "input is not contiguous"))?;
         if mode == Mode::Train {
             // x̂ is kept for backward: reuse the previous step's buffer (every element is
             // overwritten) instead of allocating and zeroing a new one.
             let mut xhat = match self.cache.take() {
-                Some(old) if old.xhat.len() == data.len() => old.xhat.into_raw_vec_and_offset().0,
-                _ => vec![0.0f32; data.len()],
+                Some(old) if old.xhat.len() == len => old.xhat.into_raw_vec_and_offset().0,
+                _ => vec![0.0f32; len],
             };
             xhat.par_chunks_mut(ROWS * c)
                 .zip(y.par_chunks_mut(ROWS * c))
-                .zip(data.par_chunks(ROWS * c))
-                .for_each(|((h, yo), xs)| normalize(xs, Some(h), yo, per_channel));
-            let xhat = Tensor::from_shape_vec(shape.clone(), xhat)
+                .for_each(|(h, xy)| normalize(xy, Some(h), per_channel));
+            let xhat = Tensor::from_shape_vec(x.shape(), xhat)
                 .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
             self.cache = Some(BnCache { xhat, inv_std });
         } else {
             // Eval keeps no x̂ (same arithmetic, so the same y).
             y.par_chunks_mut(ROWS * c)
-                .zip(data.par_chunks(ROWS * c))
-                .for_each(|(yo, xs)| normalize(xs, None, yo, per_channel));
+                .for_each(|xy| normalize(xy, None, per_channel));
             self.cache = None;
         }
-        Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
+        Ok(x)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
@@ -286,13 +290,9 @@ mod tests {
             rand_tensor(&[c], 1.0, 17),
         ];
         let pc = stats.each_ref().map(|t| t.as_slice().unwrap());
-        let (mut h, mut y, mut ye) = (
-            vec![0.0; xs.len()],
-            vec![0.0; xs.len()],
-            vec![0.0; xs.len()],
-        );
-        normalize(xs, Some(&mut h), &mut y, pc);
-        normalize(xs, None, &mut ye, pc);
+        let (mut h, mut y, mut ye) = (vec![0.0; xs.len()], xs.to_vec(), xs.to_vec());
+        normalize(&mut y, Some(&mut h), pc);
+        normalize(&mut ye, None, pc);
         assert_eq!(y, ye);
     }
 

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, Ix4};
+use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, CowArray, Ix4, IxDyn};
 use rayon::prelude::*;
 
 use super::qgemm::{
@@ -161,6 +161,13 @@ impl Im2col<'_> {
                 }
             }
         }
+    }
+
+    /// True when the column matrix of a block is its input as it lies (a 1×1 kernel at stride 1,
+    /// no padding, one group: channels-last rows are the patches), so no im2col is needed.
+    fn input_is_columns(&self) -> bool {
+        let sp = self.spec;
+        sp.kernel == [1, 1] && sp.stride == [1, 1] && sp.pads == [0; 4] && sp.groups == 1
     }
 
     /// True when the kernel columns of one kernel row read consecutive input pixels whose
@@ -474,14 +481,11 @@ fn data<'a, S: ndarray::Data<Elem = f32>>(
         .ok_or_else(|| SimError::shape(layer, "tensor is not contiguous"))
 }
 
-impl Layer for Conv2d {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let x4 = as4(&self.name, x)?;
+impl Conv2d {
+    /// The forward pass on an input that is borrowed or owned (then quantized in place and kept
+    /// for backward without a copy).
+    fn run(&mut self, x: CowArray<'_, f32, IxDyn>, mode: Mode) -> Result<Tensor> {
+        let x4 = as4(&self.name, &x)?;
         let n = x4.dim().0;
         let geo = self.geometry(&x4)?;
         let (oh, ow) = geo.out_hw;
@@ -511,6 +515,9 @@ impl Layer for Conv2d {
                 let mut yv = ArrayViewMut2::from_shape((r, o), yb).map_err(shape_err(name))?;
                 if let Some(wt) = &dw_t {
                     geo.depthwise_forward(xb, wt, yb_data(&mut yv, name)?);
+                } else if geo.input_is_columns() {
+                    let xv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
+                    matmul_into(yv.view_mut(), xv, ops.w.t(), false)?;
                 } else {
                     with_scratch(r * kg, 0, |col, _| -> Result<()> {
                         for g in 0..groups {
@@ -536,6 +543,21 @@ impl Layer for Conv2d {
             out_shape,
         });
         Tensor::from_shape_vec(out_shape.to_vec(), y).map_err(shape_err(name))
+    }
+}
+
+impl Layer for Conv2d {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        self.run(CowArray::from(x.view()), mode)
+    }
+
+    fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
+        self.run(CowArray::from(x), mode)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
@@ -576,6 +598,14 @@ impl Layer for Conv2d {
                     return Ok(pdw_t.t().as_standard_layout().into_owned());
                 }
                 let mut pdw = Array2::<f32>::zeros((o, kg));
+                if geo.input_is_columns() {
+                    // The columns are the input and their gradient is the input's: no copies.
+                    let xv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
+                    matmul_into(pdw.view_mut(), gv.t(), xv, false)?;
+                    let dv = ArrayViewMut2::from_shape((r, kg), dxb).map_err(shape_err(name))?;
+                    matmul_into(dv, gv, wq.view(), false)?;
+                    return Ok(pdw);
+                }
                 with_scratch(r * kg, r * kg, |col, dcol| -> Result<()> {
                     for g in 0..groups {
                         let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
@@ -835,6 +865,7 @@ mod tests {
             Conv2dSpec::square(2, 4, 1, 2, 0),
             Conv2dSpec::square(2, 2, 5, 1, 4),
             Conv2dSpec::square(2, 2, 2, 3, 0),
+            Conv2dSpec::square(3, 4, 1, 1, 0),
         ];
         let mut odd = Conv2dSpec::square(3, 2, 3, 2, 1);
         odd.pads = [0, 7, 2, 1];
@@ -858,6 +889,8 @@ mod tests {
             let mut col = vec![f32::NAN; want.len()];
             geo.gather(x, 0, &mut col);
             assert_eq!(col, want, "{sp:?}");
+            // The layer skips im2col exactly when it would copy the input unchanged.
+            assert_eq!(geo.input_is_columns(), col == x, "{sp:?}");
 
             // Scatter: the run path adds in the same order as the per-tap path, so bit-equal.
             let dcol = rand_tensor(&[want.len()], 1.0, 120 + i as u64);

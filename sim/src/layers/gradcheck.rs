@@ -63,8 +63,32 @@ fn compare(what: &str, analytic: f64, numeric: f64, tol: f64) -> Check<()> {
     }
 }
 
+/// [`Layer::forward_owned`] gives what [`Layer::forward`] gave (`out`, then the input and
+/// parameter gradients of `r`), bit for bit, in training, and the same evaluation output.
+fn owned_matches_borrowed(
+    layer: &mut dyn Layer,
+    x: &Tensor,
+    out: &Tensor,
+    r: &Tensor,
+    dins: &[Tensor],
+    pgrads: &[Tensor],
+) -> Check<()> {
+    let e = |e: crate::error::SimError| e.to_string();
+    let owned = layer.forward_owned(x.clone(), Mode::Train).map_err(e)?;
+    let d = layer.backward(r.clone()).map_err(e)?;
+    let pg: Vec<Tensor> = layer.params_mut().iter().map(|p| p.grad.clone()).collect();
+    if owned != *out || d != dins || pg != pgrads {
+        return Err("training on an owned input differs from a borrowed one".into());
+    }
+    let borrowed = layer.forward(&[x], Mode::Eval).map_err(e)?;
+    if layer.forward_owned(x.clone(), Mode::Eval).map_err(e)? != borrowed {
+        return Err("evaluation on an owned input differs from a borrowed one".into());
+    }
+    Ok(())
+}
+
 /// Checks every input gradient and every parameter gradient of `layer` at `inputs`
-/// (at most `samples` elements of each tensor).
+/// (at most `samples` elements of each tensor), and for one-input layers that an owned input gives the same results.
 pub fn check_layer(
     layer: &mut dyn Layer,
     inputs: &[Tensor],
@@ -86,6 +110,9 @@ pub fn check_layer(
         ));
     }
     let pgrads: Vec<Tensor> = layer.params_mut().iter().map(|p| p.grad.clone()).collect();
+    if let [x] = inputs {
+        owned_matches_borrowed(layer, x, &out, &r, &dins, &pgrads)?;
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut xs = inputs.to_vec();
     let h = 2.0 * eps as f64;

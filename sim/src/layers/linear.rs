@@ -7,7 +7,7 @@
 //! the batch for `[N, O]` and batch-first `[B, T, O]`, the time step for sequence-first
 //! `[T, B, O]`. (SBM and WAGEUBN quantize the whole tensor with one range either way.)
 
-use ndarray::{Array2, Ix2};
+use ndarray::{Array2, CowArray, Ix2};
 
 use super::qgemm::{
     mask_input_grad, quantize_error, quantize_operands, record_step_grad, scale_weight_grad,
@@ -113,7 +113,7 @@ impl Layer for Linear {
                 ),
             ));
         }
-        let ops = quantize_operands(&mut self.quant, x, w, mode);
+        let ops = quantize_operands(&mut self.quant, CowArray::from(x.view()), w, mode);
         let xq = as2(&self.name, &ops.x)?;
         let mut y = Array2::<f32>::zeros((xq.nrows(), ops.w.nrows()));
         matmul_rows_par(y.view_mut(), xq, ops.w.t(), false)?;

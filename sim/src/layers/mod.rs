@@ -101,6 +101,13 @@ pub trait Layer: Send {
     /// [`Mode::Train`] it keeps what [`Layer::backward`] needs.
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor>;
 
+    /// [`Layer::forward`] of a one-input layer on an input nobody reads afterwards: layers that
+    /// can reuse its storage (in-place element-wise passes, a GEMM layer keeping it for backward)
+    /// do, the others borrow it. Same results as `forward`.
+    fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
+        self.forward(&[&x], mode)
+    }
+
     /// Maps the gradient of the output to the gradients of the inputs (same order as in
     /// `forward`) and stores the parameter gradients. Needs a preceding training forward pass.
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>>;

@@ -37,25 +37,29 @@ impl QuantOperands<'_> {
     }
 }
 
-/// Quantizes the input and weights for the forward GEMM. Training copies the input even at fp32
-/// (backward keeps it); an fp32 evaluation pass borrows it.
+/// Quantizes the input and weights for the forward GEMM. The input is quantized in place when
+/// owned, else copied; training keeps it for backward, an fp32 evaluation pass reads it as it is.
 pub(crate) fn quantize_operands<'a>(
     quant: &mut LayerQuant,
-    x: &'a Tensor,
+    x: CowArray<'a, f32, IxDyn>,
     w: ArrayView2<f32>,
     mode: Mode,
 ) -> QuantOperands<'a> {
     let (w, w_scale) = quant.weights(w).unwrap_or_else(|| (w.to_owned(), None));
     if mode != Mode::Train && quant.bits_fw == 0 && x.is_standard_layout() {
         return QuantOperands {
-            x: CowArray::from(x.view()),
+            x,
             x_mask: None,
             w,
             w_scale,
             x_residual: None,
         };
     }
-    let mut xq = x.as_standard_layout().into_owned();
+    let mut xq = if x.is_standard_layout() {
+        x.into_owned()
+    } else {
+        x.as_standard_layout().into_owned()
+    };
     let probe = wants_step_residual(quant) && mode == Mode::Train && quant.bits_fw > 0;
     let x_orig = probe.then(|| xq.iter().copied().collect::<Vec<f32>>());
     let x_mask = match xq.as_slice_mut() {
