@@ -16,6 +16,7 @@ mod blocked;
 mod kernel;
 
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use blocked::Strided;
@@ -113,15 +114,62 @@ pub fn matmul_into(
         }
         return Ok(());
     }
-    let started = PROFILE.with(|p| p.get().is_some()).then(thread_cpu_seconds);
     // SAFETY: the shapes conform and are non-empty (checked above), the views describe valid
     // elements, and `c` is a unique borrow, so it aliases neither `a` nor `b`.
-    unsafe { product(vector_path(), c.view_mut(), a, b, accumulate) };
+    profiled(m * n * k, || unsafe {
+        product(vector_path(), c.view_mut(), a, b, accumulate)
+    });
+    Ok(())
+}
+
+/// `C = A·B` written into the uninitialised row-major `c` (`A`'s rows × `B`'s columns values),
+/// single-threaded; returns `c`, now initialised. The arithmetic of [`matmul_into`] without
+/// `accumulate`, minus the zeroing a fresh output would otherwise need.
+pub fn matmul_uninit<'c>(
+    c: &'c mut [MaybeUninit<f32>],
+    a: ArrayView2<f32>,
+    b: ArrayView2<f32>,
+) -> Result<&'c mut [f32]> {
+    let ((m, k), (k2, n)) = (a.dim(), b.dim());
+    if k != k2 || Some(c.len()) != m.checked_mul(n) {
+        return Err(SimError::shape(
+            "gemm",
+            format!(
+                "{} outputs = A{:?} · B{:?} does not conform",
+                c.len(),
+                a.dim(),
+                b.dim()
+            ),
+        ));
+    }
+    if k == 0 {
+        c.fill(MaybeUninit::new(0.0));
+    } else if m * n > 0 {
+        let c = Strided::new(c.as_mut_ptr().cast::<f32>(), &[n as isize, 1]);
+        let (a, b) = (
+            Strided::new(a.as_ptr(), a.strides()),
+            Strided::new(b.as_ptr(), b.strides()),
+        );
+        // SAFETY: the shapes conform and are non-empty, `c` holds the `m × n` row-major values
+        // (exclusively borrowed), and without `accumulate` the driver writes every element of
+        // `C` before it reads any (later reduction blocks continue from the first one's values).
+        profiled(m * n * k, || unsafe {
+            blocked::gemm(vector_path(), (m, n, k), a, b, c, false)
+        });
+    }
+    // SAFETY: every element was written above (`MaybeUninit<f32>` has the layout of `f32`).
+    Ok(unsafe { &mut *(std::ptr::from_mut(c) as *mut [f32]) })
+}
+
+/// Runs the product `f` of `mnk` multiply-adds, adding its CPU time and FLOPs to the calling
+/// thread's profile while profiling is on.
+fn profiled(mnk: usize, f: impl FnOnce()) {
+    let started = PROFILE.with(|p| p.get().is_some()).then(thread_cpu_seconds);
+    f();
     if let Some(t0) = started {
-        let (dt, flops) = (thread_cpu_seconds() - t0, 2 * (m * n * k) as u64);
+        let (dt, flops) = (thread_cpu_seconds() - t0, 2 * mnk as u64);
         PROFILE.with(|p| p.set(p.get().map(|(a, b)| (a + dt, b + flops))));
     }
-    Ok(())
 }
 
 /// [`blocked::gemm`] on ndarray views.
@@ -364,6 +412,24 @@ mod tests {
         let c2 = run(2);
         assert_eq!(c1, c2);
         assert_close(&c1, &naive(a.t(), b.view()), 10_000);
+    }
+
+    #[test]
+    fn uninitialised_output_gets_the_same_product_bit_for_bit() {
+        // One and several reduction blocks (256 terms), an empty reduction, a transposed B.
+        for &(m, n, k) in &[(7, 5, 3), (300, 33, 600), (9, 4, 0)] {
+            let a = random(m, k, 11);
+            let b = random(n, k, 12);
+            let mut want = Array2::<f32>::from_elem((m, n), f32::NAN);
+            matmul_into(want.view_mut(), a.view(), b.t(), false).unwrap();
+            let mut c = vec![MaybeUninit::new(f32::NAN); m * n];
+            let got = matmul_uninit(&mut c, a.view(), b.t()).unwrap();
+            assert_eq!(got, want.as_slice().unwrap(), "{m}×{n}×{k}");
+        }
+        let (a, b) = (random(4, 3, 7), random(3, 5, 8));
+        let mut c = vec![MaybeUninit::new(0.0); 19];
+        let e = matmul_uninit(&mut c, a.view(), b.view()).unwrap_err();
+        assert!(e.to_string().contains("does not conform"), "{e}");
     }
 
     #[test]

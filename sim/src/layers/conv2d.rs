@@ -2,6 +2,7 @@
 //! GEMM on channels-last tensors, with the three GEMMs on quantized operands (spec §1.2).
 
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 
 use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, CowArray, Ix4, IxDyn};
 use rayon::prelude::*;
@@ -15,7 +16,7 @@ use super::{
     as4, cached, check_grad, expect_inputs, weight_and_bias, window_hw, Layer, Mode, Param, Tensor,
 };
 use crate::error::{Result, SimError};
-use crate::gemm::{block_samples, matmul_into};
+use crate::gemm::{block_samples, matmul_into, matmul_uninit};
 use crate::quant::LayerQuant;
 
 /// Geometry of a convolution.
@@ -461,10 +462,11 @@ fn with_scratch<R>(a: usize, b: usize, f: impl FnOnce(&mut [f32], &mut [f32]) ->
     })
 }
 
-/// The contiguous data behind an output block view.
-fn yb_data<'a>(y: &'a mut ArrayViewMut2<f32>, layer: &str) -> Result<&'a mut [f32]> {
-    y.as_slice_mut()
-        .ok_or_else(|| SimError::shape(layer, "output block not contiguous"))
+/// `b` filled with zeros.
+fn zeroed(b: &mut [MaybeUninit<f32>]) -> &mut [f32] {
+    b.fill(MaybeUninit::new(0.0));
+    // SAFETY: every element was just written (`MaybeUninit<f32>` has the layout of `f32`).
+    unsafe { &mut *(std::ptr::from_mut(b) as *mut [f32]) }
 }
 
 /// Maps an ndarray shape error to a shape error naming the layer.
@@ -499,26 +501,47 @@ impl Conv2d {
         let ops = quantize_operands(&mut quant, x, self.weight_matrix()?, mode);
         let spb = geo.samples_per_block();
         let rows = spb * geo.rows_per_sample();
-        let mut y = vec![0.0f32; n * oh * ow * o];
-        let bias = self.bias.as_ref().map(|b| &b.value);
+        let len = [oh, ow, o]
+            .iter()
+            .try_fold(n, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| SimError::shape(&self.name, "output size overflows"))?;
         let name = self.name.as_str();
+        let bias = self
+            .bias
+            .as_ref()
+            .map(|b| data(name, &b.value))
+            .transpose()?;
         // Depthwise convs skip the (degenerate, one-column) GEMMs: weights as [taps, C].
         let dw_t_arr = self
             .spec
             .is_depthwise()
             .then(|| ops.w.t().as_standard_layout().into_owned());
         let dw_t = dw_t_arr.as_ref().and_then(|a| a.as_slice());
-        y.par_chunks_mut(rows * o)
+        // Every block writes all of its output, so the output is not zeroed first.
+        let mut y = Vec::<f32>::with_capacity(len);
+        y.spare_capacity_mut()[..len]
+            .par_chunks_mut(rows * o)
             .zip(data(name, &ops.x)?.par_chunks(spb * geo.in_per_sample()))
             .try_for_each(|(yb, xb)| -> Result<()> {
                 let r = yb.len() / o;
-                let mut yv = ArrayViewMut2::from_shape((r, o), yb).map_err(shape_err(name))?;
-                if let Some(wt) = &dw_t {
-                    geo.depthwise_forward(xb, wt, yb_data(&mut yv, name)?);
+                let yb = if let Some(wt) = &dw_t {
+                    let yb = zeroed(yb);
+                    geo.depthwise_forward(xb, wt, yb);
+                    yb
                 } else if geo.input_is_columns() {
                     let xv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
-                    matmul_into(yv.view_mut(), xv, ops.w.t(), false)?;
+                    matmul_uninit(yb, xv, ops.w.t())?
+                } else if groups == 1 {
+                    with_scratch(r * kg, 0, |col, _| {
+                        geo.gather(xb, 0, col);
+                        let colv =
+                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                        matmul_uninit(yb, colv, ops.w.t())
+                    })?
                 } else {
+                    let yb = zeroed(yb);
+                    let mut yv =
+                        ArrayViewMut2::from_shape((r, o), &mut *yb).map_err(shape_err(name))?;
                     with_scratch(r * kg, 0, |col, _| -> Result<()> {
                         for g in 0..groups {
                             geo.gather(xb, g, col);
@@ -530,12 +553,17 @@ impl Conv2d {
                         }
                         Ok(())
                     })?;
-                }
+                    yb
+                };
                 if let Some(b) = bias {
-                    yv.rows_mut().into_iter().for_each(|mut row| row += b);
+                    for row in yb.chunks_exact_mut(o) {
+                        row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+                    }
                 }
                 Ok(())
             })?;
+        // SAFETY: the blocks above cover the first `len` values and each wrote all of its own.
+        unsafe { y.set_len(len) };
         self.quant = quant;
         let out_shape = [n, oh, ow, o];
         self.cache = (mode == Mode::Train).then(|| ConvCache {
