@@ -131,16 +131,15 @@ crate::simd::multiversion! {
 }
 
 crate::simd::multiversion! {
-    /// The input gradient `dx = k·(m·g − Σg − x̂·Σg·x̂)` for the rows of `g` and `xhat`, with
-    /// `per_channel = [k, Σg, Σg·x̂]`.
-    fn input_grad(g: &[f32], xhat: &[f32], dx: &mut [f32], m: f32, per_channel: [&[f32]; 3]) {
+    /// The input gradient `dx = k·(m·g − Σg − x̂·Σg·x̂)` for the rows of `g` and `xhat`, written
+    /// over `g`, with `per_channel = [k, Σg, Σg·x̂]`.
+    fn input_grad(g: &mut [f32], xhat: &[f32], m: f32, per_channel: [&[f32]; 3]) {
         let [k, dbeta, dgamma] = per_channel;
         let c = k.len();
         let (dbeta, dgamma) = (&dbeta[..c], &dgamma[..c]);
-        let rows = dx.chunks_exact_mut(c).zip(g.chunks_exact(c)).zip(xhat.chunks_exact(c));
-        for ((dr, gr), hr) in rows {
+        for (gr, hr) in g.chunks_exact_mut(c).zip(xhat.chunks_exact(c)) {
             for i in 0..c {
-                dr[i] = k[i] * (m * gr[i] - dbeta[i] - hr[i] * dgamma[i]);
+                gr[i] = k[i] * (m * gr[i] - dbeta[i] - hr[i] * dgamma[i]);
             }
         }
     }
@@ -230,8 +229,13 @@ impl Layer for BatchNorm {
         check_grad(&self.name, &grad_out, cache.xhat.shape())?;
         let c = self.channels();
         let err = || SimError::shape(&self.name, "tensor is not contiguous");
-        let g = grad_out.as_standard_layout();
-        let g = g.as_slice().ok_or_else(err)?;
+        // The input gradient is written over the output gradient.
+        let mut dx = if grad_out.is_standard_layout() {
+            grad_out
+        } else {
+            grad_out.as_standard_layout().into_owned()
+        };
+        let g = dx.as_slice().ok_or_else(err)?;
         let xhat = cache.xhat.as_slice().ok_or_else(err)?;
         let rows = g.len() / c;
         // Σ dy and Σ dy·x̂ per channel, row r of g paired with row r of x̂.
@@ -243,16 +247,14 @@ impl Layer for BatchNorm {
         let gamma = slice(&self.name, &self.gamma)?;
         let m = rows as f32;
         let k: Vec<f32> = (0..c).map(|i| gamma[i] * cache.inv_std[i] / m).collect();
-        let mut dx = vec![0.0f32; g.len()];
-        dx.par_chunks_mut(ROWS * c)
-            .zip(g.par_chunks(ROWS * c))
+        dx.as_slice_mut()
+            .ok_or_else(err)?
+            .par_chunks_mut(ROWS * c)
             .zip(xhat.par_chunks(ROWS * c))
-            .for_each(|((d, gs), hs)| input_grad(gs, hs, d, m, [&k[..], &dbeta[..], &dgamma[..]]));
+            .for_each(|(gs, hs)| input_grad(gs, hs, m, [&k[..], &dbeta[..], &dgamma[..]]));
         self.gamma.grad = Tensor::from_shape_vec(vec![c], dgamma)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         self.beta.grad = Tensor::from_shape_vec(vec![c], dbeta)
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        let dx = Tensor::from_shape_vec(cache.xhat.shape().to_vec(), dx)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         Ok(vec![dx])
     }
