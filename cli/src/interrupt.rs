@@ -1,8 +1,37 @@
 //! Ctrl-C (SIGINT) and SIGTERM: the temporary files and staging directories of the outputs being
 //! written are removed before the process exits with 130 (128 + SIGINT), so an interrupted run
-//! leaves the user's earlier outputs as they were and no hidden temporaries behind.
+//! leaves the user's earlier outputs as they were and no hidden temporaries behind. A training
+//! run writing straight into its `--out` defers this ([`defer`]): the first signal asks it to
+//! checkpoint after the current iteration and stop ([`requested`]), a second one exits at once.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+/// Set while a signal should be left to a training loop to act on.
+static DEFERRED: AtomicBool = AtomicBool::new(false);
+
+/// Set when a signal arrived while deferred.
+static REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// While alive, a signal is left to the caller (see [`requested`]); dropping it restores the
+/// immediate exit.
+pub struct Deferred(());
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        DEFERRED.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Defers the exit on the next signal to the caller, which polls [`requested`].
+pub fn defer() -> Deferred {
+    DEFERRED.store(true, Ordering::SeqCst);
+    Deferred(())
+}
+
+/// Whether a deferred signal arrived.
+pub fn requested() -> bool {
+    REQUESTED.load(Ordering::SeqCst)
+}
 
 /// The write end of the pipe the signal handler wakes the cleanup thread through.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
@@ -31,8 +60,14 @@ pub fn install() {
         .spawn(move || {
             let mut byte = 0u8;
             // SAFETY: read(2) into a live local byte from the pipe this thread owns.
-            let n = unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) };
-            if n == 1 {
+            while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } == 1 {
+                if DEFERRED.load(Ordering::SeqCst) && !REQUESTED.swap(true, Ordering::SeqCst) {
+                    eprintln!(
+                        "interrupted: writing a checkpoint after the current iteration \
+                         (interrupt again to stop at once)"
+                    );
+                    continue;
+                }
                 let removed = cptsim_models::atomic::remove_temporaries();
                 if removed > 0 {
                     eprintln!("interrupted: removed {removed} unfinished output(s)");

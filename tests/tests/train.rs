@@ -163,6 +163,49 @@ fn resumed_run_equals_uninterrupted_and_trace_feeds_run() {
     assert!(g > 0.0 && g < s, "cyclic 3:8 costs less than static 8: {a}");
 }
 
+#[test]
+fn sigterm_checkpoints_the_iteration_reached_and_the_run_resumes_there() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let o = dir.path().to_string_lossy().into_owned();
+    let child = cptsim_e2e::cptsim()
+        .args("train --model zoo:lenet5 --data synthetic --iters 1000000".split(' '))
+        .args(["--batch", "16", "--eval-every", "5", "--out", &o])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Signal once the loop runs (its first checkpoint exists), between two evaluations mostly.
+    let started = std::time::Instant::now();
+    while !dir.path().join("checkpoint.bin").exists() {
+        assert!(
+            started.elapsed().as_secs() < 300,
+            "no checkpoint after 300 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -TERM failed");
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let at = err
+        .split("interrupted at iteration ")
+        .nth(1)
+        .and_then(|t| t.split('/').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no interruption message: {err}"));
+    assert!(at >= 5, "{err}");
+    assert!(!dir.path().join("summary.json").exists());
+    // The checkpoint holds the iteration reached, not the last evaluation's.
+    let out = train(&["--resume", &o, "--stop-at", &(at + 2).to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let resumed = format!("resumed at iteration {at}/1000000");
+    assert!(stderr(&out).contains(&resumed), "{}", stderr(&out));
+}
+
 /// A PFQ run (stages 3/8 → 8/8, ε = 10 so every full window is a plateau) of [`synthetic_run`];
 /// returns its JSON summary.
 fn pfq_run(out: &Path, extra: &[&str]) -> Value {

@@ -210,7 +210,25 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
             .with_context(|| format!("--out {}", dir.display()))?;
         output::write_metrics(dir, &tr.state.evals)
     };
+    // Writing straight into --out (a new or resumed run), Ctrl-C / SIGTERM checkpoint the
+    // iteration reached instead of losing the work since the last evaluation (a Slurm job at
+    // its time limit, a sweep stopped by hand); a staged run is simply discarded.
+    let _deferred = (work.is_some() && !is_staged).then(crate::interrupt::defer);
     while tr.state.iteration < stop {
+        if crate::interrupt::requested() {
+            save(&mut tr, &progress)?;
+            return Err(Stopped {
+                exit: Exit::Interrupted,
+                message: format!(
+                    "interrupted at iteration {}/{iterations}: checkpoint written; continue with \
+                     --resume {}",
+                    tr.state.iteration,
+                    out.as_deref()
+                        .map_or("DIR".into(), |d| d.display().to_string())
+                ),
+            }
+            .into());
+        }
         let report = match tr.step() {
             Ok(r) => r,
             Err(e @ SimError::Diverged { .. }) => {
