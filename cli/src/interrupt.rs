@@ -1,30 +1,37 @@
 //! Ctrl-C (SIGINT) and SIGTERM: the temporary files and staging directories of the outputs being
 //! written are removed before the process exits with 130 (128 + SIGINT), so an interrupted run
-//! leaves the user's earlier outputs as they were and no hidden temporaries behind. A training
-//! run writing straight into its `--out` defers this ([`defer`]): the first signal asks it to
-//! checkpoint after the current iteration and stop ([`requested`]), a second one exits at once.
+//! leaves the user's earlier outputs as they were and no hidden temporaries behind. Work that
+//! can stop cleanly defers this ([`defer`]): a training run writing straight into its `--out`
+//! checkpoints after the current iteration, a sweep forwards the signal to its cells' children
+//! and waits for them, both polling [`requested`]. A second signal exits at once — unless it
+//! follows the first within [`SAME_INTERRUPT`], as when a terminal or Slurm signals a whole
+//! process tree and a sweep forwards the signal too.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
-/// Set while a signal should be left to a training loop to act on.
-static DEFERRED: AtomicBool = AtomicBool::new(false);
+/// Signals this close to the first count as the same interrupt.
+pub const SAME_INTERRUPT: Duration = Duration::from_secs(2);
+
+/// How many [`Deferred`] guards are alive.
+static DEFERRED: AtomicUsize = AtomicUsize::new(0);
 
 /// Set when a signal arrived while deferred.
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 
-/// While alive, a signal is left to the caller (see [`requested`]); dropping it restores the
-/// immediate exit.
+/// While alive, a signal is left to the callers (see [`requested`]); once the last one is
+/// dropped, a signal exits at once again.
 pub struct Deferred(());
 
 impl Drop for Deferred {
     fn drop(&mut self) {
-        DEFERRED.store(false, Ordering::SeqCst);
+        DEFERRED.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 /// Defers the exit on the next signal to the caller, which polls [`requested`].
 pub fn defer() -> Deferred {
-    DEFERRED.store(true, Ordering::SeqCst);
+    DEFERRED.fetch_add(1, Ordering::SeqCst);
     Deferred(())
 }
 
@@ -59,14 +66,22 @@ pub fn install() {
         .name("interrupt".into())
         .spawn(move || {
             let mut byte = 0u8;
+            let mut first: Option<Instant> = None;
             // SAFETY: read(2) into a live local byte from the pipe this thread owns.
             while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } == 1 {
-                if DEFERRED.load(Ordering::SeqCst) && !REQUESTED.swap(true, Ordering::SeqCst) {
-                    eprintln!(
-                        "interrupted: writing a checkpoint after the current iteration \
-                         (interrupt again to stop at once)"
-                    );
-                    continue;
+                if DEFERRED.load(Ordering::SeqCst) > 0 {
+                    match first {
+                        None => {
+                            first = Some(Instant::now());
+                            REQUESTED.store(true, Ordering::SeqCst);
+                            eprintln!(
+                                "interrupted: stopping cleanly (interrupt again to stop at once)"
+                            );
+                            continue;
+                        }
+                        Some(t) if t.elapsed() < SAME_INTERRUPT => continue,
+                        Some(_) => {}
+                    }
                 }
                 let removed = cptsim_models::atomic::remove_temporaries();
                 if removed > 0 {

@@ -207,6 +207,16 @@ fn slurm_executor_without_sbatch_says_so() {
     assert!(!tmp.path().join("out").exists());
 }
 
+/// Starts `cptsim sweep run plan.toml --out out --jobs 1` in `dir`.
+fn spawn_sweep(dir: &Path, stderr: std::process::Stdio) -> std::process::Child {
+    cptsim()
+        .current_dir(dir)
+        .args(["sweep", "run", "plan.toml", "--out", "out", "--jobs", "1"])
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn a_killed_sweep_resumes_and_runs_no_done_cell_twice() {
     let tmp = tempfile::tempdir().unwrap();
@@ -217,12 +227,7 @@ fn a_killed_sweep_resumes_and_runs_no_done_cell_twice() {
          iters = [1000, 2000, 3000, 4000]\naccel = [\"zc706\"]\n",
     );
     let out = tmp.path().join("out");
-    let mut child = cptsim()
-        .current_dir(tmp.path())
-        .args(["sweep", "run", "plan.toml", "--out", "out", "--jobs", "1"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_sweep(tmp.path(), std::process::Stdio::null());
     let start = Instant::now();
     while done_count(&out) < 3 && start.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(5));
@@ -339,6 +344,63 @@ fn an_interrupted_training_cell_resumes_from_its_checkpoint() {
     for name in ["final_test_acc", "gbitops", "latency_s"] {
         assert_eq!(resumed[1][col(name)], full[1][col(name)], "{name}");
     }
+}
+
+#[test]
+fn sigterm_to_a_sweep_checkpoints_its_training_cell_at_the_iteration_reached() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_plan(
+        tmp.path(),
+        "name = \"t\"\n[grid]\nmodel = \"zoo:lenet5\"\nseed = [1, 2]\naccel = [\"zc706\"]\n\
+         [train]\ndata = \"synthetic\"\niters = 1000000\neval_every = 5\nbatch = 16\n",
+    );
+    let out = tmp.path().join("out");
+    let child = spawn_sweep(tmp.path(), std::process::Stdio::piped());
+    let start = Instant::now();
+    let run = loop {
+        let found = cell_dirs(&out)
+            .into_iter()
+            .map(|c| c.join("run"))
+            .find(|r| r.join("checkpoint.bin").exists());
+        if let Some(run) = found {
+            break run;
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // The sweep alone is signalled (not its process group): it forwards to the cell's child.
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -TERM failed");
+    let done = child.wait_with_output().unwrap();
+    let err = stderr(&done);
+    assert_eq!(done.status.code(), Some(130), "{err}");
+    assert!(err.contains("rerun the same command"), "{err}");
+    // One cell started, none after the signal; its child checkpointed where it was.
+    let logs: Vec<String> = cell_dirs(&out)
+        .iter()
+        .filter_map(|c| std::fs::read_to_string(c.join("stderr.log")).ok())
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let at = logs[0]
+        .split("interrupted at iteration ")
+        .nth(1)
+        .and_then(|t| t.split('/').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no checkpoint message: {}", logs[0]));
+    let resumed = Command::new(cptsim_e2e::cptsim_path())
+        .args(["train", "--resume", &run.to_string_lossy(), "--stop-at"])
+        .arg((at + 1).to_string())
+        .output()
+        .unwrap();
+    let text = stderr(&resumed);
+    assert!(resumed.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("resumed at iteration {at}/1000000")),
+        "{text}"
+    );
 }
 
 /// The accuracy-study example with synthetic data, 2 iterations, 1 seed and 1 cycle.

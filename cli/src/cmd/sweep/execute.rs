@@ -149,9 +149,13 @@ impl Child<'_> {
             cmd.env("RAYON_NUM_THREADS", n.to_string());
         }
         die_with_parent(&mut cmd);
+        // Ctrl-C / SIGTERM: the child (a training run checkpoints its iteration) is told and
+        // waited for instead of being killed with this process.
+        let _deferred = crate::interrupt::defer();
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", exe.display()))?;
+        let mut forwarded = false;
         let mut beat = Instant::now();
         let mut shown = Instant::now();
         let body_start = err_start + line.len() as u64;
@@ -159,6 +163,13 @@ impl Child<'_> {
         let status = loop {
             if let Some(status) = child.try_wait()? {
                 break status;
+            }
+            if !forwarded && crate::interrupt::requested() {
+                // Its process group may have been signalled too: within the same-interrupt
+                // window a second signal does not cut its checkpoint short.
+                // SAFETY: kill(2) on the PID of a child not yet reaped (so not reused).
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+                forwarded = true;
             }
             if beat.elapsed() >= HEARTBEAT {
                 self.lock.touch();

@@ -152,6 +152,18 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    if crate::interrupt::requested() {
+        collect::write_results(&study)?;
+        return Err(crate::exit::Stopped {
+            exit: crate::exit::Exit::Interrupted,
+            message: format!(
+                "interrupted: the running cells stopped (training cells checkpointed the \
+                 iteration they reached); rerun the same command to finish {}",
+                study.dir.display()
+            ),
+        }
+        .into());
+    }
     let rows = collect::write_results(&study)?;
     let [done, running, failed, waiting] = status::counts(&study);
     writeln!(

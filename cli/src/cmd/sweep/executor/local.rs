@@ -76,6 +76,10 @@ impl Executor for Local {
             for bar in &bars {
                 let (next, finished, overall, say) = (&next, &finished, &overall, &say);
                 scope.spawn(move || loop {
+                    if crate::interrupt::requested() {
+                        bar.finish_and_clear();
+                        break;
+                    }
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(cell) = pending.get(i) else {
                         bar.finish_and_clear();
