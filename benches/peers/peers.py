@@ -203,8 +203,8 @@ def main():
     # ImageNet ResNet-50 (torchvision's architecture) as cptsim's zoo writes it, BatchNorm nodes
     # included: onnxruntime folds them into the convs itself, cptsim runs them as layers.
     r50_path = os.path.join(tmp, "resnet50.onnx")
-    x50 = np.random.default_rng(1).random((a.resnet50_batch, 3, 224, 224), dtype=np.float32)
     if a.resnet50_batch:
+        x50 = np.random.default_rng(1).random((a.resnet50_batch, 3, 224, 224), dtype=np.float32)
         subprocess.run([a.cptsim, "zoo", "export", "resnet50", "--output", r50_path], check=True,
                        capture_output=True)
     rows = []

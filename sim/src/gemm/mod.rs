@@ -117,7 +117,7 @@ pub fn matmul_into(
     // SAFETY: the shapes conform and are non-empty (checked above), the views describe valid
     // elements, and `c` is a unique borrow, so it aliases neither `a` nor `b`.
     profiled(m * n * k, || unsafe {
-        product(vector_path(), c.view_mut(), a, b, accumulate)
+        product(vector_path(), strided_mut(&mut c), a, b, accumulate)
     });
     Ok(())
 }
@@ -146,15 +146,11 @@ pub fn matmul_uninit<'c>(
         c.fill(MaybeUninit::new(0.0));
     } else if m * n > 0 {
         let c = Strided::new(c.as_mut_ptr().cast::<f32>(), &[n as isize, 1]);
-        let (a, b) = (
-            Strided::new(a.as_ptr(), a.strides()),
-            Strided::new(b.as_ptr(), b.strides()),
-        );
         // SAFETY: the shapes conform and are non-empty, `c` holds the `m × n` row-major values
         // (exclusively borrowed), and without `accumulate` the driver writes every element of
         // `C` before it reads any (later reduction blocks continue from the first one's values).
         profiled(m * n * k, || unsafe {
-            blocked::gemm(vector_path(), (m, n, k), a, b, c, false)
+            product(vector_path(), c, a, b, false)
         });
     }
     // SAFETY: every element was written above (`MaybeUninit<f32>` has the layout of `f32`).
@@ -172,28 +168,33 @@ fn profiled(mnk: usize, f: impl FnOnce()) {
     }
 }
 
-/// [`blocked::gemm`] on ndarray views.
+/// [`blocked::gemm`] with `A` and `B` as ndarray views.
 ///
 /// # Safety
-/// `path` runs on this CPU; the views conform and are non-empty.
+/// `path` runs on this CPU; `c` describes `A`'s rows × `B`'s columns writable elements that
+/// alias neither `A` nor `B`, and the shapes conform and are non-empty.
 unsafe fn product(
     path: VectorPath,
-    mut c: ArrayViewMut2<f32>,
+    c: Strided<*mut f32>,
     a: ArrayView2<f32>,
     b: ArrayView2<f32>,
     accumulate: bool,
 ) {
     let (m, k) = a.dim();
     let n = b.ncols();
-    debug_assert!(b.nrows() == k && c.dim() == (m, n) && m * n * k > 0);
+    debug_assert!(b.nrows() == k && m * n * k > 0);
     let (a, b) = (
         Strided::new(a.as_ptr(), a.strides()),
         Strided::new(b.as_ptr(), b.strides()),
     );
-    let cs = [c.strides()[0], c.strides()[1]];
-    let c = Strided::new(c.as_mut_ptr(), &cs);
     // SAFETY: forwarded from the caller.
     unsafe { blocked::gemm(path, (m, n, k), a, b, c, accumulate) }
+}
+
+/// `c` as the driver's strided pointer.
+fn strided_mut(c: &mut ArrayViewMut2<f32>) -> Strided<*mut f32> {
+    let cs = [c.strides()[0], c.strides()[1]];
+    Strided::new(c.as_mut_ptr(), &cs)
 }
 
 /// `C = A·B` (or `C += A·B`), with the rows of `C` split into fixed tiles of [`ROW_TILE`] rows
@@ -370,17 +371,16 @@ mod tests {
                     let mut c = big.slice_mut(ndarray::s![.., ..;2]);
                     c.assign(&c0);
                     // SAFETY: `path` runs here; the shapes conform and are non-empty.
-                    unsafe { product(path, c.view_mut(), a.view(), b, accumulate) };
+                    unsafe { product(path, strided_mut(&mut c), a.view(), b, accumulate) };
                     assert_eq!(c, want, "{what}");
                     // The skipped columns are untouched.
                     let odd = ndarray::s![.., 1..;2];
                     assert_eq!(big.slice(odd), wide.slice(odd), "{what}");
                     // C stored by columns (computed as Cᵀ = Bᵀ·Aᵀ).
                     let mut ct = c0.t().as_standard_layout().into_owned();
+                    let ctv = strided_mut(&mut ct.view_mut().reversed_axes());
                     // SAFETY: as above.
-                    unsafe {
-                        product(path, ct.view_mut().reversed_axes(), a.view(), b, accumulate)
-                    };
+                    unsafe { product(path, ctv, a.view(), b, accumulate) };
                     assert_eq!(ct.t(), want, "{what}, C by columns");
                 }
             }

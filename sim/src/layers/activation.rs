@@ -1,6 +1,6 @@
 //! Element-wise activations: ReLU and ReLU6 (clip to `[0, 6]`).
 
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 
 /// Which activation.
@@ -41,13 +41,6 @@ impl Activation {
 }
 
 crate::simd::multiversion! {
-    /// `clamp(x, 0, hi)` element-wise.
-    fn clamped(x: &[f32], hi: f32) -> Vec<f32> {
-        x.iter().map(|&v| crate::simd::clamp(v, 0.0, hi)).collect()
-    }
-}
-
-crate::simd::multiversion! {
     /// `x ← clamp(x, 0, hi)` element-wise.
     fn clamp_in_place(x: &mut [f32], hi: f32) {
         x.iter_mut().for_each(|v| *v = crate::simd::clamp(*v, 0.0, hi));
@@ -78,23 +71,17 @@ impl Layer for Activation {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let hi = self.kind.upper();
-        let xs = x.as_standard_layout();
-        let data = xs
-            .as_slice()
-            .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
-        let y = Tensor::from_shape_vec(x.shape(), clamped(data, hi))
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        self.cache = (mode == Mode::Train).then(|| (x.shape().to_vec(), passes(data, hi)));
-        Ok(y)
+        // The output is written over a copy of the input.
+        self.forward_owned(standard(x.view()), mode)
     }
 
-    fn forward_owned(&mut self, mut x: Tensor, mode: Mode) -> Result<Tensor> {
+    fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
         let hi = self.kind.upper();
+        let mut x = standard(x);
         let shape = x.shape().to_vec();
-        let Some(data) = x.as_slice_mut() else {
-            return self.forward(&[&x], mode);
-        };
+        let data = x
+            .as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
         self.cache = (mode == Mode::Train).then(|| (shape, passes(data, hi)));
         clamp_in_place(data, hi);
         Ok(x)
@@ -103,11 +90,7 @@ impl Layer for Activation {
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let (shape, pass) = cached(&self.name, &self.cache)?;
         check_grad(&self.name, &grad_out, shape)?;
-        let mut dx = if grad_out.is_standard_layout() {
-            grad_out
-        } else {
-            grad_out.as_standard_layout().into_owned()
-        };
+        let mut dx = standard(grad_out);
         let d = dx
             .as_slice_mut()
             .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;

@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::reduce::chunk_sums;
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
+use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 
 /// Rows per parallel task in the element-wise passes (fixed, so results are thread independent).
@@ -152,7 +152,6 @@ impl Layer for BatchNorm {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        self.check_input(x)?;
         // The output is written over a copy of the input.
         self.forward_owned(x.clone(), mode)
     }
@@ -230,11 +229,7 @@ impl Layer for BatchNorm {
         let c = self.channels();
         let err = || SimError::shape(&self.name, "tensor is not contiguous");
         // The input gradient is written over the output gradient.
-        let mut dx = if grad_out.is_standard_layout() {
-            grad_out
-        } else {
-            grad_out.as_standard_layout().into_owned()
-        };
+        let mut dx = standard(grad_out);
         let g = dx.as_slice().ok_or_else(err)?;
         let xhat = cache.xhat.as_slice().ok_or_else(err)?;
         let rows = g.len() / c;

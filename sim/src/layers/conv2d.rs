@@ -528,14 +528,18 @@ impl Conv2d {
                     let yb = zeroed(yb);
                     geo.depthwise_forward(xb, wt, yb);
                     yb
-                } else if geo.input_is_columns() {
-                    let xv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
-                    matmul_uninit(yb, xv, ops.w.t())?
                 } else if groups == 1 {
-                    with_scratch(r * kg, 0, |col, _| {
-                        geo.gather(xb, 0, col);
+                    let pointwise = geo.input_is_columns();
+                    let scratch = if pointwise { 0 } else { r * kg };
+                    with_scratch(scratch, 0, |col, _| {
+                        let cols: &[f32] = if pointwise {
+                            xb
+                        } else {
+                            geo.gather(xb, 0, col);
+                            col
+                        };
                         let colv =
-                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                            ArrayView2::from_shape((r, kg), cols).map_err(shape_err(name))?;
                         matmul_uninit(yb, colv, ops.w.t())
                     })?
                 } else {

@@ -87,8 +87,9 @@ fn owned_matches_borrowed(
     Ok(())
 }
 
-/// Checks every input gradient and every parameter gradient of `layer` at `inputs`
-/// (at most `samples` elements of each tensor), and for one-input layers that an owned input gives the same results.
+/// Checks every input gradient and every parameter gradient of `layer` at `inputs` (at most
+/// `samples` elements of each tensor), and, for one-input layers, that an owned input gives the
+/// same results bit for bit.
 pub fn check_layer(
     layer: &mut dyn Layer,
     inputs: &[Tensor],

@@ -1,7 +1,7 @@
 //! Layers over the last axis of a tensor, as sequence models use them: layer normalisation,
 //! softmax and GELU (element-wise, in its exact erf form or the tanh approximation).
 
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
+use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 
 /// The input as contiguous rows of its last axis: (data, row length).
@@ -18,14 +18,6 @@ fn rows<'a>(name: &str, x: &'a Tensor) -> Result<(&'a [f32], usize)> {
 
 fn tensor(name: &str, shape: &[usize], v: Vec<f32>) -> Result<Tensor> {
     Tensor::from_shape_vec(shape.to_vec(), v).map_err(|e| SimError::shape(name, e.to_string()))
-}
-
-fn standard(t: Tensor) -> Tensor {
-    if t.is_standard_layout() {
-        t
-    } else {
-        t.as_standard_layout().into_owned()
-    }
 }
 
 /// `y = γ · (x − mean) / √(var + ε) + β` over the last axis (`var` biased, as PyTorch's).
@@ -67,7 +59,7 @@ impl Layer for LayerNorm {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].clone());
+        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].view());
         let (data, d) = rows(&self.name, &x)?;
         if d != self.gamma.value.len() {
             return Err(SimError::shape(
@@ -161,7 +153,7 @@ impl Layer for Softmax {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].clone());
+        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].view());
         let (data, d) = rows(&self.name, &x)?;
         let mut y = vec![0.0; data.len()];
         for (row, yr) in data.chunks(d).zip(y.chunks_mut(d)) {

@@ -157,6 +157,17 @@ pub(crate) fn expect_inputs<'a>(
 }
 
 /// A 4-D `[N, H, W, C]` view of `t`, or an error naming the layer.
+/// `t` in standard layout: moved when it already is (and owned), copied otherwise.
+pub(crate) fn standard<S: ndarray::Data<Elem = f32>>(
+    t: ndarray::ArrayBase<S, ndarray::IxDyn>,
+) -> Tensor {
+    if t.is_standard_layout() {
+        t.into_owned()
+    } else {
+        t.as_standard_layout().into_owned()
+    }
+}
+
 pub(crate) fn as4<'a, S: ndarray::Data<Elem = f32>>(
     layer: &str,
     t: &'a ndarray::ArrayBase<S, ndarray::IxDyn>,

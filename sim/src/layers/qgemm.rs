@@ -4,7 +4,7 @@
 
 use ndarray::{Array2, ArrayView2, CowArray, IxDyn};
 
-use super::{Mode, Tensor};
+use super::{standard, Mode, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::{lsq, LayerQuant};
 
@@ -55,11 +55,7 @@ pub(crate) fn quantize_operands<'a>(
             x_residual: None,
         };
     }
-    let mut xq = if x.is_standard_layout() {
-        x.into_owned()
-    } else {
-        x.as_standard_layout().into_owned()
-    };
+    let mut xq = standard(x);
     let probe = wants_step_residual(quant) && mode == Mode::Train && quant.bits_fw > 0;
     let x_orig = probe.then(|| xq.iter().copied().collect::<Vec<f32>>());
     let x_mask = match xq.as_slice_mut() {
@@ -112,11 +108,7 @@ pub(crate) fn record_step_grad(
 /// in standard layout.
 pub(crate) fn quantize_error(quant: &mut LayerQuant, g: Tensor) -> Tensor {
     let samples = g.shape().first().copied().unwrap_or(1);
-    let mut gq = if g.is_standard_layout() {
-        g
-    } else {
-        g.as_standard_layout().into_owned()
-    };
+    let mut gq = standard(g);
     if let Some(s) = gq.as_slice_mut() {
         quant.errors(s, samples);
     }

@@ -1,13 +1,8 @@
 //! Layers that only move elements: [`Reshape`] to a fixed shape (row-major element order, as
 //! ONNX `Reshape`) and [`Transpose`] by an axis permutation. Both return standard-layout tensors.
 
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
-
-/// A standard-layout copy of `t` (no copy when it already is one).
-fn standard(t: &Tensor) -> Tensor {
-    t.as_standard_layout().into_owned()
-}
 
 /// `t`'s elements in row-major order, as `shape`, or an error naming the layer and both shapes.
 fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
@@ -23,7 +18,7 @@ fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
             ),
         ));
     }
-    standard(t)
+    standard(t.view())
         .into_shape_with_order(shape.to_vec())
         .map_err(|e| SimError::shape(name, e.to_string()))
 }

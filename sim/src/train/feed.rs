@@ -81,11 +81,7 @@ pub(crate) fn logits_rows(out: Tensor) -> Result<(Tensor, Vec<usize>)> {
     let v = shape.last().copied().unwrap_or(1).max(1);
     let rows = out.len() / v;
     // A standard-layout output (every layer's) is reshaped in place, not copied.
-    let out = if out.is_standard_layout() {
-        out
-    } else {
-        out.as_standard_layout().into_owned()
-    };
+    let out = crate::layers::standard(out);
     let flat = out
         .into_shape_with_order(vec![rows, v])
         .map_err(|e| SimError::shape("model output", e.to_string()))?;

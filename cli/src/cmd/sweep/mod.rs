@@ -152,8 +152,8 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    let rows = collect::write_results(&study)?;
     if crate::interrupt::requested() {
-        collect::write_results(&study)?;
         return Err(crate::exit::Stopped {
             exit: crate::exit::Exit::Interrupted,
             message: format!(
@@ -164,7 +164,6 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         .into());
     }
-    let rows = collect::write_results(&study)?;
     let [done, running, failed, waiting] = status::counts(&study);
     writeln!(
         out,

@@ -76,12 +76,10 @@ impl Executor for Local {
             for bar in &bars {
                 let (next, finished, overall, say) = (&next, &finished, &overall, &say);
                 scope.spawn(move || loop {
-                    if crate::interrupt::requested() {
-                        bar.finish_and_clear();
-                        break;
-                    }
+                    // After Ctrl-C / SIGTERM no further cell starts.
                     let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(cell) = pending.get(i) else {
+                    let Some(cell) = pending.get(i).filter(|_| !crate::interrupt::requested())
+                    else {
                         bar.finish_and_clear();
                         break;
                     };
