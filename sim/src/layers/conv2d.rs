@@ -178,36 +178,53 @@ impl Im2col<'_> {
         self.spec.groups == 1 && self.spec.dilation[1] == 1
     }
 
-    /// Visits every (row of a sample, kernel row) with the index of its first tap and, unless
-    /// the kernel row lies in the vertical padding, the valid kernel columns `kx0..kx1` and the
-    /// input offset of tap `kx0` (taps outside `kx0..kx1` are in the horizontal padding).
-    /// Only for geometries where [`Self::rows_are_runs`] holds.
-    #[inline(always)]
-    fn for_each_run(&self, mut f: impl FnMut(usize, Option<(usize, usize, usize)>)) {
+    /// Per output column: its valid kernel columns `kx0..kx1` (the others are in the horizontal
+    /// padding) and the input column that kernel column `kx0` reads (0 for an empty run).
+    fn run_columns(&self) -> Vec<(usize, usize, usize)> {
         let sp = self.spec;
-        let (h, w, c) = (self.in_hw.0, self.in_hw.1, sp.in_channels);
-        let (kh, kw) = (sp.kernel[0], sp.kernel[1]);
-        let mut t = 0;
-        for oy in 0..self.out_hw.0 {
-            for ox in 0..self.out_hw.1 {
-                // Column of the input read by kernel column 0 (may be left of the image).
+        let (w, kw) = (self.in_hw.1, sp.kernel[1]);
+        (0..self.out_hw.1)
+            .map(|ox| {
                 let left = ox * sp.stride[1];
                 let kx0 = sp.pads[1].saturating_sub(left).min(kw);
                 let kx1 = (w + sp.pads[1]).saturating_sub(left).min(kw).max(kx0);
+                // A non-empty run has `left + kx0 ≥ pad`.
+                let ix = if kx0 < kx1 {
+                    left + kx0 - sp.pads[1]
+                } else {
+                    0
+                };
+                (kx0, kx1, ix)
+            })
+            .collect()
+    }
+
+    /// The input row that kernel row `ky` of output row `oy` reads, or `None` in the padding.
+    #[inline(always)]
+    fn input_row(&self, oy: usize, ky: usize) -> Option<usize> {
+        let sp = self.spec;
+        (oy * sp.stride[0] + ky * sp.dilation[0])
+            .checked_sub(sp.pads[0])
+            .filter(|&iy| iy < self.in_hw.0)
+    }
+
+    /// Visits every (row of a sample, kernel row) with the index of its first tap and, unless
+    /// the kernel row lies in the vertical padding, the valid kernel columns `kx0..kx1` and the
+    /// input offset of tap `kx0`. Only for geometries where [`Self::rows_are_runs`] holds.
+    #[inline(always)]
+    fn for_each_run(&self, mut f: impl FnMut(usize, Option<(usize, usize, usize)>)) {
+        let (w, c) = (self.in_hw.1, self.spec.in_channels);
+        let (kh, kw) = (self.spec.kernel[0], self.spec.kernel[1]);
+        let cols = self.run_columns();
+        let mut t = 0;
+        for oy in 0..self.out_hw.0 {
+            for &(kx0, kx1, ix) in &cols {
                 for ky in 0..kh {
-                    let iy = (oy * sp.stride[0] + ky * sp.dilation[0])
-                        .checked_sub(sp.pads[0])
-                        .filter(|&iy| iy < h);
-                    let run = iy.map(|iy| {
-                        // The offset only matters for a non-empty run (then `left + kx0 ≥ pad`).
-                        let at = if kx0 < kx1 {
-                            (iy * w + left + kx0 - sp.pads[1]) * c
-                        } else {
-                            0
-                        };
-                        (kx0, kx1, at)
-                    });
-                    f(t, run);
+                    f(
+                        t,
+                        self.input_row(oy, ky)
+                            .map(|iy| (kx0, kx1, (iy * w + ix) * c)),
+                    );
                     t += kw;
                 }
             }
@@ -230,33 +247,73 @@ crate::simd::multiversion! {
     fn gather_kernel(geo: &Im2col<'_>, x: &[f32], g: usize, col: &mut [f32]) {
         let cpg = geo.spec.in_channels / geo.spec.groups;
         let taps = geo.rows_per_sample() * geo.spec.kernel[0] * geo.spec.kernel[1];
-        let kw = geo.spec.kernel[1];
         for (cs, xs) in col
             .chunks_mut(taps * cpg)
             .zip(x.chunks(geo.in_per_sample()))
         {
             if geo.rows_are_runs() {
-                geo.for_each_run(|t, run| {
-                    let dst = &mut cs[t * cpg..(t + kw) * cpg];
-                    match run {
-                        Some((a, b, src)) => {
-                            dst[..a * cpg].fill(0.0);
-                            dst[a * cpg..b * cpg].copy_from_slice(&xs[src..src + (b - a) * cpg]);
-                            dst[b * cpg..].fill(0.0);
-                        }
-                        None => dst.fill(0.0),
-                    }
-                });
+                gather_runs(geo, xs, cs);
                 continue;
             }
             geo.for_each_tap(|t, at| {
                 let dst = &mut cs[t * cpg..(t + 1) * cpg];
                 match at {
-                    Some(a) => dst.copy_from_slice(&xs[a + g * cpg..a + (g + 1) * cpg]),
+                    Some(a) => copy_run(dst, &xs[a + g * cpg..a + (g + 1) * cpg]),
                     None => dst.fill(0.0),
                 }
             });
         }
+    }
+}
+
+/// One sample's [`Im2col::gather`] where [`Im2col::rows_are_runs`] holds: each kernel row of a
+/// patch is one run of the input row it reads (zeros where it overhangs the padding).
+#[inline(always)]
+fn gather_runs(geo: &Im2col<'_>, xs: &[f32], cs: &mut [f32]) {
+    let (w, c) = (geo.in_hw.1, geo.spec.in_channels);
+    let (kh, kw) = (geo.spec.kernel[0], geo.spec.kernel[1]);
+    let run = kw * c;
+    let cols = geo.run_columns();
+    for (oy, patches) in cs.chunks_exact_mut(cols.len() * kh * run).enumerate() {
+        for (&(kx0, kx1, ix), patch) in cols.iter().zip(patches.chunks_exact_mut(kh * run)) {
+            for (ky, dst) in patch.chunks_exact_mut(run).enumerate() {
+                let Some(iy) = geo.input_row(oy, ky) else {
+                    dst.fill(0.0);
+                    continue;
+                };
+                let src = &xs[(iy * w + ix) * c..][..(kx1 - kx0) * c];
+                if kx0 == 0 && kx1 == kw {
+                    copy_run(dst, src);
+                } else {
+                    dst[..kx0 * c].fill(0.0);
+                    copy_run(&mut dst[kx0 * c..kx1 * c], src);
+                    dst[kx1 * c..].fill(0.0);
+                }
+            }
+        }
+    }
+}
+
+/// `dst.copy_from_slice(src)` for the short runs of a gather (tens to hundreds of floats) as
+/// inline 8-float moves: a `memcpy` call per run costs more than the copy itself.
+#[inline(always)]
+fn copy_run(dst: &mut [f32], src: &[f32]) {
+    assert_eq!(dst.len(), src.len());
+    let (d, s, n) = (dst.as_mut_ptr(), src.as_ptr(), dst.len());
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: `i + 16 ≤ n`, the length of both slices, which cannot overlap (one is `&mut`).
+        unsafe { std::ptr::copy_nonoverlapping(s.add(i), d.add(i), 16) };
+        // An empty statement with side effects, so that LLVM does not turn the loop back into a
+        // `memcpy` call.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::asm!("", options(nomem, nostack, preserves_flags))
+        };
+        i += 16;
+    }
+    if i < n {
+        dst[i..].copy_from_slice(&src[i..]);
     }
 }
 
