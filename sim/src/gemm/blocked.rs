@@ -9,7 +9,8 @@
 
 use std::cell::RefCell;
 
-use super::kernel::{self, Tile, NR};
+use super::kernel::{self, RowsA, Tile, NR};
+use super::patches::Patches;
 use crate::peak::VectorPath;
 
 /// Reduction terms per block when `A` has many rows: a panel of `B` (`KC × NR` floats, 16 KiB)
@@ -59,6 +60,13 @@ impl<P> Strided<P> {
     }
 }
 
+/// `A` of a product: a strided matrix, or the patches of a convolution read in place.
+#[derive(Clone, Copy)]
+pub(super) enum OperandA<'p> {
+    Strided(Strided<*const f32>),
+    Patches(&'p Patches<'p>),
+}
+
 /// A panel of `B` as the kernels read it: its first element and the distance between its rows.
 type Panel = (*const f32, isize);
 
@@ -76,16 +84,19 @@ thread_local! {
 pub(super) unsafe fn gemm(
     path: VectorPath,
     (m, n, k): (usize, usize, usize),
-    a: Strided<*const f32>,
+    a: OperandA<'_>,
     b: Strided<*const f32>,
     c: Strided<*mut f32>,
     accumulate: bool,
 ) {
     // The kernels read and write whole rows of a tile as vectors when C's columns are adjacent:
-    // a C stored by columns is computed as Cᵀ = Bᵀ·Aᵀ.
-    if c.cs != 1 && c.rs == 1 {
-        // SAFETY: the transposed views describe the same valid elements.
-        return unsafe { gemm(path, (n, m, k), b.t(), a.t(), c.t(), accumulate) };
+    // a C stored by columns is computed as Cᵀ = Bᵀ·Aᵀ (patches only come with row-major C).
+    if let OperandA::Strided(a) = a {
+        if c.cs != 1 && c.rs == 1 {
+            let bt = OperandA::Strided(b.t());
+            // SAFETY: the transposed views describe the same valid elements.
+            return unsafe { gemm(path, (n, m, k), bt, a.t(), c.t(), accumulate) };
+        }
     }
     let (kcb, mcb) = (kc_for(m), MC);
     SCRATCH.with(|scratch| {
@@ -97,15 +108,37 @@ pub(super) unsafe fn gemm(
                 let in_place = b.cs == 1 && rows_spread_over_l1(b.rs, kc);
                 // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
                 unsafe { cut_panels(buf, panels, b, in_place, (pc, kc), (jc, nc)) };
+                // Terms pc..pc+kc of a row: one run, or runs of a patch's kernel rows.
+                let (csa, off0, run0, seg, jump) = match a {
+                    OperandA::Strided(a) => (a.cs, 0, kc, kc, 0),
+                    OperandA::Patches(p) => (
+                        1,
+                        p.term(pc),
+                        (p.seg - pc % p.seg).min(kc),
+                        p.seg,
+                        p.seg_step - p.seg as isize,
+                    ),
+                };
                 for ic in (0..m).step_by(mcb) {
                     let mc = mcb.min(m - ic);
+                    let rows_a = match a {
+                        OperandA::Strided(a) => RowsA::Strided {
+                            ptr: a
+                                .ptr
+                                .wrapping_offset(ic as isize * a.rs + pc as isize * a.cs),
+                            rs: a.rs,
+                        },
+                        OperandA::Patches(p) => RowsA::Patches { p, row0: ic },
+                    };
                     for (p, &(bp, rsb)) in panels.iter().enumerate() {
                         let j0 = jc + p * NR;
                         let strip = Tile {
-                            a: a.ptr
-                                .wrapping_offset(ic as isize * a.rs + pc as isize * a.cs),
-                            rsa: a.rs,
-                            csa: a.cs,
+                            a: rows_a,
+                            csa,
+                            off0,
+                            run0,
+                            seg,
+                            jump,
                             b: bp,
                             rsb,
                             kc,

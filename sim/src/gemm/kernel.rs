@@ -1,5 +1,6 @@
-//! Microkernels: strips of `MR × NR` tiles of `C` from rows of `A` (read in place, any strides)
-//! and one `kc × NR` panel of `B` (packed, or rows of `B` read in place).
+//! Microkernels: strips of `MR × NR` tiles of `C` from rows of `A` (read in place: a strided
+//! matrix, or a convolution's patches in their padded input) and one `kc × NR` panel of `B`
+//! (packed, or rows of `B` read in place).
 //!
 //! Every path computes each element of `C` as one chain of fused multiply-adds in reduction
 //! order, `c ← fma(a[i,p], b[p,j], c)` for `p = 0, 1, …`, starting from `0` or from `C`'s value.
@@ -7,19 +8,36 @@
 //! portable path (`f32::mul_add`, a correctly rounded fused multiply-add on every target) give
 //! bit-identical results.
 
+use super::patches::Patches;
 use crate::peak::VectorPath;
 
 /// Columns of one `B` panel, on every path.
 pub(super) const NR: usize = 16;
 
-/// The operands of a strip of tiles: `rows` rows of `A` and `C` (any number; the kernels walk
-/// them in tiles of their `MR` rows) against one panel of `B`. `a` points at `A[i0, p0]`, `b` at
-/// the panel (`kc` rows of [`NR`] values, `rsb` apart), `c` at `C[i0, j0]`.
+/// Where the rows of `A` start.
 #[derive(Clone, Copy)]
-pub(super) struct Tile {
-    pub a: *const f32,
-    pub rsa: isize,
+pub(super) enum RowsA<'p> {
+    /// Row `i` of the strip at `ptr + i·rs`.
+    Strided { ptr: *const f32, rs: isize },
+    /// Row `i` of the strip is patch `row0 + i`.
+    Patches { p: &'p Patches<'p>, row0: usize },
+}
+
+/// The operands of a strip of tiles: `rows` rows of `A` and `C` (any number; the kernels walk
+/// them in tiles of their `MR` rows) against one panel of `B`. `a` locates `A[i0, p0]`, `b` the
+/// panel (`kc` rows of [`NR`] values, `rsb` apart), `c` `C[i0, j0]`.
+///
+/// The `kc` terms of a row of `A` lie in runs of adjacent terms `csa` apart: the first run has
+/// `run0` terms from offset `off0`, each further one `seg` terms, `jump` floats after the end of
+/// the one before (strided `A`: one run of `kc`).
+#[derive(Clone, Copy)]
+pub(super) struct Tile<'p> {
+    pub a: RowsA<'p>,
     pub csa: isize,
+    pub off0: isize,
+    pub run0: usize,
+    pub seg: usize,
+    pub jump: isize,
     pub b: *const f32,
     /// Distance between rows of the panel (`NR` when packed).
     pub rsb: isize,
@@ -34,12 +52,18 @@ pub(super) struct Tile {
     pub load: bool,
 }
 
-impl Tile {
+impl Tile<'_> {
     /// The tile of rows `i0..i0 + mr` of a strip of `rows` rows (`rows` then counts that tile's
     /// valid rows).
-    fn sub(&self, i0: usize, mr: usize) -> Tile {
+    fn sub(&self, i0: usize, mr: usize) -> Self {
         Tile {
-            a: self.a.wrapping_offset(i0 as isize * self.rsa),
+            a: match self.a {
+                RowsA::Strided { ptr, rs } => RowsA::Strided {
+                    ptr: ptr.wrapping_offset(i0 as isize * rs),
+                    rs,
+                },
+                RowsA::Patches { p, row0 } => RowsA::Patches { p, row0: row0 + i0 },
+            },
             c: self.c.wrapping_offset(i0 as isize * self.rsc),
             rows: mr.min(self.rows - i0),
             ..*self
@@ -80,12 +104,31 @@ impl Tile {
     /// Row pointers of `A`; rows past the valid ones repeat row 0 (computed, never stored).
     ///
     /// # Safety
-    /// `a` and `rsa` describe `rows` valid rows.
+    /// `a` describes `rows` valid rows.
     unsafe fn rows_of_a<const MR: usize>(&self) -> [*const f32; MR] {
         std::array::from_fn(|r| {
             let r = if r < self.rows { r } else { 0 };
-            self.a.wrapping_offset(r as isize * self.rsa)
+            match self.a {
+                RowsA::Strided { ptr, rs } => ptr.wrapping_offset(r as isize * rs),
+                RowsA::Patches { p, row0 } => p.row(row0 + r),
+            }
         })
+    }
+
+    /// Calls `f(off, n)` for each run of adjacent terms of the `kc`, in order: `n` terms, the
+    /// first at offset `off` from the start of a row of `A`.
+    #[inline(always)]
+    fn for_each_run(&self, mut f: impl FnMut(isize, usize)) {
+        let (mut off, mut n, mut left) = (self.off0, self.run0, self.kc);
+        loop {
+            f(off, n);
+            left -= n;
+            if left == 0 {
+                return;
+            }
+            off += n as isize * self.csa + self.jump;
+            n = self.seg.min(left);
+        }
     }
 }
 
@@ -134,21 +177,23 @@ unsafe fn portable_tile(t: &Tile) {
     }
     // SAFETY: as above.
     let rows = unsafe { t.rows_of_a::<PORTABLE_MR>() };
-    let (mut b, mut off) = (t.b, 0isize);
-    for _ in 0..t.kc {
-        // SAFETY: `b` walks the `kc` rows of the panel; `off` stays within the first `kc`
-        // columns of the valid rows of `A`.
-        let bv: &[f32; NR] = unsafe { &*(b as *const [f32; NR]) };
-        for (row, acc) in rows.iter().zip(acc.iter_mut()) {
-            // SAFETY: as above.
-            let a = unsafe { *row.offset(off) };
-            for (c, &bj) in acc.iter_mut().zip(bv) {
-                *c = a.mul_add(bj, *c);
+    let mut b = t.b;
+    t.for_each_run(|mut off, n| {
+        for _ in 0..n {
+            // SAFETY: `b` walks the `kc` rows of the panel; `off` the `kc` terms of the valid
+            // rows of `A`.
+            let bv: &[f32; NR] = unsafe { &*(b as *const [f32; NR]) };
+            for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+                // SAFETY: as above.
+                let a = unsafe { *row.offset(off) };
+                for (c, &bj) in acc.iter_mut().zip(bv) {
+                    *c = a.mul_add(bj, *c);
+                }
             }
+            b = b.wrapping_offset(t.rsb);
+            off += t.csa;
         }
-        b = b.wrapping_offset(t.rsb);
-        off += t.csa;
-    }
+    });
     // SAFETY: as above.
     unsafe { t.write(&acc) };
 }
@@ -221,21 +266,27 @@ mod x86 {
                 }
                 // SAFETY: the tile is valid.
                 let rows = unsafe { t.rows_of_a::<R>() };
-                let (mut b, mut off) = (t.b, 0isize);
-                for _ in 0..t.kc {
-                    // SAFETY: `b` walks the `kc` rows of the panel.
-                    let bv: [_; $nv] =
-                        std::array::from_fn(|v| unsafe { $load(b.add(v * $lanes)) });
-                    for (row, acc) in rows.iter().zip(acc.iter_mut()) {
-                        // SAFETY: `off` stays within the first `kc` columns of a valid row.
-                        let a = $set1(unsafe { *row.offset(off) });
-                        for (x, &bv) in acc.iter_mut().zip(&bv) {
-                            *x = $fmadd(a, bv, *x);
+                // Rows as byte distances from the first (the rows of one matrix or input), so
+                // that one pointer advances through the terms.
+                let deltas = rows.map(|r| (r as isize).wrapping_sub(rows[0] as isize));
+                let mut b = t.b;
+                t.for_each_run(|off, n| {
+                    let mut a0 = rows[0].wrapping_offset(off);
+                    for _ in 0..n {
+                        // SAFETY: `b` walks the `kc` rows of the panel.
+                        let bv: [_; $nv] =
+                            std::array::from_fn(|v| unsafe { $load(b.add(v * $lanes)) });
+                        for (&d, acc) in deltas.iter().zip(acc.iter_mut()) {
+                            // SAFETY: `a0 + d` walks the `kc` terms of a valid row.
+                            let a = $set1(unsafe { *a0.wrapping_byte_offset(d) });
+                            for (x, &bv) in acc.iter_mut().zip(&bv) {
+                                *x = $fmadd(a, bv, *x);
+                            }
                         }
+                        b = b.wrapping_offset(t.rsb);
+                        a0 = a0.wrapping_offset(t.csa);
                     }
-                    b = b.wrapping_offset(t.rsb);
-                    off += t.csa;
-                }
+                });
                 if whole {
                     for (r, acc) in acc.iter().enumerate() {
                         for (v, x) in acc.iter().enumerate() {

@@ -14,13 +14,15 @@
 
 mod blocked;
 mod kernel;
+mod patches;
 
 use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
-use blocked::Strided;
+use blocked::{OperandA, Strided};
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
+pub use patches::{PatchGeometry, Patches};
 use rayon::prelude::*;
 
 use crate::cputime::thread_cpu_seconds;
@@ -130,14 +132,41 @@ pub fn matmul_uninit<'c>(
     a: ArrayView2<f32>,
     b: ArrayView2<f32>,
 ) -> Result<&'c mut [f32]> {
-    let ((m, k), (k2, n)) = (a.dim(), b.dim());
+    let a_dim = a.dim();
+    let a = OperandA::Strided(Strided::new(a.as_ptr(), a.strides()));
+    // SAFETY: `a` is the valid matrix of the view, of `a_dim`.
+    unsafe { uninit_product(c, a, a_dim, b) }
+}
+
+/// [`matmul_uninit`] with the im2col matrix of a convolution as `A`, read in place from its
+/// padded input: the same numbers as gathering the patches first, without the copy.
+pub fn matmul_patches_uninit<'c>(
+    c: &'c mut [MaybeUninit<f32>],
+    a: &Patches<'_>,
+    b: ArrayView2<f32>,
+) -> Result<&'c mut [f32]> {
+    // SAFETY: `Patches::new` checked that every term of its rows is in its input.
+    unsafe { uninit_product(c, OperandA::Patches(a), a.dim(), b) }
+}
+
+/// The body of [`matmul_uninit`] for any `A`.
+///
+/// # Safety
+/// `a` describes a valid matrix of `a_dim` (rows, terms).
+unsafe fn uninit_product<'c>(
+    c: &'c mut [MaybeUninit<f32>],
+    a: OperandA<'_>,
+    (m, k): (usize, usize),
+    b: ArrayView2<f32>,
+) -> Result<&'c mut [f32]> {
+    let (k2, n) = b.dim();
     if k != k2 || Some(c.len()) != m.checked_mul(n) {
         return Err(SimError::shape(
             "gemm",
             format!(
                 "{} outputs = A{:?} · B{:?} does not conform",
                 c.len(),
-                a.dim(),
+                (m, k),
                 b.dim()
             ),
         ));
@@ -146,11 +175,13 @@ pub fn matmul_uninit<'c>(
         c.fill(MaybeUninit::new(0.0));
     } else if m * n > 0 {
         let c = Strided::new(c.as_mut_ptr().cast::<f32>(), &[n as isize, 1]);
-        // SAFETY: the shapes conform and are non-empty, `c` holds the `m × n` row-major values
-        // (exclusively borrowed), and without `accumulate` the driver writes every element of
-        // `C` before it reads any (later reduction blocks continue from the first one's values).
+        let b = Strided::new(b.as_ptr(), b.strides());
+        // SAFETY: the shapes conform and are non-empty, `a` is valid (caller's contract), `c`
+        // holds the `m × n` row-major values (exclusively borrowed), and without `accumulate`
+        // the driver writes every element of `C` before it reads any (later reduction blocks
+        // continue from the first one's values).
         profiled(m * n * k, || unsafe {
-            product(vector_path(), c, a, b, false)
+            blocked::gemm(vector_path(), (m, n, k), a, b, c, false)
         });
     }
     // SAFETY: every element was written above (`MaybeUninit<f32>` has the layout of `f32`).
@@ -188,7 +219,7 @@ unsafe fn product(
         Strided::new(b.as_ptr(), b.strides()),
     );
     // SAFETY: forwarded from the caller.
-    unsafe { blocked::gemm(path, (m, n, k), a, b, c, accumulate) }
+    unsafe { blocked::gemm(path, (m, n, k), OperandA::Strided(a), b, c, accumulate) }
 }
 
 /// `c` as the driver's strided pointer.
@@ -384,6 +415,39 @@ mod tests {
                     assert_eq!(ct.t(), want, "{what}, C by columns");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn patches_give_the_im2col_product_on_every_path() {
+        // 2 samples of a padded 9×8×40 input, 3×3 kernel, stride (2, 1), dilation 2 rows:
+        // 360 terms (the 256-term blocks end inside a kernel row), 2 panels, 30 rows.
+        let (hp, wp, c) = (9, 8, 40);
+        let g = PatchGeometry {
+            padded: [hp, wp, c],
+            out: (3, 5),
+            kernel: (3, 3),
+            stride: (2, 1),
+            dilation_y: 2,
+        };
+        let x = random(2, hp * wp * c, 50);
+        let x = x.as_slice().unwrap();
+        let p = Patches::new(x, 2, g).unwrap();
+        let (m, k) = p.dim();
+        let a = Array2::from_shape_fn((m, k), |(i, t)| {
+            let (n, oy, ox) = (i / 15, i / 5 % 3, i % 5);
+            let (ky, kx, ch) = (t / (3 * c), t / c % 3, t % c);
+            x[((n * hp + oy * 2 + ky * 2) * wp + ox + kx) * c + ch]
+        });
+        let b = random(k, 20, 51);
+        let want = fused_chain(a.view(), b.view(), None);
+        for path in paths() {
+            let mut got = Array2::<f32>::from_elem((m, 20), f32::NAN);
+            let cv = strided_mut(&mut got.view_mut());
+            let bv = Strided::new(b.as_ptr(), b.strides());
+            // SAFETY: `path` runs here; the shapes conform; `p` was checked against `x`.
+            unsafe { blocked::gemm(path, (m, 20, k), OperandA::Patches(&p), bv, cv, false) };
+            assert_eq!(got, want, "{path:?}");
         }
     }
 

@@ -16,7 +16,9 @@ use super::{
     as4, cached, check_grad, expect_inputs, weight_and_bias, window_hw, Layer, Mode, Param, Tensor,
 };
 use crate::error::{Result, SimError};
-use crate::gemm::{block_samples, matmul_into, matmul_uninit};
+use crate::gemm::{
+    block_samples, matmul_into, matmul_patches_uninit, matmul_uninit, PatchGeometry, Patches,
+};
 use crate::quant::LayerQuant;
 
 /// Geometry of a convolution.
@@ -229,6 +231,71 @@ impl Im2col<'_> {
                 }
             }
         }
+    }
+
+    /// Height and width of an input with the spec's padding added.
+    fn padded_hw(&self) -> (usize, usize) {
+        let p = self.spec.pads;
+        (self.in_hw.0 + p[0] + p[2], self.in_hw.1 + p[1] + p[3])
+    }
+
+    /// Floats of one padded sample, or `None` when that overflows.
+    fn padded_per_sample(&self) -> Option<usize> {
+        let (hp, wp) = self.padded_hw();
+        hp.checked_mul(wp)?.checked_mul(self.spec.in_channels)
+    }
+
+    /// The patches of the samples in `x` as the GEMM reads them in place (one group, runs of
+    /// kernel rows): from `x` itself when there is no padding, else from a padded copy in
+    /// `scratch` (`samples` × [`Self::padded_per_sample`] floats, all overwritten).
+    fn patches<'a>(
+        &self,
+        layer: &str,
+        x: &'a [f32],
+        scratch: &'a mut [f32],
+    ) -> Result<Patches<'a>> {
+        let sp = self.spec;
+        let samples = x.len() / self.in_per_sample().max(1);
+        let input: &[f32] = if sp.pads == [0; 4] {
+            x
+        } else {
+            let (w, c) = (self.in_hw.1, sp.in_channels);
+            let wp = self.padded_hw().1;
+            let (top, left) = (sp.pads[0] * wp * c, sp.pads[1] * c);
+            let right = sp.pads[3] * c;
+            let per = self.padded_per_sample().unwrap_or(usize::MAX);
+            let scratch = samples
+                .checked_mul(per)
+                .and_then(|len| scratch.get_mut(..len))
+                .ok_or_else(|| SimError::shape(layer, "padded input does not fit its buffer"))?;
+            for (ps, xs) in scratch
+                .chunks_exact_mut(per)
+                .zip(x.chunks_exact(self.in_per_sample()))
+            {
+                let (head, rest) = ps.split_at_mut(top);
+                head.fill(0.0);
+                let mut rows = rest.chunks_exact_mut(wp * c);
+                // The input rows first: `zip` stops on them without taking a padding row.
+                for (src, row) in xs.chunks_exact(w * c).zip(&mut rows) {
+                    row[..left].fill(0.0);
+                    row[left..left + w * c].copy_from_slice(src);
+                    row[wp * c - right..].fill(0.0);
+                }
+                rows.for_each(|row| row.fill(0.0));
+            }
+            scratch
+        };
+        let geometry = PatchGeometry {
+            padded: {
+                let (hp, wp) = self.padded_hw();
+                [hp, wp, sp.in_channels]
+            },
+            out: self.out_hw,
+            kernel: (sp.kernel[0], sp.kernel[1]),
+            stride: (sp.stride[0], sp.stride[1]),
+            dilation_y: sp.dilation[0],
+        };
+        Patches::new(input, samples, geometry).map_err(|e| SimError::shape(layer, e.to_string()))
     }
 
     /// Fills `col` `[samples·OH·OW, K]` with the group-`g` patches of the samples in `x`.
@@ -558,6 +625,9 @@ impl Conv2d {
         let ops = quantize_operands(&mut quant, x, self.weight_matrix()?, mode);
         let spb = geo.samples_per_block();
         let rows = spb * geo.rows_per_sample();
+        let per_padded = geo
+            .padded_per_sample()
+            .ok_or_else(|| SimError::shape(&self.name, "padded input size overflows"))?;
         let len = [oh, ow, o]
             .iter()
             .try_fold(n, |acc, &d| acc.checked_mul(d))
@@ -585,19 +655,19 @@ impl Conv2d {
                     let yb = zeroed(yb);
                     geo.depthwise_forward(xb, wt, yb);
                     yb
-                } else if groups == 1 {
-                    let pointwise = geo.input_is_columns();
-                    let scratch = if pointwise { 0 } else { r * kg };
-                    with_scratch(scratch, 0, |col, _| {
-                        let cols: &[f32] = if pointwise {
-                            xb
-                        } else {
-                            geo.gather(xb, 0, col);
-                            col
-                        };
-                        let colv =
-                            ArrayView2::from_shape((r, kg), cols).map_err(shape_err(name))?;
-                        matmul_uninit(yb, colv, ops.w.t())
+                } else if geo.input_is_columns() {
+                    let colv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
+                    matmul_uninit(yb, colv, ops.w.t())?
+                } else if groups == 1 && geo.rows_are_runs() {
+                    // The patches are read where they lie (in a padded copy if there is padding).
+                    let padded = if self.spec.pads == [0; 4] {
+                        0
+                    } else {
+                        spb * per_padded
+                    };
+                    with_scratch(padded, 0, |buf, _| {
+                        let patches = geo.patches(name, xb, buf)?;
+                        matmul_patches_uninit(yb, &patches, ops.w.t())
                     })?
                 } else {
                     let yb = zeroed(yb);
@@ -955,6 +1025,8 @@ mod tests {
             Conv2dSpec::square(2, 2, 5, 1, 4),
             Conv2dSpec::square(2, 2, 2, 3, 0),
             Conv2dSpec::square(3, 4, 1, 1, 0),
+            // 360 terms: the GEMM's 256-term blocks end inside a kernel row.
+            Conv2dSpec::square(40, 4, 3, 1, 1),
         ];
         let mut odd = Conv2dSpec::square(3, 2, 3, 2, 1);
         odd.pads = [0, 7, 2, 1];
@@ -980,6 +1052,21 @@ mod tests {
             assert_eq!(col, want, "{sp:?}");
             // The layer skips im2col exactly when it would copy the input unchanged.
             assert_eq!(geo.input_is_columns(), col == x, "{sp:?}");
+
+            // The product reading the patches in place (from a padded copy whose stale NaNs
+            // must all be overwritten) is the gathered product, bit for bit, over 2 panels.
+            let (k, o) = (sp.k_per_group(), 20);
+            let wt = rand_tensor(&[k, o], 1.0, 180 + i as u64);
+            let wv = ArrayView2::from_shape((k, o), wt.as_slice().unwrap()).unwrap();
+            let rows = col.len() / k;
+            let colv = ArrayView2::from_shape((rows, k), &col[..]).unwrap();
+            let mut y = vec![MaybeUninit::uninit(); rows * o];
+            let gathered = matmul_uninit(&mut y, colv, wv).unwrap().to_vec();
+            let mut buf = vec![f32::NAN; 2 * geo.padded_per_sample().unwrap()];
+            let patches = geo.patches("t", x, &mut buf).unwrap();
+            let mut y = vec![MaybeUninit::uninit(); rows * o];
+            let in_place = matmul_patches_uninit(&mut y, &patches, wv).unwrap();
+            assert_eq!(in_place, &gathered[..], "{sp:?}");
 
             // Scatter: the run path adds in the same order as the per-tap path, so bit-equal.
             let dcol = rand_tensor(&[want.len()], 1.0, 120 + i as u64);
