@@ -233,6 +233,34 @@ impl Im2col<'_> {
         }
     }
 
+    /// The convolution whose forward pass gives this one's input gradient from its output
+    /// gradient, where that is a plain one doing the same multiply-adds: stride 1, no dilation,
+    /// one group, output as large as the input (a "full" convolution, padded by kernel − 1 − pad
+    /// on each side, of the output gradient with the weights of [`flipped_weights`]; for a
+    /// smaller output it would multiply the padding's zeros). `None` otherwise.
+    fn transposed_spec(&self) -> Option<Conv2dSpec> {
+        let sp = self.spec;
+        let [kh, kw] = sp.kernel;
+        let plain = sp.stride == [1, 1]
+            && sp.dilation == [1, 1]
+            && sp.groups == 1
+            && self.out_hw == self.in_hw;
+        let pads = [
+            (kh - 1).checked_sub(sp.pads[0])?,
+            (kw - 1).checked_sub(sp.pads[1])?,
+            (kh - 1).checked_sub(sp.pads[2])?,
+            (kw - 1).checked_sub(sp.pads[3])?,
+        ];
+        let t = Conv2dSpec {
+            in_channels: sp.out_channels,
+            out_channels: sp.in_channels,
+            pads,
+            ..*sp
+        };
+        let fits = t.output_hw("", self.out_hw.0, self.out_hw.1).ok() == Some(self.in_hw);
+        (plain && fits && !self.input_is_columns()).then_some(t)
+    }
+
     /// Height and width of an input with the spec's padding added.
     fn padded_hw(&self) -> (usize, usize) {
         let p = self.spec.pads;
@@ -563,6 +591,16 @@ impl Conv2d {
     }
 }
 
+/// The weights `[O, KH·KW·I]` of a one-group conv as the `[KH·KW·O, I]` matrix of its
+/// [`Im2col::transposed_spec`]: term `(ky, kx, o)`, column `i` holds `w[o, KH−1−ky, KW−1−kx, i]`.
+fn flipped_weights(w: ArrayView2<f32>, spec: &Conv2dSpec) -> Array2<f32> {
+    let ([kh, kw], o, c) = (spec.kernel, spec.out_channels, spec.in_channels);
+    Array2::from_shape_fn((kh * kw * o, c), |(t, i)| {
+        let (ky, kx, oc) = (t / (kw * o), t / o % kw, t % o);
+        w[[oc, ((kh - 1 - ky) * kw + (kw - 1 - kx)) * c + i]]
+    })
+}
+
 thread_local! {
     /// Per-thread column buffers reused across blocks and calls (every use overwrites the part it
     /// reads, so no zeroing is needed).
@@ -739,7 +777,38 @@ impl Layer for Conv2d {
             .is_depthwise()
             .then(|| wq.t().as_standard_layout().into_owned());
         let dw_t = dw_t.as_ref().and_then(|a| a.as_slice());
-        let mut dx = vec![0.0f32; n * h * w * c];
+        let len = n * h * w * c;
+        // The input gradient as the forward pass of the transposed conv where that is plain
+        // (no column gradient to scatter), else by the scatter below into a zeroed dx.
+        let transposed = geo.transposed_spec();
+        let mut dx = match &transposed {
+            Some(ts) => {
+                let tgeo = Im2col {
+                    spec: ts,
+                    in_hw: geo.out_hw,
+                    out_hw: (h, w),
+                };
+                let wt = flipped_weights(wq.view(), &self.spec);
+                let padded = spb
+                    * tgeo
+                        .padded_per_sample()
+                        .ok_or_else(|| SimError::shape(name, "padded gradient size overflows"))?;
+                let mut dx = Vec::<f32>::with_capacity(len);
+                dx.spare_capacity_mut()[..len]
+                    .par_chunks_mut(in_block)
+                    .zip(data(name, &gq)?.par_chunks(g_block))
+                    .try_for_each(|(dxb, gb)| {
+                        with_scratch(padded, 0, |buf, _| {
+                            let patches = tgeo.patches(name, gb, buf)?;
+                            matmul_patches_uninit(dxb, &patches, wt.view()).map(|_| ())
+                        })
+                    })?;
+                // SAFETY: the blocks cover the first `len` values and each wrote all of its own.
+                unsafe { dx.set_len(len) };
+                dx
+            }
+            None => vec![0.0f32; len],
+        };
         // Per block of samples: its partial weight gradient, and its (disjoint) slice of dx.
         let partials: Vec<Array2<f32>> = dx
             .par_chunks_mut(in_block)
@@ -765,7 +834,8 @@ impl Layer for Conv2d {
                     matmul_into(dv, gv, wq.view(), false)?;
                     return Ok(pdw);
                 }
-                with_scratch(r * kg, r * kg, |col, dcol| -> Result<()> {
+                let dcol_len = if transposed.is_some() { 0 } else { r * kg };
+                with_scratch(r * kg, dcol_len, |col, dcol| -> Result<()> {
                     for g in 0..groups {
                         let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
                         geo.gather(xb, g, col);
@@ -773,6 +843,9 @@ impl Layer for Conv2d {
                             ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
                         let pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
                         matmul_into(pg, gg.t(), colv, false)?;
+                        if transposed.is_some() {
+                            continue;
+                        }
                         let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
                         let dv = ArrayViewMut2::from_shape((r, kg), &mut *dcol)
                             .map_err(shape_err(name))?;
@@ -889,7 +962,13 @@ mod tests {
         grouped.groups = 2;
         let mut depthwise = Conv2dSpec::square(3, 3, 3, 2, 1);
         depthwise.groups = 3;
+        // Same-size outputs: the input gradient is the transposed conv's forward pass.
+        let mut lopsided = Conv2dSpec::square(2, 3, 3, 1, 0);
+        lopsided.kernel = [3, 2];
+        lopsided.pads = [0, 1, 2, 0];
         vec![
+            Conv2dSpec::square(3, 4, 3, 1, 1),
+            lopsided,
             Conv2dSpec::square(3, 5, 1, 1, 0),
             strided,
             dilated,
