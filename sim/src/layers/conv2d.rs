@@ -591,6 +591,9 @@ impl Conv2d {
     }
 }
 
+/// A product writing one block of samples' whole output (uninitialised) from its input.
+type BlockProduct<'a> = dyn Fn(&mut [MaybeUninit<f32>], &[f32]) -> Result<()> + Sync + 'a;
+
 /// The weights `[O, KH·KW·I]` of a one-group conv as the `[KH·KW·O, I]` matrix of its
 /// [`Im2col::transposed_spec`]: term `(ky, kx, o)`, column `i` holds `w[o, KH−1−ky, KW−1−kx, i]`.
 fn flipped_weights(w: ArrayView2<f32>, spec: &Conv2dSpec) -> Array2<f32> {
@@ -781,33 +784,43 @@ impl Layer for Conv2d {
         // The input gradient as the forward pass of the transposed conv where that is plain
         // (no column gradient to scatter), else by the scatter below into a zeroed dx.
         let transposed = geo.transposed_spec();
-        let mut dx = match &transposed {
-            Some(ts) => {
-                let tgeo = Im2col {
-                    spec: ts,
-                    in_hw: geo.out_hw,
-                    out_hw: (h, w),
-                };
-                let wt = flipped_weights(wq.view(), &self.spec);
-                let padded = spb
-                    * tgeo
-                        .padded_per_sample()
-                        .ok_or_else(|| SimError::shape(name, "padded gradient size overflows"))?;
-                let mut dx = Vec::<f32>::with_capacity(len);
-                dx.spare_capacity_mut()[..len]
-                    .par_chunks_mut(in_block)
-                    .zip(data(name, &gq)?.par_chunks(g_block))
-                    .try_for_each(|(dxb, gb)| {
-                        with_scratch(padded, 0, |buf, _| {
-                            let patches = tgeo.patches(name, gb, buf)?;
-                            matmul_patches_uninit(dxb, &patches, wt.view()).map(|_| ())
-                        })
-                    })?;
-                // SAFETY: the blocks cover the first `len` values and each wrote all of its own.
-                unsafe { dx.set_len(len) };
-                dx
-            }
-            None => vec![0.0f32; len],
+        let pointwise = geo.input_is_columns();
+        // Per block of samples, a product that writes the block's whole input gradient.
+        let up_front = |f: &BlockProduct| {
+            let mut dx = Vec::<f32>::with_capacity(len);
+            dx.spare_capacity_mut()[..len]
+                .par_chunks_mut(in_block)
+                .zip(data(name, &gq)?.par_chunks(g_block))
+                .try_for_each(|(dxb, gb)| f(dxb, gb))?;
+            // SAFETY: the blocks cover the first `len` values and each wrote all of its own.
+            unsafe { dx.set_len(len) };
+            Ok::<_, SimError>(dx)
+        };
+        let mut dx = if let Some(ts) = &transposed {
+            let tgeo = Im2col {
+                spec: ts,
+                in_hw: geo.out_hw,
+                out_hw: (h, w),
+            };
+            let wt = flipped_weights(wq.view(), &self.spec);
+            let padded = spb
+                * tgeo
+                    .padded_per_sample()
+                    .ok_or_else(|| SimError::shape(name, "padded gradient size overflows"))?;
+            up_front(&|dxb, gb| {
+                with_scratch(padded, 0, |buf, _| {
+                    let patches = tgeo.patches(name, gb, buf)?;
+                    matmul_patches_uninit(dxb, &patches, wt.view()).map(|_| ())
+                })
+            })?
+        } else if pointwise {
+            // The columns' gradient is the input's.
+            up_front(&|dxb, gb| {
+                let gv = ArrayView2::from_shape((gb.len() / o, o), gb).map_err(shape_err(name))?;
+                matmul_uninit(dxb, gv, wq.view()).map(|_| ())
+            })?
+        } else {
+            vec![0.0f32; len]
         };
         // Per block of samples: its partial weight gradient, and its (disjoint) slice of dx.
         let partials: Vec<Array2<f32>> = dx
@@ -826,12 +839,10 @@ impl Layer for Conv2d {
                     return Ok(pdw_t.t().as_standard_layout().into_owned());
                 }
                 let mut pdw = Array2::<f32>::zeros((o, kg));
-                if geo.input_is_columns() {
-                    // The columns are the input and their gradient is the input's: no copies.
+                if pointwise {
+                    // The columns are the input (their gradient was written above): no copies.
                     let xv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
                     matmul_into(pdw.view_mut(), gv.t(), xv, false)?;
-                    let dv = ArrayViewMut2::from_shape((r, kg), dxb).map_err(shape_err(name))?;
-                    matmul_into(dv, gv, wq.view(), false)?;
                     return Ok(pdw);
                 }
                 let dcol_len = if transposed.is_some() { 0 } else { r * kg };
