@@ -273,6 +273,16 @@ impl Im2col<'_> {
         hp.checked_mul(wp)?.checked_mul(self.spec.in_channels)
     }
 
+    /// The scratch [`Self::patches`] needs for `samples` samples: none without padding.
+    fn patch_scratch(&self, layer: &str, samples: usize) -> Result<usize> {
+        if self.spec.pads == [0; 4] {
+            return Ok(0);
+        }
+        self.padded_per_sample()
+            .and_then(|per| per.checked_mul(samples))
+            .ok_or_else(|| SimError::shape(layer, "padded input size overflows"))
+    }
+
     /// The patches of the samples in `x` as the GEMM reads them in place (one group, runs of
     /// kernel rows): from `x` itself when there is no padding, else from a padded copy in
     /// `scratch` (`samples` × [`Self::padded_per_sample`] floats, all overwritten).
@@ -291,13 +301,12 @@ impl Im2col<'_> {
             let wp = self.padded_hw().1;
             let (top, left) = (sp.pads[0] * wp * c, sp.pads[1] * c);
             let right = sp.pads[3] * c;
-            let per = self.padded_per_sample().unwrap_or(usize::MAX);
-            let scratch = samples
-                .checked_mul(per)
-                .and_then(|len| scratch.get_mut(..len))
+            let len = self.patch_scratch(layer, samples)?;
+            let scratch = scratch
+                .get_mut(..len)
                 .ok_or_else(|| SimError::shape(layer, "padded input does not fit its buffer"))?;
             for (ps, xs) in scratch
-                .chunks_exact_mut(per)
+                .chunks_exact_mut((len / samples.max(1)).max(1))
                 .zip(x.chunks_exact(self.in_per_sample()))
             {
                 let (head, rest) = ps.split_at_mut(top);
@@ -666,9 +675,7 @@ impl Conv2d {
         let ops = quantize_operands(&mut quant, x, self.weight_matrix()?, mode);
         let spb = geo.samples_per_block();
         let rows = spb * geo.rows_per_sample();
-        let per_padded = geo
-            .padded_per_sample()
-            .ok_or_else(|| SimError::shape(&self.name, "padded input size overflows"))?;
+        let padded = geo.patch_scratch(&self.name, spb)?;
         let len = [oh, ow, o]
             .iter()
             .try_fold(n, |acc, &d| acc.checked_mul(d))
@@ -701,11 +708,6 @@ impl Conv2d {
                     matmul_uninit(yb, colv, ops.w.t())?
                 } else if groups == 1 && geo.rows_are_runs() {
                     // The patches are read where they lie (in a padded copy if there is padding).
-                    let padded = if self.spec.pads == [0; 4] {
-                        0
-                    } else {
-                        spb * per_padded
-                    };
                     with_scratch(padded, 0, |buf, _| {
                         let patches = geo.patches(name, xb, buf)?;
                         matmul_patches_uninit(yb, &patches, ops.w.t())
@@ -803,10 +805,7 @@ impl Layer for Conv2d {
                 out_hw: (h, w),
             };
             let wt = flipped_weights(wq.view(), &self.spec);
-            let padded = spb
-                * tgeo
-                    .padded_per_sample()
-                    .ok_or_else(|| SimError::shape(name, "padded gradient size overflows"))?;
+            let padded = tgeo.patch_scratch(name, spb)?;
             up_front(&|dxb, gb| {
                 with_scratch(padded, 0, |buf, _| {
                     let patches = tgeo.patches(name, gb, buf)?;
