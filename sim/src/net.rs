@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use crate::error::{Result, SimError};
-use crate::layers::{Layer, Mode, Param, Tensor};
+use crate::layers::{Epilogue, Layer, Mode, Param, Tensor};
 use crate::quant::LayerQuant;
 
 struct Node {
@@ -67,9 +67,12 @@ impl Graph {
         self.nodes.len()
     }
 
-    /// Runs the network; intermediate values are dropped after their last use.
+    /// Runs the network; intermediate values are dropped after their last use. In evaluation,
+    /// per-channel element-wise layers (batch norm, ReLU) run as epilogues of the layer before
+    /// them where nothing else reads its output ([`Epilogue`]): same values, fewer passes.
     pub fn forward(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
-        self.forward_with(x, mode, &mut |_, _, _| Ok(()))
+        let fuse = mode == Mode::Eval;
+        self.run(0..self.nodes.len(), x, mode, fuse, &mut |_, _, _| Ok(()))
     }
 
     /// As [`Graph::forward`], calling `hook(value id, value, layers not yet run)` after every
@@ -80,13 +83,37 @@ impl Graph {
         mode: Mode,
         hook: &mut dyn FnMut(usize, &Tensor, Pending<'_>) -> Result<()>,
     ) -> Result<Tensor> {
-        self.run(0..self.nodes.len(), x, mode, hook)
+        self.run(0..self.nodes.len(), x, mode, false, hook)
     }
 
     /// Runs nodes `range` on `x`, the value with id `range.start`; returns value `range.end`.
     /// The nodes may read only values produced inside the range (see [`Graph::is_closed`]).
+    /// Evaluation fuses as [`Graph::forward`] does.
     pub fn forward_range(&mut self, range: Range<usize>, x: Tensor, mode: Mode) -> Result<Tensor> {
-        self.run(range, x, mode, &mut |_, _, _| Ok(()))
+        let fuse = mode == Mode::Eval;
+        self.run(range, x, mode, fuse, &mut |_, _, _| Ok(()))
+    }
+
+    /// The epilogue of node `i`: the nodes after it, up to `end`, that each read only the value
+    /// before them, which nothing else reads, and map it by a per-channel rule. Returns it with
+    /// the last node it covers (`i` when none).
+    fn epilogue_after(
+        &mut self,
+        i: usize,
+        end: usize,
+        last_use: &[usize],
+        start: usize,
+    ) -> Result<(Epilogue, usize)> {
+        let mut steps = Vec::new();
+        let mut j = i + 1;
+        while j < end && self.nodes[j].inputs == [j] && last_use[j - start] == j {
+            match self.nodes[j].layer.eval_epilogue() {
+                Some(step) => steps.push(step?),
+                None => break,
+            }
+            j += 1;
+        }
+        Ok((Epilogue(steps), j - 1))
     }
 
     fn run(
@@ -94,6 +121,7 @@ impl Graph {
         range: Range<usize>,
         x: Tensor,
         mode: Mode,
+        fuse: bool,
         hook: &mut dyn FnMut(usize, &Tensor, Pending<'_>) -> Result<()>,
     ) -> Result<Tensor> {
         let Range { start, end } = self.check_range(&range)?;
@@ -112,7 +140,13 @@ impl Graph {
         }
         let mut values: Vec<Option<Tensor>> = vec![None; end - start + 1];
         values[0] = Some(x);
-        for i in start..end {
+        let mut i = start;
+        while i < end {
+            let (epilogue, last) = if fuse {
+                self.epilogue_after(i, end, &last_use, start)?
+            } else {
+                (Epilogue::default(), i)
+            };
             let node = &mut self.nodes[i];
             let out = match node.inputs[..] {
                 // The only input, read by no later node: hand it over (its storage is reusable).
@@ -120,7 +154,11 @@ impl Graph {
                     let x = values[v - start]
                         .take()
                         .ok_or_else(|| not_computed(node.layer.name(), v))?;
-                    node.layer.forward_owned(x, mode)?
+                    if epilogue.is_empty() {
+                        node.layer.forward_owned(x, mode)?
+                    } else {
+                        node.layer.forward_owned_then(x, &epilogue)?
+                    }
                 }
                 _ => {
                     let ins = node
@@ -132,7 +170,11 @@ impl Graph {
                                 .ok_or_else(|| not_computed(node.layer.name(), v))
                         })
                         .collect::<Result<Vec<&Tensor>>>()?;
-                    node.layer.forward(&ins, mode)?
+                    if epilogue.is_empty() {
+                        node.layer.forward(&ins, mode)?
+                    } else {
+                        node.layer.forward_then(&ins, &epilogue)?
+                    }
                 }
             };
             for &v in &node.inputs {
@@ -141,14 +183,15 @@ impl Graph {
                 }
             }
             hook(
-                i + 1,
+                last + 1,
                 &out,
                 Pending {
-                    nodes: &mut self.nodes[i + 1..],
-                    first: i + 1,
+                    nodes: &mut self.nodes[last + 1..],
+                    first: last + 1,
                 },
             )?;
-            values[i + 1 - start] = Some(out);
+            values[last + 1 - start] = Some(out);
+            i = last + 1;
         }
         values[end - start]
             .take()
@@ -409,6 +452,54 @@ mod tests {
             .to_string();
         assert!(e.contains("add") && e.contains("before"), "{e}");
         assert!(h.forward_range(3..12, whole, Mode::Train).is_err());
+    }
+
+    #[test]
+    fn evaluation_epilogues_give_the_layer_by_layer_values_bit_for_bit() {
+        for (method, bits) in [(QuantMethod::Sbm, (0, 0)), (QuantMethod::Sbm, (6, 6))] {
+            let mut g = tiny_resnet(4, method, 4);
+            // Trained a little, so that batch norm's running statistics and γ, β are not trivial.
+            train(&mut g, bits, 10);
+            let x = synthetic(20, [1, 8, 8], 4, 5.0, 3).unwrap();
+            let b = eval_batches(&x, 20, [1, 8, 8]).unwrap().remove(0);
+            // A hook sees every value, so `forward_with` runs layer by layer.
+            let each = g
+                .forward_with(b.images.clone(), Mode::Eval, &mut |_, _, _| Ok(()))
+                .unwrap();
+            let fused = g.forward(b.images.clone(), Mode::Eval).unwrap();
+            assert_eq!(each, fused, "bits {bits:?}");
+            assert_eq!(each, g.forward_range(0..10, b.images, Mode::Eval).unwrap());
+            assert!(each.iter().all(|v| v.is_finite()));
+        }
+        // b1 after c1 fused (c1 → b1 → r1: both become c1's epilogue) …
+        let mut g = tiny_resnet(4, QuantMethod::Sbm, 4);
+        let last_use = [0, 1, 2, 5, 4, 5, 6, 7, 8, 9, 0];
+        let (epilogue, last) = g.epilogue_after(0, 10, &last_use, 0).unwrap();
+        assert_eq!((epilogue.0.len(), last), (2, 2));
+        // … c2 takes b2 but not the add (two inputs), which takes r2; r1, whose value feeds
+        // both c2 and the add, takes nothing.
+        assert_eq!(g.epilogue_after(3, 10, &last_use, 0).unwrap().1, 4);
+        assert_eq!(g.epilogue_after(5, 10, &last_use, 0).unwrap().1, 6);
+        assert_eq!(g.epilogue_after(2, 10, &last_use, 0).unwrap().1, 2);
+    }
+
+    #[test]
+    fn a_fused_batch_norm_of_the_wrong_width_is_an_error_naming_it() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut g = Graph::new();
+        let spec = Conv2dSpec::square(1, 8, 3, 1, 1);
+        let q = LayerQuant::new(QuantMethod::Sbm, 1);
+        g.then(Conv2d::new("c1", spec, conv_weight(&mut rng, 8, [3, 3], 1), None, q).unwrap())
+            .unwrap();
+        g.then(BatchNorm::new("bn_wide", 6)).unwrap();
+        let x = Tensor::zeros(vec![2, 4, 4, 1]);
+        for e in [
+            g.forward(x.clone(), Mode::Eval).unwrap_err(),
+            g.forward_with(x, Mode::Eval, &mut |_, _, _| Ok(()))
+                .unwrap_err(),
+        ] {
+            assert!(e.to_string().contains("bn_wide"), "{e}");
+        }
     }
 
     #[test]

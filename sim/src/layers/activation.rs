@@ -1,5 +1,6 @@
 //! Element-wise activations: ReLU and ReLU6 (clip to `[0, 6]`).
 
+use super::epilogue::EpilogueStep;
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 
@@ -42,7 +43,7 @@ impl Activation {
 
 crate::simd::multiversion! {
     /// `x ← clamp(x, 0, hi)` element-wise.
-    fn clamp_in_place(x: &mut [f32], hi: f32) {
+    pub(super) fn clamp_in_place(x: &mut [f32], hi: f32) {
         x.iter_mut().for_each(|v| *v = crate::simd::clamp(*v, 0.0, hi));
     }
 }
@@ -85,6 +86,14 @@ impl Layer for Activation {
         self.cache = (mode == Mode::Train).then(|| (shape, passes(data, hi)));
         clamp_in_place(data, hi);
         Ok(x)
+    }
+
+    fn eval_epilogue(&mut self) -> Option<Result<EpilogueStep>> {
+        // What an evaluation forward would do: forget the training cache.
+        self.cache = None;
+        Some(Ok(EpilogueStep::Clamp {
+            hi: self.kind.upper(),
+        }))
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {

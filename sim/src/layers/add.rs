@@ -1,6 +1,10 @@
 //! Residual addition of two tensors of the same shape.
 
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
+use super::{cached, check_grad, expect_inputs, Epilogue, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 
 /// `y = a + b`; both inputs receive the output gradient.
@@ -8,6 +12,9 @@ pub struct Add {
     name: String,
     shape: Option<Vec<usize>>,
 }
+
+/// Rows per block of the sum (the epilogue runs on each block while it is in cache).
+const ROWS: usize = 1024;
 
 impl Add {
     /// A new residual-add layer.
@@ -17,12 +24,52 @@ impl Add {
             shape: None,
         }
     }
+
+    /// `a + b`, then `epilogue` block by block.
+    fn sum(&self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
+        let v = expect_inputs(&self.name, inputs, 2)?;
+        let shape = v[0].shape();
+        if shape != v[1].shape() {
+            return Err(SimError::shape(
+                &self.name,
+                format!("operand shapes differ: {shape:?} vs {:?}", v[1].shape()),
+            ));
+        }
+        let (Some(a), Some(b)) = (v[0].as_slice(), v[1].as_slice()) else {
+            let mut y = v[0] + v[1];
+            epilogue.apply_to(&mut y)?;
+            return Ok(y);
+        };
+        let c = shape.last().copied().unwrap_or(1).max(1);
+        let block = ROWS.saturating_mul(c);
+        let mut y = Vec::with_capacity(a.len());
+        y.spare_capacity_mut()[..a.len()]
+            .par_chunks_mut(block)
+            .zip(a.par_chunks(block).zip(b.par_chunks(block)))
+            .try_for_each(|(y, (a, b))| {
+                let y = add_into(a, b, y);
+                epilogue.apply(y, c)
+            })?;
+        // SAFETY: the blocks cover the first `a.len()` values and `add_into` wrote all of them.
+        unsafe { y.set_len(a.len()) };
+        Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
+    }
+}
+
+/// `y = a + b` element-wise over slices of one length; returns `y`, now initialised.
+fn add_into<'y>(a: &[f32], b: &[f32], y: &'y mut [MaybeUninit<f32>]) -> &'y mut [f32] {
+    add_slices(a, b, y);
+    // SAFETY: `add_slices` wrote every element of `y`.
+    unsafe { &mut *(y as *mut [MaybeUninit<f32>] as *mut [f32]) }
 }
 
 crate::simd::multiversion! {
-    /// `a + b` element-wise.
-    fn add_slices(a: &[f32], b: &[f32]) -> Vec<f32> {
-        a.iter().zip(b).map(|(x, y)| x + y).collect()
+    /// `y = a + b` element-wise (all three of one length).
+    fn add_slices(a: &[f32], b: &[f32], y: &mut [MaybeUninit<f32>]) {
+        debug_assert!(a.len() == y.len() && b.len() == y.len());
+        for ((y, x), z) in y.iter_mut().zip(a).zip(b) {
+            y.write(x + z);
+        }
     }
 }
 
@@ -32,24 +79,14 @@ impl Layer for Add {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let v = expect_inputs(&self.name, inputs, 2)?;
-        if v[0].shape() != v[1].shape() {
-            return Err(SimError::shape(
-                &self.name,
-                format!(
-                    "operand shapes differ: {:?} vs {:?}",
-                    v[0].shape(),
-                    v[1].shape()
-                ),
-            ));
-        }
-        self.shape = (mode == Mode::Train).then(|| v[0].shape().to_vec());
-        match (v[0].as_slice(), v[1].as_slice()) {
-            // The usual case: both standard layout, added as flat slices.
-            (Some(a), Some(b)) => Tensor::from_shape_vec(v[0].shape(), add_slices(a, b))
-                .map_err(|e| SimError::shape(&self.name, e.to_string())),
-            _ => Ok(v[0] + v[1]),
-        }
+        let y = self.sum(inputs, &Epilogue::default())?;
+        self.shape = (mode == Mode::Train).then(|| y.shape().to_vec());
+        Ok(y)
+    }
+
+    fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
+        self.shape = None;
+        self.sum(inputs, epilogue)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {

@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 
+use super::epilogue::EpilogueStep;
 use super::reduce::chunk_sums;
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
@@ -66,6 +67,18 @@ impl BatchNorm {
     }
 }
 
+impl BatchNorm {
+    /// The evaluation statistics `(mean, inv_std)`: the running mean and `1/√(var + ε)`.
+    fn eval_statistics(&self) -> (Vec<f32>, Vec<f32>) {
+        let inv = self
+            .running_var
+            .iter()
+            .map(|v| 1.0 / (v + self.eps).sqrt())
+            .collect();
+        (self.running_mean.clone(), inv)
+    }
+}
+
 fn slice<'a>(layer: &str, p: &'a Param) -> Result<&'a [f32]> {
     p.value
         .as_slice()
@@ -106,7 +119,7 @@ crate::simd::multiversion! {
     /// `x̂ = (x − mean)·inv_std` and `y = γ·x̂ + β` for the rows of `xy`, `y` written over `x`,
     /// with `per_channel = [mean, inv_std, γ, β]`; `x̂` is stored only when asked for (training
     /// keeps it for backward), with the same arithmetic either way.
-    fn normalize(xy: &mut [f32], xhat: Option<&mut [f32]>, per_channel: [&[f32]; 4]) {
+    pub(super) fn normalize(xy: &mut [f32], xhat: Option<&mut [f32]>, per_channel: [&[f32]; 4]) {
         let [mean, inv_std, gamma, beta] = per_channel;
         let c = mean.len();
         let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
@@ -187,12 +200,7 @@ impl Layer for BatchNorm {
                 .collect();
             (mean.iter().map(|&v| v as f32).collect(), inv)
         } else {
-            let inv = self
-                .running_var
-                .iter()
-                .map(|v| 1.0 / (v + self.eps).sqrt())
-                .collect();
-            (self.running_mean.clone(), inv)
+            self.eval_statistics()
         };
         let gamma = slice(&self.name, &self.gamma)?;
         let beta = slice(&self.name, &self.beta)?;
@@ -252,6 +260,21 @@ impl Layer for BatchNorm {
         self.beta.grad = Tensor::from_shape_vec(vec![c], dbeta)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         Ok(vec![dx])
+    }
+
+    fn eval_epilogue(&mut self) -> Option<Result<EpilogueStep>> {
+        // What an evaluation forward would do: forget the training cache, use running statistics.
+        self.cache = None;
+        let (mean, inv_std) = self.eval_statistics();
+        let step = (|| {
+            let gamma = slice(&self.name, &self.gamma)?.to_vec();
+            let beta = slice(&self.name, &self.beta)?.to_vec();
+            Ok(EpilogueStep::Normalize {
+                layer: self.name.clone(),
+                per_channel: [mean, inv_std, gamma, beta],
+            })
+        })();
+        Some(step)
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {

@@ -13,7 +13,8 @@ use super::qgemm::{
 };
 use super::reduce::bias_grad;
 use super::{
-    as4, cached, check_grad, expect_inputs, weight_and_bias, window_hw, Layer, Mode, Param, Tensor,
+    as4, cached, check_grad, expect_inputs, weight_and_bias, window_hw, Epilogue, Layer, Mode,
+    Param, Tensor,
 };
 use crate::error::{Result, SimError};
 use crate::gemm::{
@@ -659,8 +660,13 @@ fn data<'a, S: ndarray::Data<Elem = f32>>(
 
 impl Conv2d {
     /// The forward pass on an input that is borrowed or owned (then quantized in place and kept
-    /// for backward without a copy).
-    fn run(&mut self, x: CowArray<'_, f32, IxDyn>, mode: Mode) -> Result<Tensor> {
+    /// for backward without a copy), `epilogue` applied to each block of the output (evaluation).
+    fn run(
+        &mut self,
+        x: CowArray<'_, f32, IxDyn>,
+        mode: Mode,
+        epilogue: &Epilogue,
+    ) -> Result<Tensor> {
         let x4 = as4(&self.name, &x)?;
         let n = x4.dim().0;
         let geo = self.geometry(&x4)?;
@@ -734,7 +740,7 @@ impl Conv2d {
                         row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
                     }
                 }
-                Ok(())
+                epilogue.apply(yb, o)
             })?;
         // SAFETY: the blocks above cover the first `len` values and each wrote all of its own.
         unsafe { y.set_len(len) };
@@ -755,11 +761,20 @@ impl Layer for Conv2d {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        self.run(CowArray::from(x.view()), mode)
+        self.run(CowArray::from(x.view()), mode, &Epilogue::default())
     }
 
     fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
-        self.run(CowArray::from(x), mode)
+        self.run(CowArray::from(x), mode, &Epilogue::default())
+    }
+
+    fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        self.run(CowArray::from(x.view()), Mode::Eval, epilogue)
+    }
+
+    fn forward_owned_then(&mut self, x: Tensor, epilogue: &Epilogue) -> Result<Tensor> {
+        self.run(CowArray::from(x), Mode::Eval, epilogue)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {

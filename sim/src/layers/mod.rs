@@ -12,6 +12,7 @@ mod cell;
 pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
+pub mod epilogue;
 pub mod flatten;
 pub mod gru;
 pub mod lastaxis;
@@ -41,6 +42,7 @@ pub use add::Add;
 pub use batchnorm::BatchNorm;
 pub use conv2d::{Conv2d, Conv2dSpec};
 pub use elementwise::{Elementwise, ElementwiseKind};
+pub use epilogue::{Epilogue, EpilogueStep};
 pub use flatten::{Flatten, Unflatten};
 pub use gru::Gru;
 pub use linear::Linear;
@@ -111,6 +113,30 @@ pub trait Layer: Send {
     /// Maps the gradient of the output to the gradients of the inputs (same order as in
     /// `forward`) and stores the parameter gradients. Needs a preceding training forward pass.
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>>;
+
+    /// For a one-input layer whose evaluation forward maps each value by a per-channel rule
+    /// (batch norm, ReLU): that rule, to be applied by the layer producing its input (see
+    /// [`Epilogue`]). The layer will then not run; it drops what an evaluation forward drops.
+    fn eval_epilogue(&mut self) -> Option<Result<EpilogueStep>> {
+        None
+    }
+
+    /// An evaluation [`Layer::forward`] followed by `epilogue`. Layers that produce their output
+    /// in blocks apply it to each block while in cache; the default applies it afterwards. Same
+    /// values either way.
+    fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
+        let mut y = self.forward(inputs, Mode::Eval)?;
+        epilogue.apply_to(&mut y)?;
+        Ok(y)
+    }
+
+    /// [`Layer::forward_then`] on an input nobody reads afterwards (see
+    /// [`Layer::forward_owned`]).
+    fn forward_owned_then(&mut self, x: Tensor, epilogue: &Epilogue) -> Result<Tensor> {
+        let mut y = self.forward_owned(x, Mode::Eval)?;
+        epilogue.apply_to(&mut y)?;
+        Ok(y)
+    }
 
     /// The trainable parameters (empty for parameter-free layers).
     fn params_mut(&mut self) -> Vec<&mut Param> {
