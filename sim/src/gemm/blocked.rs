@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use super::kernel::{self, RowsA, Tile, NR};
+use super::kernel::{self, RowsA, Runs, Tile, NR};
 use super::patches::Patches;
 use crate::peak::VectorPath;
 
@@ -60,11 +60,13 @@ impl<P> Strided<P> {
     }
 }
 
-/// `A` of a product: a strided matrix, or the patches of a convolution read in place.
+/// `A` of a product: a strided matrix, or the patches of a convolution read in place (as rows,
+/// or transposed: a row per term, a column per output pixel).
 #[derive(Clone, Copy)]
 pub(super) enum OperandA<'p> {
     Strided(Strided<*const f32>),
     Patches(&'p Patches<'p>),
+    PatchesT(&'p Patches<'p>),
 }
 
 /// A panel of `B` as the kernels read it: its first element and the distance between its rows.
@@ -108,16 +110,28 @@ pub(super) unsafe fn gemm(
                 let in_place = b.cs == 1 && rows_spread_over_l1(b.rs, kc);
                 // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
                 unsafe { cut_panels(buf, panels, b, in_place, (pc, kc), (jc, nc)) };
-                // Terms pc..pc+kc of a row: one run, or runs of a patch's kernel rows.
-                let (csa, off0, run0, seg, jump) = match a {
-                    OperandA::Strided(a) => (a.cs, 0, kc, kc, 0),
+                // Terms pc..pc+kc of a row: one run, runs of a patch's kernel rows, or of
+                // output rows.
+                let (csa, runs) = match a {
+                    OperandA::Strided(a) => (
+                        a.cs,
+                        Runs::Regular {
+                            off0: 0,
+                            run0: kc,
+                            seg: kc,
+                            jump: 0,
+                        },
+                    ),
                     OperandA::Patches(p) => (
                         1,
-                        p.term(pc),
-                        (p.seg - pc % p.seg).min(kc),
-                        p.seg,
-                        p.seg_step - p.seg as isize,
+                        Runs::Regular {
+                            off0: p.term(pc),
+                            run0: (p.seg - pc % p.seg).min(kc),
+                            seg: p.seg,
+                            jump: p.seg_step - p.seg as isize,
+                        },
                     ),
+                    OperandA::PatchesT(p) => (p.col_step, Runs::Pixels { p, p0: pc }),
                 };
                 for ic in (0..m).step_by(mcb) {
                     let mc = mcb.min(m - ic);
@@ -129,16 +143,14 @@ pub(super) unsafe fn gemm(
                             rs: a.rs,
                         },
                         OperandA::Patches(p) => RowsA::Patches { p, row0: ic },
+                        OperandA::PatchesT(p) => RowsA::Terms { p, row0: ic },
                     };
                     for (p, &(bp, rsb)) in panels.iter().enumerate() {
                         let j0 = jc + p * NR;
                         let strip = Tile {
                             a: rows_a,
                             csa,
-                            off0,
-                            run0,
-                            seg,
-                            jump,
+                            runs,
                             b: bp,
                             rsb,
                             kc,

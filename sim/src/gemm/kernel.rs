@@ -21,23 +21,34 @@ pub(super) enum RowsA<'p> {
     Strided { ptr: *const f32, rs: isize },
     /// Row `i` of the strip is patch `row0 + i`.
     Patches { p: &'p Patches<'p>, row0: usize },
+    /// Row `i` of the strip is term `row0 + i` of every patch (the patches transposed).
+    Terms { p: &'p Patches<'p>, row0: usize },
+}
+
+/// Where the `kc` terms of a row of `A` lie, in runs of adjacent terms `csa` apart.
+#[derive(Clone, Copy)]
+pub(super) enum Runs<'p> {
+    /// The first run has `run0` terms from offset `off0`, each further one `seg` terms, `jump`
+    /// floats after the end of the one before (strided `A`: one run of `kc`).
+    Regular {
+        off0: isize,
+        run0: usize,
+        seg: usize,
+        jump: isize,
+    },
+    /// The terms are pixels `p0..` of `p`'s output (transposed patches): one run per output
+    /// row, from that row's pixel.
+    Pixels { p: &'p Patches<'p>, p0: usize },
 }
 
 /// The operands of a strip of tiles: `rows` rows of `A` and `C` (any number; the kernels walk
 /// them in tiles of their `MR` rows) against one panel of `B`. `a` locates `A[i0, p0]`, `b` the
-/// panel (`kc` rows of [`NR`] values, `rsb` apart), `c` `C[i0, j0]`.
-///
-/// The `kc` terms of a row of `A` lie in runs of adjacent terms `csa` apart: the first run has
-/// `run0` terms from offset `off0`, each further one `seg` terms, `jump` floats after the end of
-/// the one before (strided `A`: one run of `kc`).
+/// panel (`kc` rows of [`NR`] values, `rsb` apart), `c` `C[i0, j0]`; `runs` the terms of a row.
 #[derive(Clone, Copy)]
 pub(super) struct Tile<'p> {
     pub a: RowsA<'p>,
     pub csa: isize,
-    pub off0: isize,
-    pub run0: usize,
-    pub seg: usize,
-    pub jump: isize,
+    pub runs: Runs<'p>,
     pub b: *const f32,
     /// Distance between rows of the panel (`NR` when packed).
     pub rsb: isize,
@@ -63,6 +74,7 @@ impl Tile<'_> {
                     rs,
                 },
                 RowsA::Patches { p, row0 } => RowsA::Patches { p, row0: row0 + i0 },
+                RowsA::Terms { p, row0 } => RowsA::Terms { p, row0: row0 + i0 },
             },
             c: self.c.wrapping_offset(i0 as isize * self.rsc),
             rows: mr.min(self.rows - i0),
@@ -111,6 +123,7 @@ impl Tile<'_> {
             match self.a {
                 RowsA::Strided { ptr, rs } => ptr.wrapping_offset(r as isize * rs),
                 RowsA::Patches { p, row0 } => p.row(row0 + r),
+                RowsA::Terms { p, row0 } => p.row(0).wrapping_offset(p.term(row0 + r)),
             }
         })
     }
@@ -119,15 +132,48 @@ impl Tile<'_> {
     /// first at offset `off` from the start of a row of `A`.
     #[inline(always)]
     fn for_each_run(&self, mut f: impl FnMut(isize, usize)) {
-        let (mut off, mut n, mut left) = (self.off0, self.run0, self.kc);
-        loop {
-            f(off, n);
-            left -= n;
-            if left == 0 {
-                return;
+        match self.runs {
+            Runs::Regular {
+                off0,
+                run0,
+                seg,
+                jump,
+            } => {
+                let (mut off, mut n, mut left) = (off0, run0, self.kc);
+                loop {
+                    f(off, n);
+                    left -= n;
+                    if left == 0 {
+                        return;
+                    }
+                    off += n as isize * self.csa + jump;
+                    n = seg.min(left);
+                }
             }
-            off += n as isize * self.csa + self.jump;
-            n = self.seg.min(left);
+            Runs::Pixels { p, p0 } => {
+                // Divisions once per strip: the runs then step through rows and samples.
+                let mut off = p.pixel(p0);
+                let (mut oy, mut ox) = (p0 % p.pixels / p.ow, p0 % p.ow);
+                let oh = p.pixels / p.ow;
+                let mut left = self.kc;
+                while left > 0 {
+                    let n = (p.ow - ox).min(left);
+                    f(off, n);
+                    left -= n;
+                    ox += n;
+                    if ox == p.ow {
+                        ox = 0;
+                        oy += 1;
+                        off += p.row_step - (p.ow - n) as isize * p.col_step;
+                        if oy == oh {
+                            oy = 0;
+                            off += p.sample - oh as isize * p.row_step;
+                        }
+                    } else {
+                        off += n as isize * p.col_step;
+                    }
+                }
+            }
         }
     }
 }

@@ -149,6 +149,19 @@ pub fn matmul_patches_uninit<'c>(
     unsafe { uninit_product(c, OperandA::Patches(a), a.dim(), b) }
 }
 
+/// [`matmul_uninit`] with the transposed im2col matrix of a convolution as `A` (a row per term,
+/// a column per output pixel), read in place: `C[terms, n] = Pᵀ·B` for a `B` of one row per
+/// output pixel (a conv's weight gradient, transposed).
+pub fn matmul_patches_t_uninit<'c>(
+    c: &'c mut [MaybeUninit<f32>],
+    a: &Patches<'_>,
+    b: ArrayView2<f32>,
+) -> Result<&'c mut [f32]> {
+    let (rows, terms) = a.dim();
+    // SAFETY: `Patches::new` checked that every term of its rows is in its input.
+    unsafe { uninit_product(c, OperandA::PatchesT(a), (terms, rows), b) }
+}
+
 /// The body of [`matmul_uninit`] for any `A`.
 ///
 /// # Safety
@@ -420,9 +433,11 @@ mod tests {
 
     #[test]
     fn patches_give_the_im2col_product_on_every_path() {
-        // 2 samples of a padded 9×8×40 input, 3×3 kernel, stride (2, 1), dilation 2 rows:
-        // 360 terms (the 256-term blocks end inside a kernel row), 2 panels, 30 rows.
-        let (hp, wp, c) = (9, 8, 40);
+        // 20 samples of a padded 9×8×40 input, 3×3 kernel, stride (2, 1), dilation 2 rows:
+        // 360 terms (the 256-term blocks end inside a kernel row), 2 panels, 300 rows (blocks
+        // of 144). Transposed, the 300 pixels are the terms: 256-term blocks end inside an
+        // output row and inside a sample.
+        let (hp, wp, c, samples) = (9, 8, 40, 20);
         let g = PatchGeometry {
             padded: [hp, wp, c],
             out: (3, 5),
@@ -430,10 +445,11 @@ mod tests {
             stride: (2, 1),
             dilation_y: 2,
         };
-        let x = random(2, hp * wp * c, 50);
+        let x = random(samples, hp * wp * c, 50);
         let x = x.as_slice().unwrap();
-        let p = Patches::new(x, 2, g).unwrap();
+        let p = Patches::new(x, samples, g).unwrap();
         let (m, k) = p.dim();
+        assert_eq!((m, k), (300, 360));
         let a = Array2::from_shape_fn((m, k), |(i, t)| {
             let (n, oy, ox) = (i / 15, i / 5 % 3, i % 5);
             let (ky, kx, ch) = (t / (3 * c), t / c % 3, t % c);
@@ -441,6 +457,8 @@ mod tests {
         });
         let b = random(k, 20, 51);
         let want = fused_chain(a.view(), b.view(), None);
+        let bt = random(m, 20, 52);
+        let want_t = fused_chain(a.t(), bt.view(), None);
         for path in paths() {
             let mut got = Array2::<f32>::from_elem((m, 20), f32::NAN);
             let cv = strided_mut(&mut got.view_mut());
@@ -448,6 +466,12 @@ mod tests {
             // SAFETY: `path` runs here; the shapes conform; `p` was checked against `x`.
             unsafe { blocked::gemm(path, (m, 20, k), OperandA::Patches(&p), bv, cv, false) };
             assert_eq!(got, want, "{path:?}");
+            let mut got = Array2::<f32>::from_elem((k, 20), f32::NAN);
+            let cv = strided_mut(&mut got.view_mut());
+            let bv = Strided::new(bt.as_ptr(), bt.strides());
+            // SAFETY: as above.
+            unsafe { blocked::gemm(path, (k, 20, m), OperandA::PatchesT(&p), bv, cv, false) };
+            assert_eq!(got, want_t, "{path:?} transposed");
         }
     }
 

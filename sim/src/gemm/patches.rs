@@ -94,11 +94,16 @@ impl<'a> Patches<'a> {
     /// The first term of row `i`.
     #[inline(always)]
     pub(super) fn row(&self, i: usize) -> *const f32 {
+        self.base.wrapping_offset(self.pixel(i))
+    }
+
+    /// Offset of row `i`'s first term from the input's start.
+    #[inline(always)]
+    pub(super) fn pixel(&self, i: usize) -> isize {
         let (n, q) = (i / self.pixels, i % self.pixels);
-        let at = n as isize * self.sample
+        n as isize * self.sample
             + (q / self.ow) as isize * self.row_step
-            + (q % self.ow) as isize * self.col_step;
-        self.base.wrapping_offset(at)
+            + (q % self.ow) as isize * self.col_step
     }
 
     /// Offset of term `p` from the first term of a row.

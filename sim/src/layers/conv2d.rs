@@ -18,7 +18,8 @@ use super::{
 };
 use crate::error::{Result, SimError};
 use crate::gemm::{
-    block_samples, matmul_into, matmul_patches_uninit, matmul_uninit, PatchGeometry, Patches,
+    block_samples, matmul_into, matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit,
+    PatchGeometry, Patches,
 };
 use crate::quant::LayerQuant;
 
@@ -836,6 +837,13 @@ impl Layer for Conv2d {
         } else {
             vec![0.0f32; len]
         };
+        // One group and runs of kernel rows: the weight gradient reads the patches in place.
+        let in_place = groups == 1 && geo.rows_are_runs();
+        let patch_len = if in_place {
+            geo.patch_scratch(name, spb)?
+        } else {
+            0
+        };
         // Per block of samples: its partial weight gradient, and its (disjoint) slice of dx.
         let partials: Vec<Array2<f32>> = dx
             .par_chunks_mut(in_block)
@@ -860,6 +868,29 @@ impl Layer for Conv2d {
                     return Ok(pdw);
                 }
                 let dcol_len = if transposed.is_some() { 0 } else { r * kg };
+                if in_place {
+                    // Pᵀ·g with the patches read where they lie: no column matrix.
+                    return with_scratch(patch_len, dcol_len, |buf, dcol| {
+                        let patches = geo.patches(name, xb, buf)?;
+                        let mut pdw_t = Vec::with_capacity(kg * o);
+                        matmul_patches_t_uninit(
+                            &mut pdw_t.spare_capacity_mut()[..kg * o],
+                            &patches,
+                            gv,
+                        )?;
+                        // SAFETY: the product wrote all `kg·o` values.
+                        unsafe { pdw_t.set_len(kg * o) };
+                        if transposed.is_none() {
+                            let dv = ArrayViewMut2::from_shape((r, kg), dcol)
+                                .map_err(shape_err(name))?;
+                            matmul_into(dv, gv, wq.view(), false)?;
+                            geo.scatter_add(dcol, 0, dxb);
+                        }
+                        let pdw_t =
+                            Array2::from_shape_vec((kg, o), pdw_t).map_err(shape_err(name))?;
+                        Ok(pdw_t.reversed_axes().as_standard_layout().into_owned())
+                    });
+                }
                 with_scratch(r * kg, dcol_len, |col, dcol| -> Result<()> {
                     for g in 0..groups {
                         let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
@@ -1171,6 +1202,14 @@ mod tests {
             let mut y = vec![MaybeUninit::uninit(); rows * o];
             let in_place = matmul_patches_uninit(&mut y, &patches, wv).unwrap();
             assert_eq!(in_place, &gathered[..], "{sp:?}");
+            // So is the weight gradient's Pᵀ·g, against the gathered colᵀ·g.
+            let g = rand_tensor(&[rows, o], 1.0, 210 + i as u64);
+            let gv = ArrayView2::from_shape((rows, o), g.as_slice().unwrap()).unwrap();
+            let mut dw = vec![MaybeUninit::uninit(); k * o];
+            let gathered = matmul_uninit(&mut dw, colv.t(), gv).unwrap().to_vec();
+            let mut dw = vec![MaybeUninit::uninit(); k * o];
+            let in_place = matmul_patches_t_uninit(&mut dw, &patches, gv).unwrap();
+            assert_eq!(in_place, &gathered[..], "{sp:?} transposed");
 
             // Scatter: the run path adds in the same order as the per-tap path, so bit-equal.
             let dcol = rand_tensor(&[want.len()], 1.0, 120 + i as u64);
