@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 BATCH = 128
-CLASSES = 100  # zoo:resnet20's default head
+CLASSES = 100  # the head of the zoo's CIFAR ResNets
 
 
 def loadavg():
@@ -87,7 +87,7 @@ class QLinear(nn.Linear):
         return GradSR.apply(y, self.bits)
 
 
-# ---- CIFAR ResNet-20 as zoo:resnet20 builds it (16/32/64 channels, 1×1 projection shortcuts)
+# ---- CIFAR ResNet-(6n+2) as zoo:resnetD builds it (16/32/64 channels, 1×1 projection shortcuts)
 
 
 class Block(nn.Module):
@@ -107,14 +107,15 @@ class Block(nn.Module):
         return F.relu(y + (x if self.shortcut is None else self.shortcut(x)))
 
 
-class ResNet20(nn.Module):
-    def __init__(self):
+class ResNet(nn.Module):
+    def __init__(self, depth):
         super().__init__()
+        n = (depth - 2) // 6
         self.conv1 = QConv(3, 16, 3, 1, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(16)
         layers, cin = [], 16
         for cout, stride in ((16, 1), (32, 2), (64, 2)):
-            for i in range(3):
+            for i in range(n):
                 layers.append(Block(cin, cout, stride if i == 0 else 1))
                 cin = cout
         self.layers = nn.Sequential(*layers)
@@ -134,9 +135,9 @@ class ResNet20(nn.Module):
         self.fc.bits = 0
 
 
-def torch_train(bits, steps):
+def torch_train(depth, bits, steps):
     torch.manual_seed(0)
-    net = ResNet20()
+    net = ResNet(depth)
     net.set_bits(bits)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     x = torch.rand(BATCH, 3, 32, 32) * 4 - 2
@@ -167,8 +168,8 @@ def ort_forward(path, x, reps):
     return len(x) * reps / (time.process_time() - t0)
 
 
-def cptsim_train(exe, quantizer, steps):
-    cmd = [exe, "bench", "train", "--model", "zoo:resnet20", "--batch", str(BATCH), "--steps",
+def cptsim_train(exe, depth, quantizer, steps):
+    cmd = [exe, "bench", "train", "--model", f"zoo:resnet{depth}", "--batch", str(BATCH), "--steps",
            str(steps), "--threads", "1", "--quantizer", quantizer, "--peak-secs", "0.01",
            "--shape-secs", "0", "--format", "json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -189,15 +190,20 @@ def main():
     ap.add_argument("--cptsim", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--depth", type=int, default=20,
+                    help="CIFAR ResNet depth, 6n+2 (20, 38, 56, 74, 110, 152 are in cptsim's zoo)")
     ap.add_argument("--resnet50-batch", type=int, default=16,
                     help="batch of the ResNet-50 eval comparison (0: skip it)")
     a = ap.parse_args()
+    if a.depth < 8 or (a.depth - 2) % 6:
+        ap.error(f"--depth {a.depth} is not 6n+2 with n >= 1")
+    d = a.depth
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     tmp = tempfile.mkdtemp(prefix="cptsim-peers-")
     x = (np.random.default_rng(0).random((BATCH, 3, 32, 32), dtype=np.float32) * 4 - 2)
-    onnx_path = os.path.join(tmp, "resnet20.onnx")
-    net = ResNet20().eval()
+    onnx_path = os.path.join(tmp, f"resnet{d}.onnx")
+    net = ResNet(d).eval()
     warnings.filterwarnings("ignore", category=DeprecationWarning)  # the TorchScript exporter
     torch.onnx.export(net, torch.from_numpy(x), onnx_path, input_names=["x"], dynamo=False)
     # ImageNet ResNet-50 (torchvision's architecture) as cptsim's zoo writes it, BatchNorm nodes
@@ -213,10 +219,10 @@ def main():
     for r in range(a.rounds):
         load = loadavg()
         row = {
-            "torch_fp32": torch_train(0, a.steps),
-            "cptsim_fp32": cptsim_train(a.cptsim, "none", a.steps),
-            "torch_fq8": torch_train(8, a.steps),
-            "cptsim_sbm8": cptsim_train(a.cptsim, "sbm", a.steps),
+            "torch_fp32": torch_train(d, 0, a.steps),
+            "cptsim_fp32": cptsim_train(a.cptsim, d, "none", a.steps),
+            "torch_fq8": torch_train(d, 8, a.steps),
+            "cptsim_sbm8": cptsim_train(a.cptsim, d, "sbm", a.steps),
             "ort_eval": ort_forward(onnx_path, x, a.steps * 3),
             "cptsim_eval": cptsim_eval(a.cptsim, onnx_path, a.steps * 3),
         }
@@ -227,7 +233,7 @@ def main():
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-    print("\n| work (ResNet-20, batch 128, 1 thread) | cptsim | peer | cptsim / peer |")
+    print(f"\n| work (ResNet-{d}, batch {BATCH}, 1 thread) | cptsim | peer | cptsim / peer |")
     print("|---|---|---|---|")
     for label, c, p in (("training fp32 vs PyTorch fp32", "cptsim_fp32", "torch_fp32"),
                         ("training 8/8: SBM vs PyTorch fake-quant", "cptsim_sbm8", "torch_fq8"),

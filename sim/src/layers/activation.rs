@@ -49,9 +49,16 @@ crate::simd::multiversion! {
 }
 
 crate::simd::multiversion! {
-    /// Where the gradient passes: `0 < x < hi`.
-    fn passes(x: &[f32], hi: f32) -> Vec<bool> {
-        x.iter().map(|&v| v > 0.0 && v < hi).collect()
+    /// `x ← clamp(x, 0, hi)` element-wise, returning where the gradient passes (`0 < x < hi`
+    /// before clamping): training's one pass.
+    fn clamp_and_passes(x: &mut [f32], hi: f32) -> Vec<bool> {
+        x.iter_mut()
+            .map(|v| {
+                let pass = *v > 0.0 && *v < hi;
+                *v = crate::simd::clamp(*v, 0.0, hi);
+                pass
+            })
+            .collect()
     }
 }
 
@@ -83,8 +90,13 @@ impl Layer for Activation {
         let data = x
             .as_slice_mut()
             .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
-        self.cache = (mode == Mode::Train).then(|| (shape, passes(data, hi)));
-        clamp_in_place(data, hi);
+        self.cache = match mode {
+            Mode::Train => Some((shape, clamp_and_passes(data, hi))),
+            Mode::Eval => {
+                clamp_in_place(data, hi);
+                None
+            }
+        };
         Ok(x)
     }
 
