@@ -1,6 +1,6 @@
 //! Element-wise activations: ReLU and ReLU6 (clip to `[0, 6]`).
 
-use super::epilogue::EpilogueStep;
+use super::epilogue::{clamp_in_place, EpilogueStep};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 
@@ -38,13 +38,6 @@ impl Activation {
             kind,
             cache: None,
         }
-    }
-}
-
-crate::simd::multiversion! {
-    /// `x ← clamp(x, 0, hi)` element-wise.
-    pub(super) fn clamp_in_place(x: &mut [f32], hi: f32) {
-        x.iter_mut().for_each(|v| *v = crate::simd::clamp(*v, 0.0, hi));
     }
 }
 

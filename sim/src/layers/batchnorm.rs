@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::epilogue::EpilogueStep;
+use super::epilogue::{normalize, EpilogueStep};
 use super::reduce::chunk_sums;
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
@@ -110,34 +110,6 @@ crate::simd::multiversion! {
             for ((s1, s2), (&gv, &hv)) in a.iter_mut().zip(b.iter_mut()).zip(gr.iter().zip(hr)) {
                 *s1 += gv as f64;
                 *s2 += gv as f64 * hv as f64;
-            }
-        }
-    }
-}
-
-crate::simd::multiversion! {
-    /// `x̂ = (x − mean)·inv_std` and `y = γ·x̂ + β` for the rows of `xy`, `y` written over `x`,
-    /// with `per_channel = [mean, inv_std, γ, β]`; `x̂` is stored only when asked for (training
-    /// keeps it for backward), with the same arithmetic either way.
-    pub(super) fn normalize(xy: &mut [f32], xhat: Option<&mut [f32]>, per_channel: [&[f32]; 4]) {
-        let [mean, inv_std, gamma, beta] = per_channel;
-        let c = mean.len();
-        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
-        match xhat {
-            Some(xhat) => {
-                for (hr, r) in xhat.chunks_exact_mut(c).zip(xy.chunks_exact_mut(c)) {
-                    for i in 0..c {
-                        hr[i] = (r[i] - mean[i]) * inv_std[i];
-                        r[i] = gamma[i] * hr[i] + beta[i];
-                    }
-                }
-            }
-            None => {
-                for r in xy.chunks_exact_mut(c) {
-                    for i in 0..c {
-                        r[i] = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i];
-                    }
-                }
             }
         }
     }

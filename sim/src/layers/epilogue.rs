@@ -2,7 +2,8 @@
 //! (batch norm with its running statistics, ReLU / ReLU6), applied by that layer to each block of
 //! its output while the block is still in cache, instead of as separate passes over the whole
 //! tensor. Each step calls the very function its own layer runs, so the values are the same bit
-//! for bit; only the memory traffic changes.
+//! for bit; only the memory traffic changes. The two kernels live here, and the layers call them
+//! from here.
 
 use super::Tensor;
 use crate::error::{Result, SimError};
@@ -51,9 +52,9 @@ impl Epilogue {
                         ));
                     }
                     let [mean, inv_std, gamma, beta] = per_channel;
-                    super::batchnorm::normalize(block, None, [mean, inv_std, gamma, beta]);
+                    normalize(block, None, [mean, inv_std, gamma, beta]);
                 }
-                EpilogueStep::Clamp { hi } => super::activation::clamp_in_place(block, *hi),
+                EpilogueStep::Clamp { hi } => clamp_in_place(block, *hi),
             }
         }
         Ok(())
@@ -80,5 +81,40 @@ impl Epilogue {
         let channels = y.shape().last().copied().unwrap_or(1);
         let data = y.as_slice_mut().unwrap_or_default();
         self.apply(data, channels)
+    }
+}
+
+crate::simd::multiversion! {
+    /// `x̂ = (x − mean)·inv_std` and `y = γ·x̂ + β` for the rows of `xy`, `y` written over `x`,
+    /// with `per_channel = [mean, inv_std, γ, β]`; `x̂` is stored only when asked for (training
+    /// keeps it for backward), with the same arithmetic either way.
+    pub(super) fn normalize(xy: &mut [f32], xhat: Option<&mut [f32]>, per_channel: [&[f32]; 4]) {
+        let [mean, inv_std, gamma, beta] = per_channel;
+        let c = mean.len();
+        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
+        match xhat {
+            Some(xhat) => {
+                for (hr, r) in xhat.chunks_exact_mut(c).zip(xy.chunks_exact_mut(c)) {
+                    for i in 0..c {
+                        hr[i] = (r[i] - mean[i]) * inv_std[i];
+                        r[i] = gamma[i] * hr[i] + beta[i];
+                    }
+                }
+            }
+            None => {
+                for r in xy.chunks_exact_mut(c) {
+                    for i in 0..c {
+                        r[i] = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i];
+                    }
+                }
+            }
+        }
+    }
+}
+
+crate::simd::multiversion! {
+    /// `x ← clamp(x, 0, hi)` element-wise.
+    pub(super) fn clamp_in_place(x: &mut [f32], hi: f32) {
+        x.iter_mut().for_each(|v| *v = crate::simd::clamp(*v, 0.0, hi));
     }
 }
