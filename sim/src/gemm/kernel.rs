@@ -117,15 +117,20 @@ impl Tile<'_> {
     ///
     /// # Safety
     /// `a` describes `rows` valid rows.
+    // A plain loop, inlined: written with `array::from_fn`, LLVM once called its closure per
+    // row out of line (+21 M instructions in a ResNet-20 eval pass at batch 32).
+    #[inline(always)]
     unsafe fn rows_of_a<const MR: usize>(&self) -> [*const f32; MR] {
-        std::array::from_fn(|r| {
+        let mut rows = [std::ptr::null(); MR];
+        for (r, row) in rows.iter_mut().enumerate() {
             let r = if r < self.rows { r } else { 0 };
-            match self.a {
+            *row = match self.a {
                 RowsA::Strided { ptr, rs } => ptr.wrapping_offset(r as isize * rs),
                 RowsA::Patches { p, row0 } => p.row(row0 + r),
                 RowsA::Terms { p, row0 } => p.row(0).wrapping_offset(p.term(row0 + r)),
-            }
-        })
+            };
+        }
+        rows
     }
 
     /// Calls `f(off, n)` for each run of adjacent terms of the `kc`, in order: `n` terms, the
