@@ -65,9 +65,7 @@ impl BatchNorm {
         x.as_slice()
             .ok_or_else(|| SimError::shape(&self.name, "input is not contiguous"))
     }
-}
 
-impl BatchNorm {
     /// The evaluation statistics `(mean, inv_std)`: the running mean and `1/√(var + ε)`.
     fn eval_statistics(&self) -> (Vec<f32>, Vec<f32>) {
         let inv = self

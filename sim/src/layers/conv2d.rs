@@ -868,37 +868,26 @@ impl Layer for Conv2d {
                     return Ok(pdw);
                 }
                 let dcol_len = if transposed.is_some() { 0 } else { r * kg };
-                if in_place {
-                    // Pᵀ·g with the patches read where they lie: no column matrix.
-                    return with_scratch(patch_len, dcol_len, |buf, dcol| {
-                        let patches = geo.patches(name, xb, buf)?;
-                        let mut pdw_t = Vec::with_capacity(kg * o);
-                        matmul_patches_t_uninit(
-                            &mut pdw_t.spare_capacity_mut()[..kg * o],
-                            &patches,
-                            gv,
-                        )?;
-                        // SAFETY: the product wrote all `kg·o` values.
-                        unsafe { pdw_t.set_len(kg * o) };
-                        if transposed.is_none() {
-                            let dv = ArrayViewMut2::from_shape((r, kg), dcol)
-                                .map_err(shape_err(name))?;
-                            matmul_into(dv, gv, wq.view(), false)?;
-                            geo.scatter_add(dcol, 0, dxb);
-                        }
-                        let pdw_t =
-                            Array2::from_shape_vec((kg, o), pdw_t).map_err(shape_err(name))?;
-                        Ok(pdw_t.reversed_axes().as_standard_layout().into_owned())
-                    });
-                }
-                with_scratch(r * kg, dcol_len, |col, dcol| -> Result<()> {
+                // `buf`: the patches' padded copy (one group, runs of kernel rows: the weight
+                // gradient reads them in place, as Pᵀ·g) or each group's gathered columns.
+                let buf_len = if in_place { patch_len } else { r * kg };
+                with_scratch(buf_len, dcol_len, |buf, dcol| -> Result<()> {
                     for g in 0..groups {
                         let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
-                        geo.gather(xb, g, col);
-                        let colv =
-                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
-                        let pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
-                        matmul_into(pg, gg.t(), colv, false)?;
+                        let mut pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
+                        if in_place {
+                            let patches = geo.patches(name, xb, &mut *buf)?;
+                            let mut t = vec![MaybeUninit::uninit(); kg * opg];
+                            let t = matmul_patches_t_uninit(&mut t, &patches, gg)?;
+                            let t =
+                                ArrayView2::from_shape((kg, opg), &*t).map_err(shape_err(name))?;
+                            pg.assign(&t.t());
+                        } else {
+                            geo.gather(xb, g, buf);
+                            let colv =
+                                ArrayView2::from_shape((r, kg), &*buf).map_err(shape_err(name))?;
+                            matmul_into(pg, gg.t(), colv, false)?;
+                        }
                         if transposed.is_some() {
                             continue;
                         }
