@@ -14,11 +14,11 @@ use crate::build::Network;
 use crate::cputime::{load_average_1min, process_cpu_seconds};
 use crate::error::{Result, SimError};
 use crate::gemm::{block_samples, matmul_into, profile, REDUCE_CHUNK, ROW_TILE};
-use crate::layers::{Mode, SoftmaxCrossEntropy, Tensor};
+use crate::layers::{Conv2dSpec, Mode, SoftmaxCrossEntropy, Tensor};
 use crate::memory::{available_bytes, check_batch, Pass};
 use crate::optim::Sgd;
 use crate::peak::{cpu_model, fma_peak, VectorPath};
-use cptsim_models::{LayerKind, ModelSummary};
+use cptsim_models::{LayerKind, LayerRole, ModelSummary};
 
 /// Runs `f` once to warm up, then repeatedly for at least `min_secs` wall seconds (and at least
 /// 3 times); returns `(wall, cpu)` seconds per call.
@@ -80,10 +80,12 @@ pub struct GemmShape {
 }
 
 /// The distinct GEMM shapes of one training step of `summary` at `batch`: per conv layer (not
-/// depthwise, which runs no GEMM) per block of [`block_samples`] samples and per group; per linear
-/// layer per row tile ([`ROW_TILE`]) and, for the weight gradient, per reduction chunk
-/// ([`REDUCE_CHUNK`]). Shapes repeated across layers are merged, in first-seen order.
-pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Vec<GemmShape> {
+/// depthwise, which runs no GEMM) per block of [`block_samples`] samples and per group, as
+/// [`Conv2dSpec::block_gemms`] gives them; per linear layer per row tile ([`ROW_TILE`]) and, for
+/// the weight gradient, per reduction chunk ([`REDUCE_CHUNK`]). The layer reading the network
+/// input runs no input-gradient GEMM. Shapes repeated across layers are merged, in first-seen
+/// order.
+pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<GemmShape>> {
     let mut out: Vec<GemmShape> = Vec::new();
     let mut add = |layer: &str, pass: GemmPass, (m, k, n): (usize, usize, usize), calls: usize| {
         if m == 0 || k == 0 || n == 0 || calls == 0 {
@@ -110,17 +112,32 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Vec<GemmShape> 
     // Full blocks of `per` items of `batch`, then the remainder: `(items, count)` pairs.
     let blocks = |per: usize| [(per, batch / per), (batch % per, 1)];
     for l in &summary.layers {
-        let (kg, groups) = (l.reduction_len(), l.groups.max(1));
-        let opg = l.out_channels() / groups;
+        let groups = l.groups.max(1);
+        // The layer reading the network input computes no input gradient in training.
+        let input_grad = l.role != LayerRole::First;
         match l.kind {
-            LayerKind::Conv if groups > 1 && groups == l.in_channels() => {}
             LayerKind::Conv => {
-                let rps = l.out_pixels();
-                for (samples, count) in blocks(block_samples(rps)) {
-                    let (r, calls) = (samples * rps, count * groups);
-                    add(&l.name, GemmPass::Forward, (r, kg, opg), calls);
-                    add(&l.name, GemmPass::Error, (r, opg, kg), calls);
-                    add(&l.name, GemmPass::Weight, (opg, r, kg), calls);
+                let spec = Conv2dSpec {
+                    in_channels: l.in_channels(),
+                    out_channels: l.out_channels(),
+                    kernel: l.kernel,
+                    stride: l.stride,
+                    pads: l.pads,
+                    dilation: l.dilation,
+                    groups,
+                };
+                let in_hw = (l.in_shape[1], l.in_shape[2]);
+                for (samples, count) in blocks(block_samples(l.out_pixels())) {
+                    let Some(g) = spec.block_gemms(&l.name, in_hw, samples, input_grad)? else {
+                        continue;
+                    };
+                    let calls = count * groups;
+                    let shape = |[m, k, n]: [usize; 3]| (m, k, n);
+                    add(&l.name, GemmPass::Forward, shape(g.forward), calls);
+                    if let Some(e) = g.error {
+                        add(&l.name, GemmPass::Error, shape(e), calls);
+                    }
+                    add(&l.name, GemmPass::Weight, shape(g.weight), calls);
                 }
             }
             // sequence-model GEMMs: imported and costed, not trained (no engine shapes)
@@ -129,7 +146,9 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Vec<GemmShape> 
                 let (i, o) = (l.in_channels(), l.out_channels());
                 for (rows, count) in blocks(ROW_TILE) {
                     add(&l.name, GemmPass::Forward, (rows, i, o), count);
-                    add(&l.name, GemmPass::Error, (rows, o, i), count);
+                    if input_grad {
+                        add(&l.name, GemmPass::Error, (rows, o, i), count);
+                    }
                 }
                 for (rows, count) in blocks(REDUCE_CHUNK) {
                     add(&l.name, GemmPass::Weight, (o, rows, i), count);
@@ -137,7 +156,7 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Vec<GemmShape> 
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Times each shape for at least `secs` on the calling thread with the operand layouts the
@@ -265,7 +284,7 @@ pub fn train_steps(
     let mut step = |net: &mut Network| -> Result<()> {
         let out = net.forward(x.clone(), Mode::Train)?;
         loss.forward(&out, &labels)?;
-        net.backward(loss.backward()?)?;
+        net.backward_params(loss.backward()?)?;
         opt.step(&mut net.params_mut(), 0.1)
     };
     step(net)?;
@@ -273,7 +292,7 @@ pub fn train_steps(
     let peak = fma_peak(VectorPath::detect(), peak_secs);
     let mut shapes = Vec::new();
     if shape_secs > 0.0 {
-        shapes = step_gemm_shapes(net.summary(), batch);
+        shapes = step_gemm_shapes(net.summary(), batch)?;
         time_gemm_shapes(&mut shapes, shape_secs)?;
     }
     let (images, cpu, gemm) = ((batch * steps) as f64, run.cpu.max(1e-9), &run.gemm);
@@ -366,9 +385,10 @@ mod tests {
         let mut net = build_network(&g, &BuildOptions::default()).unwrap();
         // Its own pool, so GEMMs of tests running in parallel are not counted.
         let r = crate::tests::with_threads(2, || train_steps(&mut net, 8, 2, 0.05, 0.0)).unwrap();
-        // Three GEMMs per conv/linear layer (forward, error, weight gradient) at 2 FLOPs per MAC;
-        // the first layer's error GEMM runs too (the network returns the input gradient).
-        let want = 6.0 * 8.0 * net.summary().total_macs() as f64 / 1e9;
+        // Three GEMMs per conv/linear layer (forward, error, weight gradient) at 2 FLOPs per MAC,
+        // but none for the input gradient of the first layer (training does not need it).
+        let sum = net.summary();
+        let want = (6 * sum.total_macs() - 2 * sum.layers[0].macs) as f64 * 8.0 / 1e9;
         let got = r.gemm_gflop_per_step;
         assert!(
             (got / want - 1.0).abs() < 1e-9,
@@ -396,15 +416,28 @@ mod tests {
     #[test]
     fn step_shapes_cover_every_gemm_flop_of_the_step() {
         let sum = cptsim_models::load_summary("zoo:resnet20", 128).unwrap();
-        let shapes = step_gemm_shapes(&sum, 128);
+        let shapes = step_gemm_shapes(&sum, 128).unwrap();
         let flops: usize = shapes.iter().map(|s| 2 * s.m * s.k * s.n * s.calls).sum();
-        assert_eq!(flops as u64, 6 * 128 * sum.total_macs());
-        // ResNet-20's first conv: 32×32 pixels per sample, one sample per block, 3·3·3 taps.
-        let first = &shapes[0];
         assert_eq!(
-            (first.pass, first.m, first.k, first.n, first.calls),
-            (GemmPass::Forward, 1024, 27, 16, 128)
+            flops as u64,
+            128 * (6 * sum.total_macs() - 2 * sum.layers[0].macs)
         );
+        // ResNet-20's first conv: 32×32 pixels per sample, one sample per block, 3·3·3 taps;
+        // its weight gradient reads the patches in place; it has no input gradient.
+        fn row(s: &GemmShape) -> (&str, GemmPass, usize, usize, usize, usize) {
+            (s.layer.as_str(), s.pass, s.m, s.k, s.n, s.calls)
+        }
+        assert_eq!(
+            row(&shapes[0]),
+            ("conv1", GemmPass::Forward, 1024, 27, 16, 128)
+        );
+        assert_eq!(
+            row(&shapes[1]),
+            ("conv1", GemmPass::Weight, 27, 1024, 16, 128)
+        );
+        // The next conv's input gradient is the transposed conv: 3·3·16 taps into 16 channels.
+        assert_eq!(row(&shapes[3]).1, GemmPass::Error);
+        assert_eq!((shapes[3].m, shapes[3].k, shapes[3].n), (1024, 144, 16));
         let mut timed = shapes[..2].to_vec();
         time_gemm_shapes(&mut timed, 0.001).unwrap();
         assert!(timed.iter().all(|s| s.gflops.is_finite() && s.gflops > 0.0));
@@ -413,7 +446,7 @@ mod tests {
     #[test]
     fn step_shapes_split_remainders_and_skip_depthwise() {
         let sum = cptsim_models::load_summary("zoo:mobilenetv2", 3).unwrap();
-        let shapes = step_gemm_shapes(&sum, 3);
+        let shapes = step_gemm_shapes(&sum, 3).unwrap();
         let dw_macs: u64 = sum
             .layers
             .iter()
@@ -421,6 +454,10 @@ mod tests {
             .map(|l| l.macs)
             .sum();
         let flops: usize = shapes.iter().map(|s| 2 * s.m * s.k * s.n * s.calls).sum();
-        assert_eq!(flops as u64, 6 * 3 * (sum.total_macs() - dw_macs));
+        let first = sum.layers[0].macs;
+        assert_eq!(
+            flops as u64,
+            3 * (6 * (sum.total_macs() - dw_macs) - 2 * first)
+        );
     }
 }

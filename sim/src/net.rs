@@ -12,6 +12,9 @@ use crate::quant::LayerQuant;
 struct Node {
     layer: Box<dyn Layer>,
     inputs: Vec<usize>,
+    /// Run by the node before it in the last training forward (a clamp fused into a batch
+    /// norm): its backward passes the gradient through, which that node has masked.
+    fused: bool,
 }
 
 /// The layers a forward hook may still change: nodes `first..` of the graph.
@@ -52,6 +55,7 @@ impl Graph {
         self.nodes.push(Node {
             layer: Box::new(layer),
             inputs: inputs.to_vec(),
+            fused: false,
         });
         Ok(id)
     }
@@ -67,12 +71,12 @@ impl Graph {
         self.nodes.len()
     }
 
-    /// Runs the network; intermediate values are dropped after their last use. In evaluation,
-    /// per-channel element-wise layers (batch norm, ReLU) run as epilogues of the layer before
-    /// them where nothing else reads its output ([`Epilogue`]): same values, fewer passes.
+    /// Runs the network; intermediate values are dropped after their last use. Where nothing
+    /// else reads a layer's output, the per-channel element-wise layers after it run inside it:
+    /// in evaluation batch norm and ReLU as its epilogue ([`Epilogue`]), in training a ReLU
+    /// after a batch norm ([`Layer::train_clamp`]). Same values, fewer passes.
     pub fn forward(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
-        let fuse = mode == Mode::Eval;
-        self.run(0..self.nodes.len(), x, mode, fuse, &mut |_, _, _| Ok(()))
+        self.run(0..self.nodes.len(), x, mode, true, &mut |_, _, _| Ok(()))
     }
 
     /// As [`Graph::forward`], calling `hook(value id, value, layers not yet run)` after every
@@ -88,10 +92,22 @@ impl Graph {
 
     /// Runs nodes `range` on `x`, the value with id `range.start`; returns value `range.end`.
     /// The nodes may read only values produced inside the range (see [`Graph::is_closed`]).
-    /// Evaluation fuses as [`Graph::forward`] does.
+    /// Fuses as [`Graph::forward`] does.
     pub fn forward_range(&mut self, range: Range<usize>, x: Tensor, mode: Mode) -> Result<Tensor> {
-        let fuse = mode == Mode::Eval;
-        self.run(range, x, mode, fuse, &mut |_, _, _| Ok(()))
+        self.run(range, x, mode, true, &mut |_, _, _| Ok(()))
+    }
+
+    /// In training, the clamp bound of node `i + 1` when node `i` can apply it (see
+    /// [`Layer::train_clamp`]): it reads only the value node `i` produces, which nothing else
+    /// reads, and lies before `end`.
+    fn clamp_after(&self, i: usize, end: usize, last_use: &[usize], start: usize) -> Option<f32> {
+        let j = i + 1;
+        let fusable = j < end
+            && self.nodes[j].inputs == [j]
+            && last_use[j - start] == j
+            && self.nodes[i].inputs.len() == 1
+            && self.nodes[i].layer.clamps_in_training();
+        fusable.then(|| self.nodes[j].layer.train_clamp()).flatten()
     }
 
     /// The epilogue of node `i`: the nodes after it, up to `end`, that each read only the value
@@ -142,11 +158,17 @@ impl Graph {
         values[0] = Some(x);
         let mut i = start;
         while i < end {
-            let (epilogue, last) = if fuse {
-                self.epilogue_after(i, end, &last_use, start)?
-            } else {
-                (Epilogue::default(), i)
+            let clamp = (fuse && mode == Mode::Train)
+                .then(|| self.clamp_after(i, end, &last_use, start))
+                .flatten();
+            let (epilogue, last) = match () {
+                _ if fuse && mode == Mode::Eval => self.epilogue_after(i, end, &last_use, start)?,
+                _ if clamp.is_some() => (Epilogue::default(), i + 1),
+                _ => (Epilogue::default(), i),
             };
+            for (k, n) in self.nodes[i..=last].iter_mut().enumerate() {
+                n.fused = clamp.is_some() && k == 1;
+            }
             let node = &mut self.nodes[i];
             let out = match node.inputs[..] {
                 // The only input, read by no later node: hand it over (its storage is reusable).
@@ -154,10 +176,10 @@ impl Graph {
                     let x = values[v - start]
                         .take()
                         .ok_or_else(|| not_computed(node.layer.name(), v))?;
-                    if epilogue.is_empty() {
-                        node.layer.forward_owned(x, mode)?
-                    } else {
-                        node.layer.forward_owned_then(x, &epilogue)?
+                    match clamp {
+                        Some(hi) => node.layer.forward_owned_clamped(x, hi)?,
+                        None if epilogue.is_empty() => node.layer.forward_owned(x, mode)?,
+                        None => node.layer.forward_owned_then(x, &epilogue)?,
                     }
                 }
                 _ => {
@@ -170,10 +192,10 @@ impl Graph {
                                 .ok_or_else(|| not_computed(node.layer.name(), v))
                         })
                         .collect::<Result<Vec<&Tensor>>>()?;
-                    if epilogue.is_empty() {
-                        node.layer.forward(&ins, mode)?
-                    } else {
-                        node.layer.forward_then(&ins, &epilogue)?
+                    match (clamp, &ins[..]) {
+                        (Some(hi), [x]) => node.layer.forward_owned_clamped((*x).clone(), hi)?,
+                        _ if epilogue.is_empty() => node.layer.forward(&ins, mode)?,
+                        _ => node.layer.forward_then(&ins, &epilogue)?,
                     }
                 }
             };
@@ -239,6 +261,29 @@ impl Graph {
     /// Back-propagates the gradient of value `range.end` through nodes `range` (after a
     /// training [`Graph::forward_range`] over them); returns the gradient of value `range.start`.
     pub fn backward_range(&mut self, range: Range<usize>, grad: Tensor) -> Result<Tensor> {
+        self.back_propagate(range, grad, true)?
+            .ok_or_else(|| SimError::shape("network", "the input receives no gradient"))
+    }
+
+    /// [`Graph::backward`] for training: the parameter gradients only. Layers that read only
+    /// the input skip its gradient (for a CIFAR ResNet, the first conv's transposed GEMM).
+    pub fn backward_params(&mut self, grad: Tensor) -> Result<()> {
+        self.backward_params_range(0..self.nodes.len(), grad)
+    }
+
+    /// [`Graph::backward_range`] without the gradient of value `range.start`.
+    pub fn backward_params_range(&mut self, range: Range<usize>, grad: Tensor) -> Result<()> {
+        self.back_propagate(range, grad, false).map(drop)
+    }
+
+    /// The body of [`Graph::backward_range`]: with `input_grad` false, nodes whose inputs are
+    /// all value `range.start` run [`Layer::backward_params`] and the result is `None`.
+    fn back_propagate(
+        &mut self,
+        range: Range<usize>,
+        grad: Tensor,
+        input_grad: bool,
+    ) -> Result<Option<Tensor>> {
         let Range { start, end } = self.check_range(&range)?;
         let mut grads: Vec<Option<Tensor>> = vec![None; end - start + 1];
         grads[end - start] = Some(grad);
@@ -247,7 +292,14 @@ impl Graph {
                 continue;
             };
             let node = &mut self.nodes[i];
-            let dins = node.layer.backward(g)?;
+            let dins = if node.fused {
+                vec![g]
+            } else if !input_grad && node.inputs.iter().all(|&v| v == start) {
+                node.layer.backward_params(g)?;
+                continue;
+            } else {
+                node.layer.backward(g)?
+            };
             if dins.len() != node.inputs.len() {
                 return Err(SimError::shape(
                     node.layer.name(),
@@ -273,9 +325,7 @@ impl Graph {
                 });
             }
         }
-        grads[0]
-            .take()
-            .ok_or_else(|| SimError::shape("network", "the input receives no gradient"))
+        Ok(grads[0].take().filter(|_| input_grad))
     }
 
     /// The layer of node `node`.
@@ -378,6 +428,15 @@ mod tests {
         g
     }
 
+    /// [`tiny_resnet`] with SBM 6/6 in every quantized layer.
+    fn tiny_resnet_at_6_bits(seed: u64) -> Graph {
+        let mut g = tiny_resnet(4, QuantMethod::Sbm, seed);
+        for (_, q) in g.quant_layers_mut() {
+            q.set_bits(6, 6).unwrap();
+        }
+        g
+    }
+
     fn train(g: &mut Graph, bits: (u32, u32), steps: usize) -> (f32, f32) {
         for (_, q) in g.quant_layers_mut() {
             q.set_bits(bits.0, bits.1).unwrap();
@@ -409,6 +468,52 @@ mod tests {
         assert!(acc > 0.9 && loss < 0.5, "fp32: loss {loss}, acc {acc}");
         let (loss, acc) = train(&mut tiny_resnet(4, QuantMethod::Sbm, 1), (4, 4), 150);
         assert!(acc > 0.85, "sbm 4/4: loss {loss}, acc {acc}");
+    }
+
+    #[test]
+    fn parameter_only_backward_gives_the_same_parameter_gradients() {
+        let x = crate::layers::gradcheck::rand_tensor(&[4, 8, 8, 1], 1.0, 5);
+        let grads = |params_only: bool| {
+            let mut g = tiny_resnet_at_6_bits(4);
+            let out = g.forward(x.clone(), Mode::Train).unwrap();
+            let dy = Tensor::ones(out.raw_dim());
+            if params_only {
+                g.backward_params(dy).unwrap();
+            } else {
+                assert_eq!(g.backward(dy).unwrap().shape(), x.shape());
+            }
+            let p: Vec<Tensor> = g.params_mut().iter().map(|p| p.grad.clone()).collect();
+            p
+        };
+        let (full, params) = (grads(false), grads(true));
+        assert!(full.iter().all(|t| t.iter().any(|&v| v != 0.0)));
+        assert_eq!(full, params);
+    }
+
+    #[test]
+    fn training_fuses_relu_into_batch_norm_with_the_same_values() {
+        let x = crate::layers::gradcheck::rand_tensor(&[4, 8, 8, 1], 1.0, 6);
+        let run = |fused: bool| {
+            let mut g = tiny_resnet_at_6_bits(5);
+            let out = match fused {
+                true => g.forward(x.clone(), Mode::Train).unwrap(),
+                false => g
+                    .forward_with(x.clone(), Mode::Train, &mut |_, _, _| Ok(()))
+                    .unwrap(),
+            };
+            // b1 → r1 fuses (nothing else reads b1's output); add → r2 does not (not a BN).
+            let flags: Vec<bool> = g.nodes.iter().map(|n| n.fused).collect();
+            let dx = g.backward(Tensor::ones(out.raw_dim())).unwrap();
+            let p: Vec<Tensor> = g.params_mut().iter().map(|p| p.grad.clone()).collect();
+            (out, dx, p, flags)
+        };
+        let (fused, plain) = (run(true), run(false));
+        assert_eq!(
+            fused.3,
+            [false, false, true, false, false, false, false, false, false, false]
+        );
+        assert!(plain.3.iter().all(|f| !f));
+        assert_eq!((fused.0, fused.1, fused.2), (plain.0, plain.1, plain.2));
     }
 
     #[test]

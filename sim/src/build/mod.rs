@@ -268,6 +268,11 @@ impl Network {
         self.graph.backward(grad)
     }
 
+    /// Back-propagates for training: parameter gradients only ([`Graph::backward_params`]).
+    pub fn backward_params(&mut self, grad: Tensor) -> Result<()> {
+        self.graph.backward_params(grad)
+    }
+
     /// All trainable parameters in a fixed order.
     pub fn params_mut(&mut self) -> Vec<&mut Param> {
         self.graph.params_mut()

@@ -435,7 +435,7 @@ impl Dfq {
         let task = match self.exact.as_ref().is_some_and(|e| !e.ys.is_empty()) {
             true => self.backward_exact(graph, grad)?,
             false => {
-                graph.backward(grad)?;
+                graph.backward_params(grad)?;
                 Vec::new()
             }
         };
@@ -468,7 +468,7 @@ impl Dfq {
             g = ex.backward_block(graph, i, pick, &g)?;
             at = range.start;
         }
-        graph.backward_range(0..at, g)?;
+        graph.backward_params_range(0..at, g)?;
         task.reverse();
         Ok(task)
     }

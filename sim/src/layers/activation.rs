@@ -93,6 +93,10 @@ impl Layer for Activation {
         Ok(x)
     }
 
+    fn train_clamp(&self) -> Option<f32> {
+        Some(self.kind.upper())
+    }
+
     fn eval_epilogue(&mut self) -> Option<Result<EpilogueStep>> {
         // What an evaluation forward would do: forget the training cache.
         self.cache = None;

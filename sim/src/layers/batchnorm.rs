@@ -15,6 +15,46 @@ const ROWS: usize = 1024;
 struct BnCache {
     xhat: Tensor,
     inv_std: Vec<f32>,
+    /// The clamp fused after the layer in training ([`Layer::forward_owned_clamped`]).
+    clamp: Option<Clamp>,
+}
+
+/// A clamp `y = clamp(γ·x̂ + β, 0, hi)` applied by the batch norm itself: γ and β as the forward
+/// pass used them, to find where the gradient passes (`0 < γ·x̂ + β < hi`) in backward.
+#[derive(Clone, Copy)]
+struct ClampAt<'a> {
+    gamma: &'a [f32],
+    beta: &'a [f32],
+    hi: f32,
+}
+
+/// The owned form of [`ClampAt`] kept in the cache.
+struct Clamp {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+    hi: f32,
+}
+
+impl Clamp {
+    fn at(&self) -> ClampAt<'_> {
+        ClampAt {
+            gamma: &self.gamma,
+            beta: &self.beta,
+            hi: self.hi,
+        }
+    }
+}
+
+/// `g` where the clamp passed the gradient (`0 < γ·x̂ + β < hi`, the value the forward pass
+/// computed), else `+0`: the activation layer's own mask.
+#[inline(always)]
+fn passed(g: f32, h: f32, gamma: f32, beta: f32, hi: f32) -> f32 {
+    let v = gamma * h + beta;
+    if (v > 0.0) & (v < hi) {
+        g
+    } else {
+        0.0
+    }
 }
 
 /// A batch-norm layer with scale `gamma`, shift `beta` and running statistics.
@@ -66,80 +106,8 @@ impl BatchNorm {
             .ok_or_else(|| SimError::shape(&self.name, "input is not contiguous"))
     }
 
-    /// The evaluation statistics `(mean, inv_std)`: the running mean and `1/√(var + ε)`.
-    fn eval_statistics(&self) -> (Vec<f32>, Vec<f32>) {
-        let inv = self
-            .running_var
-            .iter()
-            .map(|v| 1.0 / (v + self.eps).sqrt())
-            .collect();
-        (self.running_mean.clone(), inv)
-    }
-}
-
-fn slice<'a>(layer: &str, p: &'a Param) -> Result<&'a [f32]> {
-    p.value
-        .as_slice()
-        .ok_or_else(|| SimError::shape(layer, "parameter is not contiguous"))
-}
-
-crate::simd::multiversion! {
-    /// Adds `Σ x` and `Σ x²` per channel of the rows `x` (`[rows, c]`) into `acc = [Σx | Σx²]`
-    /// (`2c` values), row by row.
-    fn sums_and_squares(x: &[f32], acc: &mut [f64]) {
-        let c = acc.len() / 2;
-        let (a, b) = acc.split_at_mut(c);
-        for row in x.chunks_exact(c) {
-            for ((s1, s2), &v) in a.iter_mut().zip(b.iter_mut()).zip(row) {
-                *s1 += v as f64;
-                *s2 += v as f64 * v as f64;
-            }
-        }
-    }
-}
-
-crate::simd::multiversion! {
-    /// Adds `Σ g` and `Σ g·x̂` per channel of the rows `g`, `xhat` (`[rows, c]`) into
-    /// `acc = [Σg | Σg·x̂]`, row by row.
-    fn sums_and_products(g: &[f32], xhat: &[f32], acc: &mut [f64]) {
-        let c = acc.len() / 2;
-        let (a, b) = acc.split_at_mut(c);
-        for (gr, hr) in g.chunks_exact(c).zip(xhat.chunks_exact(c)) {
-            for ((s1, s2), (&gv, &hv)) in a.iter_mut().zip(b.iter_mut()).zip(gr.iter().zip(hr)) {
-                *s1 += gv as f64;
-                *s2 += gv as f64 * hv as f64;
-            }
-        }
-    }
-}
-
-crate::simd::multiversion! {
-    /// The input gradient `dx = k·(m·g − Σg − x̂·Σg·x̂)` for the rows of `g` and `xhat`, written
-    /// over `g`, with `per_channel = [k, Σg, Σg·x̂]`.
-    fn input_grad(g: &mut [f32], xhat: &[f32], m: f32, per_channel: [&[f32]; 3]) {
-        let [k, dbeta, dgamma] = per_channel;
-        let c = k.len();
-        let (dbeta, dgamma) = (&dbeta[..c], &dgamma[..c]);
-        for (gr, hr) in g.chunks_exact_mut(c).zip(xhat.chunks_exact(c)) {
-            for i in 0..c {
-                gr[i] = k[i] * (m * gr[i] - dbeta[i] - hr[i] * dgamma[i]);
-            }
-        }
-    }
-}
-
-impl Layer for BatchNorm {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = expect_inputs(&self.name, inputs, 1)?[0];
-        // The output is written over a copy of the input.
-        self.forward_owned(x.clone(), mode)
-    }
-
-    fn forward_owned(&mut self, mut x: Tensor, mode: Mode) -> Result<Tensor> {
+    /// The forward pass, in training optionally followed by `clamp(·, 0, hi)` in the same pass.
+    fn normalize_owned(&mut self, mut x: Tensor, mode: Mode, hi: Option<f32>) -> Result<Tensor> {
         let data = self.check_input(&x)?;
         let c = self.channels();
         let rows = data.len() / c;
@@ -186,12 +154,27 @@ impl Layer for BatchNorm {
                 Some(old) if old.xhat.len() == len => old.xhat.into_raw_vec_and_offset().0,
                 _ => vec![0.0f32; len],
             };
-            xhat.par_chunks_mut(ROWS * c)
-                .zip(y.par_chunks_mut(ROWS * c))
-                .for_each(|(h, xy)| normalize(xy, Some(h), per_channel));
+            let blocks = xhat
+                .par_chunks_mut(ROWS * c)
+                .zip(y.par_chunks_mut(ROWS * c));
+            match hi {
+                None => blocks.for_each(|(h, xy)| normalize(xy, Some(h), per_channel)),
+                Some(hi) => {
+                    blocks.for_each(|(h, xy)| normalize_clamped(xy, h, per_channel, hi));
+                }
+            }
             let xhat = Tensor::from_shape_vec(x.shape(), xhat)
                 .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-            self.cache = Some(BnCache { xhat, inv_std });
+            let clamp = hi.map(|hi| Clamp {
+                gamma: gamma.to_vec(),
+                beta: beta.to_vec(),
+                hi,
+            });
+            self.cache = Some(BnCache {
+                xhat,
+                inv_std,
+                clamp,
+            });
         } else {
             // Eval keeps no x̂ (same arithmetic, so the same y).
             y.par_chunks_mut(ROWS * c)
@@ -199,6 +182,138 @@ impl Layer for BatchNorm {
             self.cache = None;
         }
         Ok(x)
+    }
+
+    /// The evaluation statistics `(mean, inv_std)`: the running mean and `1/√(var + ε)`.
+    fn eval_statistics(&self) -> (Vec<f32>, Vec<f32>) {
+        let inv = self
+            .running_var
+            .iter()
+            .map(|v| 1.0 / (v + self.eps).sqrt())
+            .collect();
+        (self.running_mean.clone(), inv)
+    }
+}
+
+fn slice<'a>(layer: &str, p: &'a Param) -> Result<&'a [f32]> {
+    p.value
+        .as_slice()
+        .ok_or_else(|| SimError::shape(layer, "parameter is not contiguous"))
+}
+
+crate::simd::multiversion! {
+    /// Adds `Σ x` and `Σ x²` per channel of the rows `x` (`[rows, c]`) into `acc = [Σx | Σx²]`
+    /// (`2c` values), row by row.
+    fn sums_and_squares(x: &[f32], acc: &mut [f64]) {
+        let c = acc.len() / 2;
+        let (a, b) = acc.split_at_mut(c);
+        for row in x.chunks_exact(c) {
+            for ((s1, s2), &v) in a.iter_mut().zip(b.iter_mut()).zip(row) {
+                *s1 += v as f64;
+                *s2 += v as f64 * v as f64;
+            }
+        }
+    }
+}
+
+crate::simd::multiversion! {
+    /// `x̂ = (x − mean)·inv_std` and `y = clamp(γ·x̂ + β, 0, hi)` for the rows of `xy`, `y`
+    /// written over `x`, with `per_channel = [mean, inv_std, γ, β]`: the training normalisation
+    /// and the activation after it in one pass, with the arithmetic of each.
+    fn normalize_clamped(xy: &mut [f32], xhat: &mut [f32], per_channel: [&[f32]; 4], hi: f32) {
+        let [mean, inv_std, gamma, beta] = per_channel;
+        let c = mean.len();
+        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
+        for (hr, r) in xhat.chunks_exact_mut(c).zip(xy.chunks_exact_mut(c)) {
+            for i in 0..c {
+                hr[i] = (r[i] - mean[i]) * inv_std[i];
+                r[i] = crate::simd::clamp(gamma[i] * hr[i] + beta[i], 0.0, hi);
+            }
+        }
+    }
+}
+
+crate::simd::multiversion! {
+    /// Adds `Σ g` and `Σ g·x̂` per channel of the rows `g`, `xhat` (`[rows, c]`) into
+    /// `acc = [Σg | Σg·x̂]`, row by row; `g` masked by a fused clamp, if any.
+    fn sums_and_products(g: &[f32], xhat: &[f32], acc: &mut [f64], clamp: Option<ClampAt<'_>>) {
+        let c = acc.len() / 2;
+        let (a, b) = acc.split_at_mut(c);
+        for (gr, hr) in g.chunks_exact(c).zip(xhat.chunks_exact(c)) {
+            let sums = a.iter_mut().zip(b.iter_mut()).zip(gr.iter().zip(hr));
+            match clamp {
+                None => {
+                    for ((s1, s2), (&gv, &hv)) in sums {
+                        *s1 += gv as f64;
+                        *s2 += gv as f64 * hv as f64;
+                    }
+                }
+                Some(cl) => {
+                    let per_channel = cl.gamma[..c].iter().zip(&cl.beta[..c]);
+                    for (((s1, s2), (&gv, &hv)), (&ga, &be)) in sums.zip(per_channel) {
+                        let gv = passed(gv, hv, ga, be, cl.hi);
+                        *s1 += gv as f64;
+                        *s2 += gv as f64 * hv as f64;
+                    }
+                }
+            }
+        }
+    }
+}
+
+crate::simd::multiversion! {
+    /// The input gradient `dx = k·(m·g − Σg − x̂·Σg·x̂)` for the rows of `g` and `xhat`, written
+    /// over `g`, with `per_channel = [k, Σg, Σg·x̂]`; `g` masked by a fused clamp, if any.
+    fn input_grad(
+        g: &mut [f32],
+        xhat: &[f32],
+        m: f32,
+        per_channel: [&[f32]; 3],
+        clamp: Option<ClampAt<'_>>,
+    ) {
+        let [k, dbeta, dgamma] = per_channel;
+        let c = k.len();
+        let (dbeta, dgamma) = (&dbeta[..c], &dgamma[..c]);
+        for (gr, hr) in g.chunks_exact_mut(c).zip(xhat.chunks_exact(c)) {
+            match clamp {
+                None => {
+                    for i in 0..c {
+                        gr[i] = k[i] * (m * gr[i] - dbeta[i] - hr[i] * dgamma[i]);
+                    }
+                }
+                Some(cl) => {
+                    let (ga, be) = (&cl.gamma[..c], &cl.beta[..c]);
+                    for i in 0..c {
+                        let gv = passed(gr[i], hr[i], ga[i], be[i], cl.hi);
+                        gr[i] = k[i] * (m * gv - dbeta[i] - hr[i] * dgamma[i]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Layer for BatchNorm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        // The output is written over a copy of the input.
+        self.forward_owned(x.clone(), mode)
+    }
+
+    fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
+        self.normalize_owned(x, mode, None)
+    }
+
+    fn clamps_in_training(&self) -> bool {
+        true
+    }
+
+    fn forward_owned_clamped(&mut self, x: Tensor, hi: f32) -> Result<Tensor> {
+        self.normalize_owned(x, Mode::Train, Some(hi))
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
@@ -212,8 +327,9 @@ impl Layer for BatchNorm {
         let xhat = cache.xhat.as_slice().ok_or_else(err)?;
         let rows = g.len() / c;
         // Σ dy and Σ dy·x̂ per channel, row r of g paired with row r of x̂.
+        let clamp = cache.clamp.as_ref().map(Clamp::at);
         let s = chunk_sums(g, c, 2, |r, rows, acc| {
-            sums_and_products(rows, &xhat[r * c..r * c + rows.len()], acc)
+            sums_and_products(rows, &xhat[r * c..r * c + rows.len()], acc, clamp)
         });
         let dbeta: Vec<f32> = s[..c].iter().map(|&v| v as f32).collect();
         let dgamma: Vec<f32> = s[c..].iter().map(|&v| v as f32).collect();
@@ -224,7 +340,7 @@ impl Layer for BatchNorm {
             .ok_or_else(err)?
             .par_chunks_mut(ROWS * c)
             .zip(xhat.par_chunks(ROWS * c))
-            .for_each(|(gs, hs)| input_grad(gs, hs, m, [&k[..], &dbeta[..], &dgamma[..]]));
+            .for_each(|(gs, hs)| input_grad(gs, hs, m, [&k[..], &dbeta[..], &dgamma[..]], clamp));
         self.gamma.grad = Tensor::from_shape_vec(vec![c], dgamma)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         self.beta.grad = Tensor::from_shape_vec(vec![c], dbeta)
@@ -284,6 +400,35 @@ mod tests {
         normalize(&mut y, Some(&mut h), pc);
         normalize(&mut ye, None, pc);
         assert_eq!(y, ye);
+    }
+
+    #[test]
+    fn a_fused_clamp_equals_the_activation_layer_bit_for_bit() {
+        use super::super::{Activation, ActivationKind};
+        for kind in [ActivationKind::Relu, ActivationKind::Relu6] {
+            let x = rand_tensor(&[6, 4, 3, 5], 3.0, 21);
+            let g = rand_tensor(&[6, 4, 3, 5], 1.0, 22);
+            let (mut b1, mut act) = (bn(5), Activation::new("r", kind));
+            let y1 = b1.forward(&[&x], Mode::Train).unwrap();
+            let y1 = act.forward_owned(y1, Mode::Train).unwrap();
+            let dx1 = act.backward(g.clone()).unwrap().remove(0);
+            let dx1 = b1.backward(dx1).unwrap().remove(0);
+            let mut b2 = bn(5);
+            let hi = act.train_clamp().unwrap();
+            let y2 = b2.forward_owned_clamped(x.clone(), hi).unwrap();
+            let dx2 = b2.backward(g).unwrap().remove(0);
+            assert!(
+                y1.iter().any(|&v| v == 0.0),
+                "{kind:?}: some values are clamped"
+            );
+            assert_eq!(y1, y2, "{kind:?}");
+            assert_eq!(dx1, dx2, "{kind:?}");
+            assert_eq!(b1.gamma.grad, b2.gamma.grad, "{kind:?}");
+            assert_eq!(b1.beta.grad, b2.beta.grad, "{kind:?}");
+        }
+        // A wrong-width input is still an error naming the layer.
+        let e = bn(4).forward_owned_clamped(Tensor::zeros(vec![2, 5]), 6.0);
+        assert!(e.unwrap_err().to_string().contains("bn"));
     }
 
     #[test]

@@ -8,8 +8,8 @@ use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, CowArray, Ix4, I
 use rayon::prelude::*;
 
 use super::qgemm::{
-    mask_input_grad, quantize_error, quantize_operands, record_step_grad, scale_weight_grad,
-    QuantOperands,
+    input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
+    scale_weight_grad, QuantOperands,
 };
 use super::reduce::bias_grad;
 use super::{
@@ -96,6 +96,63 @@ impl Conv2dSpec {
     /// GEMM reduction length per group: `KH·KW·I/groups`.
     pub fn k_per_group(&self) -> usize {
         self.kernel[0] * self.kernel[1] * (self.in_channels / self.groups)
+    }
+}
+
+/// The GEMMs `[m, k, n]` (`C[m, n] = A[m, k]·B[k, n]`) a training step of a conv runs per group
+/// on one block of samples, by the rules of its forward and backward passes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockGemms {
+    /// Output rows × taps·channels × output channels.
+    pub forward: [usize; 3],
+    /// The input gradient: as the transposed conv's forward pass (stride 1), as the column
+    /// gradient to scatter, or none when nobody wants it.
+    pub error: Option<[usize; 3]>,
+    /// The weight gradient: `Pᵀ·g` on the patches in place (one group, runs of kernel rows),
+    /// else `gᵀ·col`.
+    pub weight: [usize; 3],
+}
+
+impl Conv2dSpec {
+    /// [`BlockGemms`] of conv `layer` for a block of `samples` samples of `in_hw` pixels, with
+    /// or without the input gradient; `None` for a depthwise conv (no GEMM).
+    pub fn block_gemms(
+        &self,
+        layer: &str,
+        in_hw: (usize, usize),
+        samples: usize,
+        input_grad: bool,
+    ) -> Result<Option<BlockGemms>> {
+        if self.is_depthwise() {
+            return Ok(None);
+        }
+        let out_hw = self.output_hw(layer, in_hw.0, in_hw.1)?;
+        let geo = Im2col {
+            spec: self,
+            in_hw,
+            out_hw,
+        };
+        let (kg, opg) = (self.k_per_group(), self.out_channels / self.groups);
+        let rows = samples * geo.rows_per_sample();
+        let error = match geo.transposed_spec() {
+            _ if !input_grad => None,
+            Some(t) => Some([
+                samples * in_hw.0 * in_hw.1,
+                t.k_per_group(),
+                self.in_channels,
+            ]),
+            None => Some([rows, opg, kg]),
+        };
+        let in_place = !geo.input_is_columns() && geo.rows_are_runs();
+        Ok(Some(BlockGemms {
+            forward: [rows, kg, opg],
+            error,
+            weight: if in_place {
+                [kg, rows, opg]
+            } else {
+                [opg, rows, kg]
+            },
+        }))
     }
 }
 
@@ -660,6 +717,176 @@ fn data<'a, S: ndarray::Data<Elem = f32>>(
 }
 
 impl Conv2d {
+    /// The backward pass; the input gradient (and its GEMMs) only when `want_dx` or when the
+    /// quantizer's hook reads it ([`input_grad_read`]).
+    fn backward_with(&mut self, grad_out: Tensor, want_dx: bool) -> Result<Option<Tensor>> {
+        let cache = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, &cache.out_shape)?;
+        let want_dx = want_dx || input_grad_read(&self.quant, &cache.ops);
+        let x4 = as4(&self.name, &cache.ops.x)?;
+        let (n, h, w, c) = x4.dim();
+        let geo = self.geometry(&x4)?;
+        let o = cache.out_shape[3];
+        let (kg, groups) = (self.spec.k_per_group(), self.spec.groups);
+        let opg = o / groups;
+        let mut quant = self.quant.clone();
+        let gq = quantize_error(&mut quant, grad_out);
+        let name = self.name.as_str();
+        let spb = geo.samples_per_block();
+        let (in_block, g_block) = (spb * geo.in_per_sample(), spb * geo.rows_per_sample() * o);
+        let wq = &cache.ops.w;
+        let dw_t = self
+            .spec
+            .is_depthwise()
+            .then(|| wq.t().as_standard_layout().into_owned());
+        let dw_t = dw_t.as_ref().and_then(|a| a.as_slice());
+        let len = n * h * w * c;
+        // The input gradient as the forward pass of the transposed conv where that is plain
+        // (no column gradient to scatter), else by the scatter below into a zeroed dx.
+        let transposed = geo.transposed_spec();
+        let pointwise = geo.input_is_columns();
+        // Per block of samples, a product that writes the block's whole input gradient.
+        let up_front = |f: &BlockProduct| {
+            let mut dx = Vec::<f32>::with_capacity(len);
+            dx.spare_capacity_mut()[..len]
+                .par_chunks_mut(in_block)
+                .zip(data(name, &gq)?.par_chunks(g_block))
+                .try_for_each(|(dxb, gb)| f(dxb, gb))?;
+            // SAFETY: the blocks cover the first `len` values and each wrote all of its own.
+            unsafe { dx.set_len(len) };
+            Ok::<_, SimError>(dx)
+        };
+        let mut dx = if !want_dx {
+            Vec::new()
+        } else if let Some(ts) = &transposed {
+            let tgeo = Im2col {
+                spec: ts,
+                in_hw: geo.out_hw,
+                out_hw: (h, w),
+            };
+            let wt = flipped_weights(wq.view(), &self.spec);
+            let padded = tgeo.patch_scratch(name, spb)?;
+            up_front(&|dxb, gb| {
+                with_scratch(padded, 0, |buf, _| {
+                    let patches = tgeo.patches(name, gb, buf)?;
+                    matmul_patches_uninit(dxb, &patches, wt.view()).map(|_| ())
+                })
+            })?
+        } else if pointwise {
+            // The columns' gradient is the input's.
+            up_front(&|dxb, gb| {
+                let gv = ArrayView2::from_shape((gb.len() / o, o), gb).map_err(shape_err(name))?;
+                matmul_uninit(dxb, gv, wq.view()).map(|_| ())
+            })?
+        } else {
+            vec![0.0f32; len]
+        };
+        // One group and runs of kernel rows: the weight gradient reads the patches in place.
+        let in_place = groups == 1 && geo.rows_are_runs();
+        let patch_len = if in_place {
+            geo.patch_scratch(name, spb)?
+        } else {
+            0
+        };
+        // Per block of samples: its (disjoint) slice of dx, if wanted.
+        let dx_blocks: Vec<Option<&mut [f32]>> = if want_dx {
+            dx.chunks_mut(in_block).map(Some).collect()
+        } else {
+            (0..n.div_ceil(spb)).map(|_| None).collect()
+        };
+        // Per block of samples: its partial weight gradient, and its slice of dx.
+        let partials: Vec<Array2<f32>> = dx_blocks
+            .into_par_iter()
+            .zip(data(name, &cache.ops.x)?.par_chunks(in_block))
+            .zip(data(name, &gq)?.par_chunks(g_block))
+            .map(|((dxb, xb), gb)| -> Result<Array2<f32>> {
+                let r = gb.len() / o;
+                let gv = ArrayView2::from_shape((r, o), gb).map_err(shape_err(name))?;
+                if let Some(wt) = &dw_t {
+                    let mut pdw_t = Array2::<f32>::zeros((kg, o));
+                    let pd = pdw_t
+                        .as_slice_mut()
+                        .ok_or_else(|| SimError::shape(name, "not contiguous"))?;
+                    // Without a wanted dx, its block goes to a scratch buffer.
+                    let mut scratch = Vec::new();
+                    let dxb = dxb.unwrap_or_else(|| {
+                        scratch = vec![0.0; xb.len()];
+                        &mut scratch
+                    });
+                    geo.depthwise_backward(xb, gb, wt, dxb, pd);
+                    return Ok(pdw_t.t().as_standard_layout().into_owned());
+                }
+                let mut pdw = Array2::<f32>::zeros((o, kg));
+                if pointwise {
+                    // The columns are the input (their gradient was written above): no copies.
+                    let xv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
+                    matmul_into(pdw.view_mut(), gv.t(), xv, false)?;
+                    return Ok(pdw);
+                }
+                // The column gradient to scatter: none when dx is written above or not wanted.
+                let dx_here = dxb.filter(|_| transposed.is_none());
+                let dcol_len = if dx_here.is_some() { r * kg } else { 0 };
+                // `buf`: the patches' padded copy (one group, runs of kernel rows: the weight
+                // gradient reads them in place, as Pᵀ·g) or each group's gathered columns.
+                let buf_len = if in_place { patch_len } else { r * kg };
+                with_scratch(buf_len, dcol_len, |buf, dcol| -> Result<()> {
+                    let mut dx_here = dx_here;
+                    for g in 0..groups {
+                        let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
+                        let mut pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
+                        if in_place {
+                            let patches = geo.patches(name, xb, &mut *buf)?;
+                            let mut t = vec![MaybeUninit::uninit(); kg * opg];
+                            let t = matmul_patches_t_uninit(&mut t, &patches, gg)?;
+                            let t =
+                                ArrayView2::from_shape((kg, opg), &*t).map_err(shape_err(name))?;
+                            pg.assign(&t.t());
+                        } else {
+                            geo.gather(xb, g, buf);
+                            let colv =
+                                ArrayView2::from_shape((r, kg), &*buf).map_err(shape_err(name))?;
+                            matmul_into(pg, gg.t(), colv, false)?;
+                        }
+                        let Some(dxb) = dx_here.as_deref_mut() else {
+                            continue;
+                        };
+                        let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
+                        let dv = ArrayViewMut2::from_shape((r, kg), &mut *dcol)
+                            .map_err(shape_err(name))?;
+                        matmul_into(dv, gg, wg, false)?;
+                        geo.scatter_add(dcol, g, dxb);
+                    }
+                    Ok(())
+                })?;
+                Ok(pdw)
+            })
+            .collect::<Result<_>>()?;
+        let mut dw = Array2::<f32>::zeros((o, kg));
+        for p in &partials {
+            dw += p;
+        }
+        record_step_grad(
+            &mut quant,
+            &cache.ops,
+            self.weight_matrix()?,
+            dw.view(),
+            &dx,
+        );
+        scale_weight_grad(&mut dw, cache.ops.w_scale.as_ref());
+        let wshape = self.weight.value.raw_dim();
+        self.weight.grad = dw.into_shape_with_order(wshape).map_err(shape_err(name))?;
+        if let Some(b) = &mut self.bias {
+            b.grad = bias_grad(data(name, &gq)?, o);
+        }
+        self.quant = quant;
+        if !want_dx {
+            return Ok(None);
+        }
+        let mut dx = Tensor::from_shape_vec(vec![n, h, w, c], dx).map_err(shape_err(name))?;
+        mask_input_grad(&mut dx, cache.ops.x_mask.as_ref());
+        Ok(Some(dx))
+    }
+
     /// The forward pass on an input that is borrowed or owned (then quantized in place and kept
     /// for backward without a copy), `epilogue` applied to each block of the output (evaluation).
     fn run(
@@ -779,150 +1006,12 @@ impl Layer for Conv2d {
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let cache = cached(&self.name, &self.cache)?;
-        check_grad(&self.name, &grad_out, &cache.out_shape)?;
-        let x4 = as4(&self.name, &cache.ops.x)?;
-        let (n, h, w, c) = x4.dim();
-        let geo = self.geometry(&x4)?;
-        let o = cache.out_shape[3];
-        let (kg, groups) = (self.spec.k_per_group(), self.spec.groups);
-        let opg = o / groups;
-        let mut quant = self.quant.clone();
-        let gq = quantize_error(&mut quant, grad_out);
-        let name = self.name.as_str();
-        let spb = geo.samples_per_block();
-        let (in_block, g_block) = (spb * geo.in_per_sample(), spb * geo.rows_per_sample() * o);
-        let wq = &cache.ops.w;
-        let dw_t = self
-            .spec
-            .is_depthwise()
-            .then(|| wq.t().as_standard_layout().into_owned());
-        let dw_t = dw_t.as_ref().and_then(|a| a.as_slice());
-        let len = n * h * w * c;
-        // The input gradient as the forward pass of the transposed conv where that is plain
-        // (no column gradient to scatter), else by the scatter below into a zeroed dx.
-        let transposed = geo.transposed_spec();
-        let pointwise = geo.input_is_columns();
-        // Per block of samples, a product that writes the block's whole input gradient.
-        let up_front = |f: &BlockProduct| {
-            let mut dx = Vec::<f32>::with_capacity(len);
-            dx.spare_capacity_mut()[..len]
-                .par_chunks_mut(in_block)
-                .zip(data(name, &gq)?.par_chunks(g_block))
-                .try_for_each(|(dxb, gb)| f(dxb, gb))?;
-            // SAFETY: the blocks cover the first `len` values and each wrote all of its own.
-            unsafe { dx.set_len(len) };
-            Ok::<_, SimError>(dx)
-        };
-        let mut dx = if let Some(ts) = &transposed {
-            let tgeo = Im2col {
-                spec: ts,
-                in_hw: geo.out_hw,
-                out_hw: (h, w),
-            };
-            let wt = flipped_weights(wq.view(), &self.spec);
-            let padded = tgeo.patch_scratch(name, spb)?;
-            up_front(&|dxb, gb| {
-                with_scratch(padded, 0, |buf, _| {
-                    let patches = tgeo.patches(name, gb, buf)?;
-                    matmul_patches_uninit(dxb, &patches, wt.view()).map(|_| ())
-                })
-            })?
-        } else if pointwise {
-            // The columns' gradient is the input's.
-            up_front(&|dxb, gb| {
-                let gv = ArrayView2::from_shape((gb.len() / o, o), gb).map_err(shape_err(name))?;
-                matmul_uninit(dxb, gv, wq.view()).map(|_| ())
-            })?
-        } else {
-            vec![0.0f32; len]
-        };
-        // One group and runs of kernel rows: the weight gradient reads the patches in place.
-        let in_place = groups == 1 && geo.rows_are_runs();
-        let patch_len = if in_place {
-            geo.patch_scratch(name, spb)?
-        } else {
-            0
-        };
-        // Per block of samples: its partial weight gradient, and its (disjoint) slice of dx.
-        let partials: Vec<Array2<f32>> = dx
-            .par_chunks_mut(in_block)
-            .zip(data(name, &cache.ops.x)?.par_chunks(in_block))
-            .zip(data(name, &gq)?.par_chunks(g_block))
-            .map(|((dxb, xb), gb)| -> Result<Array2<f32>> {
-                let r = gb.len() / o;
-                let gv = ArrayView2::from_shape((r, o), gb).map_err(shape_err(name))?;
-                if let Some(wt) = &dw_t {
-                    let mut pdw_t = Array2::<f32>::zeros((kg, o));
-                    let pd = pdw_t
-                        .as_slice_mut()
-                        .ok_or_else(|| SimError::shape(name, "not contiguous"))?;
-                    geo.depthwise_backward(xb, gb, wt, dxb, pd);
-                    return Ok(pdw_t.t().as_standard_layout().into_owned());
-                }
-                let mut pdw = Array2::<f32>::zeros((o, kg));
-                if pointwise {
-                    // The columns are the input (their gradient was written above): no copies.
-                    let xv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
-                    matmul_into(pdw.view_mut(), gv.t(), xv, false)?;
-                    return Ok(pdw);
-                }
-                let dcol_len = if transposed.is_some() { 0 } else { r * kg };
-                // `buf`: the patches' padded copy (one group, runs of kernel rows: the weight
-                // gradient reads them in place, as Pᵀ·g) or each group's gathered columns.
-                let buf_len = if in_place { patch_len } else { r * kg };
-                with_scratch(buf_len, dcol_len, |buf, dcol| -> Result<()> {
-                    for g in 0..groups {
-                        let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
-                        let mut pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
-                        if in_place {
-                            let patches = geo.patches(name, xb, &mut *buf)?;
-                            let mut t = vec![MaybeUninit::uninit(); kg * opg];
-                            let t = matmul_patches_t_uninit(&mut t, &patches, gg)?;
-                            let t =
-                                ArrayView2::from_shape((kg, opg), &*t).map_err(shape_err(name))?;
-                            pg.assign(&t.t());
-                        } else {
-                            geo.gather(xb, g, buf);
-                            let colv =
-                                ArrayView2::from_shape((r, kg), &*buf).map_err(shape_err(name))?;
-                            matmul_into(pg, gg.t(), colv, false)?;
-                        }
-                        if transposed.is_some() {
-                            continue;
-                        }
-                        let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
-                        let dv = ArrayViewMut2::from_shape((r, kg), &mut *dcol)
-                            .map_err(shape_err(name))?;
-                        matmul_into(dv, gg, wg, false)?;
-                        geo.scatter_add(dcol, g, dxb);
-                    }
-                    Ok(())
-                })?;
-                Ok(pdw)
-            })
-            .collect::<Result<_>>()?;
-        let mut dw = Array2::<f32>::zeros((o, kg));
-        for p in &partials {
-            dw += p;
-        }
-        record_step_grad(
-            &mut quant,
-            &cache.ops,
-            self.weight_matrix()?,
-            dw.view(),
-            &dx,
-        );
-        scale_weight_grad(&mut dw, cache.ops.w_scale.as_ref());
-        let wshape = self.weight.value.raw_dim();
-        self.weight.grad = dw.into_shape_with_order(wshape).map_err(shape_err(name))?;
-        if let Some(b) = &mut self.bias {
-            b.grad = bias_grad(data(name, &gq)?, o);
-        }
-        let mut dx = Tensor::from_shape_vec(vec![n, h, w, c], dx).map_err(shape_err(name))?;
-        mask_input_grad(&mut dx, cache.ops.x_mask.as_ref());
-        self.quant = quant;
-        Ok(vec![dx])
+        let dx = self.backward_with(grad_out, true)?;
+        Ok(dx.into_iter().collect())
+    }
+
+    fn backward_params(&mut self, grad_out: Tensor) -> Result<()> {
+        self.backward_with(grad_out, false).map(drop)
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
@@ -1043,6 +1132,57 @@ mod tests {
             let x = rand_tensor(&[2, 6, 5, sp.in_channels], 1.0, 70 + i as u64);
             check_layer(&mut c, &[x], 1e-2, 1e-2, 25).unwrap();
         }
+    }
+
+    #[test]
+    fn parameter_only_backward_leaves_the_same_gradients_and_state() {
+        for (i, sp) in specs().into_iter().enumerate() {
+            let x = rand_tensor(&[3, 6, 5, sp.in_channels], 1.0, 90 + i as u64);
+            let run = |full: bool| {
+                let mut c = conv(sp.clone(), true, 30 + i as u64);
+                c.quant.set_bits(6, 6).unwrap();
+                let y = c.forward(&[&x], Mode::Train).unwrap();
+                let g = rand_tensor(y.shape(), 1.0, 7);
+                if full {
+                    assert_eq!(c.backward(g).unwrap().len(), 1);
+                } else {
+                    c.backward_params(g).unwrap();
+                }
+                let b = c.bias.as_ref().map(|b| b.grad.clone());
+                (c.weight.grad.clone(), b, c.quant.clone())
+            };
+            let (full, params) = (run(true), run(false));
+            assert_eq!((&full.0, &full.1), (&params.0, &params.1), "{sp:?}");
+            // The error quantizer's state (its stochastic-rounding stream) advanced the same way.
+            assert_eq!(format!("{:?}", full.2), format!("{:?}", params.2), "{sp:?}");
+        }
+    }
+
+    #[test]
+    fn block_gemms_follow_the_backward_paths() {
+        let same = Conv2dSpec::square(16, 32, 3, 1, 1);
+        let g = same.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
+        // Stride 1: the input gradient is the transposed conv (taps·O reduced into I channels);
+        // the weight gradient reads the patches in place (Pᵀ·g).
+        assert_eq!(g.forward, [128, 144, 32]);
+        assert_eq!(g.error, Some([128, 288, 16]));
+        assert_eq!(g.weight, [144, 128, 32]);
+        let no_dx = same.block_gemms("c", (8, 8), 2, false).unwrap().unwrap();
+        assert_eq!(no_dx.error, None);
+        // Stride 2: the column gradient is scattered.
+        let strided = Conv2dSpec::square(16, 32, 3, 2, 1);
+        let g = strided.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
+        assert_eq!((g.forward, g.error), ([32, 144, 32], Some([32, 32, 144])));
+        // Groups: gathered columns, gᵀ·col per group.
+        let mut grouped = Conv2dSpec::square(4, 6, 3, 1, 1);
+        grouped.groups = 2;
+        let g = grouped.block_gemms("c", (5, 5), 1, true).unwrap().unwrap();
+        assert_eq!((g.error, g.weight), (Some([25, 3, 18]), [3, 25, 18]));
+        let mut depthwise = Conv2dSpec::square(3, 3, 3, 1, 1);
+        depthwise.groups = 3;
+        assert_eq!(depthwise.block_gemms("c", (5, 5), 1, true).unwrap(), None);
+        let e = same.block_gemms("stem", (1, 0), 1, true).unwrap_err();
+        assert!(e.to_string().contains("stem"), "{e}");
     }
 
     #[test]

@@ -10,8 +10,8 @@
 use ndarray::{Array2, CowArray, Ix2};
 
 use super::qgemm::{
-    mask_input_grad, quantize_error, quantize_operands, record_step_grad, scale_weight_grad,
-    QuantOperands,
+    input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
+    scale_weight_grad, QuantOperands,
 };
 use super::reduce::bias_grad;
 use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
@@ -37,6 +37,55 @@ fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
 }
 
 impl Linear {
+    /// The backward pass; the input gradient (and its GEMM) only when `want_dx` or when the
+    /// quantizer's hook reads it.
+    fn backward_with(&mut self, grad_out: Tensor, want_dx: bool) -> Result<Option<Tensor>> {
+        let (ops, in_shape) = cached(&self.name, &self.cache)?;
+        let xq = as2(&self.name, &ops.x)?;
+        let mut out_shape = in_shape.clone();
+        if let Some(last) = out_shape.last_mut() {
+            *last = ops.w.nrows();
+        }
+        check_grad(&self.name, &grad_out, &out_shape)?;
+        // quantized in the output shape: DoReFa's samples are the first axis (module doc)
+        let gq = quantize_error(&mut self.quant, grad_out);
+        let g2 = gq
+            .view()
+            .into_shape_with_order((xq.nrows(), ops.w.nrows()))
+            .map_err(shape_err(&self.name))?;
+        let mut dw = Array2::<f32>::zeros(ops.w.raw_dim());
+        matmul_tn_reduce_par(dw.view_mut(), g2, xq, false)?;
+        let want_dx = want_dx || input_grad_read(&self.quant, ops);
+        let dx_rows = if want_dx { xq.nrows() } else { 0 };
+        let mut dx = Array2::<f32>::zeros((dx_rows, xq.ncols()));
+        if want_dx {
+            matmul_rows_par(dx.view_mut(), g2, ops.w.view(), false)?;
+        }
+        if let (Some(d), Ok(w)) = (
+            dx.as_slice(),
+            self.weight.value.view().into_dimensionality(),
+        ) {
+            record_step_grad(&mut self.quant, ops, w, dw.view(), d);
+        }
+        scale_weight_grad(&mut dw, ops.w_scale.as_ref());
+        self.weight.grad = dw.into_dyn();
+        if let Some(b) = &mut self.bias {
+            let data = gq
+                .as_slice()
+                .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
+            b.grad = bias_grad(data, g2.ncols());
+        }
+        if !want_dx {
+            return Ok(None);
+        }
+        let mut dx = dx
+            .into_dyn()
+            .into_shape_with_order(in_shape.clone())
+            .map_err(shape_err(&self.name))?;
+        mask_input_grad(&mut dx, ops.x_mask.as_ref());
+        Ok(Some(dx))
+    }
+
     /// A linear layer from weights `[O, F]` and an optional bias `[O]`.
     pub fn new(
         name: &str,
@@ -132,43 +181,12 @@ impl Layer for Linear {
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let (ops, in_shape) = cached(&self.name, &self.cache)?;
-        let xq = as2(&self.name, &ops.x)?;
-        let mut out_shape = in_shape.clone();
-        if let Some(last) = out_shape.last_mut() {
-            *last = ops.w.nrows();
-        }
-        check_grad(&self.name, &grad_out, &out_shape)?;
-        // quantized in the output shape: DoReFa's samples are the first axis (module doc)
-        let gq = quantize_error(&mut self.quant, grad_out);
-        let g2 = gq
-            .view()
-            .into_shape_with_order((xq.nrows(), ops.w.nrows()))
-            .map_err(shape_err(&self.name))?;
-        let mut dw = Array2::<f32>::zeros(ops.w.raw_dim());
-        matmul_tn_reduce_par(dw.view_mut(), g2, xq, false)?;
-        let mut dx = Array2::<f32>::zeros(xq.raw_dim());
-        matmul_rows_par(dx.view_mut(), g2, ops.w.view(), false)?;
-        if let (Some(d), Ok(w)) = (
-            dx.as_slice(),
-            self.weight.value.view().into_dimensionality(),
-        ) {
-            record_step_grad(&mut self.quant, ops, w, dw.view(), d);
-        }
-        scale_weight_grad(&mut dw, ops.w_scale.as_ref());
-        let mut dx = dx
-            .into_dyn()
-            .into_shape_with_order(in_shape.clone())
-            .map_err(shape_err(&self.name))?;
-        mask_input_grad(&mut dx, ops.x_mask.as_ref());
-        self.weight.grad = dw.into_dyn();
-        if let Some(b) = &mut self.bias {
-            let data = gq
-                .as_slice()
-                .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
-            b.grad = bias_grad(data, g2.ncols());
-        }
-        Ok(vec![dx])
+        let dx = self.backward_with(grad_out, true)?;
+        Ok(dx.into_iter().collect())
+    }
+
+    fn backward_params(&mut self, grad_out: Tensor) -> Result<()> {
+        self.backward_with(grad_out, false).map(drop)
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {

@@ -114,6 +114,35 @@ pub trait Layer: Send {
     /// `forward`) and stores the parameter gradients. Needs a preceding training forward pass.
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>>;
 
+    /// [`Layer::backward`] when nobody wants the input gradients (the layer reads only the
+    /// network's input): the same parameter gradients and state; GEMM layers skip the input
+    /// gradient's work.
+    fn backward_params(&mut self, grad_out: Tensor) -> Result<()> {
+        self.backward(grad_out).map(drop)
+    }
+
+    /// Training fusion, producer side: whether [`Layer::forward_owned_clamped`] is supported.
+    fn clamps_in_training(&self) -> bool {
+        false
+    }
+
+    /// A training [`Layer::forward_owned`] followed by `clamp(·, 0, hi)` in the same pass; the
+    /// backward pass then also masks the gradient where the clamp blocks it (see
+    /// [`Layer::train_clamp`]). Only where [`Layer::clamps_in_training`] says so.
+    fn forward_owned_clamped(&mut self, _x: Tensor, _hi: f32) -> Result<Tensor> {
+        Err(SimError::invalid(
+            self.name(),
+            "cannot apply a following activation in training",
+        ))
+    }
+
+    /// Training fusion, consumer side: for a clamp activation (ReLU, ReLU6), its upper bound.
+    /// The graph may then have the layer before it apply the clamp and its gradient mask
+    /// ([`Layer::forward_owned_clamped`]) and skip this layer in both passes.
+    fn train_clamp(&self) -> Option<f32> {
+        None
+    }
+
     /// For a one-input layer whose evaluation forward maps each value by a per-channel rule
     /// (batch norm, ReLU): that rule, to be applied by the layer producing its input (see
     /// [`Epilogue`]). The layer will then not run; it drops what an evaluation forward drops.

@@ -80,6 +80,12 @@ fn wants_step_residual(quant: &LayerQuant) -> bool {
     quant.hook.as_ref().is_some_and(|h| h.wants_step_residual())
 }
 
+/// Whether [`record_step_grad`] reads the input gradient: a layer must compute it even when
+/// nobody else wants it (see [`super::Layer::backward_params`]).
+pub(crate) fn input_grad_read(quant: &LayerQuant, ops: &QuantOperands) -> bool {
+    wants_step_residual(quant) && ops.x_residual.is_some()
+}
+
 /// When the hook asks for it, reports `Σ dL/dQ·(Q − I)` over the weights (`dw` = gradient w.r.t. the
 /// quantized weights, before any backward factor; `w` = the fp32 master weights `[O, K]`) and
 /// the input activation (`dx` = gradient w.r.t. the quantized input, before any mask).

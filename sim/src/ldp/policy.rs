@@ -27,7 +27,7 @@ impl Policy for Ldp {
     }
 
     fn backward(&mut self, net: &mut TrainNet, grad: Tensor) -> Result<()> {
-        net.graph.backward(grad)?;
+        net.graph.backward_params(grad)?;
         self.learn(net);
         Ok(())
     }

@@ -47,7 +47,7 @@ pub trait Policy: Any {
     /// The backward pass of the loss gradient `grad` (override for gated execution or to learn
     /// from the gradients it leaves, before the optimiser step).
     fn backward(&mut self, net: &mut TrainNet, grad: Tensor) -> Result<()> {
-        net.graph.backward(grad)?;
+        net.graph.backward_params(grad)?;
         Ok(())
     }
 
