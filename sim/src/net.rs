@@ -17,6 +17,45 @@ struct Node {
     fused: bool,
 }
 
+/// What a node's forward pass reads: its one input to keep, or its inputs to borrow.
+enum Input<'a> {
+    Owned(Tensor),
+    Borrowed(Vec<&'a Tensor>),
+}
+
+/// The layers after a node that its forward pass runs too.
+enum Fusion {
+    None,
+    /// Evaluation: per-channel steps applied to the node's output ([`Epilogue`]).
+    Epilogue(Epilogue),
+    /// Training: a clamp activation with this upper bound ([`Layer::forward_owned_clamped`]).
+    Clamp(f32),
+}
+
+impl Fusion {
+    /// Runs `layer` on `input` with the fused layers, in `mode`.
+    fn forward(&self, layer: &mut dyn Layer, input: Input<'_>, mode: Mode) -> Result<Tensor> {
+        match (self, input) {
+            (Fusion::Clamp(hi), Input::Owned(x)) => layer.forward_owned_clamped(x, *hi),
+            (Fusion::Clamp(hi), Input::Borrowed(ins)) => match ins[..] {
+                [x] => layer.forward_owned_clamped(x.clone(), *hi),
+                _ => Err(SimError::shape(
+                    layer.name(),
+                    "a fused clamp needs one input",
+                )),
+            },
+            (Fusion::Epilogue(e), Input::Owned(x)) if !e.is_empty() => {
+                layer.forward_owned_then(x, e)
+            }
+            (Fusion::Epilogue(e), Input::Borrowed(ins)) if !e.is_empty() => {
+                layer.forward_then(&ins, e)
+            }
+            (_, Input::Owned(x)) => layer.forward_owned(x, mode),
+            (_, Input::Borrowed(ins)) => layer.forward(&ins, mode),
+        }
+    }
+}
+
 /// The layers a forward hook may still change: nodes `first..` of the graph.
 pub struct Pending<'a> {
     nodes: &'a mut [Node],
@@ -158,47 +197,40 @@ impl Graph {
         values[0] = Some(x);
         let mut i = start;
         while i < end {
-            let clamp = (fuse && mode == Mode::Train)
-                .then(|| self.clamp_after(i, end, &last_use, start))
-                .flatten();
-            let (epilogue, last) = match () {
-                _ if fuse && mode == Mode::Eval => self.epilogue_after(i, end, &last_use, start)?,
-                _ if clamp.is_some() => (Epilogue::default(), i + 1),
-                _ => (Epilogue::default(), i),
+            let (fusion, last) = match () {
+                _ if !fuse => (Fusion::None, i),
+                _ if mode == Mode::Eval => {
+                    let (epilogue, last) = self.epilogue_after(i, end, &last_use, start)?;
+                    (Fusion::Epilogue(epilogue), last)
+                }
+                _ => match self.clamp_after(i, end, &last_use, start) {
+                    Some(hi) => (Fusion::Clamp(hi), i + 1),
+                    None => (Fusion::None, i),
+                },
             };
             for (k, n) in self.nodes[i..=last].iter_mut().enumerate() {
-                n.fused = clamp.is_some() && k == 1;
+                n.fused = matches!(fusion, Fusion::Clamp(_)) && k == 1;
             }
             let node = &mut self.nodes[i];
-            let out = match node.inputs[..] {
+            let input = match node.inputs[..] {
                 // The only input, read by no later node: hand it over (its storage is reusable).
-                [v] if last_use[v - start] == i => {
-                    let x = values[v - start]
+                [v] if last_use[v - start] == i => Input::Owned(
+                    values[v - start]
                         .take()
-                        .ok_or_else(|| not_computed(node.layer.name(), v))?;
-                    match clamp {
-                        Some(hi) => node.layer.forward_owned_clamped(x, hi)?,
-                        None if epilogue.is_empty() => node.layer.forward_owned(x, mode)?,
-                        None => node.layer.forward_owned_then(x, &epilogue)?,
-                    }
-                }
-                _ => {
-                    let ins = node
-                        .inputs
+                        .ok_or_else(|| not_computed(node.layer.name(), v))?,
+                ),
+                _ => Input::Borrowed(
+                    node.inputs
                         .iter()
                         .map(|&v| {
                             values[v - start]
                                 .as_ref()
                                 .ok_or_else(|| not_computed(node.layer.name(), v))
                         })
-                        .collect::<Result<Vec<&Tensor>>>()?;
-                    match (clamp, &ins[..]) {
-                        (Some(hi), [x]) => node.layer.forward_owned_clamped((*x).clone(), hi)?,
-                        _ if epilogue.is_empty() => node.layer.forward(&ins, mode)?,
-                        _ => node.layer.forward_then(&ins, &epilogue)?,
-                    }
-                }
+                        .collect::<Result<Vec<&Tensor>>>()?,
+                ),
             };
+            let out = fusion.forward(node.layer.as_mut(), input, mode)?;
             for &v in &node.inputs {
                 if last_use[v - start] == i {
                     values[v - start] = None;
