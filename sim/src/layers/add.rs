@@ -2,9 +2,9 @@
 
 use std::mem::MaybeUninit;
 
-use rayon::prelude::*;
-
-use super::{cached, check_grad, expect_inputs, Epilogue, Layer, Mode, Tensor};
+use super::{
+    block_of, cached, check_grad, expect_inputs, filled_by_blocks, Epilogue, Layer, Mode, Tensor,
+};
 use crate::error::{Result, SimError};
 
 /// `y = a + b`; both inputs receive the output gradient.
@@ -42,16 +42,11 @@ impl Add {
         };
         let c = shape.last().copied().unwrap_or(1).max(1);
         let block = ROWS.saturating_mul(c);
-        let mut y = Vec::with_capacity(a.len());
-        y.spare_capacity_mut()[..a.len()]
-            .par_chunks_mut(block)
-            .zip(a.par_chunks(block).zip(b.par_chunks(block)))
-            .try_for_each(|(y, (a, b))| {
-                let y = add_into(a, b, y);
-                epilogue.apply(y, c)
-            })?;
-        // SAFETY: the blocks cover the first `a.len()` values and `add_into` wrote all of them.
-        unsafe { y.set_len(a.len()) };
+        let y = filled_by_blocks(a.len(), block, |i, y| {
+            let y = add_into(block_of(a, block, i), block_of(b, block, i), y);
+            epilogue.apply(y, c)?;
+            Ok(y)
+        })?;
         Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
     }
 }

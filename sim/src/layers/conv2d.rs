@@ -13,8 +13,8 @@ use super::qgemm::{
 };
 use super::reduce::bias_grad;
 use super::{
-    as4, cached, check_grad, expect_inputs, weight_and_bias, window_hw, Epilogue, Layer, Mode,
-    Param, Tensor,
+    as4, block_of, cached, check_grad, expect_inputs, filled_by_blocks, weight_and_bias, window_hw,
+    Epilogue, Layer, Mode, Param, Tensor,
 };
 use crate::error::{Result, SimError};
 use crate::gemm::{
@@ -660,7 +660,8 @@ impl Conv2d {
 }
 
 /// A product writing one block of samples' whole output (uninitialised) from its input.
-type BlockProduct<'a> = dyn Fn(&mut [MaybeUninit<f32>], &[f32]) -> Result<()> + Sync + 'a;
+type BlockProduct<'a> =
+    dyn for<'b> Fn(&'b mut [MaybeUninit<f32>], &[f32]) -> Result<&'b mut [f32]> + Sync + 'a;
 
 /// The weights `[O, KH·KW·I]` of a one-group conv as the `[KH·KW·O, I]` matrix of its
 /// [`Im2col::transposed_spec`]: term `(ky, kx, o)`, column `i` holds `w[o, KH−1−ky, KW−1−kx, i]`.
@@ -747,14 +748,8 @@ impl Conv2d {
         let pointwise = geo.input_is_columns();
         // Per block of samples, a product that writes the block's whole input gradient.
         let up_front = |f: &BlockProduct| {
-            let mut dx = Vec::<f32>::with_capacity(len);
-            dx.spare_capacity_mut()[..len]
-                .par_chunks_mut(in_block)
-                .zip(data(name, &gq)?.par_chunks(g_block))
-                .try_for_each(|(dxb, gb)| f(dxb, gb))?;
-            // SAFETY: the blocks cover the first `len` values and each wrote all of its own.
-            unsafe { dx.set_len(len) };
-            Ok::<_, SimError>(dx)
+            let g = data(name, &gq)?;
+            filled_by_blocks(len, in_block, |i, dxb| f(dxb, block_of(g, g_block, i)))
         };
         let mut dx = if !want_dx {
             Vec::new()
@@ -769,14 +764,14 @@ impl Conv2d {
             up_front(&|dxb, gb| {
                 with_scratch(padded, 0, |buf, _| {
                     let patches = tgeo.patches(name, gb, buf)?;
-                    matmul_patches_uninit(dxb, &patches, wt.view()).map(|_| ())
+                    matmul_patches_uninit(dxb, &patches, wt.view())
                 })
             })?
         } else if pointwise {
             // The columns' gradient is the input's.
             up_front(&|dxb, gb| {
                 let gv = ArrayView2::from_shape((gb.len() / o, o), gb).map_err(shape_err(name))?;
-                matmul_uninit(dxb, gv, wq.view()).map(|_| ())
+                matmul_uninit(dxb, gv, wq.view())
             })?
         } else {
             vec![0.0f32; len]
@@ -927,51 +922,48 @@ impl Conv2d {
             .then(|| ops.w.t().as_standard_layout().into_owned());
         let dw_t = dw_t_arr.as_ref().and_then(|a| a.as_slice());
         // Every block writes all of its output, so the output is not zeroed first.
-        let mut y = Vec::<f32>::with_capacity(len);
-        y.spare_capacity_mut()[..len]
-            .par_chunks_mut(rows * o)
-            .zip(data(name, &ops.x)?.par_chunks(spb * geo.in_per_sample()))
-            .try_for_each(|(yb, xb)| -> Result<()> {
-                let r = yb.len() / o;
-                let yb = if let Some(wt) = &dw_t {
-                    let yb = zeroed(yb);
-                    geo.depthwise_forward(xb, wt, yb);
-                    yb
-                } else if geo.input_is_columns() {
-                    let colv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
-                    matmul_uninit(yb, colv, ops.w.t())?
-                } else if groups == 1 && geo.rows_are_runs() {
-                    // The patches are read where they lie (in a padded copy if there is padding).
-                    with_scratch(padded, 0, |buf, _| {
-                        let patches = geo.patches(name, xb, buf)?;
-                        matmul_patches_uninit(yb, &patches, ops.w.t())
-                    })?
-                } else {
-                    let yb = zeroed(yb);
-                    let mut yv =
-                        ArrayViewMut2::from_shape((r, o), &mut *yb).map_err(shape_err(name))?;
-                    with_scratch(r * kg, 0, |col, _| -> Result<()> {
-                        for g in 0..groups {
-                            geo.gather(xb, g, col);
-                            let colv =
-                                ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
-                            let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
-                            let yg = yv.slice_mut(s![.., g * opg..(g + 1) * opg]);
-                            matmul_into(yg, colv, wg.t(), false)?;
-                        }
-                        Ok(())
-                    })?;
-                    yb
-                };
-                if let Some(b) = bias {
-                    for row in yb.chunks_exact_mut(o) {
-                        row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        let xs = data(name, &ops.x)?;
+        let y = filled_by_blocks(len, rows * o, |i, yb| {
+            let xb = block_of(xs, spb * geo.in_per_sample(), i);
+            let r = yb.len() / o;
+            let yb = if let Some(wt) = &dw_t {
+                let yb = zeroed(yb);
+                geo.depthwise_forward(xb, wt, yb);
+                yb
+            } else if geo.input_is_columns() {
+                let colv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
+                matmul_uninit(yb, colv, ops.w.t())?
+            } else if groups == 1 && geo.rows_are_runs() {
+                // The patches are read where they lie (in a padded copy if there is padding).
+                with_scratch(padded, 0, |buf, _| {
+                    let patches = geo.patches(name, xb, buf)?;
+                    matmul_patches_uninit(yb, &patches, ops.w.t())
+                })?
+            } else {
+                let yb = zeroed(yb);
+                let mut yv =
+                    ArrayViewMut2::from_shape((r, o), &mut *yb).map_err(shape_err(name))?;
+                with_scratch(r * kg, 0, |col, _| -> Result<()> {
+                    for g in 0..groups {
+                        geo.gather(xb, g, col);
+                        let colv =
+                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                        let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
+                        let yg = yv.slice_mut(s![.., g * opg..(g + 1) * opg]);
+                        matmul_into(yg, colv, wg.t(), false)?;
                     }
+                    Ok(())
+                })?;
+                yb
+            };
+            if let Some(b) = bias {
+                for row in yb.chunks_exact_mut(o) {
+                    row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
                 }
-                epilogue.apply(yb, o)
-            })?;
-        // SAFETY: the blocks above cover the first `len` values and each wrote all of its own.
-        unsafe { y.set_len(len) };
+            }
+            epilogue.apply(yb, o)?;
+            Ok(yb)
+        })?;
         self.quant = quant;
         let out_shape = [n, oh, ow, o];
         self.cache = (mode == Mode::Train).then(|| ConvCache {

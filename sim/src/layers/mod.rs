@@ -32,7 +32,10 @@ pub mod tokens;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 
+use std::mem::MaybeUninit;
+
 use ndarray::{ArrayD, Ix2, Ix4};
+use rayon::prelude::*;
 
 use crate::error::{Result, SimError};
 use crate::quant::LayerQuant;
@@ -213,6 +216,39 @@ pub(crate) fn expect_inputs<'a>(
 
 /// A 4-D `[N, H, W, C]` view of `t`, or an error naming the layer.
 /// `t` in standard layout: moved when it already is (and owned), copied otherwise.
+/// A vector of `len` values written in parallel, `block` at a time, without zeroing it first:
+/// `fill(i, out)` writes block `i` (`out`; the last one may be shorter) and returns it, now
+/// initialised. A block returned other than whole is an error, so no value is left unwritten.
+pub(crate) fn filled_by_blocks<F>(len: usize, block: usize, fill: F) -> Result<Vec<f32>>
+where
+    F: for<'b> Fn(usize, &'b mut [MaybeUninit<f32>]) -> Result<&'b mut [f32]> + Sync,
+{
+    let mut v = Vec::<f32>::with_capacity(len);
+    v.spare_capacity_mut()[..len]
+        .par_chunks_mut(block.max(1))
+        .enumerate()
+        .try_for_each(|(i, out)| {
+            let (ptr, n) = (out.as_ptr() as *const f32, out.len());
+            let done = fill(i, out)?;
+            if done.as_ptr() != ptr || done.len() != n {
+                return Err(SimError::invalid(
+                    "filled_by_blocks",
+                    format!("block {i} was not written whole"),
+                ));
+            }
+            Ok(())
+        })?;
+    // SAFETY: each block came back as an initialised `&mut [f32]` over all of its own memory,
+    // and the blocks cover the first `len` values.
+    unsafe { v.set_len(len) };
+    Ok(v)
+}
+
+/// Block `i` of `s` cut into blocks of `size` values (the last may be shorter; empty past the end).
+pub(crate) fn block_of(s: &[f32], size: usize, i: usize) -> &[f32] {
+    s.chunks(size.max(1)).nth(i).unwrap_or_default()
+}
+
 pub(crate) fn standard<S: ndarray::Data<Elem = f32>>(
     t: ndarray::ArrayBase<S, ndarray::IxDyn>,
 ) -> Tensor {
@@ -290,4 +326,35 @@ pub(crate) fn window_hw(
         })
     };
     Ok((dim(0, h)?, dim(1, w)?))
+}
+
+#[cfg(test)]
+mod block_tests {
+    use super::*;
+
+    /// Writes `i·100 + j` into the `j`-th value of block `i`.
+    fn write(i: usize, out: &mut [MaybeUninit<f32>]) -> &mut [f32] {
+        for (j, v) in out.iter_mut().enumerate() {
+            v.write((i * 100 + j) as f32);
+        }
+        // SAFETY: every value was written just above.
+        unsafe { &mut *(out as *mut [MaybeUninit<f32>] as *mut [f32]) }
+    }
+
+    #[test]
+    fn blocks_fill_the_whole_vector_and_a_partial_block_is_an_error() {
+        let v = filled_by_blocks(7, 3, |i, out| Ok(write(i, out))).unwrap();
+        assert_eq!(v, [0.0, 1.0, 2.0, 100.0, 101.0, 102.0, 200.0]);
+        assert_eq!(block_of(&v, 3, 2), [200.0]);
+        assert!(block_of(&v, 3, 3).is_empty());
+        let e = filled_by_blocks(7, 3, |i, out| {
+            let n = out.len();
+            Ok(&mut write(i, out)[..n.min(2)])
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("not written whole"), "{e}");
+        assert!(filled_by_blocks(0, 3, |i, out| Ok(write(i, out)))
+            .unwrap()
+            .is_empty());
+    }
 }
