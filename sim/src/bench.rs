@@ -160,8 +160,10 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
 }
 
 /// Times each shape for at least `secs` on the calling thread with the operand layouts the
-/// trainer uses (forward: `B` is the transposed weight matrix; weight gradient: `A` is the
-/// transposed error), filling in [`GemmShape::gflops`].
+/// trainer uses (forward: `B` is the transposed weight matrix; weight gradient: `A` is
+/// transposed, the error or the patches), filling in [`GemmShape::gflops`]. The operands are
+/// dense matrices: where the trainer reads a conv's patches in place from its padded input, this
+/// times the same product on a dense copy of them.
 pub fn time_gemm_shapes(shapes: &mut [GemmShape], secs: f64) -> Result<()> {
     for s in shapes.iter_mut() {
         let (m, k, n) = (s.m, s.k, s.n);
