@@ -1,6 +1,6 @@
 //! Element-wise activations: ReLU and ReLU6 (clip to `[0, 6]`).
 
-use super::epilogue::{clamp_in_place, EpilogueStep};
+use super::epilogue::{clamp_in_place, clamp_passes, EpilogueStep};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 
@@ -47,7 +47,7 @@ crate::simd::multiversion! {
     fn clamp_and_passes(x: &mut [f32], hi: f32) -> Vec<bool> {
         x.iter_mut()
             .map(|v| {
-                let pass = *v > 0.0 && *v < hi;
+                let pass = clamp_passes(*v, hi);
                 *v = crate::simd::clamp(*v, 0.0, hi);
                 pass
             })

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::epilogue::{normalize, EpilogueStep};
+use super::epilogue::{clamp_passes, normalize, EpilogueStep};
 use super::reduce::chunk_sums;
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
@@ -20,37 +20,18 @@ struct BnCache {
 }
 
 /// A clamp `y = clamp(γ·x̂ + β, 0, hi)` applied by the batch norm itself: γ and β as the forward
-/// pass used them, to find where the gradient passes (`0 < γ·x̂ + β < hi`) in backward.
-#[derive(Clone, Copy)]
-struct ClampAt<'a> {
-    gamma: &'a [f32],
-    beta: &'a [f32],
-    hi: f32,
-}
-
-/// The owned form of [`ClampAt`] kept in the cache.
+/// pass used them, to find where the gradient passes in backward.
 struct Clamp {
     gamma: Vec<f32>,
     beta: Vec<f32>,
     hi: f32,
 }
 
-impl Clamp {
-    fn at(&self) -> ClampAt<'_> {
-        ClampAt {
-            gamma: &self.gamma,
-            beta: &self.beta,
-            hi: self.hi,
-        }
-    }
-}
-
-/// `g` where the clamp passed the gradient (`0 < γ·x̂ + β < hi`, the value the forward pass
-/// computed), else `+0`: the activation layer's own mask.
+/// `g` where the clamp passed the gradient ([`clamp_passes`] on `γ·x̂ + β`, the value the
+/// forward pass computed), else `+0`: the activation layer's own mask.
 #[inline(always)]
 fn passed(g: f32, h: f32, gamma: f32, beta: f32, hi: f32) -> f32 {
-    let v = gamma * h + beta;
-    if (v > 0.0) & (v < hi) {
+    if clamp_passes(gamma * h + beta, hi) {
         g
     } else {
         0.0
@@ -236,7 +217,7 @@ crate::simd::multiversion! {
 crate::simd::multiversion! {
     /// Adds `Σ g` and `Σ g·x̂` per channel of the rows `g`, `xhat` (`[rows, c]`) into
     /// `acc = [Σg | Σg·x̂]`, row by row; `g` masked by a fused clamp, if any.
-    fn sums_and_products(g: &[f32], xhat: &[f32], acc: &mut [f64], clamp: Option<ClampAt<'_>>) {
+    fn sums_and_products(g: &[f32], xhat: &[f32], acc: &mut [f64], clamp: Option<&Clamp>) {
         let c = acc.len() / 2;
         let (a, b) = acc.split_at_mut(c);
         for (gr, hr) in g.chunks_exact(c).zip(xhat.chunks_exact(c)) {
@@ -269,7 +250,7 @@ crate::simd::multiversion! {
         xhat: &[f32],
         m: f32,
         per_channel: [&[f32]; 3],
-        clamp: Option<ClampAt<'_>>,
+        clamp: Option<&Clamp>,
     ) {
         let [k, dbeta, dgamma] = per_channel;
         let c = k.len();
@@ -327,7 +308,7 @@ impl Layer for BatchNorm {
         let xhat = cache.xhat.as_slice().ok_or_else(err)?;
         let rows = g.len() / c;
         // Σ dy and Σ dy·x̂ per channel, row r of g paired with row r of x̂.
-        let clamp = cache.clamp.as_ref().map(Clamp::at);
+        let clamp = cache.clamp.as_ref();
         let s = chunk_sums(g, c, 2, |r, rows, acc| {
             sums_and_products(rows, &xhat[r * c..r * c + rows.len()], acc, clamp)
         });

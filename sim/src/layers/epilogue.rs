@@ -112,6 +112,13 @@ crate::simd::multiversion! {
     }
 }
 
+/// Whether a clamp to `[0, hi]` passes the gradient at `v` (the value before clamping):
+/// `0 < v < hi`. Both the activation layer and a batch norm with a fused clamp use it.
+#[inline(always)]
+pub(super) fn clamp_passes(v: f32, hi: f32) -> bool {
+    (v > 0.0) & (v < hi)
+}
+
 crate::simd::multiversion! {
     /// `x ← clamp(x, 0, hi)` element-wise.
     pub(super) fn clamp_in_place(x: &mut [f32], hi: f32) {
