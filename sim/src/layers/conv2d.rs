@@ -158,7 +158,12 @@ impl Conv2dSpec {
 
 /// What backward needs from the training forward pass.
 struct ConvCache {
+    /// The quantized operands; their input is left empty when `padded` holds it.
     ops: QuantOperands<'static>,
+    /// The (quantized) input `[N, H, W, C]` with the spec's padding added, for a conv that pads
+    /// and reads its patches in place: the forward pass reads it, the weight gradient again.
+    padded: Option<Vec<f32>>,
+    in_shape: [usize; 4],
     out_shape: [usize; 4],
 }
 
@@ -342,44 +347,44 @@ impl Im2col<'_> {
             .ok_or_else(|| SimError::shape(layer, "padded input size overflows"))
     }
 
-    /// The patches of the samples in `x` as the GEMM reads them in place (one group, runs of
-    /// kernel rows): from `x` itself when there is no padding, else from a padded copy in
-    /// `scratch` (`samples` × [`Self::padded_per_sample`] floats, all overwritten).
+    /// True when the forward GEMM and the weight gradient read the patches in place: one group
+    /// (not depthwise), runs of kernel rows, and a kernel that is not pointwise at stride 1 (whose
+    /// columns are the input itself).
+    fn reads_patches(&self) -> bool {
+        !self.input_is_columns() && self.rows_are_runs()
+    }
+
+    /// The patches of the samples in `x` as the GEMM reads them in place (see
+    /// [`Self::reads_patches`]): from `x` itself when there is no padding, else from a padded
+    /// copy in `scratch` (`samples` × [`Self::padded_per_sample`] floats, all overwritten).
     fn patches<'a>(
         &self,
         layer: &str,
         x: &'a [f32],
         scratch: &'a mut [f32],
     ) -> Result<Patches<'a>> {
+        if self.spec.pads == [0; 4] {
+            return self.patches_of(layer, x);
+        }
+        let len = self.patch_scratch(layer, x.len() / self.in_per_sample().max(1))?;
+        let scratch = scratch
+            .get_mut(..len)
+            .ok_or_else(|| SimError::shape(layer, "padded input does not fit its buffer"))?;
+        // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and `pad_into` writes only
+        // initialised values.
+        let out = unsafe { &mut *(std::ptr::from_mut(scratch) as *mut [MaybeUninit<f32>]) };
+        let padded = self.pad_into(layer, x, out)?;
+        self.patches_of(layer, padded)
+    }
+
+    /// The patches of `input`: the samples as they lie when the spec has no padding, else
+    /// already padded (as [`Self::pad_into`] writes them).
+    fn patches_of<'a>(&self, layer: &str, input: &'a [f32]) -> Result<Patches<'a>> {
         let sp = self.spec;
-        let samples = x.len() / self.in_per_sample().max(1);
-        let input: &[f32] = if sp.pads == [0; 4] {
-            x
+        let per = if sp.pads == [0; 4] {
+            self.in_per_sample()
         } else {
-            let (w, c) = (self.in_hw.1, sp.in_channels);
-            let wp = self.padded_hw().1;
-            let (top, left) = (sp.pads[0] * wp * c, sp.pads[1] * c);
-            let right = sp.pads[3] * c;
-            let len = self.patch_scratch(layer, samples)?;
-            let scratch = scratch
-                .get_mut(..len)
-                .ok_or_else(|| SimError::shape(layer, "padded input does not fit its buffer"))?;
-            for (ps, xs) in scratch
-                .chunks_exact_mut((len / samples.max(1)).max(1))
-                .zip(x.chunks_exact(self.in_per_sample()))
-            {
-                let (head, rest) = ps.split_at_mut(top);
-                head.fill(0.0);
-                let mut rows = rest.chunks_exact_mut(wp * c);
-                // The input rows first: `zip` stops on them without taking a padding row.
-                for (src, row) in xs.chunks_exact(w * c).zip(&mut rows) {
-                    row[..left].fill(0.0);
-                    row[left..left + w * c].copy_from_slice(src);
-                    row[wp * c - right..].fill(0.0);
-                }
-                rows.for_each(|row| row.fill(0.0));
-            }
-            scratch
+            self.padded_per_sample().unwrap_or(0)
         };
         let geometry = PatchGeometry {
             padded: {
@@ -391,7 +396,53 @@ impl Im2col<'_> {
             stride: (sp.stride[0], sp.stride[1]),
             dilation_y: sp.dilation[0],
         };
-        Patches::new(input, samples, geometry).map_err(|e| SimError::shape(layer, e.to_string()))
+        Patches::new(input, input.len() / per.max(1), geometry)
+            .map_err(|e| SimError::shape(layer, e.to_string()))
+    }
+
+    /// Writes the samples of `x` with the spec's zero padding around each into `out`, which must
+    /// hold exactly as many padded samples ([`Self::padded_per_sample`] floats each), and
+    /// returns it, every value written.
+    fn pad_into<'o>(
+        &self,
+        layer: &str,
+        x: &[f32],
+        out: &'o mut [MaybeUninit<f32>],
+    ) -> Result<&'o mut [f32]> {
+        let sp = self.spec;
+        let (w, c) = (self.in_hw.1, sp.in_channels);
+        let wp = self.padded_hw().1;
+        let (per_in, per_out) = (self.in_per_sample(), self.padded_per_sample().unwrap_or(0));
+        let samples = x.len() / per_in.max(1);
+        if per_in == 0
+            || per_out == 0
+            || !x.len().is_multiple_of(per_in)
+            || Some(out.len()) != samples.checked_mul(per_out)
+        {
+            return Err(SimError::shape(
+                layer,
+                "padded input does not fit its buffer",
+            ));
+        }
+        let zero = MaybeUninit::new(0.0);
+        let (top, left, right) = (sp.pads[0] * wp * c, sp.pads[1] * c, sp.pads[3] * c);
+        for (ps, xs) in out.chunks_exact_mut(per_out).zip(x.chunks_exact(per_in)) {
+            let (head, rest) = ps.split_at_mut(top);
+            head.fill(zero);
+            let mut rows = rest.chunks_exact_mut(wp * c);
+            // The input rows first: `zip` stops on them without taking a padding row.
+            for (src, row) in xs.chunks_exact(w * c).zip(&mut rows) {
+                row[..left].fill(zero);
+                for (d, &v) in row[left..left + w * c].iter_mut().zip(src) {
+                    d.write(v);
+                }
+                row[wp * c - right..].fill(zero);
+            }
+            rows.for_each(|row| row.fill(zero));
+        }
+        // SAFETY: each padded sample is its top rows, one row per input row (left padding, the
+        // row, right padding) and its bottom rows, which tile it; the samples tile `out`.
+        Ok(unsafe { &mut *(std::ptr::from_mut(out) as *mut [f32]) })
     }
 
     /// Fills `col` `[samples·OH·OW, K]` with the group-`g` patches of the samples in `x`.
@@ -642,6 +693,11 @@ impl Conv2d {
 
     fn geometry(&self, x: &ArrayView4<f32>) -> Result<Im2col<'_>> {
         let (_, h, w, c) = x.dim();
+        self.geometry_of(h, w, c)
+    }
+
+    /// The im2col geometry of an input of `h × w` pixels of `c` channels.
+    fn geometry_of(&self, h: usize, w: usize, c: usize) -> Result<Im2col<'_>> {
         if c != self.spec.in_channels {
             return Err(SimError::shape(
                 &self.name,
@@ -724,9 +780,8 @@ impl Conv2d {
         let cache = cached(&self.name, &self.cache)?;
         check_grad(&self.name, &grad_out, &cache.out_shape)?;
         let want_dx = want_dx || input_grad_read(&self.quant, &cache.ops);
-        let x4 = as4(&self.name, &cache.ops.x)?;
-        let (n, h, w, c) = x4.dim();
-        let geo = self.geometry(&x4)?;
+        let [n, h, w, c] = cache.in_shape;
+        let geo = self.geometry_of(h, w, c)?;
         let o = cache.out_shape[3];
         let (kg, groups) = (self.spec.k_per_group(), self.spec.groups);
         let opg = o / groups;
@@ -778,10 +833,15 @@ impl Conv2d {
         };
         // One group and runs of kernel rows: the weight gradient reads the patches in place.
         let in_place = groups == 1 && geo.rows_are_runs();
-        let patch_len = if in_place {
+        let patch_len = if in_place && cache.padded.is_none() {
             geo.patch_scratch(name, spb)?
         } else {
             0
+        };
+        // Each block's input: padded by the forward pass, or as it came.
+        let (inputs, in_chunk) = match &cache.padded {
+            Some(p) => (p.as_slice(), geo.patch_scratch(name, spb)?),
+            None => (data(name, &cache.ops.x)?, in_block),
         };
         // Per block of samples: its (disjoint) slice of dx, if wanted.
         let dx_blocks: Vec<Option<&mut [f32]>> = if want_dx {
@@ -792,7 +852,7 @@ impl Conv2d {
         // Per block of samples: its partial weight gradient, and its slice of dx.
         let partials: Vec<Array2<f32>> = dx_blocks
             .into_par_iter()
-            .zip(data(name, &cache.ops.x)?.par_chunks(in_block))
+            .zip(inputs.par_chunks(in_chunk.max(1)))
             .zip(data(name, &gq)?.par_chunks(g_block))
             .map(|((dxb, xb), gb)| -> Result<Array2<f32>> {
                 let r = gb.len() / o;
@@ -830,7 +890,10 @@ impl Conv2d {
                         let gg = gv.slice(s![.., g * opg..(g + 1) * opg]);
                         let mut pg = pdw.slice_mut(s![g * opg..(g + 1) * opg, ..]);
                         if in_place {
-                            let patches = geo.patches(name, xb, &mut *buf)?;
+                            let patches = match cache.padded {
+                                Some(_) => geo.patches_of(name, xb)?,
+                                None => geo.patches(name, xb, &mut *buf)?,
+                            };
                             let mut t = vec![MaybeUninit::uninit(); kg * opg];
                             let t = matmul_patches_t_uninit(&mut t, &patches, gg)?;
                             let t =
@@ -891,7 +954,11 @@ impl Conv2d {
         epilogue: &Epilogue,
     ) -> Result<Tensor> {
         let x4 = as4(&self.name, &x)?;
-        let n = x4.dim().0;
+        let in_shape = {
+            let (n, h, w, c) = x4.dim();
+            [n, h, w, c]
+        };
+        let n = in_shape[0];
         let geo = self.geometry(&x4)?;
         let (oh, ow) = geo.out_hw;
         let (o, kg, groups) = (
@@ -901,7 +968,12 @@ impl Conv2d {
         );
         let opg = o / groups;
         let mut quant = self.quant.clone();
-        let ops = quantize_operands(&mut quant, x, self.weight_matrix()?, mode);
+        // A training pass of a conv that pads and reads its patches in place keeps the padded
+        // input for the weight gradient (one padded copy per step, not two) instead of the
+        // input, so an fp32 input is not copied as well.
+        let keep_padded = mode == Mode::Train && geo.reads_patches() && self.spec.pads != [0; 4];
+        let keep_x = mode == Mode::Train && !keep_padded;
+        let ops = quantize_operands(&mut quant, x, self.weight_matrix()?, mode, keep_x);
         let spb = geo.samples_per_block();
         let rows = spb * geo.rows_per_sample();
         let padded = geo.patch_scratch(&self.name, spb)?;
@@ -921,8 +993,16 @@ impl Conv2d {
             .is_depthwise()
             .then(|| ops.w.t().as_standard_layout().into_owned());
         let dw_t = dw_t_arr.as_ref().and_then(|a| a.as_slice());
-        // Every block writes all of its output, so the output is not zeroed first.
         let xs = data(name, &ops.x)?;
+        let padded_x = if keep_padded {
+            let total = geo.patch_scratch(name, n)?;
+            Some(filled_by_blocks(total, padded, |i, out| {
+                geo.pad_into(name, block_of(xs, spb * geo.in_per_sample(), i), out)
+            })?)
+        } else {
+            None
+        };
+        // Every block writes all of its output, so the output is not zeroed first.
         let y = filled_by_blocks(len, rows * o, |i, yb| {
             let xb = block_of(xs, spb * geo.in_per_sample(), i);
             let r = yb.len() / o;
@@ -935,10 +1015,16 @@ impl Conv2d {
                 matmul_uninit(yb, colv, ops.w.t())?
             } else if groups == 1 && geo.rows_are_runs() {
                 // The patches are read where they lie (in a padded copy if there is padding).
-                with_scratch(padded, 0, |buf, _| {
-                    let patches = geo.patches(name, xb, buf)?;
-                    matmul_patches_uninit(yb, &patches, ops.w.t())
-                })?
+                match &padded_x {
+                    Some(p) => {
+                        let patches = geo.patches_of(name, block_of(p, padded, i))?;
+                        matmul_patches_uninit(yb, &patches, ops.w.t())?
+                    }
+                    None => with_scratch(padded, 0, |buf, _| {
+                        let patches = geo.patches(name, xb, buf)?;
+                        matmul_patches_uninit(yb, &patches, ops.w.t())
+                    })?,
+                }
             } else {
                 let yb = zeroed(yb);
                 let mut yv =
@@ -966,9 +1052,20 @@ impl Conv2d {
         })?;
         self.quant = quant;
         let out_shape = [n, oh, ow, o];
-        self.cache = (mode == Mode::Train).then(|| ConvCache {
-            ops: ops.into_owned(),
-            out_shape,
+        self.cache = (mode == Mode::Train).then(|| {
+            let ops = match padded_x {
+                Some(_) => QuantOperands {
+                    x: CowArray::from(Tensor::zeros(IxDyn(&[0]))),
+                    ..ops
+                },
+                None => ops,
+            };
+            ConvCache {
+                ops: ops.into_owned(),
+                padded: padded_x,
+                in_shape,
+                out_shape,
+            }
         });
         Tensor::from_shape_vec(out_shape.to_vec(), y).map_err(shape_err(name))
     }
@@ -1175,6 +1272,34 @@ mod tests {
         assert_eq!(depthwise.block_gemms("c", (5, 5), 1, true).unwrap(), None);
         let e = same.block_gemms("stem", (1, 0), 1, true).unwrap_err();
         assert!(e.to_string().contains("stem"), "{e}");
+    }
+
+    #[test]
+    fn a_padding_conv_keeps_its_padded_input_for_the_weight_gradient() {
+        let x = rand_tensor(&[3, 5, 5, 2], 1.0, 5);
+        for (sp, padded) in [
+            (Conv2dSpec::square(2, 3, 3, 1, 1), true),
+            (Conv2dSpec::square(2, 3, 3, 2, 1), true),
+            (Conv2dSpec::square(2, 3, 3, 1, 0), false),
+            (Conv2dSpec::square(2, 3, 1, 1, 0), false),
+        ] {
+            let mut c = conv(sp.clone(), false, 1);
+            c.forward(&[&x], Mode::Train).unwrap();
+            let cache = c.cache.as_ref().unwrap();
+            assert_eq!(cache.padded.is_some(), padded, "{sp:?}");
+            // The input is kept once: padded, or as it came.
+            assert_eq!(cache.ops.x.is_empty(), padded, "{sp:?}");
+            if let Some(p) = &cache.padded {
+                let geo = c.geometry_of(5, 5, 2).unwrap();
+                let mut want = vec![f32::NAN; p.len()];
+                geo.patches("t", x.as_slice().unwrap(), &mut want).unwrap();
+                assert_eq!(p, &want, "{sp:?}");
+                // A buffer of the wrong size is an error naming the layer, not a panic.
+                let mut short = vec![MaybeUninit::uninit(); p.len() - 1];
+                let e = geo.pad_into("c1", x.as_slice().unwrap(), &mut short).unwrap_err();
+                assert!(e.to_string().contains("c1"), "{e}");
+            }
+        }
     }
 
     #[test]

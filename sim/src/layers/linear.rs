@@ -162,7 +162,13 @@ impl Layer for Linear {
                 ),
             ));
         }
-        let ops = quantize_operands(&mut self.quant, CowArray::from(x.view()), w, mode);
+        let ops = quantize_operands(
+            &mut self.quant,
+            CowArray::from(x.view()),
+            w,
+            mode,
+            mode == Mode::Train,
+        );
         let xq = as2(&self.name, &ops.x)?;
         let mut y = Array2::<f32>::zeros((xq.nrows(), ops.w.nrows()));
         matmul_rows_par(y.view_mut(), xq, ops.w.t(), false)?;

@@ -11,8 +11,9 @@ use crate::quant::{lsq, LayerQuant};
 /// Forward operands of one quantized GEMM layer, kept for backward (as
 /// `QuantOperands<'static>`, see [`QuantOperands::into_owned`]).
 pub(crate) struct QuantOperands<'a> {
-    /// Quantized input activation: a copy, except in an fp32 evaluation pass, which reads the
-    /// input in place (nothing is kept for backward then).
+    /// Quantized input activation: a copy, except in an fp32 pass that does not keep it for
+    /// backward (evaluation, or a layer that keeps another form of it), which reads the input
+    /// in place.
     pub x: CowArray<'a, f32, IxDyn>,
     /// Gradient mask of the activation quantizer, if not the identity.
     pub x_mask: Option<Vec<f32>>,
@@ -38,15 +39,17 @@ impl QuantOperands<'_> {
 }
 
 /// Quantizes the input and weights for the forward GEMM. The input is quantized in place when
-/// owned, else copied; training keeps it for backward, an fp32 evaluation pass reads it as it is.
+/// owned, else copied; an fp32 input is read as it is unless `keep_x` (the layer keeps it for
+/// backward).
 pub(crate) fn quantize_operands<'a>(
     quant: &mut LayerQuant,
     x: CowArray<'a, f32, IxDyn>,
     w: ArrayView2<f32>,
     mode: Mode,
+    keep_x: bool,
 ) -> QuantOperands<'a> {
     let (w, w_scale) = quant.weights(w).unwrap_or_else(|| (w.to_owned(), None));
-    if mode != Mode::Train && quant.bits_fw == 0 && x.is_standard_layout() {
+    if !keep_x && quant.bits_fw == 0 && x.is_standard_layout() {
         return QuantOperands {
             x,
             x_mask: None,
