@@ -139,7 +139,13 @@ impl Graph {
     /// In training, the clamp bound of node `i + 1` when node `i` can apply it (see
     /// [`Layer::train_clamp`]): it reads only the value node `i` produces, which nothing else
     /// reads, and lies before `end`.
-    fn clamp_after(&self, i: usize, end: usize, last_use: &[usize], start: usize) -> Option<f32> {
+    fn clamp_after(
+        &mut self,
+        i: usize,
+        end: usize,
+        last_use: &[usize],
+        start: usize,
+    ) -> Option<f32> {
         let j = i + 1;
         let fusable = j < end
             && self.nodes[j].inputs == [j]

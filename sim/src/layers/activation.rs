@@ -93,7 +93,9 @@ impl Layer for Activation {
         Ok(x)
     }
 
-    fn train_clamp(&self) -> Option<f32> {
+    fn train_clamp(&mut self) -> Option<f32> {
+        // What the fused pass stands in for: this layer keeps nothing from it.
+        self.cache = None;
         Some(self.kind.upper())
     }
 
@@ -150,5 +152,16 @@ mod tests {
             40,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_fused_activation_forgets_its_earlier_mask() {
+        let mut r = Activation::new("relu3", ActivationKind::Relu);
+        let x = Tensor::from_shape_vec(vec![1, 2], vec![-1.0, 2.0]).unwrap();
+        r.forward(&[&x], Mode::Train).unwrap();
+        assert_eq!(r.train_clamp(), Some(f32::INFINITY));
+        // Its backward now has nothing to read instead of a mask from another batch.
+        let e = r.backward(x).unwrap_err();
+        assert!(e.to_string().contains("relu3"), "{e}");
     }
 }

@@ -1296,7 +1296,9 @@ mod tests {
                 assert_eq!(p, &want, "{sp:?}");
                 // A buffer of the wrong size is an error naming the layer, not a panic.
                 let mut short = vec![MaybeUninit::uninit(); p.len() - 1];
-                let e = geo.pad_into("c1", x.as_slice().unwrap(), &mut short).unwrap_err();
+                let e = geo
+                    .pad_into("c1", x.as_slice().unwrap(), &mut short)
+                    .unwrap_err();
                 assert!(e.to_string().contains("c1"), "{e}");
             }
         }

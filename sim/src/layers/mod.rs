@@ -141,8 +141,10 @@ pub trait Layer: Send {
 
     /// Training fusion, consumer side: for a clamp activation (ReLU, ReLU6), its upper bound.
     /// The graph may then have the layer before it apply the clamp and its gradient mask
-    /// ([`Layer::forward_owned_clamped`]) and skip this layer in both passes.
-    fn train_clamp(&self) -> Option<f32> {
+    /// ([`Layer::forward_owned_clamped`]) and skip this layer in both passes; asked only when it
+    /// will, so the layer drops what it kept from an earlier pass (a stale mask must neither
+    /// take memory nor be read).
+    fn train_clamp(&mut self) -> Option<f32> {
         None
     }
 
