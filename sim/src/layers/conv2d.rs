@@ -721,12 +721,16 @@ type BlockProduct<'a> =
 
 /// The weights `[O, KH·KW·I]` of a one-group conv as the `[KH·KW·O, I]` matrix of its
 /// [`Im2col::transposed_spec`]: term `(ky, kx, o)`, column `i` holds `w[o, KH−1−ky, KW−1−kx, i]`.
-fn flipped_weights(w: ArrayView2<f32>, spec: &Conv2dSpec) -> Array2<f32> {
+fn flipped_weights(layer: &str, w: ArrayView2<f32>, spec: &Conv2dSpec) -> Result<Array2<f32>> {
     let ([kh, kw], o, c) = (spec.kernel, spec.out_channels, spec.in_channels);
-    Array2::from_shape_fn((kh * kw * o, c), |(t, i)| {
-        let (ky, kx, oc) = (t / (kw * o), t / o % kw, t % o);
-        w[[oc, ((kh - 1 - ky) * kw + (kw - 1 - kx)) * c + i]]
-    })
+    let mut flipped = Vec::with_capacity(w.len());
+    for tap in (0..kh * kw).rev() {
+        // Row (ky, kx, oc) is the `c` weights of tap (KH−1−ky, KW−1−kx) of output channel oc.
+        for row in w.outer_iter() {
+            flipped.extend(row.slice(s![tap * c..(tap + 1) * c]).iter());
+        }
+    }
+    Array2::from_shape_vec((kh * kw * o, c), flipped).map_err(shape_err(layer))
 }
 
 thread_local! {
@@ -814,7 +818,7 @@ impl Conv2d {
                 in_hw: geo.out_hw,
                 out_hw: (h, w),
             };
-            let wt = flipped_weights(wq.view(), &self.spec);
+            let wt = flipped_weights(name, wq.view(), &self.spec)?;
             let padded = tgeo.patch_scratch(name, spb)?;
             up_front(&|dxb, gb| {
                 with_scratch(padded, 0, |buf, _| {
