@@ -143,7 +143,7 @@ impl Conv2dSpec {
             ]),
             None => Some([rows, opg, kg]),
         };
-        let in_place = !geo.input_is_columns() && geo.rows_are_runs();
+        let in_place = geo.reads_patches();
         Ok(Some(BlockGemms {
             forward: [rows, kg, opg],
             error,
@@ -836,7 +836,7 @@ impl Conv2d {
             vec![0.0f32; len]
         };
         // One group and runs of kernel rows: the weight gradient reads the patches in place.
-        let in_place = groups == 1 && geo.rows_are_runs();
+        let in_place = geo.reads_patches();
         let patch_len = if in_place && cache.padded.is_none() {
             geo.patch_scratch(name, spb)?
         } else {
@@ -1017,7 +1017,7 @@ impl Conv2d {
             } else if geo.input_is_columns() {
                 let colv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
                 matmul_uninit(yb, colv, ops.w.t())?
-            } else if groups == 1 && geo.rows_are_runs() {
+            } else if geo.reads_patches() {
                 // The patches are read where they lie (in a padded copy if there is padding).
                 match &padded_x {
                     Some(p) => {
