@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use crate::error::{Result, SimError};
-use crate::layers::{Epilogue, Layer, Mode, Param, Tensor};
+use crate::layers::{Epilogue, EpilogueStep, Layer, Mode, Param, Tensor};
 use crate::quant::LayerQuant;
 
 struct Node {
@@ -112,7 +112,8 @@ impl Graph {
 
     /// Runs the network; intermediate values are dropped after their last use. Where nothing
     /// else reads a layer's output, the per-channel element-wise layers after it run inside it:
-    /// in evaluation batch norm and ReLU as its epilogue ([`Epilogue`]), in training a ReLU
+    /// in evaluation batch norm, ReLU and a residual add whose other operand is not read later as
+    /// its epilogue ([`Epilogue`]), in training a ReLU
     /// after a batch norm ([`Layer::train_clamp`]). Same values, fewer passes.
     pub fn forward(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
         self.run(0..self.nodes.len(), x, mode, true, &mut |_, _, _| Ok(()))
@@ -155,20 +156,42 @@ impl Graph {
         fusable.then(|| self.nodes[j].layer.train_clamp()).flatten()
     }
 
-    /// The epilogue of node `i`: the nodes after it, up to `end`, that each read only the value
-    /// before them, which nothing else reads, and map it by a per-channel rule. Returns it with
-    /// the last node it covers (`i` when none).
+    /// The epilogue of node `i`: the nodes after it, up to `end`, that each read the value before
+    /// them, which nothing else reads, and map it by a per-channel rule, or add to it a value
+    /// computed before node `i` that nothing reads afterwards (a residual add: that value is
+    /// taken out of `values`, indexed from `start`). Returns it with the last node it covers (`i`
+    /// when none).
     fn epilogue_after(
         &mut self,
         i: usize,
         end: usize,
         last_use: &[usize],
         start: usize,
+        values: &mut [Option<Tensor>],
     ) -> Result<(Epilogue, usize)> {
         let mut steps = Vec::new();
         let mut j = i + 1;
-        while j < end && self.nodes[j].inputs == [j] && last_use[j - start] == j {
-            match self.nodes[j].layer.eval_epilogue() {
+        while j < end && last_use[j - start] == j {
+            let step = match self.nodes[j].inputs[..] {
+                [v] if v == j => self.nodes[j].layer.eval_epilogue(),
+                [a, b] if (a == j) != (b == j) => {
+                    let s = if a == j { b } else { a };
+                    // Computed already, not read by node `i`, read by nothing after node `j`.
+                    let movable = s <= i
+                        && last_use.get(s - start) == Some(&j)
+                        && !self.nodes[i].inputs.contains(&s)
+                        && values.get(s - start).is_some_and(Option::is_some);
+                    (movable && self.nodes[j].layer.eval_sum()).then(|| {
+                        let other = values[s - start].take().unwrap_or_default();
+                        Ok(EpilogueStep::Add {
+                            layer: self.nodes[j].layer.name().to_string(),
+                            other: crate::layers::standard(other),
+                        })
+                    })
+                }
+                _ => None,
+            };
+            match step {
                 Some(step) => steps.push(step?),
                 None => break,
             }
@@ -206,7 +229,8 @@ impl Graph {
             let (fusion, last) = match () {
                 _ if !fuse => (Fusion::None, i),
                 _ if mode == Mode::Eval => {
-                    let (epilogue, last) = self.epilogue_after(i, end, &last_use, start)?;
+                    let (epilogue, last) =
+                        self.epilogue_after(i, end, &last_use, start, &mut values)?;
                     (Fusion::Epilogue(epilogue), last)
                 }
                 _ => match self.clamp_after(i, end, &last_use, start) {
@@ -237,6 +261,9 @@ impl Graph {
                 ),
             };
             let out = fusion.forward(node.layer.as_mut(), input, mode)?;
+            if let Fusion::Epilogue(e) = &fusion {
+                e.check_output(&out)?;
+            }
             for &v in &node.inputs {
                 if last_use[v - start] == i {
                     values[v - start] = None;
@@ -601,29 +628,116 @@ mod tests {
     fn evaluation_epilogues_give_the_layer_by_layer_values_bit_for_bit() {
         for (method, bits) in [(QuantMethod::Sbm, (0, 0)), (QuantMethod::Sbm, (6, 6))] {
             let mut g = tiny_resnet(4, method, 4);
-            // Trained a little, so that batch norm's running statistics and γ, β are not trivial.
-            train(&mut g, bits, 10);
-            let x = synthetic(20, [1, 8, 8], 4, 5.0, 3).unwrap();
-            let b = eval_batches(&x, 20, [1, 8, 8]).unwrap().remove(0);
-            // A hook sees every value, so `forward_with` runs layer by layer.
-            let each = g
-                .forward_with(b.images.clone(), Mode::Eval, &mut |_, _, _| Ok(()))
-                .unwrap();
-            let fused = g.forward(b.images.clone(), Mode::Eval).unwrap();
+            let (images, each, fused) = layer_by_layer_and_fused(&mut g, bits, 20);
             assert_eq!(each, fused, "bits {bits:?}");
-            assert_eq!(each, g.forward_range(0..10, b.images, Mode::Eval).unwrap());
-            assert!(each.iter().all(|v| v.is_finite()));
+            assert_eq!(each, g.forward_range(0..10, images, Mode::Eval).unwrap());
         }
         // b1 after c1 fused (c1 → b1 → r1: both become c1's epilogue) …
         let mut g = tiny_resnet(4, QuantMethod::Sbm, 4);
         let last_use = [0, 1, 2, 5, 4, 5, 6, 7, 8, 9, 0];
-        let (epilogue, last) = g.epilogue_after(0, 10, &last_use, 0).unwrap();
+        let mut values = vec![None; 11];
+        values[3] = Some(Tensor::zeros(vec![1, 8, 8, 8]));
+        let (epilogue, last) = g.epilogue_after(0, 10, &last_use, 0, &mut values).unwrap();
         assert_eq!((epilogue.0.len(), last), (2, 2));
-        // … c2 takes b2 but not the add (two inputs), which takes r2; r1, whose value feeds
-        // both c2 and the add, takes nothing.
-        assert_eq!(g.epilogue_after(3, 10, &last_use, 0).unwrap().1, 4);
-        assert_eq!(g.epilogue_after(5, 10, &last_use, 0).unwrap().1, 6);
-        assert_eq!(g.epilogue_after(2, 10, &last_use, 0).unwrap().1, 2);
+        // … c2 takes b2 but not the add, whose other operand c2 reads itself, which takes r2;
+        // r1, whose value feeds both c2 and the add, takes nothing.
+        assert_eq!(
+            g.epilogue_after(3, 10, &last_use, 0, &mut values)
+                .unwrap()
+                .1,
+            4
+        );
+        assert_eq!(
+            g.epilogue_after(5, 10, &last_use, 0, &mut values)
+                .unwrap()
+                .1,
+            6
+        );
+        assert_eq!(
+            g.epilogue_after(2, 10, &last_use, 0, &mut values)
+                .unwrap()
+                .1,
+            2
+        );
+        assert!(values[3].is_some());
+    }
+
+    /// A residual block of two convs, `x → c2 → b2 → r2 → c3 → b3 → add(x) → r3`, after a stem
+    /// `c1 → b1 → r1` (its output is `x`), then pooling and a linear head; `c3` has `out`
+    /// channels (8 matches `x`).
+    fn two_conv_block(out: usize, seed: u64) -> Graph {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut g = Graph::new();
+        let q = |i: u64| LayerQuant::new(QuantMethod::Sbm, seed ^ i);
+        let conv = |rng: &mut ChaCha8Rng, name: &str, i: usize, o: usize, k: u64| {
+            let w = conv_weight(rng, o, [3, 3], i);
+            Conv2d::new(name, Conv2dSpec::square(i, o, 3, 1, 1), w, None, q(k)).unwrap()
+        };
+        g.then(conv(&mut rng, "c1", 1, 8, 1)).unwrap();
+        g.then(BatchNorm::new("b1", 8)).unwrap();
+        let x = g.then(Activation::new("r1", ActivationKind::Relu)).unwrap();
+        g.then(conv(&mut rng, "c2", 8, 8, 2)).unwrap();
+        g.then(BatchNorm::new("b2", 8)).unwrap();
+        g.then(Activation::new("r2", ActivationKind::Relu)).unwrap();
+        g.then(conv(&mut rng, "c3", 8, out, 3)).unwrap();
+        let y = g.then(BatchNorm::new("b3", out)).unwrap();
+        g.push(Add::new("add"), &[y, x]).unwrap();
+        g.then(Activation::new("r3", ActivationKind::Relu)).unwrap();
+        g.then(GlobalAvgPool::new("gap")).unwrap();
+        g.then(Flatten::new("flat")).unwrap();
+        let (w, bias) = linear_weight_bias(&mut rng, 4, out);
+        g.then(Linear::new("fc", w, Some(bias), q(4)).unwrap())
+            .unwrap();
+        g
+    }
+
+    #[test]
+    fn a_residual_add_runs_in_the_evaluation_epilogue_bit_for_bit() {
+        let mut g = two_conv_block(8, 5);
+        // c3 (node 6) takes b3, the add (handing x over) and r3.
+        let last_use = [0, 1, 2, 8, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0];
+        let mut values = vec![None; 14];
+        values[3] = Some(Tensor::zeros(vec![1, 8, 8, 8]));
+        let (epilogue, last) = g.epilogue_after(6, 13, &last_use, 0, &mut values).unwrap();
+        assert_eq!((epilogue.0.len(), last), (3, 9));
+        assert!(values[3].is_none());
+        for bits in [(0, 0), (6, 6)] {
+            let (_, each, fused) = layer_by_layer_and_fused(&mut g, bits, 40);
+            assert_eq!(each, fused, "bits {bits:?}");
+        }
+        // Operands of different shapes stay an error naming the add, fused or not.
+        let mut g = two_conv_block(6, 5);
+        assert_eval_errors_name(&mut g, Tensor::zeros(vec![2, 8, 8, 1]), "add");
+    }
+
+    /// Trains `g` a little at `bits` (so that batch norm's running statistics and γ, β are not
+    /// trivial), then evaluates `n` synthetic images layer by layer (a hook sees every value)
+    /// and fused: (images, layer by layer, fused).
+    fn layer_by_layer_and_fused(
+        g: &mut Graph,
+        bits: (u32, u32),
+        n: usize,
+    ) -> (Tensor, Tensor, Tensor) {
+        train(g, bits, 10);
+        let x = synthetic(n, [1, 8, 8], 4, 5.0, 3).unwrap();
+        let images = eval_batches(&x, n, [1, 8, 8]).unwrap().remove(0).images;
+        let each = g
+            .forward_with(images.clone(), Mode::Eval, &mut |_, _, _| Ok(()))
+            .unwrap();
+        let fused = g.forward(images.clone(), Mode::Eval).unwrap();
+        assert!(each.iter().all(|v| v.is_finite()));
+        (images, each, fused)
+    }
+
+    /// Evaluating `x` fails, fused and layer by layer, with an error naming `layer`.
+    fn assert_eval_errors_name(g: &mut Graph, x: Tensor, layer: &str) {
+        for e in [
+            g.forward(x.clone(), Mode::Eval).unwrap_err(),
+            g.forward_with(x, Mode::Eval, &mut |_, _, _| Ok(()))
+                .unwrap_err(),
+        ] {
+            assert!(e.to_string().contains(layer), "{e}");
+        }
     }
 
     #[test]
@@ -635,14 +749,7 @@ mod tests {
         g.then(Conv2d::new("c1", spec, conv_weight(&mut rng, 8, [3, 3], 1), None, q).unwrap())
             .unwrap();
         g.then(BatchNorm::new("bn_wide", 6)).unwrap();
-        let x = Tensor::zeros(vec![2, 4, 4, 1]);
-        for e in [
-            g.forward(x.clone(), Mode::Eval).unwrap_err(),
-            g.forward_with(x, Mode::Eval, &mut |_, _, _| Ok(()))
-                .unwrap_err(),
-        ] {
-            assert!(e.to_string().contains("bn_wide"), "{e}");
-        }
+        assert_eval_errors_name(&mut g, Tensor::zeros(vec![2, 4, 4, 1]), "bn_wide");
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl Add {
         let block = ROWS.saturating_mul(c);
         let y = filled_by_blocks(a.len(), block, |i, y| {
             let y = add_into(block_of(a, block, i), block_of(b, block, i), y);
-            epilogue.apply(y, c)?;
+            epilogue.apply(y, c, i * block)?;
             Ok(y)
         })?;
         Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
@@ -77,6 +77,11 @@ impl Layer for Add {
         let y = self.sum(inputs, &Epilogue::default())?;
         self.shape = (mode == Mode::Train).then(|| y.shape().to_vec());
         Ok(y)
+    }
+
+    fn eval_sum(&mut self) -> bool {
+        self.shape = None;
+        true
     }
 
     fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {

@@ -1051,7 +1051,7 @@ impl Conv2d {
                     row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
                 }
             }
-            epilogue.apply(yb, o)?;
+            epilogue.apply(yb, o, i * rows * o)?;
             Ok(yb)
         })?;
         self.quant = quant;

@@ -1,7 +1,7 @@
-//! Evaluation-mode epilogues: the per-channel element-wise layers that follow a producing layer
-//! (batch norm with its running statistics, ReLU / ReLU6), applied by that layer to each block of
-//! its output while the block is still in cache, instead of as separate passes over the whole
-//! tensor. Each step calls the very function its own layer runs, so the values are the same bit
+//! Evaluation-mode epilogues: the element-wise layers that follow a producing layer (batch norm
+//! with its running statistics, ReLU / ReLU6, a residual add of a value computed earlier),
+//! applied by that layer to each block of its output while the block is still in cache, instead
+//! of as separate passes over the whole tensor. Each step calls the very function its own layer runs, so the values are the same bit
 //! for bit; only the memory traffic changes. The two kernels live here, and the layers call them
 //! from here.
 
@@ -23,6 +23,14 @@ pub enum EpilogueStep {
         /// The upper bound (`+∞` for ReLU, 6 for ReLU6).
         hi: f32,
     },
+    /// A residual add: `y = x + other`, `other` (standard layout) being the add's other operand,
+    /// of the output's shape, handed over by the graph since the add was its last reader.
+    Add {
+        /// The add layer (named in errors).
+        layer: String,
+        /// The other operand, whole.
+        other: Tensor,
+    },
 }
 
 /// The steps fused after a layer, in graph order (empty: none).
@@ -35,8 +43,9 @@ impl Epilogue {
         self.0.is_empty()
     }
 
-    /// Applies every step to `block`, whole rows of `channels` values.
-    pub fn apply(&self, block: &mut [f32], channels: usize) -> Result<()> {
+    /// Applies every step to `block`, whole rows of `channels` values, which starts at value
+    /// `start` of the layer's output (where a residual add reads its other operand).
+    pub fn apply(&self, block: &mut [f32], channels: usize, start: usize) -> Result<()> {
         for step in &self.0 {
             match step {
                 EpilogueStep::Normalize { layer, per_channel } => {
@@ -55,6 +64,26 @@ impl Epilogue {
                     normalize(block, None, [mean, inv_std, gamma, beta]);
                 }
                 EpilogueStep::Clamp { hi } => clamp_in_place(block, *hi),
+                EpilogueStep::Add { layer, other } => {
+                    let part = other
+                        .as_slice()
+                        .and_then(|o| o.get(start..start.checked_add(block.len())?))
+                        .ok_or_else(|| operands_differ(layer))?;
+                    add_in_place(block, part);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the whole output `y` against the steps: a residual add's other operand must have
+    /// its shape (the blocks have read only as much of it as they cover).
+    pub fn check_output(&self, y: &Tensor) -> Result<()> {
+        for step in &self.0 {
+            if let EpilogueStep::Add { layer, other } = step {
+                if other.shape() != y.shape() {
+                    return Err(operands_differ(layer));
+                }
             }
         }
         Ok(())
@@ -79,8 +108,21 @@ impl Epilogue {
             *y = y.as_standard_layout().into_owned();
         }
         let channels = y.shape().last().copied().unwrap_or(1);
+        self.check_output(y)?;
         let data = y.as_slice_mut().unwrap_or_default();
-        self.apply(data, channels)
+        self.apply(data, channels, 0)
+    }
+}
+
+/// The error of a residual add whose operands' shapes differ.
+fn operands_differ(layer: &str) -> SimError {
+    SimError::shape(layer, "operand shapes differ")
+}
+
+crate::simd::multiversion! {
+    /// `y ← y + other` element-wise (one length).
+    pub(super) fn add_in_place(y: &mut [f32], other: &[f32]) {
+        y.iter_mut().zip(other).for_each(|(y, o)| *y += o);
     }
 }
 

@@ -155,6 +155,14 @@ pub trait Layer: Send {
         None
     }
 
+    /// For a two-input element-wise sum (the residual add): whether its evaluation forward may
+    /// run as an [`EpilogueStep::Add`] of the layer producing one operand, the other handed over.
+    /// Asked only when it will: the layer then does not run and drops what an evaluation
+    /// forward drops.
+    fn eval_sum(&mut self) -> bool {
+        false
+    }
+
     /// An evaluation [`Layer::forward`] followed by `epilogue`. Layers that produce their output
     /// in blocks apply it to each block while in cache; the default applies it afterwards. Same
     /// values either way.
