@@ -837,15 +837,16 @@ impl Conv2d {
         };
         // One group and runs of kernel rows: the weight gradient reads the patches in place.
         let in_place = geo.reads_patches();
-        let patch_len = if in_place && cache.padded.is_none() {
-            geo.patch_scratch(name, spb)?
-        } else {
-            0
-        };
-        // Each block's input: padded by the forward pass, or as it came.
-        let (inputs, in_chunk) = match &cache.padded {
-            Some(p) => (p.as_slice(), geo.patch_scratch(name, spb)?),
-            None => (data(name, &cache.ops.x)?, in_block),
+        let padded_block = geo.patch_scratch(name, spb)?;
+        // Each block's input: padded by the forward pass, or as it came (then padded per block
+        // into scratch if the patches are read in place).
+        let (inputs, in_chunk, patch_len) = match &cache.padded {
+            Some(p) => (p.as_slice(), padded_block, 0),
+            None => (
+                data(name, &cache.ops.x)?,
+                in_block,
+                if in_place { padded_block } else { 0 },
+            ),
         };
         // Per block of samples: its (disjoint) slice of dx, if wanted.
         let dx_blocks: Vec<Option<&mut [f32]>> = if want_dx {
