@@ -433,11 +433,11 @@ mod tests {
 
     #[test]
     fn patches_give_the_im2col_product_on_every_path() {
-        // 20 samples of a padded 9×8×40 input, 3×3 kernel, stride (2, 1), dilation 2 rows:
-        // 360 terms (the 256-term blocks end inside a kernel row), 2 panels, 300 rows (blocks
-        // of 144). Transposed, the 300 pixels are the terms: 256-term blocks end inside an
+        // 40 samples of a padded 9×8×40 input, 3×3 kernel, stride (2, 1), dilation 2 rows:
+        // 360 terms (the 256-term blocks end inside a kernel row), 2 panels, 600 rows (blocks
+        // of 144). Transposed, the 600 pixels are the terms: the 512-term blocks end inside an
         // output row and inside a sample.
-        let (hp, wp, c, samples) = (9, 8, 40, 20);
+        let (hp, wp, c, samples) = (9, 8, 40, 40);
         let g = PatchGeometry {
             padded: [hp, wp, c],
             out: (3, 5),
@@ -449,7 +449,7 @@ mod tests {
         let x = x.as_slice().unwrap();
         let p = Patches::new(x, samples, g).unwrap();
         let (m, k) = p.dim();
-        assert_eq!((m, k), (300, 360));
+        assert_eq!((m, k), (600, 360));
         let a = Array2::from_shape_fn((m, k), |(i, t)| {
             let (n, oy, ox) = (i / 15, i / 5 % 3, i % 5);
             let (ky, kx, ch) = (t / (3 * c), t / c % 3, t % c);
