@@ -259,6 +259,11 @@ pub struct TrainBench {
     /// The step's GEMM shapes timed one by one on one thread ([`step_gemm_shapes`]); empty when
     /// not asked for.
     pub shapes: Vec<GemmShape>,
+    /// The GEMM calls of the timed steps themselves, per shape and operand kind, the largest
+    /// share of GEMM time first: operands as the layers left them in cache, which the one-by-one
+    /// timing above does not see.
+    #[serde(skip)]
+    pub step_shapes: Vec<crate::gemm::ShapeTime>,
     /// 1-minute load average at the start and end of the timed steps.
     pub load_avg: [Option<f64>; 2],
 }
@@ -309,8 +314,15 @@ pub fn train_steps(
         vector_path: peak.path.describe(),
         cpu_model: cpu_model(),
         shapes,
+        step_shapes: by_gemm_time(run.gemm.shapes.clone()),
         load_avg: run.load_avg,
     })
+}
+
+/// `shapes` ordered by CPU time, the largest first (ties in their given order).
+fn by_gemm_time(mut shapes: Vec<crate::gemm::ShapeTime>) -> Vec<crate::gemm::ShapeTime> {
+    shapes.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    shapes
 }
 
 /// One seeded batch of `batch` synthetic inputs in `[-2, 2)`, in the network's own layout, for
@@ -380,6 +392,7 @@ pub fn eval_passes(net: &mut Network, batch: usize, passes: usize) -> Result<Eva
 mod tests {
     use super::*;
     use crate::build::{build_network, BuildOptions};
+    use crate::gemm::OperandKind;
 
     #[test]
     fn train_bench_counts_the_gemm_flops_of_the_model() {
@@ -402,6 +415,37 @@ mod tests {
             "{}",
             r.gemm_cpu_share
         );
+        // The in-step shapes add up to the same FLOPs, largest GEMM time first, and name how
+        // `A` was read: LeNet-5's first conv reads its patches in place, forward and transposed
+        // for the weight gradient.
+        let flops: u64 = r.step_shapes.iter().map(|s| s.flops).sum();
+        assert!(
+            (flops as f64 / 2.0 / 1e9 / want - 1.0).abs() < 1e-9,
+            "{flops}"
+        );
+        assert!(r
+            .step_shapes
+            .windows(2)
+            .all(|w| w[0].seconds >= w[1].seconds));
+        let first = &sum.layers[0];
+        let (k, n) = (first.reduction_len(), first.out_channels());
+        let forward = r.step_shapes.iter().find(|s| (s.k, s.n) == (k, n));
+        assert_eq!(
+            forward.map(|s| s.operand),
+            Some(OperandKind::Patches),
+            "{:?}",
+            r.step_shapes
+        );
+        let weight = r.step_shapes.iter().find(|s| (s.m, s.n) == (k, n));
+        assert_eq!(
+            weight.map(|s| s.operand),
+            Some(OperandKind::PatchesT),
+            "{:?}",
+            r.step_shapes
+        );
+        // Every block of both timed steps, none of the warm-up step.
+        let blocks = 8_usize.div_ceil(crate::gemm::block_samples(first.out_pixels()));
+        assert_eq!(forward.map(|s| s.calls), Some(2 * blocks as u64));
     }
 
     #[test]

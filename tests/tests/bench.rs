@@ -62,6 +62,24 @@ fn bench_train_prints_the_issue_fields() {
         flops += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
     }
     assert!((flops / 1e9 - v["gemm_gflop_per_step"].as_f64().unwrap()).abs() < 1e-9);
+    // The same FLOPs as the timed steps ran them, with their share of the GEMM time.
+    let in_step = v["gemm_shapes_in_step"]
+        .as_array()
+        .expect("gemm_shapes_in_step");
+    let (mut flops, mut share) = (0.0, 0.0);
+    for s in in_step {
+        let dim = |k: &str| s[k].as_f64().unwrap_or(0.0);
+        flops += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
+        share += dim("fraction_of_gemm_time");
+        assert!(dim("fraction_of_peak") > 0.0, "{s}");
+        let operand = s["operand"].as_str().unwrap_or("");
+        assert!(
+            ["strided", "patches", "patches-t"].contains(&operand),
+            "{s}"
+        );
+    }
+    assert!((flops / 1e9 - v["gemm_gflop_per_step"].as_f64().unwrap()).abs() < 1e-9);
+    assert!((share - 1.0).abs() < 1e-9, "{share}");
     assert_eq!(v["threads"], 1);
     // Three GEMMs per layer at 2 FLOPs per MAC, less the first conv's input gradient (its
     // 117 600 MACs; training does not need it): (6 · 416 520 − 2 · 117 600) MACs · 16 images.

@@ -231,9 +231,31 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
             "gflops": s.gflops,
             "fraction_of_peak": s.gflops / r.peak_gflops.max(1e-9),
         })).collect::<Vec<_>>(),
+        "gemm_shapes_in_step": r.step_shapes.iter().map(|s| {
+            let gflops = s.flops as f64 / s.seconds.max(1e-9) / 1e9;
+            json!({
+                "operand": s.operand.name(),
+                "m": s.m,
+                "k": s.k,
+                "n": s.n,
+                "calls_per_step": s.calls as f64 / a.steps as f64,
+                "gflops": gflops,
+                "fraction_of_peak": gflops / r.peak_gflops.max(1e-9),
+                "fraction_of_gemm_time": s.seconds / gemm_seconds(r),
+            })
+        }).collect::<Vec<_>>(),
         "load_avg": r.load_avg[0],
         "load_avg_end": r.load_avg[1],
     })
+}
+
+/// The timed steps' CPU seconds inside GEMMs (at least a nanosecond, to divide by).
+fn gemm_seconds(r: &TrainBench) -> f64 {
+    r.step_shapes
+        .iter()
+        .map(|s| s.seconds)
+        .sum::<f64>()
+        .max(1e-9)
 }
 
 fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
@@ -283,6 +305,27 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
                 s.calls,
                 s.gflops,
                 pct(s.gflops)
+            ));
+        }
+        t.push_str(
+            "\nThe same inside the timed steps (operands as the layers left them), by GEMM time:\n",
+        );
+        t.push_str(&format!(
+            "{:<10} {:>6} {:>6} {:>6} {:>10} {:>9} {:>7} {:>11}\n",
+            "operand", "m", "k", "n", "calls/step", "GFLOP/s", "% peak", "% GEMM time"
+        ));
+        for s in &r.step_shapes {
+            let gflops = s.flops as f64 / s.seconds.max(1e-9) / 1e9;
+            t.push_str(&format!(
+                "{:<10} {:>6} {:>6} {:>6} {:>10.0} {:>9.1} {:>6.0} % {:>9.1} %\n",
+                s.operand.name(),
+                s.m,
+                s.k,
+                s.n,
+                s.calls as f64 / a.steps as f64,
+                gflops,
+                pct(gflops),
+                100.0 * s.seconds / gemm_seconds(r),
             ));
         }
     }

@@ -16,7 +16,7 @@ mod blocked;
 mod kernel;
 mod patches;
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
@@ -66,32 +66,92 @@ fn check(c: &ArrayViewMut2<f32>, a: &ArrayView2<f32>, b: &ArrayView2<f32>) -> Re
 }
 
 thread_local! {
-    /// Per-thread GEMM profile `(CPU seconds, FLOPs)`; `None` while profiling is off.
-    static PROFILE: Cell<Option<(f64, u64)>> = const { Cell::new(None) };
+    /// Per-thread GEMM profile, per shape; `None` while profiling is off.
+    static PROFILE: RefCell<Option<Vec<ShapeTime>>> = const { RefCell::new(None) };
+}
+
+/// How a product read its `A` operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OperandKind {
+    /// A strided matrix (linear layers, pointwise convs, gathered columns, the error GEMM of an
+    /// unpadded conv).
+    Strided,
+    /// A convolution's patches read in place (conv forward, and the error GEMM of a padded conv
+    /// run as the transposed conv).
+    Patches,
+    /// A convolution's patches transposed, read in place (the weight gradient).
+    PatchesT,
+}
+
+impl OperandKind {
+    /// A short name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            OperandKind::Strided => "strided",
+            OperandKind::Patches => "patches",
+            OperandKind::PatchesT => "patches-t",
+        }
+    }
+}
+
+/// The GEMM calls of one shape `C[m, n] = A[m, k]·B[k, n]` while profiling was on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShapeTime {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub operand: OperandKind,
+    pub calls: u64,
+    /// Floating-point operations (2 per multiply-add).
+    pub flops: u64,
+    /// Thread CPU seconds inside these calls, summed over threads.
+    pub seconds: f64,
+}
+
+impl ShapeTime {
+    fn key(&self) -> (usize, usize, usize, OperandKind) {
+        (self.m, self.k, self.n, self.operand)
+    }
 }
 
 /// GEMM work done while profiling was on: FLOPs and the CPU time spent inside GEMM calls,
-/// summed over threads (so comparable with one core's peak).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// summed over threads (so comparable with one core's peak), in total and per shape.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GemmProfile {
     /// Floating-point operations (2 per multiply-add).
     pub flops: u64,
     /// Thread CPU seconds inside [`matmul_into`], summed over all threads.
     pub seconds: f64,
+    /// The same per shape and operand kind, in order of their first call on each thread.
+    pub shapes: Vec<ShapeTime>,
 }
 
 /// Turns GEMM profiling on or off on the calling thread and every thread of the current rayon
 /// pool, and returns what they counted since the last call (two thread-CPU-clock reads per GEMM
 /// call while on).
 pub fn profile(on: bool) -> GemmProfile {
-    let take = || PROFILE.with(|p| p.replace(on.then_some((0.0, 0))));
+    let take = || PROFILE.with(|p| p.replace(on.then(Vec::new)));
     let mut parts = rayon::broadcast(|_| take());
     parts.push(take());
-    let (seconds, flops) = parts
-        .into_iter()
-        .flatten()
-        .fold((0.0, 0), |(a, b), (s, f)| (a + s, b + f));
-    GemmProfile { flops, seconds }
+    let mut total = GemmProfile::default();
+    for t in parts.into_iter().flatten().flatten() {
+        total.flops += t.flops;
+        total.seconds += t.seconds;
+        add_shape(&mut total.shapes, t);
+    }
+    total
+}
+
+/// Adds `t` into the entry of its shape in `shapes`, or appends it.
+fn add_shape(shapes: &mut Vec<ShapeTime>, t: ShapeTime) {
+    match shapes.iter_mut().find(|s| s.key() == t.key()) {
+        Some(s) => {
+            s.calls += t.calls;
+            s.flops += t.flops;
+            s.seconds += t.seconds;
+        }
+        None => shapes.push(t),
+    }
 }
 
 /// `C = A·B` (or `C += A·B` when `accumulate`), single-threaded. Any strides are accepted.
@@ -118,7 +178,7 @@ pub fn matmul_into(
     }
     // SAFETY: the shapes conform and are non-empty (checked above), the views describe valid
     // elements, and `c` is a unique borrow, so it aliases neither `a` nor `b`.
-    profiled(m * n * k, || unsafe {
+    profiled((m, k, n), OperandKind::Strided, || unsafe {
         product(vector_path(), strided_mut(&mut c), a, b, accumulate)
     });
     Ok(())
@@ -193,7 +253,12 @@ unsafe fn uninit_product<'c>(
         // holds the `m × n` row-major values (exclusively borrowed), and without `accumulate`
         // the driver writes every element of `C` before it reads any (later reduction blocks
         // continue from the first one's values).
-        profiled(m * n * k, || unsafe {
+        let operand = match a {
+            OperandA::Strided(_) => OperandKind::Strided,
+            OperandA::Patches(_) => OperandKind::Patches,
+            OperandA::PatchesT(_) => OperandKind::PatchesT,
+        };
+        profiled((m, k, n), operand, || unsafe {
             blocked::gemm(vector_path(), (m, n, k), a, b, c, false)
         });
     }
@@ -201,14 +266,28 @@ unsafe fn uninit_product<'c>(
     Ok(unsafe { &mut *(std::ptr::from_mut(c) as *mut [f32]) })
 }
 
-/// Runs the product `f` of `mnk` multiply-adds, adding its CPU time and FLOPs to the calling
-/// thread's profile while profiling is on.
-fn profiled(mnk: usize, f: impl FnOnce()) {
-    let started = PROFILE.with(|p| p.get().is_some()).then(thread_cpu_seconds);
+/// Runs the product `f` of shape `(m, k, n)` reading `A` as `operand`, adding its CPU time and
+/// FLOPs to the calling thread's profile while profiling is on.
+fn profiled((m, k, n): (usize, usize, usize), operand: OperandKind, f: impl FnOnce()) {
+    let started = PROFILE
+        .with(|p| p.borrow().is_some())
+        .then(thread_cpu_seconds);
     f();
     if let Some(t0) = started {
-        let (dt, flops) = (thread_cpu_seconds() - t0, 2 * mnk as u64);
-        PROFILE.with(|p| p.set(p.get().map(|(a, b)| (a + dt, b + flops))));
+        let t = ShapeTime {
+            m,
+            k,
+            n,
+            operand,
+            calls: 1,
+            flops: 2 * (m * k * n) as u64,
+            seconds: thread_cpu_seconds() - t0,
+        };
+        PROFILE.with(|p| {
+            if let Some(shapes) = p.borrow_mut().as_mut() {
+                add_shape(shapes, t);
+            }
+        });
     }
 }
 
