@@ -224,8 +224,6 @@ pub(crate) fn expect_inputs<'a>(
     Ok(inputs.to_vec())
 }
 
-/// A 4-D `[N, H, W, C]` view of `t`, or an error naming the layer.
-/// `t` in standard layout: moved when it already is (and owned), copied otherwise.
 /// A vector of `len` values written in parallel, `block` at a time, without zeroing it first:
 /// `fill(i, out)` writes block `i` (`out`; the last one may be shorter) and returns it, now
 /// initialised. A block returned other than whole is an error, so no value is left unwritten.
@@ -259,6 +257,7 @@ pub(crate) fn block_of(s: &[f32], size: usize, i: usize) -> &[f32] {
     s.chunks(size.max(1)).nth(i).unwrap_or_default()
 }
 
+/// `t` in standard layout: moved when it already is (and owned), copied otherwise.
 pub(crate) fn standard<S: ndarray::Data<Elem = f32>>(
     t: ndarray::ArrayBase<S, ndarray::IxDyn>,
 ) -> Tensor {
@@ -269,6 +268,7 @@ pub(crate) fn standard<S: ndarray::Data<Elem = f32>>(
     }
 }
 
+/// A 4-D `[N, H, W, C]` view of `t`, or an error naming the layer.
 pub(crate) fn as4<'a, S: ndarray::Data<Elem = f32>>(
     layer: &str,
     t: &'a ndarray::ArrayBase<S, ndarray::IxDyn>,
