@@ -44,11 +44,14 @@ impl Fusion {
                     "a fused clamp needs one input",
                 )),
             },
-            (Fusion::Epilogue(e), Input::Owned(x)) if !e.is_empty() => {
-                layer.forward_owned_then(x, e)
-            }
-            (Fusion::Epilogue(e), Input::Borrowed(ins)) if !e.is_empty() => {
-                layer.forward_then(&ins, e)
+            (Fusion::Epilogue(e), input) if !e.is_empty() => {
+                let y = match input {
+                    Input::Owned(x) => layer.forward_owned_then(x, e)?,
+                    Input::Borrowed(ins) => layer.forward_then(&ins, e)?,
+                };
+                // The blocks checked only the part of a residual operand they read.
+                e.check_output(&y)?;
+                Ok(y)
             }
             (_, Input::Owned(x)) => layer.forward_owned(x, mode),
             (_, Input::Borrowed(ins)) => layer.forward(&ins, mode),
@@ -177,12 +180,14 @@ impl Graph {
                 [a, b] if (a == j) != (b == j) => {
                     let s = if a == j { b } else { a };
                     // Computed already, not read by node `i`, read by nothing after node `j`.
-                    let movable = s <= i
-                        && last_use.get(s - start) == Some(&j)
-                        && !self.nodes[i].inputs.contains(&s)
-                        && values.get(s - start).is_some_and(Option::is_some);
+                    let at = s.checked_sub(start).filter(|_| s <= i);
+                    let movable = at.is_some_and(|at| {
+                        last_use.get(at) == Some(&j)
+                            && !self.nodes[i].inputs.contains(&s)
+                            && values.get(at).is_some_and(Option::is_some)
+                    });
                     (movable && self.nodes[j].layer.eval_sum()).then(|| {
-                        let other = values[s - start].take().unwrap_or_default();
+                        let other = at.and_then(|at| values[at].take()).unwrap_or_default();
                         Ok(EpilogueStep::Add {
                             layer: self.nodes[j].layer.name().to_string(),
                             other: crate::layers::standard(other),
@@ -261,9 +266,6 @@ impl Graph {
                 ),
             };
             let out = fusion.forward(node.layer.as_mut(), input, mode)?;
-            if let Fusion::Epilogue(e) = &fusion {
-                e.check_output(&out)?;
-            }
             for &v in &node.inputs {
                 if last_use[v - start] == i {
                     values[v - start] = None;

@@ -203,6 +203,7 @@ fn bench_bits(a: &TrainArgs) -> u32 {
 }
 
 fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
+    let gemm_total = gemm_seconds(r);
     json!({
         "model": a.model,
         "batch": a.batch,
@@ -232,7 +233,7 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
             "fraction_of_peak": s.gflops / r.peak_gflops.max(1e-9),
         })).collect::<Vec<_>>(),
         "gemm_shapes_in_step": r.step_shapes.iter().map(|s| {
-            let gflops = s.flops as f64 / s.seconds.max(1e-9) / 1e9;
+            let gflops = s.gflops();
             json!({
                 "operand": s.operand.name(),
                 "m": s.m,
@@ -241,7 +242,7 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
                 "calls_per_step": s.calls as f64 / a.steps as f64,
                 "gflops": gflops,
                 "fraction_of_peak": gflops / r.peak_gflops.max(1e-9),
-                "fraction_of_gemm_time": s.seconds / gemm_seconds(r),
+                "fraction_of_gemm_time": s.seconds / gemm_total,
             })
         }).collect::<Vec<_>>(),
         "load_avg": r.load_avg[0],
@@ -314,8 +315,9 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
             "{:<10} {:>6} {:>6} {:>6} {:>10} {:>9} {:>7} {:>11}\n",
             "operand", "m", "k", "n", "calls/step", "GFLOP/s", "% peak", "% GEMM time"
         ));
+        let gemm_total = gemm_seconds(r);
         for s in &r.step_shapes {
-            let gflops = s.flops as f64 / s.seconds.max(1e-9) / 1e9;
+            let gflops = s.gflops();
             t.push_str(&format!(
                 "{:<10} {:>6} {:>6} {:>6} {:>10.0} {:>9.1} {:>6.0} % {:>9.1} %\n",
                 s.operand.name(),
@@ -325,7 +327,7 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
                 s.calls as f64 / a.steps as f64,
                 gflops,
                 pct(gflops),
-                100.0 * s.seconds / gemm_seconds(r),
+                100.0 * s.seconds / gemm_total,
             ));
         }
     }

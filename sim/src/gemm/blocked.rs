@@ -76,6 +76,17 @@ pub(super) enum OperandA<'p> {
     PatchesT(&'p Patches<'p>),
 }
 
+impl OperandA<'_> {
+    /// How this operand is read, for the GEMM profile.
+    pub fn kind(&self) -> super::OperandKind {
+        match self {
+            OperandA::Strided(_) => super::OperandKind::Strided,
+            OperandA::Patches(_) => super::OperandKind::Patches,
+            OperandA::PatchesT(_) => super::OperandKind::PatchesT,
+        }
+    }
+}
+
 /// A panel of `B` as the kernels read it: its first element and the distance between its rows.
 type Panel = (*const f32, isize);
 
@@ -111,7 +122,6 @@ pub(super) unsafe fn gemm(
         OperandA::PatchesT(_) => KC_T,
         _ => kc_for(m),
     };
-    let mcb = MC;
     SCRATCH.with(|scratch| {
         let (buf, panels) = &mut *scratch.borrow_mut();
         for jc in (0..n).step_by(NC) {
@@ -144,8 +154,8 @@ pub(super) unsafe fn gemm(
                     ),
                     OperandA::PatchesT(p) => (p.col_step, Runs::Pixels { p, p0: pc }),
                 };
-                for ic in (0..m).step_by(mcb) {
-                    let mc = mcb.min(m - ic);
+                for ic in (0..m).step_by(MC) {
+                    let mc = MC.min(m - ic);
                     let rows_a = match a {
                         OperandA::Strided(a) => RowsA::Strided {
                             ptr: a

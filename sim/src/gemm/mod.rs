@@ -109,6 +109,11 @@ pub struct ShapeTime {
 }
 
 impl ShapeTime {
+    /// GFLOP per CPU-second of these calls.
+    pub fn gflops(&self) -> f64 {
+        self.flops as f64 / self.seconds.max(1e-9) / 1e9
+    }
+
     fn key(&self) -> (usize, usize, usize, OperandKind) {
         (self.m, self.k, self.n, self.operand)
     }
@@ -253,12 +258,7 @@ unsafe fn uninit_product<'c>(
         // holds the `m × n` row-major values (exclusively borrowed), and without `accumulate`
         // the driver writes every element of `C` before it reads any (later reduction blocks
         // continue from the first one's values).
-        let operand = match a {
-            OperandA::Strided(_) => OperandKind::Strided,
-            OperandA::Patches(_) => OperandKind::Patches,
-            OperandA::PatchesT(_) => OperandKind::PatchesT,
-        };
-        profiled((m, k, n), operand, || unsafe {
+        profiled((m, k, n), a.kind(), || unsafe {
             blocked::gemm(vector_path(), (m, n, k), a, b, c, false)
         });
     }
