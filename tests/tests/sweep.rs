@@ -1,5 +1,5 @@
 //! End-to-end tests of `cptsim sweep` with the local executor: results table, status, collect,
-//! bad plans, resume after a kill, a failing cell, a training cell resumed from its checkpoint and
+//! bad plans, `--only`, resume after a kill, a failing cell, a training cell resumed from its checkpoint and
 //! a tiny variant of the accuracy-study example. The Slurm executor is in `sweep_slurm.rs`.
 
 use std::path::{Path, PathBuf};
@@ -136,6 +136,101 @@ fn local_run_writes_the_table_and_status_and_collect_read_it() {
         std::fs::read_to_string(dir.join("results.csv")).unwrap(),
         text
     );
+}
+
+#[test]
+fn only_runs_the_chosen_cells_and_a_later_run_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_plan(tmp.path(), COST_PLAN);
+    // Bad selections fail before anything runs, naming the argument and what the plan has.
+    for (arg, says) in [
+        (
+            "seed=0",
+            "no key `seed` (its keys: model, schedule, bits, iters)",
+        ),
+        (
+            "model=zoo:vgg",
+            "no cell has model = zoo:vgg (its values: zoo:lenet5, zoo:mlp)",
+        ),
+        ("model", "expected KEY=VALUE"),
+    ] {
+        let out = sweep(
+            tmp.path(),
+            &["run", "plan.toml", "--out", "out", "--only", arg],
+        );
+        assert!(!out.status.success(), "--only {arg} ran");
+        assert!(
+            stderr(&out).contains(says),
+            "--only {arg}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !tmp.path().join("out").exists(),
+            "--only {arg} wrote output"
+        );
+    }
+    // Values of one key are alternatives, different keys must all match: 2 of the 6 cells.
+    let args = [
+        "--only",
+        "schedule=cosine",
+        "--only",
+        "bits=8",
+        "--only",
+        "bits=3:8",
+    ];
+    let dry = sweep(
+        tmp.path(),
+        &[
+            &[
+                "run",
+                "plan.toml",
+                "--out",
+                "out",
+                "--dry-run",
+                "--only",
+                "model=zoo:mlp",
+            ],
+            &args[..],
+        ]
+        .concat(),
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert!(
+        stdout(&dry).contains("6 cells (2 chosen by --only)"),
+        "{}",
+        stdout(&dry)
+    );
+    assert_eq!(
+        stdout(&dry).lines().filter(|l| l.starts_with('#')).count(),
+        2
+    );
+    let part = sweep(
+        tmp.path(),
+        &[&["run", "plan.toml", "--out", "out"], &args[..]].concat(),
+    );
+    assert!(part.status.success(), "{}", stderr(&part));
+    assert!(
+        stderr(&part).contains("4 chosen by --only), 4 to run"),
+        "{}",
+        stderr(&part)
+    );
+    let dir = tmp.path().join("out");
+    assert_eq!(done_count(&dir), 4);
+    let rows = csv_rows(&dir.join("results.csv"));
+    let col = rows[0].iter().position(|c| c == "schedule").unwrap();
+    assert!(rows[1..].iter().all(|r| r[col] == "cosine"), "{rows:?}");
+    // The same cells in the whole plan: a run without --only runs only the other two.
+    let rest = sweep(tmp.path(), &["run", "plan.toml", "--out", "out"]);
+    assert!(rest.status.success(), "{}", stderr(&rest));
+    assert!(
+        stderr(&rest).contains("6 cells, 2 to run"),
+        "{}",
+        stderr(&rest)
+    );
+    for cell in cell_dirs(&dir) {
+        assert_eq!(starts(&cell, "run"), 1, "{}", cell.display());
+    }
+    assert_eq!(csv_rows(&dir.join("results.csv")).len(), 1 + 6 * 2);
 }
 
 #[test]

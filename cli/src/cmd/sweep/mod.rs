@@ -11,6 +11,7 @@ pub mod executor;
 pub mod grid;
 pub mod lock;
 pub mod plan;
+pub mod select;
 pub mod status;
 pub mod study;
 
@@ -83,6 +84,11 @@ struct RunArgs {
     /// Check the plan and print each cell's id and command lines; run and write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Run only the cells with this value of a plan key, e.g. `--only seed=0` (repeatable:
+    /// values of one key are alternatives, different keys must all match). The cells keep
+    /// their ids, so a later run without it runs the rest.
+    #[arg(long, value_name = "KEY=VALUE")]
+    only: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -121,8 +127,10 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         bail!("--jobs: at least 1");
     }
     let study = Study::load(&args.plan, args.out.as_deref())?;
+    let only = select::Only::parse(&args.only, &study.cells)?;
+    let selected: Vec<&cell::Cell> = study.cells.iter().filter(|c| only.keeps(&c.spec)).collect();
     if args.dry_run {
-        return Ok(print_cells(&study, out)?);
+        return Ok(print_cells(&study, &selected, out)?);
     }
     let executor: Box<dyn Executor> = match args.executor {
         ExecutorArg::Local => Box::new(Local::new(args.jobs, args.threads)),
@@ -138,9 +146,14 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("plan {}", args.plan.display()))?;
     cell::write_file(&study.dir.join(PLAN_COPY), &text)?;
-    let pending: Vec<&cell::Cell> = study.cells.iter().filter(|c| !c.is_done()).collect();
+    let pending: Vec<&cell::Cell> = selected.iter().copied().filter(|c| !c.is_done()).collect();
+    let chosen = if only.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} chosen by --only)", selected.len())
+    };
     eprintln!(
-        "sweep {}: {} cells, {} to run, in {}",
+        "sweep {}: {} cells{chosen}, {} to run, in {}",
         study.plan.name,
         study.cells.len(),
         pending.len(),
@@ -175,6 +188,14 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         cptsim_plot::report::write_sweep_index(&study.dir, "schedule", &prov)
             .with_context(|| format!("{}/index.html", study.dir.display()))?;
     }
+    if done < study.cells.len() && !only.is_empty() && selected.iter().all(|c| c.is_done()) {
+        eprintln!(
+            "{} of {} cells not done yet, all outside --only: rerun without it for the rest",
+            study.cells.len() - done,
+            study.cells.len()
+        );
+        return Ok(());
+    }
     if done < study.cells.len() {
         bail!(
             "{} of {} cells are not done ({failed} failed, {running} running elsewhere, \
@@ -188,15 +209,20 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// `--dry-run`: every cell's index, id, state and command lines.
-fn print_cells(study: &Study, out: &mut dyn Write) -> std::io::Result<()> {
+fn print_cells(study: &Study, cells: &[&cell::Cell], out: &mut dyn Write) -> std::io::Result<()> {
+    let chosen = if cells.len() == study.cells.len() {
+        String::new()
+    } else {
+        format!(" ({} chosen by --only)", cells.len())
+    };
     writeln!(
         out,
-        "sweep {}: {} cells in {}",
+        "sweep {}: {} cells{chosen} in {}",
         study.plan.name,
         study.cells.len(),
         study.dir.join("cells").display()
     )?;
-    for cell in &study.cells {
+    for cell in cells {
         let done = if cell.is_done() { " (done)" } else { "" };
         writeln!(out, "#{} {}{done}", cell.index, cell.id)?;
         let c = &cell.commands;
