@@ -358,14 +358,30 @@ pub struct EvalBench {
     pub pass_ms_median: f64,
     /// Share of the process CPU time spent inside GEMMs.
     pub gemm_cpu_share: f64,
+    /// GFLOP/s of the GEMMs over the thread CPU time spent inside them, summed over threads.
+    pub gemm_gflops: f64,
+    /// The core's fp32 FMA peak, measured after the passes (as in [`TrainBench`]).
+    pub peak_gflops: f64,
+    /// The vector path the peak ran on.
+    pub vector_path: &'static str,
+    /// The GEMM calls of the timed passes, per shape and operand kind, the largest share of
+    /// GEMM time first.
+    #[serde(skip)]
+    pub pass_shapes: Vec<crate::gemm::ShapeTime>,
     /// 1-minute load average at the start and end of the timed passes.
     pub load_avg: [Option<f64>; 2],
 }
 
 /// Times `passes` evaluation-mode forward passes of `net` (running statistics, no cache for
 /// backward) on one seeded synthetic batch of `batch` inputs, after one warm-up pass; the
-/// network is built beforehand, so only the passes are timed.
-pub fn eval_passes(net: &mut Network, batch: usize, passes: usize) -> Result<EvalBench> {
+/// network is built beforehand, so only the passes are timed. Then measures the FMA peak for
+/// `peak_secs`.
+pub fn eval_passes(
+    net: &mut Network,
+    batch: usize,
+    passes: usize,
+    peak_secs: f64,
+) -> Result<EvalBench> {
     let x = synthetic_input(net, batch, passes, Pass::Eval)?;
     net.forward(x.clone(), Mode::Eval)?;
     let run = timed(passes, || {
@@ -378,12 +394,17 @@ pub fn eval_passes(net: &mut Network, batch: usize, passes: usize) -> Result<Eva
             None => Ok(()),
         }
     })?;
-    let (images, cpu) = ((batch * passes) as f64, run.cpu.max(1e-9));
+    let peak = fma_peak(VectorPath::detect(), peak_secs);
+    let (images, cpu, gemm) = ((batch * passes) as f64, run.cpu.max(1e-9), &run.gemm);
     Ok(EvalBench {
         images_per_s: images / run.wall.max(1e-9),
         images_per_cpu_s: images / cpu,
         pass_ms_median: run.median * 1e3,
-        gemm_cpu_share: run.gemm.seconds / cpu,
+        gemm_cpu_share: gemm.seconds / cpu,
+        gemm_gflops: gemm.flops as f64 / gemm.seconds.max(1e-9) / 1e9,
+        peak_gflops: peak.gflops,
+        vector_path: peak.path.describe(),
+        pass_shapes: by_gemm_time(gemm.shapes.clone()),
         load_avg: run.load_avg,
     })
 }
@@ -452,10 +473,24 @@ mod tests {
     fn eval_bench_times_forward_passes_and_rejects_empty_runs() {
         let g = cptsim_models::load_graph("zoo:lenet5", 4).unwrap();
         let mut net = build_network(&g, &BuildOptions::default()).unwrap();
-        let r = crate::tests::with_threads(1, || eval_passes(&mut net, 4, 2)).unwrap();
+        let r = crate::tests::with_threads(1, || eval_passes(&mut net, 4, 2, 0.01)).unwrap();
         assert!(r.images_per_s > 0.0 && r.images_per_cpu_s > 0.0 && r.pass_ms_median > 0.0);
         assert!(r.gemm_cpu_share > 0.0, "{}", r.gemm_cpu_share);
-        let e = eval_passes(&mut net, 4, 0).unwrap_err().to_string();
+        assert!(r.gemm_gflops > 0.0 && r.peak_gflops > 0.0);
+        // The passes' shapes: LeNet-5's first conv read as patches in blocks of whole samples,
+        // every block of both passes; the FLOPs are 2 per MAC of the model, for 4 samples and
+        // 2 passes.
+        let sum = net.summary();
+        let l0 = &sum.layers[0];
+        let spb = crate::gemm::block_samples(l0.out_pixels()).min(4);
+        let dims = (spb * l0.out_pixels(), l0.reduction_len(), l0.out_channels());
+        let conv1 = r.pass_shapes.iter().find(|s| (s.m, s.k, s.n) == dims);
+        let calls = 2 * 4_usize.div_ceil(spb) as u64;
+        let found = conv1.map(|s| (s.operand, s.calls));
+        assert_eq!(found, Some((OperandKind::Patches, calls)));
+        let flops: u64 = r.pass_shapes.iter().map(|s| s.flops).sum();
+        assert_eq!(flops, 2 * 2 * 4 * sum.total_macs());
+        let e = eval_passes(&mut net, 4, 0, 0.01).unwrap_err().to_string();
         assert!(e.contains("timed runs"), "{e}");
     }
 

@@ -63,23 +63,8 @@ fn bench_train_prints_the_issue_fields() {
     }
     assert!((flops / 1e9 - v["gemm_gflop_per_step"].as_f64().unwrap()).abs() < 1e-9);
     // The same FLOPs as the timed steps ran them, with their share of the GEMM time.
-    let in_step = v["gemm_shapes_in_step"]
-        .as_array()
-        .expect("gemm_shapes_in_step");
-    let (mut flops, mut share) = (0.0, 0.0);
-    for s in in_step {
-        let dim = |k: &str| s[k].as_f64().unwrap_or(0.0);
-        flops += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
-        share += dim("fraction_of_gemm_time");
-        assert!(dim("fraction_of_peak") > 0.0, "{s}");
-        let operand = s["operand"].as_str().unwrap_or("");
-        assert!(
-            ["strided", "patches", "patches-t"].contains(&operand),
-            "{s}"
-        );
-    }
+    let flops = in_run_flops(&v, "step");
     assert!((flops / 1e9 - v["gemm_gflop_per_step"].as_f64().unwrap()).abs() < 1e-9);
-    assert!((share - 1.0).abs() < 1e-9, "{share}");
     assert_eq!(v["threads"], 1);
     // Three GEMMs per layer at 2 FLOPs per MAC, less the first conv's input gradient (its
     // 117 600 MACs; training does not need it): (6 · 416 520 − 2 · 117 600) MACs · 16 images.
@@ -88,6 +73,30 @@ fn bench_train_prints_the_issue_fields() {
         (per_step - (6.0 * 416_520.0 - 2.0 * 117_600.0) * 16.0 / 1e9).abs() < 1e-9,
         "{per_step}"
     );
+}
+
+/// The FLOPs of one timed step or pass (`run`) in `gemm_shapes_in_RUN`, after checking that its
+/// rows name how `A` was read, have a positive rate and share all of the GEMM time.
+fn in_run_flops(v: &serde_json::Value, run: &str) -> f64 {
+    let key = format!("gemm_shapes_in_{run}");
+    let rows = v[&key].as_array().expect(&key);
+    let (mut flops, mut share) = (0.0, 0.0);
+    for s in rows {
+        let dim = |k: &str| s[k].as_f64().unwrap_or(0.0);
+        flops += 2.0 * dim("m") * dim("k") * dim("n") * dim(&format!("calls_per_{run}"));
+        share += dim("fraction_of_gemm_time");
+        assert!(dim("fraction_of_peak") > 0.0, "{s}");
+        let operand = s["operand"].as_str().unwrap_or("");
+        assert!(
+            ["strided", "patches", "patches-t"].contains(&operand),
+            "{s}"
+        );
+    }
+    assert!(
+        (share - 1.0).abs() < 1e-9,
+        "{key}: shares add up to {share}"
+    );
+    flops
 }
 
 #[test]
@@ -146,7 +155,16 @@ fn bench_eval_times_forward_passes_and_rejects_bad_flags() {
         (v["threads"].as_u64(), v["passes"].as_u64()),
         (Some(1), Some(2))
     );
-    for (flag, value) in [("--passes", "0"), ("--threads", "0"), ("--batch", "0")] {
+    assert_positive(&v, &["gemm_gflops", "peak_gflops"]);
+    // The passes' GEMMs, per shape: 2 FLOPs per MAC of LeNet-5 (the sum of `inspect`'s
+    // MACs/sample column: 416 520) for each of the 8 samples, and all of the GEMM time.
+    assert_eq!(in_run_flops(&v, "pass"), 2.0 * 416_520.0 * 8.0);
+    for (flag, value) in [
+        ("--passes", "0"),
+        ("--threads", "0"),
+        ("--batch", "0"),
+        ("--peak-secs", "100"),
+    ] {
         let out = run(&[&args[..], &[flag, value]].concat());
         assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
         assert!(stderr(&out).contains(flag), "{}", stderr(&out));

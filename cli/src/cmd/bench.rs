@@ -14,6 +14,7 @@ use clap::{Args, Subcommand};
 use cptsim_models::load_graph;
 use cptsim_sim::bench::{eval_passes, train_steps, EvalBench, TrainBench};
 use cptsim_sim::build::{build_network, BuildOptions};
+use cptsim_sim::gemm::ShapeTime;
 use cptsim_sim::peak::cpu_model;
 use cptsim_sim::quant::QuantMethod;
 use serde_json::json;
@@ -49,6 +50,9 @@ pub struct EvalArgs {
     /// Rayon threads (default: rayon's choice, one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// CPU seconds spent measuring the core's FMA peak (after the passes).
+    #[arg(long, default_value_t = 0.5)]
+    pub peak_secs: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
@@ -116,17 +120,27 @@ fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
         .context("--threads: cannot build the thread pool")
 }
 
+/// Checks a `--*-secs` flag: finite seconds in `[0, 60]`.
+fn check_secs(flag: &str, v: f64) -> Result<()> {
+    if !(v.is_finite() && (0.0..=60.0).contains(&v)) {
+        anyhow::bail!("{flag} {v}: expected seconds between 0 and 60");
+    }
+    Ok(())
+}
+
 fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
     if a.batch == 0 || a.passes == 0 {
         anyhow::bail!("--batch and --passes must be at least 1");
     }
+    check_secs("--peak-secs", a.peak_secs)?;
     let pool = pool(a.threads)?;
     let json = a.format.json_or_table("bench eval")?;
     let graph = load_graph(&a.model, a.batch)?;
     let mut net = build_network(&graph, &BuildOptions::default())
         .with_context(|| format!("model {}", a.model))?;
     let threads = pool.current_num_threads();
-    let r: EvalBench = pool.install(|| eval_passes(&mut net, a.batch, a.passes))?;
+    let r: EvalBench = pool.install(|| eval_passes(&mut net, a.batch, a.passes, a.peak_secs))?;
+    let pct = |g: f64| 100.0 * g / r.peak_gflops.max(1e-9);
     match json {
         true => writeln!(
             out,
@@ -140,7 +154,11 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
                 "images_per_cpu_s": r.images_per_cpu_s,
                 "pass_ms_median": r.pass_ms_median,
                 "gemm_cpu_share": r.gemm_cpu_share,
+                "gemm_gflops": r.gemm_gflops,
+                "peak_gflops": r.peak_gflops,
+                "vector_path": r.vector_path,
                 "cpu_model": cpu_model(),
+                "gemm_shapes_in_pass": in_run_json(&r.pass_shapes, a.passes, r.peak_gflops, "pass"),
                 "load_avg": r.load_avg[0],
                 "load_avg_end": r.load_avg[1],
             })
@@ -148,18 +166,28 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
         false => write!(
             out,
             "{} batch {} fp32 eval, {} passes, {threads} thread(s)\n\
+             CPU             {}, {}\n\
              throughput      {:9.1} images/s, {:.1} images per CPU-second\n\
-             pass (median)   {:9.1} ms ({:.0} % of CPU time in GEMMs)\n\
-             load average    {} → {}\n",
+             pass (median)   {:9.1} ms\n\
+             GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak, {:.0} % of CPU time)\n\
+             peak            {:9.1} GFLOP/s (FMA-throughput loop, one thread, same run)\n\
+             load average    {} → {}\n\
+             \nGEMM shapes inside the timed passes (C[m,n] = A[m,k]·B[k,n]), by GEMM time:\n{}",
             a.model,
             a.batch,
             a.passes,
+            cpu_model().as_deref().unwrap_or("unknown CPU model"),
+            r.vector_path,
             r.images_per_s,
             r.images_per_cpu_s,
             r.pass_ms_median,
+            r.gemm_gflops,
+            pct(r.gemm_gflops),
             100.0 * r.gemm_cpu_share,
+            r.peak_gflops,
             load(r.load_avg[0]),
             load(r.load_avg[1]),
+            in_run_table(&r.pass_shapes, a.passes, r.peak_gflops, "pass"),
         )?,
     }
     Ok(())
@@ -169,11 +197,8 @@ fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     if a.batch == 0 || a.steps == 0 {
         anyhow::bail!("--batch and --steps must be at least 1");
     }
-    for (flag, v) in [("--peak-secs", a.peak_secs), ("--shape-secs", a.shape_secs)] {
-        if !(v.is_finite() && (0.0..=60.0).contains(&v)) {
-            anyhow::bail!("{flag} {v}: expected seconds between 0 and 60");
-        }
-    }
+    check_secs("--peak-secs", a.peak_secs)?;
+    check_secs("--shape-secs", a.shape_secs)?;
     let pool = pool(a.threads)?;
     let graph = load_graph(&a.model, a.batch)?;
     let json = a.format.json_or_table("bench train")?;
@@ -203,7 +228,6 @@ fn bench_bits(a: &TrainArgs) -> u32 {
 }
 
 fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
-    let gemm_total = gemm_seconds(r);
     json!({
         "model": a.model,
         "batch": a.batch,
@@ -232,31 +256,67 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
             "gflops": s.gflops,
             "fraction_of_peak": s.gflops / r.peak_gflops.max(1e-9),
         })).collect::<Vec<_>>(),
-        "gemm_shapes_in_step": r.step_shapes.iter().map(|s| {
-            let gflops = s.gflops();
-            json!({
-                "operand": s.operand.name(),
-                "m": s.m,
-                "k": s.k,
-                "n": s.n,
-                "calls_per_step": s.calls as f64 / a.steps as f64,
-                "gflops": gflops,
-                "fraction_of_peak": gflops / r.peak_gflops.max(1e-9),
-                "fraction_of_gemm_time": s.seconds / gemm_total,
-            })
-        }).collect::<Vec<_>>(),
+        "gemm_shapes_in_step": in_run_json(&r.step_shapes, a.steps, r.peak_gflops, "step"),
         "load_avg": r.load_avg[0],
         "load_avg_end": r.load_avg[1],
     })
 }
 
-/// The timed steps' CPU seconds inside GEMMs (at least a nanosecond, to divide by).
-fn gemm_seconds(r: &TrainBench) -> f64 {
-    r.step_shapes
+/// CPU seconds inside the GEMMs of `shapes` (at least a nanosecond, to divide by).
+fn gemm_seconds(shapes: &[ShapeTime]) -> f64 {
+    shapes.iter().map(|s| s.seconds).sum::<f64>().max(1e-9)
+}
+
+/// The GEMM shapes of `runs` timed runs (each a `run`: step or pass) as JSON rows, with
+/// `calls_per_step` or `calls_per_pass`.
+fn in_run_json(shapes: &[ShapeTime], runs: usize, peak: f64, run: &str) -> Vec<serde_json::Value> {
+    let total = gemm_seconds(shapes);
+    shapes
         .iter()
-        .map(|s| s.seconds)
-        .sum::<f64>()
-        .max(1e-9)
+        .map(|s| {
+            let mut row = json!({
+                "operand": s.operand.name(),
+                "m": s.m,
+                "k": s.k,
+                "n": s.n,
+                "gflops": s.gflops(),
+                "fraction_of_peak": s.gflops() / peak.max(1e-9),
+                "fraction_of_gemm_time": s.seconds / total,
+            });
+            row[format!("calls_per_{run}")] = json!(s.calls as f64 / runs.max(1) as f64);
+            row
+        })
+        .collect()
+}
+
+/// The GEMM shapes of `runs` timed runs (each a `run`: step or pass) as a table.
+fn in_run_table(shapes: &[ShapeTime], runs: usize, peak: f64, run: &str) -> String {
+    let mut t = format!(
+        "{:<10} {:>6} {:>6} {:>6} {:>10} {:>9} {:>7} {:>11}\n",
+        "operand",
+        "m",
+        "k",
+        "n",
+        format!("calls/{run}"),
+        "GFLOP/s",
+        "% peak",
+        "% GEMM time"
+    );
+    let total = gemm_seconds(shapes);
+    for s in shapes {
+        t.push_str(&format!(
+            "{:<10} {:>6} {:>6} {:>6} {:>10.0} {:>9.1} {:>6.0} % {:>9.1} %\n",
+            s.operand.name(),
+            s.m,
+            s.k,
+            s.n,
+            s.calls as f64 / runs.max(1) as f64,
+            s.gflops(),
+            100.0 * s.gflops() / peak.max(1e-9),
+            100.0 * s.seconds / total,
+        ));
+    }
+    t
 }
 
 fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
@@ -311,25 +371,12 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
         t.push_str(
             "\nThe same inside the timed steps (operands as the layers left them), by GEMM time:\n",
         );
-        t.push_str(&format!(
-            "{:<10} {:>6} {:>6} {:>6} {:>10} {:>9} {:>7} {:>11}\n",
-            "operand", "m", "k", "n", "calls/step", "GFLOP/s", "% peak", "% GEMM time"
+        t.push_str(&in_run_table(
+            &r.step_shapes,
+            a.steps,
+            r.peak_gflops,
+            "step",
         ));
-        let gemm_total = gemm_seconds(r);
-        for s in &r.step_shapes {
-            let gflops = s.gflops();
-            t.push_str(&format!(
-                "{:<10} {:>6} {:>6} {:>6} {:>10.0} {:>9.1} {:>6.0} % {:>9.1} %\n",
-                s.operand.name(),
-                s.m,
-                s.k,
-                s.n,
-                s.calls as f64 / a.steps as f64,
-                gflops,
-                pct(gflops),
-                100.0 * s.seconds / gemm_total,
-            ));
-        }
     }
     t
 }
