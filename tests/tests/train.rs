@@ -206,6 +206,58 @@ fn sigterm_checkpoints_the_iteration_reached_and_the_run_resumes_there() {
     assert!(stderr(&out).contains(&resumed), "{}", stderr(&out));
 }
 
+#[test]
+fn a_killed_run_resumes_from_its_timed_checkpoint_to_the_uninterrupted_result() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (whole, killed) = (dir.path().join("whole"), dir.path().join("killed"));
+    let (w, k) = (
+        whole.to_string_lossy().into_owned(),
+        killed.to_string_lossy().into_owned(),
+    );
+    // One evaluation, at the end: only the timed checkpoints (every 30 ms) come before it.
+    let args = "train --model zoo:lenet5 --data synthetic --iters 400 --batch 16 --eval-every 400";
+    train_ok(&[&args.split(' ').collect::<Vec<_>>()[1..], &["--out", &w]].concat());
+    let mut child = cptsim_e2e::cptsim()
+        .args(args.split(' '))
+        .args(["--out", &k, "--checkpoint-minutes", "0.0005"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let started = std::time::Instant::now();
+    while !killed.join("checkpoint.bin").exists() {
+        assert!(
+            started.elapsed().as_secs() < 300,
+            "no checkpoint after 300 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // SIGKILL: no handler runs, so only what the timed checkpoints wrote survives.
+    child.kill().unwrap_or_else(|e| panic!("{e}"));
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!status.success(), "the run ended before it was killed");
+    assert!(!killed.join("summary.json").exists());
+    let out = train(&["--resume", &k]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let at = stderr(&out)
+        .split("resumed at iteration ")
+        .nth(1)
+        .and_then(|t| t.split('/').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no resume message: {}", stderr(&out)));
+    assert!((1..400).contains(&at), "resumed at {at}");
+    for file in ["trace.csv", "metrics.csv"] {
+        assert_eq!(read(&killed.join(file)), read(&whole.join(file)), "{file}");
+    }
+    let bad = train(&["--resume", &k, "--checkpoint-minutes=-1"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("--checkpoint-minutes"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
 /// A PFQ run (stages 3/8 → 8/8, ε = 10 so every full window is a plateau) of [`synthetic_run`];
 /// returns its JSON summary.
 fn pfq_run(out: &Path, extra: &[&str]) -> Value {

@@ -202,6 +202,11 @@ pub struct TrainArgs {
     /// Stop after this many iterations (checkpoint written) as if interrupted.
     #[arg(long)]
     pub(crate) stop_at: Option<u64>,
+    /// Also write a checkpoint (and the outputs so far) whenever this many minutes have passed
+    /// since the last one, so that a hard kill (SIGKILL, a crashed node, the OOM killer) loses at
+    /// most that much work; 0: only at evaluations. Results do not depend on it.
+    #[arg(long, value_name = "MINUTES", default_value_t = 10.0)]
+    pub(crate) checkpoint_minutes: f64,
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub(crate) format: OutputFormat,

@@ -1,6 +1,6 @@
 //! `--resume DIR` against the flags given with it: the checkpoint's plan decides the run, so a
 //! flag that contradicts it is an error naming the flag and both values; flags that only say how
-//! this invocation runs (`--out`, `--stop-at`, `--format`) may change.
+//! this invocation runs (`--out`, `--stop-at`, `--checkpoint-minutes`, `--format`) may change.
 
 use std::path::Path;
 
@@ -12,7 +12,7 @@ use super::args::TrainArgs;
 use super::plan::TrainPlan;
 
 /// Flags that are not part of the plan and may differ on resume.
-const FREE: [&str; 4] = ["out", "resume", "stop_at", "format"];
+const FREE: [&str; 5] = ["out", "resume", "stop_at", "checkpoint_minutes", "format"];
 
 /// The ids of the flags given on the command line of `train` (not defaulted).
 pub fn given_flags(matches: Option<&ArgMatches>) -> Vec<String> {
@@ -80,7 +80,7 @@ pub(crate) fn check(args: &TrainArgs, saved: &TrainPlan, path: &Path) -> anyhow:
             bail!(
                 "--resume {dir}: {flag} gives {field} = {new}, but the checkpoint's run has {old}; \
                  a resumed run keeps its plan (drop {flag}, or start a new run; only --out, \
-                 --stop-at and --format may change on resume)"
+                 --stop-at, --checkpoint-minutes and --format may change on resume)"
             );
         }
     }

@@ -81,6 +81,8 @@ fn saved_plan(path: &Path, settings: &serde_json::Value) -> anyhow::Result<Saved
 struct Invocation {
     out: Option<PathBuf>,
     stop_at: Option<u64>,
+    /// Time between checkpoints besides those at evaluations (`None`: only those).
+    checkpoint_every: Option<std::time::Duration>,
     json: bool,
 }
 
@@ -88,9 +90,15 @@ struct Invocation {
 pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     crate::malloc::keep_large_blocks();
     let mut seconds_before = 0.0;
+    let minutes = args.checkpoint_minutes;
+    if !(minutes.is_finite() && (0.0..=1e6).contains(&minutes)) {
+        bail!("--checkpoint-minutes {minutes}: expected minutes ≥ 0 (0: only at evaluations)");
+    }
     let mut inv = Invocation {
         out: args.out.clone(),
         stop_at: args.stop_at,
+        checkpoint_every: (minutes > 0.0)
+            .then(|| std::time::Duration::from_secs_f64(minutes * 60.0)),
         json: args.format.json_or_table("train")?,
     };
     let resume_dir = args.resume.clone();
@@ -214,6 +222,10 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     // iteration reached instead of losing the work since the last evaluation (a Slurm job at
     // its time limit, a sweep stopped by hand); a staged run is simply discarded.
     let _deferred = (work.is_some() && !is_staged).then(crate::interrupt::defer);
+    // Between evaluations, a checkpoint every --checkpoint-minutes (not for a staged run, whose
+    // outputs only count once it completes).
+    let every = inv.checkpoint_every.filter(|_| !is_staged);
+    let mut last_save = std::time::Instant::now();
     while tr.state.iteration < stop {
         if crate::interrupt::requested() {
             save(&mut tr, &progress)?;
@@ -257,8 +269,13 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
             eprintln!("warning: {note}");
         }
         progress.step(&report);
+        if report.eval.is_none() && every.is_some_and(|d| last_save.elapsed() >= d) {
+            save(&mut tr, &progress)?;
+            last_save = std::time::Instant::now();
+        }
         if let Some(e) = &report.eval {
             save(&mut tr, &progress).map_err(|e| relabel(e, |t| staged.unstage(t)))?;
+            last_save = std::time::Instant::now();
             if let (Some(c), false) = (collapse.observe(e.test_loss, e.test_acc), collapsed) {
                 collapsed = true;
                 if plan.stop_on_collapse {
