@@ -464,6 +464,14 @@ fn sigterm_to_a_sweep_checkpoints_its_training_cell_at_the_iteration_reached() {
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(Duration::from_millis(300));
+    // `status` says how far the running cell has got (its log's last progress line).
+    let status = sweep(tmp.path(), &["status", "out"]);
+    let text = stdout(&status);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("running ") && l.contains("/1000000)")),
+        "{text}"
+    );
     // The sweep alone is signalled (not its process group): it forwards to the cell's child.
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -485,6 +493,12 @@ fn sigterm_to_a_sweep_checkpoints_its_training_cell_at_the_iteration_reached() {
         .and_then(|t| t.split('/').next())
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("no checkpoint message: {}", logs[0]));
+    // … and where an interrupted one resumes (its checkpoint's iteration).
+    let status = stdout(&sweep(tmp.path(), &["status", "out"]));
+    assert!(
+        status.contains(&format!(" (resumes from iteration {at})")),
+        "{status}"
+    );
     let resumed = Command::new(cptsim_e2e::cptsim_path())
         .args(["train", "--resume", &run.to_string_lossy(), "--stop-at"])
         .arg((at + 1).to_string())

@@ -1,9 +1,10 @@
 //! `cptsim sweep status DIR`: how many cells are done, running (a live lock), failed
-//! (`error.txt`) or pending, and each failure's error.
+//! (`error.txt`) or pending, each failure's error, how far each running training cell has got
+//! and where each interrupted one resumes.
 
 use std::io::Write;
 
-use super::cell::{Cell, ERROR, LOCK};
+use super::cell::{Cell, ERROR, LOCK, STDERR_LOG};
 use super::lock::live_owner;
 use super::study::Study;
 
@@ -60,10 +61,47 @@ pub fn print(study: &Study, out: &mut dyn Write) -> std::io::Result<()> {
     )?;
     for cell in &study.cells {
         match state(cell) {
-            State::Running(owner) => writeln!(out, "running {} ({owner})", cell.id)?,
-            State::Failed(error) => writeln!(out, "failed {}: {error}", cell.id)?,
-            _ => {}
+            State::Running(owner) => {
+                let at = last_progress(cell).map_or(String::new(), |p| format!(", {p}"));
+                writeln!(out, "running {} ({owner}{at})", cell.id)?
+            }
+            State::Failed(error) => match checkpoint_iteration(cell) {
+                Some(i) => writeln!(
+                    out,
+                    "failed {} (resumes from iteration {i}): {error}",
+                    cell.id
+                )?,
+                None => writeln!(out, "failed {}: {error}", cell.id)?,
+            },
+            State::Pending => {
+                if let Some(i) = checkpoint_iteration(cell) {
+                    writeln!(out, "pending {} (resumes from iteration {i})", cell.id)?
+                }
+            }
+            State::Done => {}
         }
     }
     Ok(())
+}
+
+/// The last progress line (`iteration N/T`) a training cell's log holds, from its last 4 KiB.
+fn last_progress(cell: &Cell) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(cell.dir.join(STDERR_LOG)).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(4096))).ok()?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).ok()?;
+    let tail = String::from_utf8_lossy(&tail);
+    let line = tail.lines().rev().find(|l| l.starts_with("iter "))?;
+    let at = line.split_whitespace().nth(1)?;
+    let (i, t) = at.split_once('/')?;
+    let (i, t) = (i.parse::<u64>().ok()?, t.parse::<u64>().ok()?);
+    Some(format!("iteration {i}/{t}"))
+}
+
+/// The iteration of the checkpoint an unfinished training cell left (it resumes there).
+fn checkpoint_iteration(cell: &Cell) -> Option<u64> {
+    let path = cell.dir.join("run").join("checkpoint.bin");
+    cptsim_sim::train::checkpoint::iteration(&path).ok()
 }
