@@ -129,8 +129,13 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let study = Study::load(&args.plan, args.out.as_deref())?;
     let only = select::Only::parse(&args.only, &study.cells)?;
     let selected: Vec<&cell::Cell> = study.cells.iter().filter(|c| only.keeps(&c.spec)).collect();
+    let chosen = if only.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} chosen by --only)", selected.len())
+    };
     if args.dry_run {
-        return Ok(print_cells(&study, &selected, out)?);
+        return Ok(print_cells(&study, &selected, &chosen, out)?);
     }
     let executor: Box<dyn Executor> = match args.executor {
         ExecutorArg::Local => Box::new(Local::new(args.jobs, args.threads)),
@@ -147,11 +152,6 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         .with_context(|| format!("plan {}", args.plan.display()))?;
     cell::write_file(&study.dir.join(PLAN_COPY), &text)?;
     let pending: Vec<&cell::Cell> = selected.iter().copied().filter(|c| !c.is_done()).collect();
-    let chosen = if only.is_empty() {
-        String::new()
-    } else {
-        format!(" ({} chosen by --only)", selected.len())
-    };
     eprintln!(
         "sweep {}: {} cells{chosen}, {} to run, in {}",
         study.plan.name,
@@ -208,13 +208,14 @@ fn run_plan(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--dry-run`: every cell's index, id, state and command lines.
-fn print_cells(study: &Study, cells: &[&cell::Cell], out: &mut dyn Write) -> std::io::Result<()> {
-    let chosen = if cells.len() == study.cells.len() {
-        String::new()
-    } else {
-        format!(" ({} chosen by --only)", cells.len())
-    };
+/// `--dry-run`: each chosen cell's index, id, state and command lines (`chosen`: how many
+/// `--only` chose, for the heading).
+fn print_cells(
+    study: &Study,
+    cells: &[&cell::Cell],
+    chosen: &str,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     writeln!(
         out,
         "sweep {}: {} cells{chosen} in {}",

@@ -53,17 +53,24 @@ impl Only {
     /// Whether the cell of `spec` is kept.
     pub fn keeps(&self, spec: &CellSpec) -> bool {
         self.0.iter().all(|(key, values)| {
-            spec.get(key)
-                .is_some_and(|v| values.iter().any(|want| *want == v.text()))
+            value_of(spec, key).is_some_and(|v| values.iter().any(|want| *want == v))
         })
     }
+}
+
+/// The cell's value for `key` as text, `-` and `_` in key names alike (`grad-bits`, `grad_bits`).
+fn value_of(spec: &CellSpec, key: &str) -> Option<String> {
+    let norm = |k: &str| k.replace('-', "_");
+    spec.keys
+        .iter()
+        .find(|(k, _)| norm(k) == norm(key))
+        .map(|(_, v)| v.text())
 }
 
 /// The values cells have for `key`, in plan order, each once.
 fn values_of(key: &str, cells: &[Cell]) -> Vec<String> {
     let mut values: Vec<String> = Vec::new();
-    for v in cells.iter().filter_map(|c| c.spec.get(key)) {
-        let v = v.text();
+    for v in cells.iter().filter_map(|c| value_of(&c.spec, key)) {
         if !values.contains(&v) {
             values.push(v);
         }
