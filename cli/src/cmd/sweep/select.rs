@@ -52,9 +52,9 @@ impl Only {
 
     /// Whether the cell of `spec` is kept.
     pub fn keeps(&self, spec: &CellSpec) -> bool {
-        self.0.iter().all(|(key, values)| {
-            value_of(spec, key).is_some_and(|v| values.iter().any(|want| *want == v))
-        })
+        self.0
+            .iter()
+            .all(|(key, values)| value_of(spec, key).is_some_and(|v| values.contains(&v)))
     }
 }
 
