@@ -468,8 +468,9 @@ fn sigterm_to_a_sweep_checkpoints_its_training_cell_at_the_iteration_reached() {
     let status = sweep(tmp.path(), &["status", "out"]);
     let text = stdout(&status);
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("running ") && l.contains("/1000000)")),
+        text.lines().any(|l| l.starts_with("running ")
+            && l.contains("iteration ")
+            && l.contains("/1000000, ETA ")),
         "{text}"
     );
     // The sweep alone is signalled (not its process group): it forwards to the cell's child.

@@ -84,7 +84,8 @@ pub fn print(study: &Study, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The last progress line (`iteration N/T`) a training cell's log holds, from its last 4 KiB.
+/// The last progress line (`iteration N/T, ETA …`) a training cell's log holds, from its last
+/// 4 KiB.
 fn last_progress(cell: &Cell) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(cell.dir.join(STDERR_LOG)).ok()?;
@@ -97,7 +98,11 @@ fn last_progress(cell: &Cell) -> Option<String> {
     let at = line.split_whitespace().nth(1)?;
     let (i, t) = at.split_once('/')?;
     let (i, t) = (i.parse::<u64>().ok()?, t.parse::<u64>().ok()?);
-    Some(format!("iteration {i}/{t}"))
+    // The trainer's own estimate of the time left, when the line has one.
+    let eta = line
+        .split_once("  ETA ")
+        .map_or(String::new(), |(_, e)| format!(", ETA {}", e.trim()));
+    Some(format!("iteration {i}/{t}{eta}"))
 }
 
 /// The iteration of the checkpoint an unfinished training cell left (it resumes there).
