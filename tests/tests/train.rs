@@ -215,10 +215,14 @@ fn a_killed_run_resumes_from_its_timed_checkpoint_to_the_uninterrupted_result() 
         killed.to_string_lossy().into_owned(),
     );
     // One evaluation, at the end: only the timed checkpoints (every 30 ms) come before it.
-    let args = "train --model zoo:lenet5 --data synthetic --iters 400 --batch 16 --eval-every 400";
-    train_ok(&[&args.split(' ').collect::<Vec<_>>()[1..], &["--out", &w]].concat());
+    let args: Vec<&str> = "--model zoo:lenet5 --data synthetic --iters 400 --batch 16 \
+                           --eval-every 400"
+        .split_whitespace()
+        .collect();
+    train_ok(&[&args[..], &["--out", &w]].concat());
     let mut child = cptsim_e2e::cptsim()
-        .args(args.split(' '))
+        .arg("train")
+        .args(&args)
         .args(["--out", &k, "--checkpoint-minutes", "0.0005"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

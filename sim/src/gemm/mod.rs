@@ -131,6 +131,13 @@ pub struct GemmProfile {
     pub shapes: Vec<ShapeTime>,
 }
 
+impl GemmProfile {
+    /// GFLOP per CPU-second inside the GEMM calls (per core: summed over threads).
+    pub fn gflops(&self) -> f64 {
+        self.flops as f64 / self.seconds.max(1e-9) / 1e9
+    }
+}
+
 /// Turns GEMM profiling on or off on the calling thread and every thread of the current rayon
 /// pool, and returns what they counted since the last call (two thread-CPU-clock reads per GEMM
 /// call while on).

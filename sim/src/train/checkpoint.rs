@@ -196,12 +196,18 @@ pub fn iteration(path: &Path) -> Result<u64> {
     }
     let mut json = Vec::new();
     f.take(len).read_to_end(&mut json).map_err(io)?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&json).map_err(|e| bad(path, 16, format!("header: {e}")))?;
-    value
-        .pointer("/state/iteration")
-        .and_then(serde_json::Value::as_u64)
-        .ok_or_else(|| bad(path, 16, "header: no state.iteration"))
+    // Only `state.iteration` is kept: the rest of the header (the trace so far) is skipped.
+    #[derive(Deserialize)]
+    struct Head {
+        state: Progress,
+    }
+    #[derive(Deserialize)]
+    struct Progress {
+        iteration: u64,
+    }
+    serde_json::from_slice::<Head>(&json)
+        .map(|h| h.state.iteration)
+        .map_err(|e| bad(path, 16, format!("header: {e}")))
 }
 
 /// Reads a checkpoint file.

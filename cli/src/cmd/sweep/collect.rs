@@ -199,12 +199,7 @@ pub fn cell_rows_in(
                 if let Some((_, v)) = measured.iter().find(|(c, _)| c == col) {
                     return v.clone();
                 }
-                let own = cell
-                    .spec
-                    .keys
-                    .iter()
-                    .find(|(k, _)| k.replace('-', "_") == *col)
-                    .map(|(_, v)| v.json());
+                let own = cell.spec.get(col).map(|v| v.json());
                 own.or_else(|| fixed.iter().find(|(c, _)| c == col).map(|(_, v)| v.clone()))
                     .unwrap_or(Value::Null)
             })

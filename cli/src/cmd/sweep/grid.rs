@@ -24,9 +24,13 @@ pub struct CellSpec {
 }
 
 impl CellSpec {
-    /// The value of `key`, if the cell sets it.
+    /// The value of `key`, if the cell sets it (`-` and `_` alike in the name: `grad-bits`,
+    /// `grad_bits`).
     pub fn get(&self, key: &str) -> Option<&Scalar> {
-        self.keys.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.keys
+            .iter()
+            .find(|(k, _)| same_key(k, key))
+            .map(|(_, v)| v)
     }
 
     /// `key=value` pairs, for messages.
@@ -158,6 +162,15 @@ fn product(axes: &Axes) -> anyhow::Result<Vec<CellSpec>> {
     Ok(cells)
 }
 
+/// Whether `a` and `b` name the same key, `-` and `_` alike.
+fn same_key(a: &str, b: &str) -> bool {
+    let sep = |c: u8| c == b'-' || c == b'_';
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .all(|(x, y)| x == y || sep(x) && sep(y))
+}
+
 /// Whether the cell has every value of `exclude` (compared as command-line text).
 fn matches(spec: &CellSpec, exclude: &Fixed) -> bool {
     exclude
@@ -226,6 +239,19 @@ bits = "3:8"
         assert_eq!(cells(&text).unwrap().len(), 100_000);
         text += "seed = [1, 2]\n";
         assert!(format!("{:#}", cells(&text).unwrap_err()).contains("more than 100000"));
+    }
+
+    #[test]
+    fn keys_are_found_in_either_spelling() {
+        let c = cells("name = \"t\"\n[grid]\ngrad_bits = \"6\"\nlr = 0.1").unwrap();
+        for key in ["grad_bits", "grad-bits"] {
+            assert_eq!(
+                c[0].get(key).map(Scalar::text).as_deref(),
+                Some("6"),
+                "{key}"
+            );
+        }
+        assert!(c[0].get("grad_bit").is_none() && c[0].get("gradxbits").is_none());
     }
 
     #[test]

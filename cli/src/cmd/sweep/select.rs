@@ -58,13 +58,9 @@ impl Only {
     }
 }
 
-/// The cell's value for `key` as text, `-` and `_` in key names alike (`grad-bits`, `grad_bits`).
+/// The cell's value for `key` as text ([`CellSpec::get`]: `-` and `_` alike).
 fn value_of(spec: &CellSpec, key: &str) -> Option<String> {
-    let norm = |k: &str| k.replace('-', "_");
-    spec.keys
-        .iter()
-        .find(|(k, _)| norm(k) == norm(key))
-        .map(|(_, v)| v.text())
+    spec.get(key).map(|v| v.text())
 }
 
 /// The values cells have for `key`, in plan order, each once.

@@ -7,6 +7,7 @@ use std::io::Write;
 use super::cell::{Cell, ERROR, LOCK, STDERR_LOG};
 use super::lock::live_owner;
 use super::study::Study;
+use crate::cmd::train::{parse_progress, CHECKPOINT};
 
 /// Where a cell stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,19 +95,13 @@ fn last_progress(cell: &Cell) -> Option<String> {
     let mut tail = Vec::new();
     f.read_to_end(&mut tail).ok()?;
     let tail = String::from_utf8_lossy(&tail);
-    let line = tail.lines().rev().find(|l| l.starts_with("iter "))?;
-    let at = line.split_whitespace().nth(1)?;
-    let (i, t) = at.split_once('/')?;
-    let (i, t) = (i.parse::<u64>().ok()?, t.parse::<u64>().ok()?);
-    // The trainer's own estimate of the time left, when the line has one.
-    let eta = line
-        .split_once("  ETA ")
-        .map_or(String::new(), |(_, e)| format!(", ETA {}", e.trim()));
+    let (i, t, eta) = tail.lines().rev().find_map(parse_progress)?;
+    let eta = eta.map_or(String::new(), |e| format!(", ETA {e}"));
     Some(format!("iteration {i}/{t}{eta}"))
 }
 
 /// The iteration of the checkpoint an unfinished training cell left (it resumes there).
 fn checkpoint_iteration(cell: &Cell) -> Option<u64> {
-    let path = cell.dir.join("run").join("checkpoint.bin");
+    let path = cell.dir.join("run").join(CHECKPOINT);
     cptsim_sim::train::checkpoint::iteration(&path).ok()
 }

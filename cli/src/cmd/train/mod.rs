@@ -20,6 +20,7 @@ use crate::exit::{relabel, Exit, Stopped};
 use args::InitArg;
 pub use args::TrainArgs;
 pub use conflicts::given_flags;
+pub(crate) use output::parse_progress;
 use output::{Progress, Summary};
 use plan::{TrainPlan, PLAN_VERSION};
 
@@ -32,7 +33,8 @@ mod plan;
 mod policies;
 mod setup;
 
-const CHECKPOINT: &str = "checkpoint.bin";
+/// The checkpoint a run writes into its `--out` (and `sweep status` reads).
+pub(crate) const CHECKPOINT: &str = "checkpoint.bin";
 
 /// What the checkpoint keeps besides the trainer state.
 #[derive(Serialize, Deserialize)]

@@ -242,17 +242,7 @@ impl Progress {
         let done = r.iteration + 1 - self.first_iteration;
         let rate = self.images as f64 / self.train_seconds().max(1e-9);
         let eta = secs / done as f64 * self.total.saturating_sub(r.iteration + 1) as f64;
-        eprintln!(
-            "iter {}/{}  loss {:.4}  train acc {:.1}%  bits {}/{}  {:.0} img/s  ETA {}",
-            r.iteration + 1,
-            self.total,
-            r.loss,
-            100.0 * r.train_acc,
-            r.precision.fw,
-            r.precision.bw,
-            rate,
-            clock(eta)
-        );
+        eprintln!("{}", progress_line(r, self.total, rate, &clock(eta)));
         if let Some(e) = &r.eval {
             let val = e
                 .val_acc
@@ -268,6 +258,31 @@ impl Progress {
     }
 }
 
+/// How a progress line starts, and what comes before its estimate of the time left.
+const PROGRESS: &str = "iter ";
+const ETA: &str = "  ETA ";
+
+/// The progress line of step `r` of `total`, at `rate` images/s with `eta` left.
+fn progress_line(r: &StepReport, total: u64, rate: f64, eta: &str) -> String {
+    format!(
+        "{PROGRESS}{}/{total}  loss {:.4}  train acc {:.1}%  bits {}/{}  {rate:.0} img/s{ETA}{eta}",
+        r.iteration + 1,
+        r.loss,
+        100.0 * r.train_acc,
+        r.precision.fw,
+        r.precision.bw,
+    )
+}
+
+/// Iteration reached, total and time left (as printed) of a progress line that
+/// [`Progress::step`] wrote; `None` for any other line (`sweep status` reads cells' logs with it).
+pub(crate) fn parse_progress(line: &str) -> Option<(u64, u64, Option<&str>)> {
+    let rest = line.strip_prefix(PROGRESS)?;
+    let (i, t) = rest.split_whitespace().next()?.split_once('/')?;
+    let eta = line.split_once(ETA).map(|(_, e)| e.trim());
+    Some((i.parse().ok()?, t.parse().ok()?, eta))
+}
+
 /// `h:mm:ss` or `m:ss`.
 fn clock(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
@@ -275,5 +290,29 @@ fn clock(secs: f64) -> String {
         format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
     } else {
         format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cptsim_traces::schedule::Precision;
+
+    #[test]
+    fn progress_lines_parse_back() {
+        let r = StepReport {
+            iteration: 41,
+            loss: 0.5,
+            train_acc: 0.9,
+            precision: Precision { fw: 3, bw: 8 },
+            samples: 128,
+            eval: None,
+            eval_seconds: (0.0, 0.0),
+            notes: Vec::new(),
+        };
+        let line = progress_line(&r, 9000, 150.0, &clock(3725.0));
+        assert_eq!(parse_progress(&line), Some((42, 9000, Some("1:02:05"))));
+        assert_eq!(parse_progress("eval @ 42: test loss 0.2"), None);
+        assert_eq!(parse_progress("iter x/9000"), None);
     }
 }
