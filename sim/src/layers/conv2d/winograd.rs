@@ -1,0 +1,504 @@
+//! Winograd's minimal filtering F(2×2, 3×3) for 3×3 convs at stride 1 (Lavin & Gray, 2016):
+//! each 2×2 block of outputs ("tile") is `Aᵀ·[(G·g·Gᵀ) ⊙ (Bᵀ·d·B)]·A` of its 4×4 input patch `d`
+//! and the kernel `g`, 16 multiplies per input and output channel pair instead of 36. Summed
+//! over channels, the elementwise products become 16 GEMMs `M[ξ] = V[ξ]·U[ξ]`, one per position
+//! ξ of the 4×4 transformed tile, with the tiles as rows.
+//!
+//! The transforms only add, subtract and halve, so on integer-valued operands (quantized values
+//! on a power-of-two grid) the result is as exact as the direct product; on general floats it
+//! differs from it by rounding (reassociation and the halving of the kernel's sums). Every sum
+//! has a fixed order, so the numbers are the same on every vector path and thread count.
+
+use std::mem::MaybeUninit;
+
+use ndarray::ArrayView2;
+
+use super::im2col::Im2col;
+use super::{shape_err, with_scratch};
+use crate::error::Result;
+use crate::gemm::matmul_uninit;
+
+/// Positions of a transformed tile (4 × 4).
+const POS: usize = 16;
+/// Floats of transformed input (and of products) per chunk of tiles, at most: 1 MiB, which
+/// holds a whole block of tiles (1 024 outputs, 256 tiles) of up to 64 channels. Smaller
+/// chunks keep them in L2 but give the GEMMs too few rows (measured on ResNet-20 eval: chunks
+/// of 256 KiB ran 5–10 % slower).
+const CHUNK_FLOATS: usize = 1 << 18;
+/// Fewest input channels: below 32, the 16-term products run too far below the FMA peak and the
+/// transforms cost too much per multiply saved (ResNet-20's 16-channel convs ran slower).
+const MIN_CHANNELS: usize = 32;
+/// Most input channels: the 16 transformed kernels of a 512-channel conv (16 MiB) are streamed
+/// again for every chunk of 32 tiles (ResNet-50 eval ran slower with them than without).
+const MAX_CHANNELS: usize = 256;
+/// Floats between consecutive positions' matrices beyond their size: without it the 16
+/// matrices of a chunk lie a multiple of 4 KiB apart, and the transforms' 16 reads or writes per
+/// tile all fall into one L1 set.
+const SKEW: usize = 16;
+/// Lanes the transforms work in (one AVX2 vector; the compiler widens or narrows it).
+const LANES: usize = 8;
+
+/// True when F(2×2, 3×3) computes the conv (a one-group 3×3 kernel at stride 1, undilated)
+/// and is faster for it (32–256 input channels).
+pub(super) fn applies(geo: &Im2col<'_>) -> bool {
+    let sp = geo.spec;
+    sp.kernel == [3, 3]
+        && sp.stride == [1, 1]
+        && sp.dilation == [1, 1]
+        && sp.groups == 1
+        && (MIN_CHANNELS..=MAX_CHANNELS).contains(&sp.in_channels)
+}
+
+/// The kernels as the 16 matrices `U[ξ] = (G·g·Gᵀ)[ξ]` of `[C, O]`, laid out `[ξ][c][o]`, from
+/// the conv's GEMM operand `b[(tap, c), o]` (taps row-major over the 3×3 kernel).
+pub(super) fn weights(b: ArrayView2<f32>, c: usize) -> Vec<f32> {
+    let o = b.ncols();
+    let mut u = vec![0.0; POS * c * o];
+    for ci in 0..c {
+        for oi in 0..o {
+            let g = |ky: usize, kx: usize| b[[(ky * 3 + kx) * c + ci, oi]];
+            // G·g (4 × 3), then (G·g)·Gᵀ row by row.
+            let gg: [[f32; 3]; 4] = std::array::from_fn(|i| {
+                std::array::from_fn(|kx| {
+                    let (g0, g1, g2) = (g(0, kx), g(1, kx), g(2, kx));
+                    [g0, (g0 + g1 + g2) * 0.5, (g0 - g1 + g2) * 0.5, g2][i]
+                })
+            });
+            for (i, [a0, a1, a2]) in gg.into_iter().enumerate() {
+                let row = [a0, (a0 + a1 + a2) * 0.5, (a0 - a1 + a2) * 0.5, a2];
+                for (j, v) in row.into_iter().enumerate() {
+                    u[((i * 4 + j) * c + ci) * o + oi] = v;
+                }
+            }
+        }
+    }
+    u
+}
+
+type Lane = [f32; LANES];
+
+#[inline(always)]
+fn add<const L: usize>(a: [f32; L], b: [f32; L]) -> [f32; L] {
+    std::array::from_fn(|k| a[k] + b[k])
+}
+
+#[inline(always)]
+fn sub<const L: usize>(a: [f32; L], b: [f32; L]) -> [f32; L] {
+    std::array::from_fn(|k| a[k] - b[k])
+}
+
+/// `Bᵀ·d` along one axis of four values.
+#[inline(always)]
+fn input_axis<const L: usize>(d: [[f32; L]; 4]) -> [[f32; L]; 4] {
+    [
+        sub(d[0], d[2]),
+        add(d[1], d[2]),
+        sub(d[2], d[1]),
+        sub(d[1], d[3]),
+    ]
+}
+
+/// `Aᵀ·m` along one axis of four values.
+#[inline(always)]
+fn output_axis<const L: usize>(m: [[f32; L]; 4]) -> [[f32; L]; 2] {
+    [add(add(m[0], m[1]), m[2]), sub(sub(m[1], m[2]), m[3])]
+}
+
+/// `Bᵀ·d·B` of 16 input lanes `d[i·4 + j]`.
+#[inline(always)]
+fn input_tile<const L: usize>(d: [[f32; L]; 16]) -> [[f32; L]; 16] {
+    let cols: [[[f32; L]; 4]; 4] =
+        std::array::from_fn(|j| input_axis(std::array::from_fn(|i| d[i * 4 + j])));
+    let rows: [[[f32; L]; 4]; 4] =
+        std::array::from_fn(|i| input_axis(std::array::from_fn(|j| cols[j][i])));
+    std::array::from_fn(|x| rows[x / 4][x % 4])
+}
+
+/// `Aᵀ·m·A` of 16 product lanes `m[i·4 + j]`: the tile's outputs `[a·2 + b]`.
+#[inline(always)]
+fn output_tile<const L: usize>(m: [[f32; L]; 16]) -> [[f32; L]; 4] {
+    let cols: [[[f32; L]; 2]; 4] =
+        std::array::from_fn(|j| output_axis(std::array::from_fn(|i| m[i * 4 + j])));
+    let rows: [[[f32; L]; 2]; 2] =
+        std::array::from_fn(|a| output_axis(std::array::from_fn(|j| cols[j][a])));
+    std::array::from_fn(|x| rows[x / 2][x % 2])
+}
+
+/// Where tiles lie: `th × tw` tiles per sample, read from the input padded to `hp × wp` pixels
+/// (the spec's padding at the top and left, zeros to `2·th + 2` rows and `2·tw + 2` columns).
+struct Tiling {
+    th: usize,
+    tw: usize,
+    hp: usize,
+    wp: usize,
+}
+
+impl Tiling {
+    fn new(geo: &Im2col<'_>) -> Self {
+        let (th, tw) = (geo.out_hw.0.div_ceil(2), geo.out_hw.1.div_ceil(2));
+        Self {
+            th,
+            tw,
+            hp: 2 * th + 2,
+            wp: 2 * tw + 2,
+        }
+    }
+
+    /// `(sample, tile row, tile column)` of tile `t`.
+    fn of(&self, t: usize) -> (usize, usize, usize) {
+        let per = self.th * self.tw;
+        (t / per, (t % per) / self.tw, t % self.tw)
+    }
+}
+
+/// Floats of the padded input of `samples` samples ([`Tiling`]), or `None` on overflow.
+pub(super) fn padded_len(geo: &Im2col<'_>, samples: usize) -> Option<usize> {
+    let t = Tiling::new(geo);
+    t.hp.checked_mul(t.wp)?
+        .checked_mul(geo.spec.in_channels)?
+        .checked_mul(samples)
+}
+
+/// The conv of the samples in `x` (`[S, H, W, C]`, unpadded) with the transformed kernels `u`
+/// ([`weights`]) written into `y` (`[S, OH, OW, O]`, uninitialised); returns `y`, every value
+/// written.
+pub(super) fn forward<'y>(
+    layer: &str,
+    geo: &Im2col<'_>,
+    u: &[f32],
+    x: &[f32],
+    y: &'y mut [MaybeUninit<f32>],
+) -> Result<&'y mut [f32]> {
+    let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
+    forward_chunked(
+        layer,
+        geo,
+        u,
+        x,
+        y,
+        (CHUNK_FLOATS / (POS * c.max(o))).max(16),
+    )
+}
+
+/// [`forward`] in chunks of `chunk` tiles.
+fn forward_chunked<'y>(
+    layer: &str,
+    geo: &Im2col<'_>,
+    u: &[f32],
+    x: &[f32],
+    y: &'y mut [MaybeUninit<f32>],
+    chunk: usize,
+) -> Result<&'y mut [f32]> {
+    let sp = geo.spec;
+    let (c, o) = (sp.in_channels, sp.out_channels);
+    let samples = x.len() / geo.in_per_sample().max(1);
+    let tiling = Tiling::new(geo);
+    let tiles = samples * tiling.th * tiling.tw;
+    let padded = padded_len(geo, samples)
+        .ok_or_else(|| crate::error::SimError::shape(layer, "padded input size overflows"))?;
+    with_scratch(
+        padded + POS * (chunk * c + SKEW),
+        POS * (chunk * o + SKEW),
+        |pv, m| -> Result<()> {
+            let (xp, v) = pv.split_at_mut(padded);
+            pad(geo, &tiling, x, xp);
+            for t0 in (0..tiles).step_by(chunk) {
+                let nt = chunk.min(tiles - t0);
+                let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
+                let (v, m) = (&mut v[..POS * sv], &mut m[..POS * sm]);
+                transform_input(c, &tiling, xp, t0, nt, v);
+                for (xi, mx) in m.chunks_exact_mut(sm).enumerate() {
+                    let a = ArrayView2::from_shape((nt, c), &v[xi * sv..xi * sv + nt * c])
+                        .map_err(shape_err(layer))?;
+                    let mx = &mut mx[..nt * o];
+                    let b = ArrayView2::from_shape((c, o), &u[xi * c * o..(xi + 1) * c * o])
+                        .map_err(shape_err(layer))?;
+                    // SAFETY: `MaybeUninit<f32>` has the layout of `f32`; the product writes only
+                    // initialised values.
+                    let mx = unsafe { &mut *(std::ptr::from_mut(mx) as *mut [MaybeUninit<f32>]) };
+                    matmul_uninit(mx, a, b)?;
+                }
+                transform_output(geo, &tiling, m, t0, nt, y);
+            }
+            Ok(())
+        },
+    )?;
+    // SAFETY: the tiles cover every output pixel, and `transform_output` wrote all `O` channels
+    // of each (`y` has exactly `S·OH·OW·O` values: the caller's block).
+    Ok(unsafe { &mut *(std::ptr::from_mut(y) as *mut [f32]) })
+}
+
+/// Writes the samples of `x` into `xp` as [`Tiling`] pads them.
+fn pad(geo: &Im2col<'_>, tiling: &Tiling, x: &[f32], xp: &mut [f32]) {
+    let c = geo.spec.in_channels;
+    let (h, w) = geo.in_hw;
+    let (pt, pl) = (geo.spec.pads[0], geo.spec.pads[1]);
+    let row = tiling.wp * c;
+    for (xs, ps) in x
+        .chunks_exact(h * w * c)
+        .zip(xp.chunks_exact_mut(tiling.hp * row))
+    {
+        for (py, prow) in ps.chunks_exact_mut(row).enumerate() {
+            match py.checked_sub(pt).filter(|&iy| iy < h) {
+                Some(iy) => {
+                    let cols = w.min(tiling.wp.saturating_sub(pl));
+                    prow[..pl * c].fill(0.0);
+                    prow[pl * c..(pl + cols) * c]
+                        .copy_from_slice(&xs[iy * w * c..(iy * w + cols) * c]);
+                    prow[(pl + cols) * c..].fill(0.0);
+                }
+                None => prow.fill(0.0),
+            }
+        }
+    }
+}
+
+/// [`LANES`] floats at `p`.
+///
+/// # Safety
+/// `p..p + LANES` must be readable.
+#[inline(always)]
+unsafe fn load(p: *const f32) -> Lane {
+    // SAFETY: the caller's guarantee.
+    unsafe { std::ptr::read_unaligned(p.cast::<Lane>()) }
+}
+
+/// Stores a lane at `p`.
+///
+/// # Safety
+/// `p..p + LANES` must be writable.
+#[inline(always)]
+unsafe fn store(p: *mut f32, v: Lane) {
+    // SAFETY: the caller's guarantee.
+    unsafe { std::ptr::write_unaligned(p.cast::<Lane>(), v) }
+}
+
+crate::simd::multiversion! {
+/// Writes `Bᵀ·d·B` of tiles `t0..t0 + nt` of the padded input `xp` into `v` (`[ξ][tile][c]`, positions
+/// `nt·c + SKEW` apart).
+fn transform_input(c: usize, tiling: &Tiling, xp: &[f32], t0: usize, nt: usize, v: &mut [f32]) {
+    let wp = tiling.wp;
+    let lanes = c / LANES * LANES;
+    assert!(t0 + nt <= xp.len() / (tiling.hp * wp * c).max(1) * tiling.th * tiling.tw);
+    let sv = nt * c + SKEW;
+    assert!(v.len() >= POS * sv);
+    let (xp, vp) = (xp.as_ptr(), v.as_mut_ptr());
+    for t in 0..nt {
+        let (s, ty, tx) = tiling.of(t0 + t);
+        let base = ((s * tiling.hp + 2 * ty) * wp + 2 * tx) * c;
+        let at = |k: usize| base + ((k / 4) * wp + k % 4) * c;
+        let out = |xi: usize| xi * sv + t * c;
+        // SAFETY: tile (ty, tx) reads rows 2·ty..2·ty + 4 < hp and columns 2·tx..2·tx + 4 < wp
+        // of sample s, which `xp` holds (asserted); `v` holds POS·nt·c values.
+        unsafe {
+            for ci in (0..lanes).step_by(LANES) {
+                let d: [Lane; 16] = std::array::from_fn(|k| load(xp.add(at(k) + ci)));
+                for (xi, val) in input_tile(d).into_iter().enumerate() {
+                    store(vp.add(out(xi) + ci), val);
+                }
+            }
+            for ci in lanes..c {
+                let d: [[f32; 1]; 16] = std::array::from_fn(|k| [*xp.add(at(k) + ci)]);
+                for (xi, [val]) in input_tile(d).into_iter().enumerate() {
+                    *vp.add(out(xi) + ci) = val;
+                }
+            }
+        }
+    }
+}
+}
+
+crate::simd::multiversion! {
+/// Writes `Aᵀ·m·A` of tiles `t0..t0 + nt` (`m`: `[ξ][tile][o]`,
+/// positions `nt·o + SKEW` apart) into the outputs they cover.
+fn transform_output(
+    geo: &Im2col<'_>,
+    tiling: &Tiling,
+    m: &[f32],
+    t0: usize,
+    nt: usize,
+    y: &mut [MaybeUninit<f32>],
+) {
+    let o = geo.spec.out_channels;
+    let (oh, ow) = geo.out_hw;
+    let lanes = o / LANES * LANES;
+    let sm = nt * o + SKEW;
+    assert!(m.len() >= POS * sm);
+    assert!(y.len() >= (t0 + nt).div_ceil(tiling.th * tiling.tw) * oh * ow * o);
+    let (mp, yp) = (m.as_ptr(), y.as_mut_ptr().cast::<f32>());
+    for t in 0..nt {
+        let (s, ty, tx) = tiling.of(t0 + t);
+        let dst: [Option<usize>; 4] = std::array::from_fn(|k| {
+            let (oy, ox) = (2 * ty + k / 2, 2 * tx + k % 2);
+            (oy < oh && ox < ow).then(|| ((s * oh + oy) * ow + ox) * o)
+        });
+        let src = |xi: usize| xi * sm + t * o;
+        // SAFETY: `m` holds POS·nt·o values and `y` every output of the samples of the tiles
+        // (asserted); `dst` names only outputs inside the sample.
+        unsafe {
+            for oi in (0..lanes).step_by(LANES) {
+                let mv: [Lane; 16] = std::array::from_fn(|xi| load(mp.add(src(xi) + oi)));
+                for (val, at) in output_tile(mv).into_iter().zip(dst) {
+                    if let Some(at) = at {
+                        store(yp.add(at + oi), val);
+                    }
+                }
+            }
+            for oi in lanes..o {
+                let mv: [[f32; 1]; 16] = std::array::from_fn(|xi| [*mp.add(src(xi) + oi)]);
+                for ([val], at) in output_tile(mv).into_iter().zip(dst) {
+                    if let Some(at) = at {
+                        *yp.add(at + oi) = val;
+                    }
+                }
+            }
+        }
+    }
+}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::conv2d::Conv2dSpec;
+    use ndarray::Array2;
+
+    /// Deterministic values in [−1, 1), or integers in [−8, 8] when `int`.
+    fn values(n: usize, seed: u64, int: bool) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let u = (s >> 40) as f32 / (1u64 << 24) as f32;
+                if int {
+                    (u * 17.0).floor() - 8.0
+                } else {
+                    u * 2.0 - 1.0
+                }
+            })
+            .collect()
+    }
+
+    /// The conv in f64, directly: `x` `[S, H, W, C]`, `b[(tap, c), o]`; with the sum of the
+    /// terms' magnitudes per output, for a rounding bound.
+    fn direct(geo: &Im2col<'_>, x: &[f32], b: &Array2<f32>) -> Vec<(f64, f64)> {
+        let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
+        let (oh, ow) = geo.out_hw;
+        let mut out = Vec::new();
+        for s in 0..x.len() / geo.in_per_sample() {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    for oi in 0..o {
+                        let (mut acc, mut mag) = (0.0, 0.0);
+                        for ky in 0..3 {
+                            for kx in 0..3 {
+                                let Some((iy, ix)) = geo.source(oy, ox, ky, kx) else {
+                                    continue;
+                                };
+                                for ci in 0..c {
+                                    let xv =
+                                        x[((s * geo.in_hw.0 + iy) * geo.in_hw.1 + ix) * c + ci];
+                                    let t = xv as f64 * b[[(ky * 3 + kx) * c + ci, oi]] as f64;
+                                    acc += t;
+                                    mag += t.abs();
+                                }
+                            }
+                        }
+                        out.push((acc, mag));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Runs F(2×2, 3×3) on `samples` random samples in chunks of `chunk` tiles.
+    fn run(
+        spec: &Conv2dSpec,
+        hw: (usize, usize),
+        samples: usize,
+        chunk: usize,
+        int: bool,
+    ) -> (Vec<f32>, Vec<(f64, f64)>) {
+        let geo = Im2col {
+            spec,
+            in_hw: hw,
+            out_hw: spec.output_hw("t", hw.0, hw.1).unwrap(),
+        };
+        let (c, o) = (spec.in_channels, spec.out_channels);
+        let x = values(samples * geo.in_per_sample(), 1, int);
+        let b = Array2::from_shape_vec((9 * c, o), values(9 * c * o, 2, int)).unwrap();
+        let u = weights(b.view(), c);
+        let mut y = vec![MaybeUninit::new(f32::NAN); samples * geo.rows_per_sample() * o];
+        let y = forward_chunked("t", &geo, &u, &x, &mut y, chunk)
+            .unwrap()
+            .to_vec();
+        (y, direct(&geo, &x, &b))
+    }
+
+    fn specs() -> Vec<(Conv2dSpec, (usize, usize))> {
+        let mut lopsided = Conv2dSpec::square(9, 11, 3, 1, 0);
+        lopsided.pads = [0, 2, 1, 0];
+        vec![
+            (Conv2dSpec::square(16, 8, 3, 1, 1), (8, 8)),
+            // Channels off the 8 lanes, odd output height and width, asymmetric padding.
+            (lopsided, (7, 5)),
+            // No padding (a smaller output) and more padding (a larger one).
+            (Conv2dSpec::square(8, 16, 3, 1, 0), (6, 7)),
+            (Conv2dSpec::square(3, 5, 3, 1, 2), (3, 4)),
+        ]
+    }
+
+    #[test]
+    fn matches_the_direct_conv_across_chunks_edges_and_lanes() {
+        for (spec, hw) in specs() {
+            for chunk in [1, 5, 1000] {
+                let (y, want) = run(&spec, hw, 3, chunk, false);
+                assert_eq!(y.len(), want.len());
+                for (i, (&got, &(v, mag))) in y.iter().zip(&want).enumerate() {
+                    let err = (got as f64 - v).abs();
+                    assert!(
+                        err <= 1e-5 * mag.max(1.0),
+                        "{spec:?} chunk {chunk} out {i}: {got} vs {v}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_operands_give_the_exact_sums() {
+        // The transforms add, subtract and halve: on integers every intermediate is exact.
+        for (spec, hw) in specs() {
+            let (y, want) = run(&spec, hw, 2, 4, true);
+            for (&got, &(v, _)) in y.iter().zip(&want) {
+                assert_eq!(got, v as f32, "{spec:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn applies_to_undilated_one_group_3x3_convs_of_32_to_256_channels() {
+        let geo = |spec: &Conv2dSpec| {
+            applies(&Im2col {
+                spec,
+                in_hw: (8, 8),
+                out_hw: (8, 8),
+            })
+        };
+        assert!(geo(&Conv2dSpec::square(32, 16, 3, 1, 1)));
+        assert!(geo(&Conv2dSpec::square(256, 256, 3, 1, 1)));
+        assert!(!geo(&Conv2dSpec::square(16, 16, 3, 1, 1)));
+        assert!(!geo(&Conv2dSpec::square(512, 512, 3, 1, 1)));
+        assert!(!geo(&Conv2dSpec::square(64, 64, 3, 2, 1)));
+        assert!(!geo(&Conv2dSpec::square(64, 64, 5, 1, 2)));
+        let mut dilated = Conv2dSpec::square(64, 64, 3, 1, 2);
+        dilated.dilation = [2, 2];
+        assert!(!geo(&dilated));
+        let mut grouped = Conv2dSpec::square(64, 64, 3, 1, 1);
+        grouped.groups = 2;
+        assert!(!geo(&grouped));
+    }
+}
