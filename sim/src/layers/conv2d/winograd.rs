@@ -26,7 +26,8 @@ const POS: usize = 16;
 /// of 256 KiB ran 5–10 % slower).
 const CHUNK_FLOATS: usize = 1 << 18;
 /// Fewest input channels: below 32, the 16-term products run too far below the FMA peak and the
-/// transforms cost too much per multiply saved (ResNet-20's 16-channel convs ran slower).
+/// transforms cost too much per multiply saved (with ResNet-20's 16-channel convs as well, its
+/// eval ran 730–800 img/CPU-s against 950–1030, its training step 223–239 against 284–292).
 const MIN_CHANNELS: usize = 32;
 /// Most input channels: the 16 transformed kernels of a 512-channel conv (16 MiB) are streamed
 /// again for every chunk of 32 tiles (ResNet-50 eval ran slower with them than without).
@@ -35,8 +36,6 @@ const MAX_CHANNELS: usize = 256;
 /// matrices of a chunk lie a multiple of 4 KiB apart, and the transforms' 16 reads or writes per
 /// tile all fall into one L1 set.
 const SKEW: usize = 16;
-/// Lanes the transforms work in (one AVX2 vector; the compiler widens or narrows it).
-const LANES: usize = 8;
 
 /// True when F(2×2, 3×3) computes the conv (a one-group 3×3 kernel at stride 1, undilated)
 /// and is faster for it (32–256 input channels).
@@ -75,53 +74,50 @@ pub(super) fn weights(b: ArrayView2<f32>, c: usize) -> Vec<f32> {
     u
 }
 
-type Lane = [f32; LANES];
-
+/// `d = a − b`, elementwise.
 #[inline(always)]
-fn add<const L: usize>(a: [f32; L], b: [f32; L]) -> [f32; L] {
-    std::array::from_fn(|k| a[k] + b[k])
+fn sub(d: &mut [f32], a: &[f32], b: &[f32]) {
+    d.iter_mut()
+        .zip(a)
+        .zip(b)
+        .for_each(|((d, a), b)| *d = a - b);
 }
 
+/// `d = a + b`, elementwise.
 #[inline(always)]
-fn sub<const L: usize>(a: [f32; L], b: [f32; L]) -> [f32; L] {
-    std::array::from_fn(|k| a[k] - b[k])
+fn add(d: &mut [f32], a: &[f32], b: &[f32]) {
+    d.iter_mut()
+        .zip(a)
+        .zip(b)
+        .for_each(|((d, a), b)| *d = a + b);
 }
 
-/// `Bᵀ·d` along one axis of four values.
+/// `Bᵀ·[a, b, c, d]` along one axis, lane by lane: `a − c, b + c, c − b, b − d`.
 #[inline(always)]
-fn input_axis<const L: usize>(d: [[f32; L]; 4]) -> [[f32; L]; 4] {
-    [
-        sub(d[0], d[2]),
-        add(d[1], d[2]),
-        sub(d[2], d[1]),
-        sub(d[1], d[3]),
-    ]
+fn input_axis(out: [&mut [f32]; 4], [a, b, c, d]: [&[f32]; 4]) {
+    let [o0, o1, o2, o3] = out;
+    sub(o0, a, c);
+    add(o1, b, c);
+    sub(o2, c, b);
+    sub(o3, b, d);
 }
 
-/// `Aᵀ·m` along one axis of four values.
+/// `Aᵀ·[a, b, c, d]` along one axis, lane by lane: `(a + b) + c, (b − c) − d`.
 #[inline(always)]
-fn output_axis<const L: usize>(m: [[f32; L]; 4]) -> [[f32; L]; 2] {
-    [add(add(m[0], m[1]), m[2]), sub(sub(m[1], m[2]), m[3])]
+fn output_axis(out: [&mut [MaybeUninit<f32>]; 2], [a, b, c, d]: [&[f32]; 4]) {
+    let [o0, o1] = out;
+    for (((o, a), b), c) in o0.iter_mut().zip(a).zip(b).zip(c) {
+        o.write((a + b) + c);
+    }
+    for (((o, b), c), d) in o1.iter_mut().zip(b).zip(c).zip(d) {
+        o.write((b - c) - d);
+    }
 }
 
-/// `Bᵀ·d·B` of 16 input lanes `d[i·4 + j]`.
-#[inline(always)]
-fn input_tile<const L: usize>(d: [[f32; L]; 16]) -> [[f32; L]; 16] {
-    let cols: [[[f32; L]; 4]; 4] =
-        std::array::from_fn(|j| input_axis(std::array::from_fn(|i| d[i * 4 + j])));
-    let rows: [[[f32; L]; 4]; 4] =
-        std::array::from_fn(|i| input_axis(std::array::from_fn(|j| cols[j][i])));
-    std::array::from_fn(|x| rows[x / 4][x % 4])
-}
-
-/// `Aᵀ·m·A` of 16 product lanes `m[i·4 + j]`: the tile's outputs `[a·2 + b]`.
-#[inline(always)]
-fn output_tile<const L: usize>(m: [[f32; L]; 16]) -> [[f32; L]; 4] {
-    let cols: [[[f32; L]; 2]; 4] =
-        std::array::from_fn(|j| output_axis(std::array::from_fn(|i| m[i * 4 + j])));
-    let rows: [[[f32; L]; 2]; 2] =
-        std::array::from_fn(|a| output_axis(std::array::from_fn(|j| cols[j][a])));
-    std::array::from_fn(|x| rows[x / 2][x % 2])
+/// `s` as written-to `MaybeUninit`s.
+fn uninit(s: &mut [f32]) -> &mut [MaybeUninit<f32>] {
+    // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and only floats are written through it.
+    unsafe { &mut *(std::ptr::from_mut(s) as *mut [MaybeUninit<f32>]) }
 }
 
 /// Where tiles lie: `th × tw` tiles per sample, read from the input padded to `hp × wp` pixels
@@ -159,14 +155,29 @@ pub(super) fn padded_len(geo: &Im2col<'_>, samples: usize) -> Option<usize> {
         .checked_mul(samples)
 }
 
-/// The conv of the samples in `x` (`[S, H, W, C]`, unpadded) with the transformed kernels `u`
-/// ([`weights`]) written into `y` (`[S, OH, OW, O]`, uninitialised); returns `y`, every value
-/// written.
+/// A block of samples as the conv has them.
+pub(super) enum Input<'a> {
+    /// `[S, H, W, C]` as they lie.
+    Plain(&'a [f32]),
+    /// Padded as [`Im2col::pad_into`] writes them, where that is the layout the tiles read
+    /// ([`reads_padded`]).
+    Padded(&'a [f32]),
+}
+
+/// True when the spec's padded input ([`Im2col::pad_into`]) is the layout the tiles read: an
+/// output of even height and width, so the tiles end where the padding does.
+pub(super) fn reads_padded(geo: &Im2col<'_>) -> bool {
+    let t = Tiling::new(geo);
+    (t.hp, t.wp) == geo.padded_hw()
+}
+
+/// The conv of the samples in `x` with the transformed kernels `u` ([`weights`]) written into
+/// `y` (`[S, OH, OW, O]`, uninitialised); returns `y`, every value written.
 pub(super) fn forward<'y>(
     layer: &str,
     geo: &Im2col<'_>,
     u: &[f32],
-    x: &[f32],
+    x: Input<'_>,
     y: &'y mut [MaybeUninit<f32>],
 ) -> Result<&'y mut [f32]> {
     let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
@@ -185,23 +196,42 @@ fn forward_chunked<'y>(
     layer: &str,
     geo: &Im2col<'_>,
     u: &[f32],
-    x: &[f32],
+    x: Input<'_>,
     y: &'y mut [MaybeUninit<f32>],
     chunk: usize,
 ) -> Result<&'y mut [f32]> {
     let sp = geo.spec;
     let (c, o) = (sp.in_channels, sp.out_channels);
-    let samples = x.len() / geo.in_per_sample().max(1);
     let tiling = Tiling::new(geo);
+    let per_padded = tiling.hp * tiling.wp * c;
+    let (samples, to_pad) = match x {
+        Input::Plain(x) => (x.len() / geo.in_per_sample().max(1), Some(x)),
+        Input::Padded(x) if reads_padded(geo) => (x.len() / per_padded.max(1), None),
+        Input::Padded(_) => {
+            return Err(crate::error::SimError::shape(
+                layer,
+                "padded input is not laid out as the Winograd tiles read it",
+            ))
+        }
+    };
     let tiles = samples * tiling.th * tiling.tw;
-    let padded = padded_len(geo, samples)
-        .ok_or_else(|| crate::error::SimError::shape(layer, "padded input size overflows"))?;
+    let padded = match to_pad {
+        Some(_) => padded_len(geo, samples)
+            .ok_or_else(|| crate::error::SimError::shape(layer, "padded input size overflows"))?,
+        None => 0,
+    };
     with_scratch(
         padded + POS * (chunk * c + SKEW),
         POS * (chunk * o + SKEW),
         |pv, m| -> Result<()> {
             let (xp, v) = pv.split_at_mut(padded);
-            pad(geo, &tiling, x, xp);
+            let xp: &[f32] = match (to_pad, x) {
+                (Some(x), _) => {
+                    pad(geo, &tiling, x, xp);
+                    xp
+                }
+                (None, Input::Padded(x) | Input::Plain(x)) => x,
+            };
             for t0 in (0..tiles).step_by(chunk) {
                 let nt = chunk.min(tiles - t0);
                 let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
@@ -253,64 +283,51 @@ fn pad(geo: &Im2col<'_>, tiling: &Tiling, x: &[f32], xp: &mut [f32]) {
     }
 }
 
-/// [`LANES`] floats at `p`.
-///
-/// # Safety
-/// `p..p + LANES` must be readable.
-#[inline(always)]
-unsafe fn load(p: *const f32) -> Lane {
-    // SAFETY: the caller's guarantee.
-    unsafe { std::ptr::read_unaligned(p.cast::<Lane>()) }
-}
-
-/// Stores a lane at `p`.
-///
-/// # Safety
-/// `p..p + LANES` must be writable.
-#[inline(always)]
-unsafe fn store(p: *mut f32, v: Lane) {
-    // SAFETY: the caller's guarantee.
-    unsafe { std::ptr::write_unaligned(p.cast::<Lane>(), v) }
-}
-
 crate::simd::multiversion! {
-/// Writes `Bᵀ·d·B` of tiles `t0..t0 + nt` of the padded input `xp` into `v` (`[ξ][tile][c]`, positions
-/// `nt·c + SKEW` apart).
+/// Writes `Bᵀ·d·B` of tiles `t0..t0 + nt` of the padded input `xp` into `v` (`[ξ][tile][c]`,
+/// positions `nt·c + SKEW` apart): `Bᵀ` along the height once per row of tiles, for the whole
+/// width (into `e`: the 4 transformed rows), then `B` along the width per tile.
 fn transform_input(c: usize, tiling: &Tiling, xp: &[f32], t0: usize, nt: usize, v: &mut [f32]) {
-    let wp = tiling.wp;
-    let lanes = c / LANES * LANES;
-    assert!(t0 + nt <= xp.len() / (tiling.hp * wp * c).max(1) * tiling.th * tiling.tw);
+    let row = tiling.wp * c;
     let sv = nt * c + SKEW;
-    assert!(v.len() >= POS * sv);
-    let (xp, vp) = (xp.as_ptr(), v.as_mut_ptr());
+    let mut e = vec![0.0f32; 4 * row];
+    let mut done = None;
     for t in 0..nt {
         let (s, ty, tx) = tiling.of(t0 + t);
-        let base = ((s * tiling.hp + 2 * ty) * wp + 2 * tx) * c;
-        let at = |k: usize| base + ((k / 4) * wp + k % 4) * c;
-        let out = |xi: usize| xi * sv + t * c;
-        // SAFETY: tile (ty, tx) reads rows 2·ty..2·ty + 4 < hp and columns 2·tx..2·tx + 4 < wp
-        // of sample s, which `xp` holds (asserted); `v` holds POS·nt·c values.
-        unsafe {
-            for ci in (0..lanes).step_by(LANES) {
-                let d: [Lane; 16] = std::array::from_fn(|k| load(xp.add(at(k) + ci)));
-                for (xi, val) in input_tile(d).into_iter().enumerate() {
-                    store(vp.add(out(xi) + ci), val);
-                }
-            }
-            for ci in lanes..c {
-                let d: [[f32; 1]; 16] = std::array::from_fn(|k| [*xp.add(at(k) + ci)]);
-                for (xi, [val]) in input_tile(d).into_iter().enumerate() {
-                    *vp.add(out(xi) + ci) = val;
-                }
-            }
+        if done != Some((s, ty)) {
+            let at = (s * tiling.hp + 2 * ty) * row;
+            let r = &xp[at..at + 4 * row];
+            let rows = [&r[..row], &r[row..2 * row], &r[2 * row..3 * row], &r[3 * row..]];
+            let [e0, e1, e2, e3] = split4(&mut e, row);
+            input_axis([e0, e1, e2, e3], rows);
+            done = Some((s, ty));
+        }
+        for i in 0..4 {
+            let at = i * row + 2 * tx * c;
+            let p = &e[at..at + 4 * c];
+            let d = [&p[..c], &p[c..2 * c], &p[2 * c..3 * c], &p[3 * c..]];
+            let out: [&mut [f32]; 4] = {
+                let [a, b, cc, dd] = split4(&mut v[i * 4 * sv..(i + 1) * 4 * sv], sv);
+                [a, b, cc, dd].map(|q| &mut q[t * c..(t + 1) * c])
+            };
+            input_axis(out, d);
         }
     }
 }
 }
 
+/// The first four chunks of `len` values of `s`.
+fn split4(s: &mut [f32], len: usize) -> [&mut [f32]; 4] {
+    let (a, r) = s.split_at_mut(len);
+    let (b, r) = r.split_at_mut(len);
+    let (c, r) = r.split_at_mut(len);
+    [a, b, c, &mut r[..len]]
+}
+
 crate::simd::multiversion! {
-/// Writes `Aᵀ·m·A` of tiles `t0..t0 + nt` (`m`: `[ξ][tile][o]`,
-/// positions `nt·o + SKEW` apart) into the outputs they cover.
+/// Writes `Aᵀ·m·A` of tiles `t0..t0 + nt` (`m`: `[ξ][tile][o]`, positions `nt·o + SKEW` apart)
+/// into the outputs they cover: `Aᵀ` along the height into `f` (2 rows of 4), then `A` along the
+/// width into `y`.
 fn transform_output(
     geo: &Im2col<'_>,
     tiling: &Tiling,
@@ -321,37 +338,30 @@ fn transform_output(
 ) {
     let o = geo.spec.out_channels;
     let (oh, ow) = geo.out_hw;
-    let lanes = o / LANES * LANES;
     let sm = nt * o + SKEW;
-    assert!(m.len() >= POS * sm);
-    assert!(y.len() >= (t0 + nt).div_ceil(tiling.th * tiling.tw) * oh * ow * o);
-    let (mp, yp) = (m.as_ptr(), y.as_mut_ptr().cast::<f32>());
+    let mut f = vec![0.0f32; 8 * o];
+    let mut spare = vec![MaybeUninit::new(0.0f32); o];
     for t in 0..nt {
         let (s, ty, tx) = tiling.of(t0 + t);
-        let dst: [Option<usize>; 4] = std::array::from_fn(|k| {
-            let (oy, ox) = (2 * ty + k / 2, 2 * tx + k % 2);
-            (oy < oh && ox < ow).then(|| ((s * oh + oy) * ow + ox) * o)
-        });
-        let src = |xi: usize| xi * sm + t * o;
-        // SAFETY: `m` holds POS·nt·o values and `y` every output of the samples of the tiles
-        // (asserted); `dst` names only outputs inside the sample.
-        unsafe {
-            for oi in (0..lanes).step_by(LANES) {
-                let mv: [Lane; 16] = std::array::from_fn(|xi| load(mp.add(src(xi) + oi)));
-                for (val, at) in output_tile(mv).into_iter().zip(dst) {
-                    if let Some(at) = at {
-                        store(yp.add(at + oi), val);
-                    }
-                }
+        let mt = |xi: usize| &m[xi * sm + t * o..xi * sm + (t + 1) * o];
+        for j in 0..4 {
+            let (f0, f1) = f[2 * j * o..(2 * j + 2) * o].split_at_mut(o);
+            output_axis([uninit(f0), uninit(f1)], [mt(j), mt(4 + j), mt(8 + j), mt(12 + j)]);
+        }
+        for a in 0..2 {
+            let oy = 2 * ty + a;
+            if oy >= oh {
+                break;
             }
-            for oi in lanes..o {
-                let mv: [[f32; 1]; 16] = std::array::from_fn(|xi| [*mp.add(src(xi) + oi)]);
-                for ([val], at) in output_tile(mv).into_iter().zip(dst) {
-                    if let Some(at) = at {
-                        *yp.add(at + oi) = val;
-                    }
-                }
-            }
+            let fa = |j: usize| &f[(2 * j + a) * o..(2 * j + a + 1) * o];
+            let at = ((s * oh + oy) * ow + 2 * tx) * o;
+            // The second column of a tile past an odd width goes to `spare`.
+            let (y0, y1) = if 2 * tx + 1 < ow {
+                y[at..at + 2 * o].split_at_mut(o)
+            } else {
+                (&mut y[at..at + o], &mut spare[..])
+            };
+            output_axis([y0, y1], [fa(0), fa(1), fa(2), fa(3)]);
         }
     }
 }
@@ -432,7 +442,7 @@ mod tests {
         let b = Array2::from_shape_vec((9 * c, o), values(9 * c * o, 2, int)).unwrap();
         let u = weights(b.view(), c);
         let mut y = vec![MaybeUninit::new(f32::NAN); samples * geo.rows_per_sample() * o];
-        let y = forward_chunked("t", &geo, &u, &x, &mut y, chunk)
+        let y = forward_chunked("t", &geo, &u, Input::Plain(&x), &mut y, chunk)
             .unwrap()
             .to_vec();
         (y, direct(&geo, &x, &b))
