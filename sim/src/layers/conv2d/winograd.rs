@@ -147,14 +147,6 @@ impl Tiling {
     }
 }
 
-/// Floats of the padded input of `samples` samples ([`Tiling`]), or `None` on overflow.
-pub(super) fn padded_len(geo: &Im2col<'_>, samples: usize) -> Option<usize> {
-    let t = Tiling::new(geo);
-    t.hp.checked_mul(t.wp)?
-        .checked_mul(geo.spec.in_channels)?
-        .checked_mul(samples)
-}
-
 /// A block of samples as the conv has them.
 pub(super) enum Input<'a> {
     /// `[S, H, W, C]` as they lie.
@@ -203,10 +195,9 @@ fn forward_chunked<'y>(
     let sp = geo.spec;
     let (c, o) = (sp.in_channels, sp.out_channels);
     let tiling = Tiling::new(geo);
-    let per_padded = tiling.hp * tiling.wp * c;
-    let (samples, to_pad) = match x {
-        Input::Plain(x) => (x.len() / geo.in_per_sample().max(1), Some(x)),
-        Input::Padded(x) if reads_padded(geo) => (x.len() / per_padded.max(1), None),
+    let samples = match x {
+        Input::Plain(x) => x.len() / geo.in_per_sample().max(1),
+        Input::Padded(x) if reads_padded(geo) => x.len() / (tiling.hp * tiling.wp * c).max(1),
         Input::Padded(_) => {
             return Err(crate::error::SimError::shape(
                 layer,
@@ -215,28 +206,15 @@ fn forward_chunked<'y>(
         }
     };
     let tiles = samples * tiling.th * tiling.tw;
-    let padded = match to_pad {
-        Some(_) => padded_len(geo, samples)
-            .ok_or_else(|| crate::error::SimError::shape(layer, "padded input size overflows"))?,
-        None => 0,
-    };
     with_scratch(
-        padded + POS * (chunk * c + SKEW),
+        POS * (chunk * c + SKEW),
         POS * (chunk * o + SKEW),
-        |pv, m| -> Result<()> {
-            let (xp, v) = pv.split_at_mut(padded);
-            let xp: &[f32] = match (to_pad, x) {
-                (Some(x), _) => {
-                    pad(geo, &tiling, x, xp);
-                    xp
-                }
-                (None, Input::Padded(x) | Input::Plain(x)) => x,
-            };
+        |v, m| -> Result<()> {
             for t0 in (0..tiles).step_by(chunk) {
                 let nt = chunk.min(tiles - t0);
                 let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
                 let (v, m) = (&mut v[..POS * sv], &mut m[..POS * sm]);
-                transform_input(c, &tiling, xp, t0, nt, v);
+                transform_input(geo, &tiling, &x, t0, nt, v);
                 for (xi, mx) in m.chunks_exact_mut(sm).enumerate() {
                     let a = ArrayView2::from_shape((nt, c), &v[xi * sv..xi * sv + nt * c])
                         .map_err(shape_err(layer))?;
@@ -258,48 +236,53 @@ fn forward_chunked<'y>(
     Ok(unsafe { &mut *(std::ptr::from_mut(y) as *mut [f32]) })
 }
 
-/// Writes the samples of `x` into `xp` as [`Tiling`] pads them.
-fn pad(geo: &Im2col<'_>, tiling: &Tiling, x: &[f32], xp: &mut [f32]) {
-    let c = geo.spec.in_channels;
-    let (h, w) = geo.in_hw;
-    let (pt, pl) = (geo.spec.pads[0], geo.spec.pads[1]);
-    let row = tiling.wp * c;
-    for (xs, ps) in x
-        .chunks_exact(h * w * c)
-        .zip(xp.chunks_exact_mut(tiling.hp * row))
-    {
-        for (py, prow) in ps.chunks_exact_mut(row).enumerate() {
-            match py.checked_sub(pt).filter(|&iy| iy < h) {
-                Some(iy) => {
-                    let cols = w.min(tiling.wp.saturating_sub(pl));
-                    prow[..pl * c].fill(0.0);
-                    prow[pl * c..(pl + cols) * c]
-                        .copy_from_slice(&xs[iy * w * c..(iy * w + cols) * c]);
-                    prow[(pl + cols) * c..].fill(0.0);
-                }
-                None => prow.fill(0.0),
-            }
-        }
-    }
-}
-
 crate::simd::multiversion! {
-/// Writes `Bᵀ·d·B` of tiles `t0..t0 + nt` of the padded input `xp` into `v` (`[ξ][tile][c]`,
-/// positions `nt·c + SKEW` apart): `Bᵀ` along the height once per row of tiles, for the whole
-/// width (into `e`: the 4 transformed rows), then `B` along the width per tile.
-fn transform_input(c: usize, tiling: &Tiling, xp: &[f32], t0: usize, nt: usize, v: &mut [f32]) {
+/// Writes `Bᵀ·d·B` of tiles `t0..t0 + nt` of `x` into `v` (`[ξ][tile][c]`, positions
+/// `nt·c + SKEW` apart): `Bᵀ` along the height once per row of tiles, for the whole padded width
+/// (into `e`: the 4 transformed rows; zeros where the padding is), then `B` along the width per
+/// tile. Rows and columns of the padding are read as zeros without being copied.
+fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, nt: usize, v: &mut [f32]) {
+    let c = geo.spec.in_channels;
     let row = tiling.wp * c;
     let sv = nt * c + SKEW;
+    let (h, w) = geo.in_hw;
+    let (pt, pl) = (geo.spec.pads[0], geo.spec.pads[1]);
+    // Padded columns `lo..hi` hold input, the rest zeros.
+    let (lo, hi) = match x {
+        Input::Plain(_) => (pl.min(tiling.wp), (pl + w).min(tiling.wp)),
+        Input::Padded(_) => (0, tiling.wp),
+    };
+    let zeros = vec![0.0f32; (hi - lo) * c];
     let mut e = vec![0.0f32; 4 * row];
     let mut done = None;
     for t in 0..nt {
         let (s, ty, tx) = tiling.of(t0 + t);
         if done != Some((s, ty)) {
-            let at = (s * tiling.hp + 2 * ty) * row;
-            let r = &xp[at..at + 4 * row];
-            let rows = [&r[..row], &r[row..2 * row], &r[2 * row..3 * row], &r[3 * row..]];
+            // Padded row 2·ty + i, columns lo..hi.
+            let rows: [&[f32]; 4] = std::array::from_fn(|i| {
+                let py = 2 * ty + i;
+                match x {
+                    Input::Padded(xp) => {
+                        let at = (s * tiling.hp + py) * row;
+                        &xp[at..at + row]
+                    }
+                    Input::Plain(xs) => match py.checked_sub(pt).filter(|&iy| iy < h) {
+                        Some(iy) => {
+                            let at = (s * h + iy) * w * c;
+                            &xs[at..at + (hi - lo) * c]
+                        }
+                        None => &zeros[..],
+                    },
+                }
+            });
             let [e0, e1, e2, e3] = split4(&mut e, row);
-            input_axis([e0, e1, e2, e3], rows);
+            let mut out = [e0, e1, e2, e3].map(|r| {
+                r[..lo * c].fill(0.0);
+                r[hi * c..].fill(0.0);
+                &mut r[lo * c..hi * c]
+            });
+            let [o0, o1, o2, o3] = &mut out;
+            input_axis([o0, o1, o2, o3], rows);
             done = Some((s, ty));
         }
         for i in 0..4 {
