@@ -196,40 +196,47 @@ pub fn time_gemm_shapes(shapes: &mut [GemmShape], secs: f64) -> Result<()> {
 
 /// What [`timed`] measured.
 struct Timed {
-    /// Wall and process CPU seconds over all runs.
+    /// Wall and process CPU seconds over all timed runs.
     wall: f64,
     cpu: f64,
     /// Median wall seconds of one run.
     median: f64,
-    /// GEMM FLOPs and thread CPU time inside GEMMs over all runs.
+    /// GEMM FLOPs and thread CPU time inside GEMMs over one more, profiled run.
     gemm: crate::gemm::GemmProfile,
+    /// Process CPU seconds of the profiled run.
+    profiled_cpu: f64,
     /// 1-minute load average before and after.
     load_avg: [Option<f64>; 2],
 }
 
-/// Runs `f` `runs` times under the GEMM profiler, timing each run and the whole.
+/// Runs `f` `runs` times, timing each run and the whole, then once more under the GEMM profiler.
+/// The profiler reads the thread's CPU clock twice per GEMM call (a system call each), which in a
+/// Winograd eval pass of ResNet-20 (≈ 8 000 GEMMs) cost a few per cent: the timed runs go without.
 fn timed(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Timed> {
     let load0 = load_average_1min();
-    profile(true);
     let (w0, c0) = (Instant::now(), process_cpu_seconds());
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t = Instant::now();
-        if let Err(e) = f() {
-            profile(false);
-            return Err(e);
-        }
+        f()?;
         times.push(t.elapsed().as_secs_f64());
     }
     let (wall, cpu) = (w0.elapsed().as_secs_f64(), process_cpu_seconds() - c0);
+    let load1 = load_average_1min();
+    profile(true);
+    let c1 = process_cpu_seconds();
+    let profiled = f();
+    let profiled_cpu = process_cpu_seconds() - c1;
     let gemm = profile(false);
+    profiled?;
     times.sort_by(f64::total_cmp);
     Ok(Timed {
         wall,
         cpu,
         median: times.get(times.len() / 2).copied().unwrap_or(0.0),
         gemm,
-        load_avg: [load0, load_average_1min()],
+        profiled_cpu,
+        load_avg: [load0, load1],
     })
 }
 
@@ -245,7 +252,7 @@ pub struct TrainBench {
     /// GFLOP/s of the conv/linear GEMMs over the thread CPU time spent inside them, summed over
     /// threads (a per-core rate, comparable with `peak_gflops`).
     pub gemm_gflops: f64,
-    /// Share of the process CPU time spent inside GEMMs.
+    /// Share of the process CPU time spent inside GEMMs (in the profiled run).
     pub gemm_cpu_share: f64,
     /// GEMM GFLOP per step.
     pub gemm_gflop_per_step: f64,
@@ -259,7 +266,8 @@ pub struct TrainBench {
     /// The step's GEMM shapes timed one by one on one thread ([`step_gemm_shapes`]); empty when
     /// not asked for.
     pub shapes: Vec<GemmShape>,
-    /// The GEMM calls of the timed steps themselves, per shape and operand kind, the largest
+    /// The GEMM calls of one step run after the timed ones under the profiler (the same work and
+    /// layouts as the timed steps), per shape and operand kind, the largest
     /// share of GEMM time first: operands as the layers left them in cache, which the one-by-one
     /// timing above does not see.
     #[serde(skip)]
@@ -270,8 +278,8 @@ pub struct TrainBench {
 
 /// Times `steps` training steps (forward, softmax cross-entropy, backward, SGD with the paper's
 /// momentum and weight decay at lr 0.1) of `net` on one seeded synthetic batch of `batch` images,
-/// after one warm-up step; then measures the FMA peak for `peak_secs` and, when `shape_secs > 0`,
-/// times each of the step's GEMM shapes for `shape_secs`.
+/// after one warm-up step, and profiles the GEMMs of one more; then measures the FMA peak for
+/// `peak_secs` and, when `shape_secs > 0`, times each of the step's GEMM shapes for `shape_secs`.
 pub fn train_steps(
     net: &mut Network,
     batch: usize,
@@ -308,8 +316,8 @@ pub fn train_steps(
         images_per_cpu_s: images / cpu,
         step_ms_median: run.median * 1e3,
         gemm_gflops: gemm.gflops(),
-        gemm_cpu_share: gemm.seconds / cpu,
-        gemm_gflop_per_step: gemm.flops as f64 / steps as f64 / 1e9,
+        gemm_cpu_share: gemm.seconds / run.profiled_cpu.max(1e-9),
+        gemm_gflop_per_step: gemm.flops as f64 / 1e9,
         peak_gflops: peak.gflops,
         vector_path: peak.path.describe(),
         cpu_model: cpu_model(),
@@ -356,7 +364,7 @@ pub struct EvalBench {
     pub images_per_cpu_s: f64,
     /// Median wall time of one pass, milliseconds.
     pub pass_ms_median: f64,
-    /// Share of the process CPU time spent inside GEMMs.
+    /// Share of the process CPU time spent inside GEMMs (in the profiled run).
     pub gemm_cpu_share: f64,
     /// GFLOP/s of the GEMMs over the thread CPU time spent inside them, summed over threads.
     pub gemm_gflops: f64,
@@ -364,8 +372,8 @@ pub struct EvalBench {
     pub peak_gflops: f64,
     /// The vector path the peak ran on.
     pub vector_path: &'static str,
-    /// The GEMM calls of the timed passes, per shape and operand kind, the largest share of
-    /// GEMM time first.
+    /// The GEMM calls of one pass run after the timed ones under the profiler, per shape and
+    /// operand kind, the largest share of GEMM time first.
     #[serde(skip)]
     pub pass_shapes: Vec<crate::gemm::ShapeTime>,
     /// 1-minute load average at the start and end of the timed passes.
@@ -373,9 +381,9 @@ pub struct EvalBench {
 }
 
 /// Times `passes` evaluation-mode forward passes of `net` (running statistics, no cache for
-/// backward) on one seeded synthetic batch of `batch` inputs, after one warm-up pass; the
-/// network is built beforehand, so only the passes are timed. Then measures the FMA peak for
-/// `peak_secs`.
+/// backward) on one seeded synthetic batch of `batch` inputs, after one warm-up pass, and
+/// profiles the GEMMs of one more; the network is built beforehand, so only the passes are timed.
+/// Then measures the FMA peak for `peak_secs`.
 pub fn eval_passes(
     net: &mut Network,
     batch: usize,
@@ -400,7 +408,7 @@ pub fn eval_passes(
         images_per_s: images / run.wall.max(1e-9),
         images_per_cpu_s: images / cpu,
         pass_ms_median: run.median * 1e3,
-        gemm_cpu_share: gemm.seconds / cpu,
+        gemm_cpu_share: gemm.seconds / run.profiled_cpu.max(1e-9),
         gemm_gflops: gemm.gflops(),
         peak_gflops: peak.gflops,
         vector_path: peak.path.describe(),
@@ -436,14 +444,11 @@ mod tests {
             "{}",
             r.gemm_cpu_share
         );
-        // The in-step shapes add up to the same FLOPs, largest GEMM time first, and name how
+        // The profiled step's shapes add up to the same FLOPs, largest GEMM time first, and name how
         // `A` was read: LeNet-5's first conv reads its patches in place, forward and transposed
         // for the weight gradient.
         let flops: u64 = r.step_shapes.iter().map(|s| s.flops).sum();
-        assert!(
-            (flops as f64 / 2.0 / 1e9 / want - 1.0).abs() < 1e-9,
-            "{flops}"
-        );
+        assert!((flops as f64 / 1e9 / want - 1.0).abs() < 1e-9, "{flops}");
         assert!(r
             .step_shapes
             .windows(2)
@@ -464,9 +469,9 @@ mod tests {
             "{:?}",
             r.step_shapes
         );
-        // Every block of both timed steps, none of the warm-up step.
+        // Every block of the profiled step, none of the warm-up or timed steps.
         let blocks = 8_usize.div_ceil(crate::gemm::block_samples(first.out_pixels()));
-        assert_eq!(forward.map(|s| s.calls), Some(2 * blocks as u64));
+        assert_eq!(forward.map(|s| s.calls), Some(blocks as u64));
     }
 
     #[test]
@@ -477,19 +482,18 @@ mod tests {
         assert!(r.images_per_s > 0.0 && r.images_per_cpu_s > 0.0 && r.pass_ms_median > 0.0);
         assert!(r.gemm_cpu_share > 0.0, "{}", r.gemm_cpu_share);
         assert!(r.gemm_gflops > 0.0 && r.peak_gflops > 0.0);
-        // The passes' shapes: LeNet-5's first conv read as patches in blocks of whole samples,
-        // every block of both passes; the FLOPs are 2 per MAC of the model, for 4 samples and
-        // 2 passes.
+        // The profiled pass's shapes: LeNet-5's first conv read as patches in blocks of whole
+        // samples, every block of the pass; the FLOPs are 2 per MAC of the model, for 4 samples.
         let sum = net.summary();
         let l0 = &sum.layers[0];
         let spb = crate::gemm::block_samples(l0.out_pixels()).min(4);
         let dims = (spb * l0.out_pixels(), l0.reduction_len(), l0.out_channels());
         let conv1 = r.pass_shapes.iter().find(|s| (s.m, s.k, s.n) == dims);
-        let calls = 2 * 4_usize.div_ceil(spb) as u64;
+        let calls = 4_usize.div_ceil(spb) as u64;
         let found = conv1.map(|s| (s.operand, s.calls));
         assert_eq!(found, Some((OperandKind::Patches, calls)));
         let flops: u64 = r.pass_shapes.iter().map(|s| s.flops).sum();
-        assert_eq!(flops, 2 * 2 * 4 * sum.total_macs());
+        assert_eq!(flops, 2 * 4 * sum.total_macs());
         let e = eval_passes(&mut net, 4, 0, 0.01).unwrap_err().to_string();
         assert!(e.contains("timed runs"), "{e}");
     }

@@ -62,7 +62,7 @@ fn bench_train_prints_the_issue_fields() {
         flops += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
     }
     assert!((flops / 1e9 - v["gemm_gflop_per_step"].as_f64().unwrap()).abs() < 1e-9);
-    // The same FLOPs as the timed steps ran them, with their share of the GEMM time.
+    // The same FLOPs as a profiled step ran them, with their share of the GEMM time.
     let flops = in_run_flops(&v, "step");
     assert!((flops / 1e9 - v["gemm_gflop_per_step"].as_f64().unwrap()).abs() < 1e-9);
     assert_eq!(v["threads"], 1);
@@ -75,7 +75,7 @@ fn bench_train_prints_the_issue_fields() {
     );
 }
 
-/// The FLOPs of one timed step or pass (`run`) in `gemm_shapes_in_RUN`, after checking that its
+/// The FLOPs of one profiled step or pass (`run`) in `gemm_shapes_in_RUN`, after checking that its
 /// rows name how `A` was read, have a positive rate and share all of the GEMM time.
 fn in_run_flops(v: &serde_json::Value, run: &str) -> f64 {
     let key = format!("gemm_shapes_in_{run}");

@@ -158,7 +158,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
                 "peak_gflops": r.peak_gflops,
                 "vector_path": r.vector_path,
                 "cpu_model": cpu_model(),
-                "gemm_shapes_in_pass": in_run_json(&r.pass_shapes, a.passes, r.peak_gflops, "pass"),
+                "gemm_shapes_in_pass": in_run_json(&r.pass_shapes, r.peak_gflops, "pass"),
                 "load_avg": r.load_avg[0],
                 "load_avg_end": r.load_avg[1],
             })
@@ -172,7 +172,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
              GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak, {:.0} % of CPU time)\n\
              peak            {:9.1} GFLOP/s (FMA-throughput loop, one thread, same run)\n\
              load average    {} → {}\n\
-             \nGEMM shapes inside the timed passes (C[m,n] = A[m,k]·B[k,n]), by GEMM time:\n{}",
+             \nGEMM shapes in a profiled pass after the timed ones (C[m,n] = A[m,k]·B[k,n]), by GEMM time:\n{}",
             a.model,
             a.batch,
             a.passes,
@@ -187,7 +187,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
             r.peak_gflops,
             load(r.load_avg[0]),
             load(r.load_avg[1]),
-            in_run_table(&r.pass_shapes, a.passes, r.peak_gflops, "pass"),
+            in_run_table(&r.pass_shapes, r.peak_gflops, "pass"),
         )?,
     }
     Ok(())
@@ -256,7 +256,7 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
             "gflops": s.gflops,
             "fraction_of_peak": s.gflops / r.peak_gflops.max(1e-9),
         })).collect::<Vec<_>>(),
-        "gemm_shapes_in_step": in_run_json(&r.step_shapes, a.steps, r.peak_gflops, "step"),
+        "gemm_shapes_in_step": in_run_json(&r.step_shapes, r.peak_gflops, "step"),
         "load_avg": r.load_avg[0],
         "load_avg_end": r.load_avg[1],
     })
@@ -267,9 +267,9 @@ fn gemm_seconds(shapes: &[ShapeTime]) -> f64 {
     shapes.iter().map(|s| s.seconds).sum::<f64>().max(1e-9)
 }
 
-/// The GEMM shapes of `runs` timed runs (each a `run`: step or pass) as JSON rows, with
-/// `calls_per_step` or `calls_per_pass`.
-fn in_run_json(shapes: &[ShapeTime], runs: usize, peak: f64, run: &str) -> Vec<serde_json::Value> {
+/// The GEMM shapes of one profiled `run` (step or pass) as JSON rows, with `calls_per_step` or
+/// `calls_per_pass`.
+fn in_run_json(shapes: &[ShapeTime], peak: f64, run: &str) -> Vec<serde_json::Value> {
     let total = gemm_seconds(shapes);
     shapes
         .iter()
@@ -283,14 +283,14 @@ fn in_run_json(shapes: &[ShapeTime], runs: usize, peak: f64, run: &str) -> Vec<s
                 "fraction_of_peak": s.gflops() / peak.max(1e-9),
                 "fraction_of_gemm_time": s.seconds / total,
             });
-            row[format!("calls_per_{run}")] = json!(s.calls as f64 / runs.max(1) as f64);
+            row[format!("calls_per_{run}")] = json!(s.calls);
             row
         })
         .collect()
 }
 
-/// The GEMM shapes of `runs` timed runs (each a `run`: step or pass) as a table.
-fn in_run_table(shapes: &[ShapeTime], runs: usize, peak: f64, run: &str) -> String {
+/// The GEMM shapes of one profiled `run` (step or pass) as a table.
+fn in_run_table(shapes: &[ShapeTime], peak: f64, run: &str) -> String {
     let mut t = format!(
         "{:<10} {:>6} {:>6} {:>6} {:>10} {:>9} {:>7} {:>11}\n",
         "operand",
@@ -305,12 +305,12 @@ fn in_run_table(shapes: &[ShapeTime], runs: usize, peak: f64, run: &str) -> Stri
     let total = gemm_seconds(shapes);
     for s in shapes {
         t.push_str(&format!(
-            "{:<10} {:>6} {:>6} {:>6} {:>10.0} {:>9.1} {:>6.0} % {:>9.1} %\n",
+            "{:<10} {:>6} {:>6} {:>6} {:>10} {:>9.1} {:>6.0} % {:>9.1} %\n",
             s.operand.name(),
             s.m,
             s.k,
             s.n,
-            s.calls as f64 / runs.max(1) as f64,
+            s.calls,
             s.gflops(),
             100.0 * s.gflops() / peak.max(1e-9),
             100.0 * s.seconds / total,
@@ -369,14 +369,9 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
             ));
         }
         t.push_str(
-            "\nThe same inside the timed steps (operands as the layers left them), by GEMM time:\n",
+            "\nThe same in a profiled step after the timed ones (operands as the layers left them), by GEMM time:\n",
         );
-        t.push_str(&in_run_table(
-            &r.step_shapes,
-            a.steps,
-            r.peak_gflops,
-            "step",
-        ));
+        t.push_str(&in_run_table(&r.step_shapes, r.peak_gflops, "step"));
     }
     t
 }
