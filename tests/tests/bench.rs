@@ -88,7 +88,7 @@ fn in_run_flops(v: &serde_json::Value, run: &str) -> f64 {
         assert!(dim("fraction_of_peak") > 0.0, "{s}");
         let operand = s["operand"].as_str().unwrap_or("");
         assert!(
-            ["strided", "patches", "patches-t"].contains(&operand),
+            ["strided", "patches", "patches-t", "winograd"].contains(&operand),
             "{s}"
         );
     }

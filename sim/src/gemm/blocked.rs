@@ -76,17 +76,6 @@ pub(super) enum OperandA<'p> {
     PatchesT(&'p Patches<'p>),
 }
 
-impl OperandA<'_> {
-    /// How this operand is read, for the GEMM profile.
-    pub fn kind(&self) -> super::OperandKind {
-        match self {
-            OperandA::Strided(_) => super::OperandKind::Strided,
-            OperandA::Patches(_) => super::OperandKind::Patches,
-            OperandA::PatchesT(_) => super::OperandKind::PatchesT,
-        }
-    }
-}
-
 /// A panel of `B` as the kernels read it: its first element and the distance between its rows.
 type Panel = (*const f32, isize);
 

@@ -81,6 +81,9 @@ pub enum OperandKind {
     Patches,
     /// A convolution's patches transposed, read in place (the weight gradient).
     PatchesT,
+    /// A Winograd conv's transformed tiles, one of its 16 products per chunk of tiles (read as a
+    /// strided matrix).
+    Winograd,
 }
 
 impl OperandKind {
@@ -90,6 +93,7 @@ impl OperandKind {
             OperandKind::Strided => "strided",
             OperandKind::Patches => "patches",
             OperandKind::PatchesT => "patches-t",
+            OperandKind::Winograd => "winograd",
         }
     }
 }
@@ -204,10 +208,30 @@ pub fn matmul_uninit<'c>(
     a: ArrayView2<f32>,
     b: ArrayView2<f32>,
 ) -> Result<&'c mut [f32]> {
+    uninit_strided(c, a, b, OperandKind::Strided)
+}
+
+/// [`matmul_uninit`] for one of a Winograd conv's 16 products (profiled as
+/// [`OperandKind::Winograd`]).
+pub fn matmul_winograd_uninit<'c>(
+    c: &'c mut [MaybeUninit<f32>],
+    a: ArrayView2<f32>,
+    b: ArrayView2<f32>,
+) -> Result<&'c mut [f32]> {
+    uninit_strided(c, a, b, OperandKind::Winograd)
+}
+
+/// [`matmul_uninit`], profiled as `kind`.
+fn uninit_strided<'c>(
+    c: &'c mut [MaybeUninit<f32>],
+    a: ArrayView2<f32>,
+    b: ArrayView2<f32>,
+    kind: OperandKind,
+) -> Result<&'c mut [f32]> {
     let a_dim = a.dim();
     let a = OperandA::Strided(Strided::new(a.as_ptr(), a.strides()));
     // SAFETY: `a` is the valid matrix of the view, of `a_dim`.
-    unsafe { uninit_product(c, a, a_dim, b) }
+    unsafe { uninit_product(c, a, a_dim, b, kind) }
 }
 
 /// [`matmul_uninit`] with the im2col matrix of a convolution as `A`, read in place from its
@@ -218,7 +242,7 @@ pub fn matmul_patches_uninit<'c>(
     b: ArrayView2<f32>,
 ) -> Result<&'c mut [f32]> {
     // SAFETY: `Patches::new` checked that every term of its rows is in its input.
-    unsafe { uninit_product(c, OperandA::Patches(a), a.dim(), b) }
+    unsafe { uninit_product(c, OperandA::Patches(a), a.dim(), b, OperandKind::Patches) }
 }
 
 /// [`matmul_uninit`] with the transposed im2col matrix of a convolution as `A` (a row per term,
@@ -231,7 +255,15 @@ pub fn matmul_patches_t_uninit<'c>(
 ) -> Result<&'c mut [f32]> {
     let (rows, terms) = a.dim();
     // SAFETY: `Patches::new` checked that every term of its rows is in its input.
-    unsafe { uninit_product(c, OperandA::PatchesT(a), (terms, rows), b) }
+    unsafe {
+        uninit_product(
+            c,
+            OperandA::PatchesT(a),
+            (terms, rows),
+            b,
+            OperandKind::PatchesT,
+        )
+    }
 }
 
 /// The body of [`matmul_uninit`] for any `A`.
@@ -243,6 +275,7 @@ unsafe fn uninit_product<'c>(
     a: OperandA<'_>,
     (m, k): (usize, usize),
     b: ArrayView2<f32>,
+    kind: OperandKind,
 ) -> Result<&'c mut [f32]> {
     let (k2, n) = b.dim();
     if k != k2 || Some(c.len()) != m.checked_mul(n) {
@@ -265,7 +298,7 @@ unsafe fn uninit_product<'c>(
         // holds the `m × n` row-major values (exclusively borrowed), and without `accumulate`
         // the driver writes every element of `C` before it reads any (later reduction blocks
         // continue from the first one's values).
-        profiled((m, k, n), a.kind(), || unsafe {
+        profiled((m, k, n), kind, || unsafe {
             blocked::gemm(vector_path(), (m, n, k), a, b, c, false)
         });
     }

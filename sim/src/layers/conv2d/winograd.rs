@@ -16,7 +16,7 @@ use ndarray::ArrayView2;
 use super::im2col::Im2col;
 use super::{shape_err, with_scratch};
 use crate::error::Result;
-use crate::gemm::matmul_uninit;
+use crate::gemm::matmul_winograd_uninit;
 
 /// Positions of a transformed tile (4 × 4).
 const POS: usize = 16;
@@ -224,7 +224,7 @@ fn forward_chunked<'y>(
                     // SAFETY: `MaybeUninit<f32>` has the layout of `f32`; the product writes only
                     // initialised values.
                     let mx = unsafe { &mut *(std::ptr::from_mut(mx) as *mut [MaybeUninit<f32>]) };
-                    matmul_uninit(mx, a, b)?;
+                    matmul_winograd_uninit(mx, a, b)?;
                 }
                 transform_output(geo, &tiling, m, t0, nt, y);
             }
