@@ -133,9 +133,11 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                     };
                     let calls = count * groups;
                     let shape = |[m, k, n]: [usize; 3]| (m, k, n);
-                    add(&l.name, GemmPass::Forward, shape(g.forward), calls);
-                    if let Some(e) = g.error {
-                        add(&l.name, GemmPass::Error, shape(e), calls);
+                    for (s, n) in g.forward {
+                        add(&l.name, GemmPass::Forward, shape(s), calls * n);
+                    }
+                    for (s, n) in g.error {
+                        add(&l.name, GemmPass::Error, shape(s), calls * n);
                     }
                     add(&l.name, GemmPass::Weight, shape(g.weight), calls);
                 }
@@ -503,9 +505,24 @@ mod tests {
         let sum = cptsim_models::load_summary("zoo:resnet20", 128).unwrap();
         let shapes = step_gemm_shapes(&sum, 128).unwrap();
         let flops: usize = shapes.iter().map(|s| 2 * s.m * s.k * s.n * s.calls).sum();
+        // Two FLOPs per MAC in each of the three passes, less the first conv's input gradient,
+        // less what Winograd saves: its products do 4 of a 3×3 conv's 9 multiplies per output
+        // (even output sides), in the forward pass of the 32–256-channel convs and in the input
+        // gradient of those with 32–256 output channels.
+        let saved: u64 = sum
+            .layers
+            .iter()
+            .filter(|l| l.kind == LayerKind::Conv && l.kernel == [3, 3] && l.stride == [1, 1])
+            .map(|l| {
+                let ours = |c: usize| u64::from((32..=256).contains(&c));
+                let error = ours(l.out_channels()) * u64::from(l.role != LayerRole::First);
+                2 * l.macs / 9 * 5 * (ours(l.in_channels()) + error)
+            })
+            .sum();
+        assert!(saved > 0);
         assert_eq!(
             flops as u64,
-            128 * (6 * sum.total_macs() - 2 * sum.layers[0].macs)
+            128 * (6 * sum.total_macs() - 2 * sum.layers[0].macs - saved)
         );
         // ResNet-20's first conv: 32×32 pixels per sample, one sample per block, 3·3·3 taps;
         // its weight gradient reads the patches in place; it has no input gradient.

@@ -104,15 +104,19 @@ impl Conv2dSpec {
     }
 }
 
-/// The GEMMs `[m, k, n]` (`C[m, n] = A[m, k]·B[k, n]`) a training step of a conv runs per group
-/// on one block of samples, by the rules of its forward and backward passes.
+/// A GEMM `[m, k, n]` (`C[m, n] = A[m, k]·B[k, n]`) and how many times a pass runs it.
+pub type Gemms = ([usize; 3], usize);
+
+/// The GEMMs a training step of a conv runs per group on one block of samples, by the rules of
+/// its forward and backward passes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockGemms {
-    /// Output rows × taps·channels × output channels.
-    pub forward: [usize; 3],
-    /// The input gradient: as the transposed conv's forward pass (stride 1), as the column
-    /// gradient to scatter, or none when nobody wants it.
-    pub error: Option<[usize; 3]>,
+    /// Output rows × taps·channels × output channels, once; or a Winograd conv's products,
+    /// tiles × channels × output channels, 16 per chunk of tiles.
+    pub forward: Vec<Gemms>,
+    /// The input gradient: as the transposed conv's forward pass (stride 1; by Winograd where
+    /// that conv qualifies), as the column gradient to scatter, or none when nobody wants it.
+    pub error: Vec<Gemms>,
     /// The weight gradient: `Pᵀ·g` on the patches in place (one group, runs of kernel rows),
     /// else `gᵀ·col`.
     pub weight: [usize; 3],
@@ -140,17 +144,36 @@ impl Conv2dSpec {
         let (kg, opg) = (self.k_per_group(), self.out_channels / self.groups);
         let rows = samples * geo.rows_per_sample();
         let error = match geo.transposed_spec() {
-            _ if !input_grad => None,
-            Some(t) => Some([
-                samples * in_hw.0 * in_hw.1,
-                t.k_per_group(),
-                self.in_channels,
-            ]),
-            None => Some([rows, opg, kg]),
+            _ if !input_grad => vec![],
+            Some(t) => {
+                let tgeo = Im2col {
+                    spec: &t,
+                    in_hw: out_hw,
+                    out_hw: in_hw,
+                };
+                if winograd::applies(&tgeo) {
+                    winograd::products(&tgeo, samples)
+                } else {
+                    vec![(
+                        [
+                            samples * in_hw.0 * in_hw.1,
+                            t.k_per_group(),
+                            self.in_channels,
+                        ],
+                        1,
+                    )]
+                }
+            }
+            None => vec![([rows, opg, kg], 1)],
+        };
+        let forward = if winograd::applies(&geo) {
+            winograd::products(&geo, samples)
+        } else {
+            vec![([rows, kg, opg], 1)]
         };
         let in_place = geo.reads_patches();
         Ok(Some(BlockGemms {
-            forward: [rows, kg, opg],
+            forward,
             error,
             weight: if in_place {
                 [kg, rows, opg]
@@ -882,22 +905,31 @@ mod tests {
     fn block_gemms_follow_the_backward_paths() {
         let same = Conv2dSpec::square(16, 32, 3, 1, 1);
         let g = same.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
-        // Stride 1: the input gradient is the transposed conv (taps·O reduced into I channels);
-        // the weight gradient reads the patches in place (Pᵀ·g).
-        assert_eq!(g.forward, [128, 144, 32]);
-        assert_eq!(g.error, Some([128, 288, 16]));
+        // Stride 1, 16 input channels: the forward product reads patches; the input gradient is
+        // the transposed conv (32 → 16 channels) by Winograd: 2 samples of 4 × 4 tiles, one
+        // chunk, 16 products; the weight gradient reads the patches in place (Pᵀ·g).
+        assert_eq!(g.forward, vec![([128, 144, 32], 1)]);
+        assert_eq!(g.error, vec![([32, 32, 16], 16)]);
         assert_eq!(g.weight, [144, 128, 32]);
         let no_dx = same.block_gemms("c", (8, 8), 2, false).unwrap().unwrap();
-        assert_eq!(no_dx.error, None);
+        assert_eq!(no_dx.error, vec![]);
+        // 16 output channels: the transposed conv has 16 inputs, a patch product.
+        let narrow = Conv2dSpec::square(32, 16, 3, 1, 1);
+        let g = narrow.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
+        assert_eq!(g.forward, vec![([32, 32, 16], 16)]);
+        assert_eq!(g.error, vec![([128, 144, 32], 1)]);
         // Stride 2: the column gradient is scattered.
         let strided = Conv2dSpec::square(16, 32, 3, 2, 1);
         let g = strided.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
-        assert_eq!((g.forward, g.error), ([32, 144, 32], Some([32, 32, 144])));
+        assert_eq!(
+            (g.forward, g.error),
+            (vec![([32, 144, 32], 1)], vec![([32, 32, 144], 1)])
+        );
         // Groups: gathered columns, gᵀ·col per group.
         let mut grouped = Conv2dSpec::square(4, 6, 3, 1, 1);
         grouped.groups = 2;
         let g = grouped.block_gemms("c", (5, 5), 1, true).unwrap().unwrap();
-        assert_eq!((g.error, g.weight), (Some([25, 3, 18]), [3, 25, 18]));
+        assert_eq!((g.error, g.weight), (vec![([25, 3, 18], 1)], [3, 25, 18]));
         let mut depthwise = Conv2dSpec::square(3, 3, 3, 1, 1);
         depthwise.groups = 3;
         assert_eq!(depthwise.block_gemms("c", (5, 5), 1, true).unwrap(), None);

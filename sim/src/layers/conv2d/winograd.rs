@@ -172,15 +172,26 @@ pub(super) fn forward<'y>(
     x: Input<'_>,
     y: &'y mut [MaybeUninit<f32>],
 ) -> Result<&'y mut [f32]> {
+    forward_chunked(layer, geo, u, x, y, chunk_tiles(geo))
+}
+
+/// Tiles per chunk ([`CHUNK_FLOATS`]).
+fn chunk_tiles(geo: &Im2col<'_>) -> usize {
     let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
-    forward_chunked(
-        layer,
-        geo,
-        u,
-        x,
-        y,
-        (CHUNK_FLOATS / (POS * c.max(o))).max(16),
-    )
+    (CHUNK_FLOATS / (POS * c.max(o))).max(16)
+}
+
+/// The GEMMs [`forward`] runs on a block of `samples` samples: `([tiles, C, O], count)`, 16 per
+/// chunk of tiles.
+pub(super) fn products(geo: &Im2col<'_>, samples: usize) -> Vec<([usize; 3], usize)> {
+    let t = Tiling::new(geo);
+    let (tiles, chunk) = (samples * t.th * t.tw, chunk_tiles(geo));
+    let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
+    [(chunk, tiles / chunk), (tiles % chunk, 1)]
+        .into_iter()
+        .filter(|&(rows, n)| rows > 0 && n > 0)
+        .map(|(rows, n)| ([rows, c, o], POS * n))
+        .collect()
 }
 
 /// [`forward`] in chunks of `chunk` tiles.
