@@ -133,13 +133,16 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                     };
                     let calls = count * groups;
                     let shape = |[m, k, n]: [usize; 3]| (m, k, n);
-                    for (s, n) in g.forward {
-                        add(&l.name, GemmPass::Forward, shape(s), calls * n);
+                    let passes = [
+                        (GemmPass::Forward, g.forward),
+                        (GemmPass::Error, g.error),
+                        (GemmPass::Weight, g.weight),
+                    ];
+                    for (pass, gemms) in passes {
+                        for (s, n) in gemms {
+                            add(&l.name, pass, shape(s), calls * n);
+                        }
                     }
-                    for (s, n) in g.error {
-                        add(&l.name, GemmPass::Error, shape(s), calls * n);
-                    }
-                    add(&l.name, GemmPass::Weight, shape(g.weight), calls);
                 }
             }
             // sequence-model GEMMs: imported and costed, not trained (no engine shapes)
@@ -507,8 +510,8 @@ mod tests {
         let flops: usize = shapes.iter().map(|s| 2 * s.m * s.k * s.n * s.calls).sum();
         // Two FLOPs per MAC in each of the three passes, less the first conv's input gradient,
         // less what Winograd saves: its products do 4 of a 3×3 conv's 9 multiplies per output
-        // (even output sides), in the forward pass of the 32–256-channel convs and in the input
-        // gradient of those with 32–256 output channels.
+        // (even output sides), in the forward pass and weight gradient of the 32–256-channel
+        // convs and in the input gradient of those with 32–256 output channels.
         let saved: u64 = sum
             .layers
             .iter()
@@ -516,7 +519,7 @@ mod tests {
             .map(|l| {
                 let ours = |c: usize| u64::from((32..=256).contains(&c));
                 let error = ours(l.out_channels()) * u64::from(l.role != LayerRole::First);
-                2 * l.macs / 9 * 5 * (ours(l.in_channels()) + error)
+                2 * l.macs / 9 * 5 * (2 * ours(l.in_channels()) + error)
             })
             .sum();
         assert!(saved > 0);

@@ -81,8 +81,9 @@ pub enum OperandKind {
     Patches,
     /// A convolution's patches transposed, read in place (the weight gradient).
     PatchesT,
-    /// A Winograd conv's transformed tiles, one of its 16 products per chunk of tiles (read as a
-    /// strided matrix).
+    /// A Winograd conv's transformed tiles (forward, input gradient) or transformed output
+    /// gradient (weight gradient), one of its 16 products per chunk of tiles (read as a strided
+    /// matrix).
     Winograd,
 }
 
@@ -175,10 +176,32 @@ fn add_shape(shapes: &mut Vec<ShapeTime>, t: ShapeTime) {
 /// Each element is `c ← fma(a[i,p], b[p,j], c)` over `p` in order, starting from `0` (or from
 /// `C`'s value when `accumulate`), on every vector path.
 pub fn matmul_into(
+    c: ArrayViewMut2<f32>,
+    a: ArrayView2<f32>,
+    b: ArrayView2<f32>,
+    accumulate: bool,
+) -> Result<()> {
+    strided_into(c, a, b, accumulate, OperandKind::Strided)
+}
+
+/// [`matmul_into`] for one of the 16 products of a Winograd conv's weight gradient (profiled
+/// as [`OperandKind::Winograd`]).
+pub fn matmul_winograd_into(
+    c: ArrayViewMut2<f32>,
+    a: ArrayView2<f32>,
+    b: ArrayView2<f32>,
+    accumulate: bool,
+) -> Result<()> {
+    strided_into(c, a, b, accumulate, OperandKind::Winograd)
+}
+
+/// [`matmul_into`], profiled as `kind`.
+fn strided_into(
     mut c: ArrayViewMut2<f32>,
     a: ArrayView2<f32>,
     b: ArrayView2<f32>,
     accumulate: bool,
+    kind: OperandKind,
 ) -> Result<()> {
     check(&c, &a, &b)?;
     let (m, k) = a.dim();
@@ -194,7 +217,7 @@ pub fn matmul_into(
     }
     // SAFETY: the shapes conform and are non-empty (checked above), the views describe valid
     // elements, and `c` is a unique borrow, so it aliases neither `a` nor `b`.
-    profiled((m, k, n), OperandKind::Strided, || unsafe {
+    profiled((m, k, n), kind, || unsafe {
         product(vector_path(), strided_mut(&mut c), a, b, accumulate)
     });
     Ok(())

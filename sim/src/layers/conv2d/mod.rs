@@ -117,9 +117,10 @@ pub struct BlockGemms {
     /// The input gradient: as the transposed conv's forward pass (stride 1; by Winograd where
     /// that conv qualifies), as the column gradient to scatter, or none when nobody wants it.
     pub error: Vec<Gemms>,
-    /// The weight gradient: `Pᵀ·g` on the patches in place (one group, runs of kernel rows),
-    /// else `gᵀ·col`.
-    pub weight: [usize; 3],
+    /// The weight gradient: by Winograd (output channels × tiles × channels, 16 per chunk of
+    /// tiles) where the forward pass qualifies and its kept input is one the tiles read; else
+    /// `Pᵀ·g` on the patches in place (one group, runs of kernel rows), else `gᵀ·col`, once.
+    pub weight: Vec<Gemms>,
 }
 
 impl Conv2dSpec {
@@ -171,15 +172,17 @@ impl Conv2dSpec {
         } else {
             vec![([rows, kg, opg], 1)]
         };
-        let in_place = geo.reads_patches();
+        let weight = if winograd::weight_grad_applies(&geo) {
+            winograd::weight_products(&geo, samples)
+        } else if geo.reads_patches() {
+            vec![([kg, rows, opg], 1)]
+        } else {
+            vec![([opg, rows, kg], 1)]
+        };
         Ok(Some(BlockGemms {
             forward,
             error,
-            weight: if in_place {
-                [kg, rows, opg]
-            } else {
-                [opg, rows, kg]
-            },
+            weight,
         }))
     }
 }
@@ -357,6 +360,24 @@ fn zeroed(b: &mut [MaybeUninit<f32>]) -> &mut [f32] {
 }
 
 /// Maps an ndarray shape error to a shape error naming the layer.
+/// Adds group `g`'s input gradient to `dx`: its column gradient `gg·wg` (into `dcol`),
+/// scattered.
+fn scatter_input_grad(
+    layer: &str,
+    geo: &Im2col<'_>,
+    g: usize,
+    gg: ArrayView2<f32>,
+    wg: ArrayView2<f32>,
+    dcol: &mut [f32],
+    dx: &mut [f32],
+) -> Result<()> {
+    let dv = ArrayViewMut2::from_shape((gg.nrows(), wg.ncols()), &mut *dcol)
+        .map_err(shape_err(layer))?;
+    matmul_into(dv, gg, wg, false)?;
+    geo.scatter_add(dcol, g, dx);
+    Ok(())
+}
+
 fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {
     move |e| SimError::shape(layer, e.to_string())
 }
@@ -435,8 +456,10 @@ impl Conv2d {
         } else {
             vec![0.0f32; len]
         };
-        // One group and runs of kernel rows: the weight gradient reads the patches in place.
+        // One group and runs of kernel rows: the weight gradient reads the patches in place,
+        // or its tiles by Winograd.
         let in_place = geo.reads_patches();
+        let wino = winograd::weight_grad_applies(&geo);
         let padded_block = geo.patch_scratch(name, spb)?;
         // Each block's input: padded by the forward pass, or as it came (then padded per block
         // into scratch if the patches are read in place).
@@ -477,14 +500,30 @@ impl Conv2d {
                     return Ok(pdw_t.t().as_standard_layout().into_owned());
                 }
                 let mut pdw = Array2::<f32>::zeros((o, kg));
+                // The column gradient to scatter: none when dx is written above or not wanted.
+                let dx_here = dxb.filter(|_| transposed.is_none());
+                if wino {
+                    let x = match cache.padded {
+                        Some(_) => winograd::Input::Padded(xb),
+                        None => winograd::Input::Plain(xb),
+                    };
+                    let pd = pdw
+                        .as_slice_mut()
+                        .ok_or_else(|| SimError::shape(name, "not contiguous"))?;
+                    winograd::weight_grad(name, &geo, x, gb, pd)?;
+                    if let Some(dxb) = dx_here {
+                        with_scratch(r * kg, 0, |dcol, _| {
+                            scatter_input_grad(name, &geo, 0, gv, wq.view(), dcol, dxb)
+                        })?;
+                    }
+                    return Ok(pdw);
+                }
                 if pointwise {
                     // The columns are the input (their gradient was written above): no copies.
                     let xv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
                     matmul_into(pdw.view_mut(), gv.t(), xv, false)?;
                     return Ok(pdw);
                 }
-                // The column gradient to scatter: none when dx is written above or not wanted.
-                let dx_here = dxb.filter(|_| transposed.is_none());
                 let dcol_len = if dx_here.is_some() { r * kg } else { 0 };
                 // `buf`: the patches' padded copy (one group, runs of kernel rows: the weight
                 // gradient reads them in place, as Pᵀ·g) or each group's gathered columns.
@@ -510,14 +549,10 @@ impl Conv2d {
                                 ArrayView2::from_shape((r, kg), &*buf).map_err(shape_err(name))?;
                             matmul_into(pg, gg.t(), colv, false)?;
                         }
-                        let Some(dxb) = dx_here.as_deref_mut() else {
-                            continue;
-                        };
-                        let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
-                        let dv = ArrayViewMut2::from_shape((r, kg), &mut *dcol)
-                            .map_err(shape_err(name))?;
-                        matmul_into(dv, gg, wg, false)?;
-                        geo.scatter_add(dcol, g, dxb);
+                        if let Some(dxb) = dx_here.as_deref_mut() {
+                            let wg = wq.slice(s![g * opg..(g + 1) * opg, ..]);
+                            scatter_input_grad(name, &geo, g, gg, wg, dcol, dxb)?;
+                        }
                     }
                     Ok(())
                 })?;
@@ -833,7 +868,8 @@ mod tests {
 
     #[test]
     fn winograd_convs_match_the_direct_conv_and_its_gradients_on_any_thread_count() {
-        // 32 channels: F(2×2, 3×3) forward and input gradient; 20 samples of 8×8 span two blocks.
+        // 32 channels: F(2×2, 3×3) forward, input and weight gradients; 20 samples of 8×8 span
+        // two blocks.
         let sp = Conv2dSpec::square(32, 24, 3, 1, 1);
         let x = rand_tensor(&[20, 8, 8, 32], 1.0, 8);
         let g = rand_tensor(&[20, 8, 8, 24], 1.0, 9);
@@ -856,7 +892,7 @@ mod tests {
         assert_eq!(train, run(2, Mode::Train));
         // Training and evaluation run the same product.
         assert_eq!(train.0, y);
-        // The input gradient against finite differences, on a smaller batch.
+        // The input and weight gradients against finite differences, on a smaller batch.
         let mut c = conv(sp.clone(), true, 3);
         check_layer(
             &mut c,
@@ -910,14 +946,21 @@ mod tests {
         // chunk, 16 products; the weight gradient reads the patches in place (Pᵀ·g).
         assert_eq!(g.forward, vec![([128, 144, 32], 1)]);
         assert_eq!(g.error, vec![([32, 32, 16], 16)]);
-        assert_eq!(g.weight, [144, 128, 32]);
+        assert_eq!(g.weight, vec![([144, 128, 32], 1)]);
         let no_dx = same.block_gemms("c", (8, 8), 2, false).unwrap().unwrap();
         assert_eq!(no_dx.error, vec![]);
-        // 16 output channels: the transposed conv has 16 inputs, a patch product.
+        // 16 output channels: the transposed conv has 16 inputs, a patch product; the weight
+        // gradient is Winograd's, output channels × tiles × input channels.
         let narrow = Conv2dSpec::square(32, 16, 3, 1, 1);
         let g = narrow.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
         assert_eq!(g.forward, vec![([32, 32, 16], 16)]);
         assert_eq!(g.error, vec![([128, 144, 32], 1)]);
+        assert_eq!(g.weight, vec![([16, 32, 32], 16)]);
+        // An odd output: the kept padded input is not laid out as the tiles read it, so the
+        // weight gradient reads the patches.
+        let g = narrow.block_gemms("c", (7, 7), 1, true).unwrap().unwrap();
+        assert_eq!(g.forward, vec![([16, 32, 16], 16)]);
+        assert_eq!(g.weight, vec![([288, 49, 16], 1)]);
         // Stride 2: the column gradient is scattered.
         let strided = Conv2dSpec::square(16, 32, 3, 2, 1);
         let g = strided.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
@@ -929,7 +972,10 @@ mod tests {
         let mut grouped = Conv2dSpec::square(4, 6, 3, 1, 1);
         grouped.groups = 2;
         let g = grouped.block_gemms("c", (5, 5), 1, true).unwrap().unwrap();
-        assert_eq!((g.error, g.weight), (vec![([25, 3, 18], 1)], [3, 25, 18]));
+        assert_eq!(
+            (g.error, g.weight),
+            (vec![([25, 3, 18], 1)], vec![([3, 25, 18], 1)])
+        );
         let mut depthwise = Conv2dSpec::square(3, 3, 3, 1, 1);
         depthwise.groups = 3;
         assert_eq!(depthwise.block_gemms("c", (5, 5), 1, true).unwrap(), None);

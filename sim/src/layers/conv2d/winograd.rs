@@ -4,6 +4,10 @@
 //! over channels, the elementwise products become 16 GEMMs `M[ξ] = V[ξ]·U[ξ]`, one per position
 //! ξ of the 4×4 transformed tile, with the tiles as rows.
 //!
+//! The weight gradient is the transpose of that map in the kernel: `Gᵀ·[Σ_tiles (Bᵀ·d·B) ⊙
+//! (A·δ·Aᵀ)]·G` for each tile's 2×2 output gradient `δ`, again 16 products per chunk of tiles,
+//! `dU[ξ] += (A·δ·Aᵀ)[ξ]ᵀ·V[ξ]` with the tiles as the summed dimension.
+//!
 //! The transforms only add, subtract and halve, so on integer-valued operands (quantized values
 //! on a power-of-two grid) the result is as exact as the direct product; on general floats it
 //! differs from it by rounding (reassociation and the halving of the kernel's sums). Every sum
@@ -11,12 +15,12 @@
 
 use std::mem::MaybeUninit;
 
-use ndarray::ArrayView2;
+use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::im2col::Im2col;
 use super::{shape_err, with_scratch};
 use crate::error::Result;
-use crate::gemm::matmul_winograd_uninit;
+use crate::gemm::{matmul_winograd_into, matmul_winograd_uninit};
 
 /// Positions of a transformed tile (4 × 4).
 const POS: usize = 16;
@@ -46,6 +50,12 @@ pub(super) fn applies(geo: &Im2col<'_>) -> bool {
         && sp.dilation == [1, 1]
         && sp.groups == 1
         && (MIN_CHANNELS..=MAX_CHANNELS).contains(&sp.in_channels)
+}
+
+/// True when the weight gradient runs by F(2×2, 3×3) as well: where [`applies`], on the input a
+/// training pass keeps (padded when the spec pads, [`reads_padded`]).
+pub(super) fn weight_grad_applies(geo: &Im2col<'_>) -> bool {
+    applies(geo) && (geo.spec.pads == [0; 4] || reads_padded(geo))
 }
 
 /// The kernels as the 16 matrices `U[ξ] = (G·g·Gᵀ)[ξ]` of `[C, O]`, laid out `[ξ][c][o]`, from
@@ -194,6 +204,115 @@ pub(super) fn products(geo: &Im2col<'_>, samples: usize) -> Vec<([usize; 3], usi
         .collect()
 }
 
+/// The GEMMs [`weight_grad`] runs on a block of `samples` samples: `([O, tiles, C], count)`, 16
+/// per chunk of tiles.
+pub(super) fn weight_products(geo: &Im2col<'_>, samples: usize) -> Vec<([usize; 3], usize)> {
+    products(geo, samples)
+        .into_iter()
+        .map(|([t, c, o], n)| ([o, t, c], n))
+        .collect()
+}
+
+/// Samples in `x` (`None` when it is padded in a layout the tiles do not read).
+fn samples_of(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>) -> Option<usize> {
+    let c = geo.spec.in_channels;
+    match x {
+        Input::Plain(x) => Some(x.len() / geo.in_per_sample().max(1)),
+        Input::Padded(x) if reads_padded(geo) => Some(x.len() / (tiling.hp * tiling.wp * c).max(1)),
+        Input::Padded(_) => None,
+    }
+}
+
+fn not_tiled(layer: &str) -> crate::error::SimError {
+    crate::error::SimError::shape(
+        layer,
+        "padded input is not laid out as the Winograd tiles read it",
+    )
+}
+
+/// The weight gradient of the conv on the samples in `x` for their output gradient `g`
+/// (`[S, OH, OW, O]`), written into `dw` (`[O, (tap, C)]`, taps row-major over the 3×3 kernel;
+/// every value overwritten).
+pub(super) fn weight_grad(
+    layer: &str,
+    geo: &Im2col<'_>,
+    x: Input<'_>,
+    g: &[f32],
+    dw: &mut [f32],
+) -> Result<()> {
+    weight_grad_chunked(layer, geo, x, g, dw, chunk_tiles(geo))
+}
+
+/// [`weight_grad`] in chunks of `chunk` tiles.
+fn weight_grad_chunked(
+    layer: &str,
+    geo: &Im2col<'_>,
+    x: Input<'_>,
+    g: &[f32],
+    dw: &mut [f32],
+    chunk: usize,
+) -> Result<()> {
+    let sp = geo.spec;
+    let (c, o) = (sp.in_channels, sp.out_channels);
+    let tiling = Tiling::new(geo);
+    let samples = samples_of(geo, &tiling, &x).ok_or_else(|| not_tiled(layer))?;
+    if g.len() != samples * geo.rows_per_sample() * o || dw.len() != 9 * c * o {
+        return Err(crate::error::SimError::shape(
+            layer,
+            "Winograd weight gradient: operands do not match the conv",
+        ));
+    }
+    // dU[ξ] = Σ (A·δ·Aᵀ)[ξ]ᵀ·V[ξ], `[O, C]` each, `o·c + SKEW` apart.
+    let su = o * c + SKEW;
+    let mut du = vec![0.0f32; POS * su];
+    by_chunks(layer, geo, &x, chunk, |t0, nt, v, m| {
+        let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
+        transform_output_grad(geo, &tiling, g, t0, nt, m);
+        for xi in 0..POS {
+            let a = ArrayView2::from_shape((nt, o), &m[xi * sm..xi * sm + nt * o])
+                .map_err(shape_err(layer))?;
+            let b = ArrayView2::from_shape((nt, c), &v[xi * sv..xi * sv + nt * c])
+                .map_err(shape_err(layer))?;
+            let d = ArrayViewMut2::from_shape((o, c), &mut du[xi * su..xi * su + o * c])
+                .map_err(shape_err(layer))?;
+            matmul_winograd_into(d, a.t(), b, t0 > 0)?;
+        }
+        Ok(())
+    })?;
+    transform_kernel_grad(&du, su, o, c, dw);
+    Ok(())
+}
+
+/// Calls `f(t0, nt, v, m)` on each chunk of (at most) `chunk` tiles of the samples in `x`, in
+/// order: tiles `t0..t0 + nt`, `v` their transformed input ([`transform_input`], positions
+/// `nt·c + SKEW` apart) and `m` room for 16 matrices of `nt × O` (`nt·o + SKEW` apart).
+fn by_chunks(
+    layer: &str,
+    geo: &Im2col<'_>,
+    x: &Input<'_>,
+    chunk: usize,
+    mut f: impl FnMut(usize, usize, &[f32], &mut [f32]) -> Result<()>,
+) -> Result<()> {
+    let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
+    let tiling = Tiling::new(geo);
+    let samples = samples_of(geo, &tiling, x).ok_or_else(|| not_tiled(layer))?;
+    let tiles = samples * tiling.th * tiling.tw;
+    with_scratch(
+        POS * (chunk * c + SKEW),
+        POS * (chunk * o + SKEW),
+        |v, m| -> Result<()> {
+            for t0 in (0..tiles).step_by(chunk) {
+                let nt = chunk.min(tiles - t0);
+                let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
+                let (v, m) = (&mut v[..POS * sv], &mut m[..POS * sm]);
+                transform_input(geo, &tiling, x, t0, nt, v);
+                f(t0, nt, v, m)?;
+            }
+            Ok(())
+        },
+    )
+}
+
 /// [`forward`] in chunks of `chunk` tiles.
 fn forward_chunked<'y>(
     layer: &str,
@@ -206,42 +325,22 @@ fn forward_chunked<'y>(
     let sp = geo.spec;
     let (c, o) = (sp.in_channels, sp.out_channels);
     let tiling = Tiling::new(geo);
-    let samples = match x {
-        Input::Plain(x) => x.len() / geo.in_per_sample().max(1),
-        Input::Padded(x) if reads_padded(geo) => x.len() / (tiling.hp * tiling.wp * c).max(1),
-        Input::Padded(_) => {
-            return Err(crate::error::SimError::shape(
-                layer,
-                "padded input is not laid out as the Winograd tiles read it",
-            ))
+    by_chunks(layer, geo, &x, chunk, |t0, nt, v, m| {
+        let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
+        for (xi, mx) in m.chunks_exact_mut(sm).enumerate() {
+            let a = ArrayView2::from_shape((nt, c), &v[xi * sv..xi * sv + nt * c])
+                .map_err(shape_err(layer))?;
+            let mx = &mut mx[..nt * o];
+            let b = ArrayView2::from_shape((c, o), &u[xi * c * o..(xi + 1) * c * o])
+                .map_err(shape_err(layer))?;
+            // SAFETY: `MaybeUninit<f32>` has the layout of `f32`; the product writes only
+            // initialised values.
+            let mx = unsafe { &mut *(std::ptr::from_mut(mx) as *mut [MaybeUninit<f32>]) };
+            matmul_winograd_uninit(mx, a, b)?;
         }
-    };
-    let tiles = samples * tiling.th * tiling.tw;
-    with_scratch(
-        POS * (chunk * c + SKEW),
-        POS * (chunk * o + SKEW),
-        |v, m| -> Result<()> {
-            for t0 in (0..tiles).step_by(chunk) {
-                let nt = chunk.min(tiles - t0);
-                let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
-                let (v, m) = (&mut v[..POS * sv], &mut m[..POS * sm]);
-                transform_input(geo, &tiling, &x, t0, nt, v);
-                for (xi, mx) in m.chunks_exact_mut(sm).enumerate() {
-                    let a = ArrayView2::from_shape((nt, c), &v[xi * sv..xi * sv + nt * c])
-                        .map_err(shape_err(layer))?;
-                    let mx = &mut mx[..nt * o];
-                    let b = ArrayView2::from_shape((c, o), &u[xi * c * o..(xi + 1) * c * o])
-                        .map_err(shape_err(layer))?;
-                    // SAFETY: `MaybeUninit<f32>` has the layout of `f32`; the product writes only
-                    // initialised values.
-                    let mx = unsafe { &mut *(std::ptr::from_mut(mx) as *mut [MaybeUninit<f32>]) };
-                    matmul_winograd_uninit(mx, a, b)?;
-                }
-                transform_output(geo, &tiling, m, t0, nt, y);
-            }
-            Ok(())
-        },
-    )?;
+        transform_output(geo, &tiling, m, t0, nt, y);
+        Ok(())
+    })?;
     // SAFETY: the tiles cover every output pixel, and `transform_output` wrote all `O` channels
     // of each (`y` has exactly `S·OH·OW·O` values: the caller's block).
     Ok(unsafe { &mut *(std::ptr::from_mut(y) as *mut [f32]) })
@@ -361,6 +460,99 @@ fn transform_output(
 }
 }
 
+/// `A·[p, q]` along one axis, lane by lane: `p, p + q, p − q, −q`.
+#[inline(always)]
+fn grad_axis(out: [&mut [f32]; 4], [p, q]: [&[f32]; 2]) {
+    let [o0, o1, o2, o3] = out;
+    o0.copy_from_slice(p);
+    add(o1, p, q);
+    sub(o2, p, q);
+    o3.iter_mut().zip(q).for_each(|(d, q)| *d = -q);
+}
+
+/// `Gᵀ·[a, b, c, d]` along one axis, lane by lane: `a + (b + c)/2, (b − c)/2, (b + c)/2 + d`.
+#[inline(always)]
+fn kernel_axis(out: [&mut [f32]; 3], [a, b, c, d]: [&[f32]; 4]) {
+    let [o0, o1, o2] = out;
+    for (((o, a), b), c) in o0.iter_mut().zip(a).zip(b).zip(c) {
+        *o = a + (b + c) * 0.5;
+    }
+    for ((o, b), c) in o1.iter_mut().zip(b).zip(c) {
+        *o = (b - c) * 0.5;
+    }
+    for (((o, b), c), d) in o2.iter_mut().zip(b).zip(c).zip(d) {
+        *o = (b + c) * 0.5 + d;
+    }
+}
+
+/// The first three chunks of `len` values of `s`.
+fn split3(s: &mut [f32], len: usize) -> [&mut [f32]; 3] {
+    let (a, r) = s.split_at_mut(len);
+    let (b, r) = r.split_at_mut(len);
+    [a, b, &mut r[..len]]
+}
+
+crate::simd::multiversion! {
+/// Writes `A·δ·Aᵀ` of the output gradient `g` of tiles `t0..t0 + nt` into `m` (`[ξ][tile][o]`,
+/// positions `nt·o + SKEW` apart): `A` along the height per column of the tile into `r`, then
+/// `Aᵀ` along the width. Outputs past an odd height or width count as zeros.
+fn transform_output_grad(geo: &Im2col<'_>, tiling: &Tiling, g: &[f32], t0: usize, nt: usize, m: &mut [f32]) {
+    let o = geo.spec.out_channels;
+    let (oh, ow) = geo.out_hw;
+    let sm = nt * o + SKEW;
+    let zeros = vec![0.0f32; o];
+    // r[b][i]: row i of A·δ in column b of the tile.
+    let mut r = vec![0.0f32; 8 * o];
+    for t in 0..nt {
+        let (s, ty, tx) = tiling.of(t0 + t);
+        let at = |a: usize, b: usize| {
+            let (y, x) = (2 * ty + a, 2 * tx + b);
+            if y < oh && x < ow {
+                let i = ((s * oh + y) * ow + x) * o;
+                &g[i..i + o]
+            } else {
+                &zeros[..]
+            }
+        };
+        for b in 0..2 {
+            grad_axis(split4(&mut r[b * 4 * o..(b + 1) * 4 * o], o), [at(0, b), at(1, b)]);
+        }
+        for i in 0..4 {
+            let (p, q) = (&r[i * o..(i + 1) * o], &r[(4 + i) * o..(5 + i) * o]);
+            let out: [&mut [f32]; 4] = {
+                let [a, b, cc, dd] = split4(&mut m[i * 4 * sm..(i + 1) * 4 * sm], sm);
+                [a, b, cc, dd].map(|q| &mut q[t * o..(t + 1) * o])
+            };
+            grad_axis(out, [p, q]);
+        }
+    }
+}
+}
+
+crate::simd::multiversion! {
+/// Writes `Gᵀ·dU·G` for every output channel into `dw` (`[O, (tap, C)]`) from `du`
+/// (`[ξ][o][c]`, positions `su` apart): `Gᵀ` along the width into `h` (4 rows of 3 taps), then
+/// `G` along the height.
+fn transform_kernel_grad(du: &[f32], su: usize, o: usize, c: usize, dw: &mut [f32]) {
+    let mut h = vec![0.0f32; 12 * c];
+    for oi in 0..o {
+        let d = |xi: usize| &du[xi * su + oi * c..xi * su + (oi + 1) * c];
+        for i in 0..4 {
+            kernel_axis(split3(&mut h[i * 3 * c..(i + 1) * 3 * c], c), [d(4 * i), d(4 * i + 1), d(4 * i + 2), d(4 * i + 3)]);
+        }
+        let row = &mut dw[oi * 9 * c..(oi + 1) * 9 * c];
+        let [r0, r1, r2] = split3(row, 3 * c);
+        for kx in 0..3 {
+            let hk = |i: usize| &h[(i * 3 + kx) * c..(i * 3 + kx + 1) * c];
+            kernel_axis(
+                [&mut r0[kx * c..(kx + 1) * c], &mut r1[kx * c..(kx + 1) * c], &mut r2[kx * c..(kx + 1) * c]],
+                [hk(0), hk(1), hk(2), hk(3)],
+            );
+        }
+    }
+}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,6 +610,17 @@ mod tests {
         out
     }
 
+    /// The conv's geometry on `hw` inputs, its input and output channels.
+    fn geometry(spec: &Conv2dSpec, hw: (usize, usize)) -> (Im2col<'_>, usize, usize) {
+        let out_hw = spec.output_hw("t", hw.0, hw.1).unwrap();
+        let geo = Im2col {
+            spec,
+            in_hw: hw,
+            out_hw,
+        };
+        (geo, spec.in_channels, spec.out_channels)
+    }
+
     /// Runs F(2×2, 3×3) on `samples` random samples in chunks of `chunk` tiles.
     fn run(
         spec: &Conv2dSpec,
@@ -426,12 +629,7 @@ mod tests {
         chunk: usize,
         int: bool,
     ) -> (Vec<f32>, Vec<(f64, f64)>) {
-        let geo = Im2col {
-            spec,
-            in_hw: hw,
-            out_hw: spec.output_hw("t", hw.0, hw.1).unwrap(),
-        };
-        let (c, o) = (spec.in_channels, spec.out_channels);
+        let (geo, c, o) = geometry(spec, hw);
         let x = values(samples * geo.in_per_sample(), 1, int);
         let b = Array2::from_shape_vec((9 * c, o), values(9 * c * o, 2, int)).unwrap();
         let u = weights(b.view(), c);
@@ -455,18 +653,75 @@ mod tests {
         ]
     }
 
+    /// The weight gradient in f64, directly: `Σ g[s, y, x, o]·x[s, y + ky − pt, x + kx − pl, c]`
+    /// as `[o, (tap, c)]`, with the sum of the terms' magnitudes.
+    fn direct_weight_grad(geo: &Im2col<'_>, x: &[f32], g: &[f32]) -> Vec<(f64, f64)> {
+        let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
+        let (oh, ow) = geo.out_hw;
+        let mut out = vec![(0.0, 0.0); o * 9 * c];
+        for s in 0..x.len() / geo.in_per_sample() {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    for ky in 0..3 {
+                        for kx in 0..3 {
+                            let Some((iy, ix)) = geo.source(oy, ox, ky, kx) else {
+                                continue;
+                            };
+                            for oi in 0..o {
+                                let gv = g[((s * oh + oy) * ow + ox) * o + oi] as f64;
+                                for ci in 0..c {
+                                    let xv =
+                                        x[((s * geo.in_hw.0 + iy) * geo.in_hw.1 + ix) * c + ci];
+                                    let t = gv * xv as f64;
+                                    let e = &mut out[oi * 9 * c + (ky * 3 + kx) * c + ci];
+                                    e.0 += t;
+                                    e.1 += t.abs();
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The Winograd weight gradient of `samples` random samples in chunks of `chunk` tiles,
+    /// and the direct one.
+    fn run_weight_grad(
+        spec: &Conv2dSpec,
+        hw: (usize, usize),
+        samples: usize,
+        chunk: usize,
+        int: bool,
+    ) -> (Vec<f32>, Vec<(f64, f64)>) {
+        let (geo, c, o) = geometry(spec, hw);
+        let x = values(samples * geo.in_per_sample(), 3, int);
+        let g = values(samples * geo.rows_per_sample() * o, 4, int);
+        let mut dw = vec![f32::NAN; 9 * c * o];
+        weight_grad_chunked("t", &geo, Input::Plain(&x), &g, &mut dw, chunk).unwrap();
+        (dw, direct_weight_grad(&geo, &x, &g))
+    }
+
+    /// The forward pass and the weight gradient, each with its direct f64 sums.
+    type Runner =
+        fn(&Conv2dSpec, (usize, usize), usize, usize, bool) -> (Vec<f32>, Vec<(f64, f64)>);
+    const RUNNERS: [(&str, Runner); 2] = [("forward", run), ("weight gradient", run_weight_grad)];
+
     #[test]
-    fn matches_the_direct_conv_across_chunks_edges_and_lanes() {
-        for (spec, hw) in specs() {
-            for chunk in [1, 5, 1000] {
-                let (y, want) = run(&spec, hw, 3, chunk, false);
-                assert_eq!(y.len(), want.len());
-                for (i, (&got, &(v, mag))) in y.iter().zip(&want).enumerate() {
-                    let err = (got as f64 - v).abs();
-                    assert!(
-                        err <= 1e-5 * mag.max(1.0),
-                        "{spec:?} chunk {chunk} out {i}: {got} vs {v}"
-                    );
+    fn forward_and_weight_grad_match_the_direct_sums_across_chunks_edges_and_lanes() {
+        for (what, run) in RUNNERS {
+            for (spec, hw) in specs() {
+                for chunk in [1, 5, 1000] {
+                    let (got, want) = run(&spec, hw, 3, chunk, false);
+                    assert_eq!(got.len(), want.len());
+                    for (i, (&got, &(v, mag))) in got.iter().zip(&want).enumerate() {
+                        let err = (got as f64 - v).abs();
+                        assert!(
+                            err <= 1e-5 * mag.max(1.0),
+                            "{what} {spec:?} chunk {chunk} value {i}: {got} vs {v}"
+                        );
+                    }
                 }
             }
         }
@@ -475,12 +730,50 @@ mod tests {
     #[test]
     fn integer_operands_give_the_exact_sums() {
         // The transforms add, subtract and halve: on integers every intermediate is exact.
-        for (spec, hw) in specs() {
-            let (y, want) = run(&spec, hw, 2, 4, true);
-            for (&got, &(v, _)) in y.iter().zip(&want) {
-                assert_eq!(got, v as f32, "{spec:?}");
+        for (what, run) in RUNNERS {
+            for (spec, hw) in specs() {
+                let (got, want) = run(&spec, hw, 2, 4, true);
+                for (&got, &(v, _)) in got.iter().zip(&want) {
+                    assert_eq!(got, v as f32, "{what} {spec:?}");
+                }
             }
         }
+    }
+
+    #[test]
+    fn weight_grad_reads_the_padded_input_as_the_plain_one() {
+        let spec = Conv2dSpec::square(8, 16, 3, 1, 1);
+        let geo = Im2col {
+            spec: &spec,
+            in_hw: (6, 4),
+            out_hw: (6, 4),
+        };
+        assert!(weight_grad_applies(&Im2col {
+            spec: &Conv2dSpec::square(32, 16, 3, 1, 1),
+            ..geo
+        }));
+        let x = values(2 * geo.in_per_sample(), 5, false);
+        let g = values(2 * geo.rows_per_sample() * 16, 6, false);
+        let mut padded = vec![MaybeUninit::uninit(); geo.patch_scratch("t", 2).unwrap()];
+        let padded = geo.pad_into("t", &x, &mut padded).unwrap();
+        let (mut a, mut b) = (vec![0.0; 9 * 8 * 16], vec![1.0; 9 * 8 * 16]);
+        weight_grad("t", &geo, Input::Plain(&x), &g, &mut a).unwrap();
+        weight_grad("t", &geo, Input::Padded(padded), &g, &mut b).unwrap();
+        assert_eq!(a, b);
+        // An odd output: the padded layout is not the tiles', which is an error, not a guess.
+        let odd = Im2col {
+            in_hw: (5, 4),
+            out_hw: (5, 4),
+            ..geo
+        };
+        let err = weight_grad(
+            "t",
+            &odd,
+            Input::Padded(&[0.0; 7 * 6 * 8]),
+            &g[..160],
+            &mut a,
+        );
+        assert!(err.unwrap_err().to_string().contains("padded input"));
     }
 
     #[test]
