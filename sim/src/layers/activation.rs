@@ -3,6 +3,7 @@
 use super::epilogue::{clamp_in_place, clamp_passes, EpilogueStep};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
+use rayon::prelude::*;
 
 /// Which activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,17 +42,27 @@ impl Activation {
     }
 }
 
+/// Elements per task of the element-wise passes, which run in parallel chunks (element-wise,
+/// so the results do not depend on the split).
+const CHUNK: usize = 1 << 15;
+
+/// `x ← clamp(x, 0, hi)` element-wise, returning where the gradient passes (`0 < x < hi`
+/// before clamping): training's one pass.
+fn clamp_and_passes(x: &mut [f32], hi: f32) -> Vec<bool> {
+    let mut pass = vec![false; x.len()];
+    x.par_chunks_mut(CHUNK)
+        .zip(pass.par_chunks_mut(CHUNK))
+        .for_each(|(x, p)| clamp_and_mark(x, hi, p));
+    pass
+}
+
 crate::simd::multiversion! {
-    /// `x ← clamp(x, 0, hi)` element-wise, returning where the gradient passes (`0 < x < hi`
-    /// before clamping): training's one pass.
-    fn clamp_and_passes(x: &mut [f32], hi: f32) -> Vec<bool> {
-        x.iter_mut()
-            .map(|v| {
-                let pass = clamp_passes(*v, hi);
-                *v = crate::simd::clamp(*v, 0.0, hi);
-                pass
-            })
-            .collect()
+    /// [`clamp_and_passes`] on one chunk, `pass` as long as `x`.
+    fn clamp_and_mark(x: &mut [f32], hi: f32, pass: &mut [bool]) {
+        for (v, p) in x.iter_mut().zip(pass) {
+            *p = clamp_passes(*v, hi);
+            *v = crate::simd::clamp(*v, 0.0, hi);
+        }
     }
 }
 
@@ -86,7 +97,8 @@ impl Layer for Activation {
         self.cache = match mode {
             Mode::Train => Some((shape, clamp_and_passes(data, hi))),
             Mode::Eval => {
-                clamp_in_place(data, hi);
+                data.par_chunks_mut(CHUNK)
+                    .for_each(|x| clamp_in_place(x, hi));
                 None
             }
         };
@@ -114,7 +126,9 @@ impl Layer for Activation {
         let d = dx
             .as_slice_mut()
             .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
-        mask(d, pass);
+        d.par_chunks_mut(CHUNK)
+            .zip(pass.par_chunks(CHUNK))
+            .for_each(|(g, p)| mask(g, p));
         Ok(vec![dx])
     }
 }

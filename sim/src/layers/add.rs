@@ -3,7 +3,8 @@
 use std::mem::MaybeUninit;
 
 use super::{
-    block_of, cached, check_grad, expect_inputs, filled_by_blocks, Epilogue, Layer, Mode, Tensor,
+    block_of, cached, check_grad, expect_inputs, filled_by_blocks, standard, Epilogue, Layer, Mode,
+    Tensor,
 };
 use crate::error::{Result, SimError};
 
@@ -92,7 +93,23 @@ impl Layer for Add {
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let shape = cached(&self.name, &self.shape)?;
         check_grad(&self.name, &grad_out, shape)?;
-        Ok(vec![grad_out.clone(), grad_out])
+        // The copy for the second input, in parallel blocks.
+        let g = standard(grad_out);
+        let src = g
+            .as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
+        let block = ROWS * shape.last().copied().unwrap_or(1).max(1);
+        let copy = filled_by_blocks(src.len(), block, |i, out| {
+            let from = block_of(src, block, i);
+            for (o, &v) in out.iter_mut().zip(from) {
+                o.write(v);
+            }
+            // SAFETY: `out` is as long as its block of `src` and every value was written.
+            Ok(unsafe { &mut *(out as *mut [MaybeUninit<f32>] as *mut [f32]) })
+        })?;
+        let copy = Tensor::from_shape_vec(g.shape(), copy)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        Ok(vec![g, copy])
     }
 }
 

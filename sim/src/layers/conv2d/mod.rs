@@ -433,13 +433,13 @@ impl Conv2d {
                 out_hw: (h, w),
             };
             let wt = flipped_weights(name, wq.view(), &self.spec)?;
-            let padded = tgeo.patch_scratch(name, spb)?;
             if winograd::applies(&tgeo) {
                 let u = winograd::weights(wt.view(), ts.in_channels);
                 up_front(&|dxb, gb| {
                     winograd::forward(name, &tgeo, &u, winograd::Input::Plain(gb), dxb)
                 })?
             } else {
+                let padded = tgeo.patch_scratch(name, spb)?;
                 up_front(&|dxb, gb| {
                     with_scratch(padded, 0, |buf, _| {
                         let patches = tgeo.patches(name, gb, buf)?;
