@@ -364,47 +364,53 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
     };
     let zeros = vec![0.0f32; (hi - lo) * c];
     let mut e = vec![0.0f32; 4 * row];
-    let mut done = None;
-    for t in 0..nt {
-        let (s, ty, tx) = tiling.of(t0 + t);
-        if done != Some((s, ty)) {
-            // Padded row 2·ty + i, columns lo..hi.
-            let rows: [&[f32]; 4] = std::array::from_fn(|i| {
-                let py = 2 * ty + i;
-                match x {
-                    Input::Padded(xp) => {
-                        let at = (s * tiling.hp + py) * row;
-                        &xp[at..at + row]
-                    }
-                    Input::Plain(xs) => match py.checked_sub(pt).filter(|&iy| iy < h) {
-                        Some(iy) => {
-                            let at = (s * h + iy) * w * c;
-                            &xs[at..at + (hi - lo) * c]
-                        }
-                        None => &zeros[..],
-                    },
+    // The 16 positions' matrices (their skew left out).
+    let mut pos: Vec<&mut [f32]> = v.chunks_exact_mut(sv).map(|q| &mut q[..nt * c]).collect();
+    let mut t = 0;
+    while t < nt {
+        // The tiles of one row of tiles: `Bᵀ` along the height for the row, then per position
+        // row `i` of `e`, `B` along the width tile by tile.
+        let (s, ty, tx0) = tiling.of(t0 + t);
+        let run = (tiling.tw - tx0).min(nt - t);
+        // Padded row 2·ty + i, columns lo..hi.
+        let rows: [&[f32]; 4] = std::array::from_fn(|i| {
+            let py = 2 * ty + i;
+            match x {
+                Input::Padded(xp) => {
+                    let at = (s * tiling.hp + py) * row;
+                    &xp[at..at + row]
                 }
-            });
-            let [e0, e1, e2, e3] = split4(&mut e, row);
-            let mut out = [e0, e1, e2, e3].map(|r| {
-                r[..lo * c].fill(0.0);
-                r[hi * c..].fill(0.0);
-                &mut r[lo * c..hi * c]
-            });
-            let [o0, o1, o2, o3] = &mut out;
-            input_axis([o0, o1, o2, o3], rows);
-            done = Some((s, ty));
+                Input::Plain(xs) => match py.checked_sub(pt).filter(|&iy| iy < h) {
+                    Some(iy) => {
+                        let at = (s * h + iy) * w * c;
+                        &xs[at..at + (hi - lo) * c]
+                    }
+                    None => &zeros[..],
+                },
+            }
+        });
+        let [e0, e1, e2, e3] = split4(&mut e, row);
+        let mut out = [e0, e1, e2, e3].map(|r| {
+            r[..lo * c].fill(0.0);
+            r[hi * c..].fill(0.0);
+            &mut r[lo * c..hi * c]
+        });
+        let [o0, o1, o2, o3] = &mut out;
+        input_axis([o0, o1, o2, o3], rows);
+        for (i, quad) in pos.chunks_exact_mut(4).enumerate() {
+            let [a, b, cc, dd] = quad else { unreachable!("chunks of 4") };
+            for k in 0..run {
+                let at = i * row + 2 * (tx0 + k) * c;
+                let p = &e[at..at + 4 * c];
+                let d = [&p[..c], &p[c..2 * c], &p[2 * c..3 * c], &p[3 * c..]];
+                let r = (t + k) * c..(t + k + 1) * c;
+                input_axis(
+                    [&mut a[r.clone()], &mut b[r.clone()], &mut cc[r.clone()], &mut dd[r]],
+                    d,
+                );
+            }
         }
-        for i in 0..4 {
-            let at = i * row + 2 * tx * c;
-            let p = &e[at..at + 4 * c];
-            let d = [&p[..c], &p[c..2 * c], &p[2 * c..3 * c], &p[3 * c..]];
-            let out: [&mut [f32]; 4] = {
-                let [a, b, cc, dd] = split4(&mut v[i * 4 * sv..(i + 1) * 4 * sv], sv);
-                [a, b, cc, dd].map(|q| &mut q[t * c..(t + 1) * c])
-            };
-            input_axis(out, d);
-        }
+        t += run;
     }
 }
 }
@@ -503,6 +509,8 @@ fn transform_output_grad(geo: &Im2col<'_>, tiling: &Tiling, g: &[f32], t0: usize
     let zeros = vec![0.0f32; o];
     // r[b][i]: row i of A·δ in column b of the tile.
     let mut r = vec![0.0f32; 8 * o];
+    // The 16 positions' matrices (their skew left out).
+    let mut pos: Vec<&mut [f32]> = m.chunks_exact_mut(sm).map(|q| &mut q[..nt * o]).collect();
     for t in 0..nt {
         let (s, ty, tx) = tiling.of(t0 + t);
         let at = |a: usize, b: usize| {
@@ -517,13 +525,16 @@ fn transform_output_grad(geo: &Im2col<'_>, tiling: &Tiling, g: &[f32], t0: usize
         for b in 0..2 {
             grad_axis(split4(&mut r[b * 4 * o..(b + 1) * 4 * o], o), [at(0, b), at(1, b)]);
         }
-        for i in 0..4 {
-            let (p, q) = (&r[i * o..(i + 1) * o], &r[(4 + i) * o..(5 + i) * o]);
-            let out: [&mut [f32]; 4] = {
-                let [a, b, cc, dd] = split4(&mut m[i * 4 * sm..(i + 1) * 4 * sm], sm);
-                [a, b, cc, dd].map(|q| &mut q[t * o..(t + 1) * o])
+        let to = t * o..(t + 1) * o;
+        for (i, quad) in pos.chunks_exact_mut(4).enumerate() {
+            let [a, b, cc, dd] = quad else {
+                unreachable!("chunks of 4")
             };
-            grad_axis(out, [p, q]);
+            let (p, q) = (&r[i * o..(i + 1) * o], &r[(4 + i) * o..(5 + i) * o]);
+            grad_axis(
+                [&mut a[to.clone()], &mut b[to.clone()], &mut cc[to.clone()], &mut dd[to.clone()]],
+                [p, q],
+            );
         }
     }
 }
