@@ -65,14 +65,17 @@ pub(super) fn weights(b: ArrayView2<f32>, c: usize) -> Vec<f32> {
     let mut u = vec![0.0; POS * c * o];
     for ci in 0..c {
         for oi in 0..o {
-            let g = |ky: usize, kx: usize| b[[(ky * 3 + kx) * c + ci, oi]];
-            // G·g (4 × 3), then (G·g)·Gᵀ row by row.
-            let gg: [[f32; 3]; 4] = std::array::from_fn(|i| {
-                std::array::from_fn(|kx| {
-                    let (g0, g1, g2) = (g(0, kx), g(1, kx), g(2, kx));
-                    [g0, (g0 + g1 + g2) * 0.5, (g0 - g1 + g2) * 0.5, g2][i]
-                })
-            });
+            // G·g (4 × 3), then (G·g)·Gᵀ row by row. (Plain loops: written with nested
+            // `array::from_fn`, its closures ran out of line, 4 % of a batch-16 step.)
+            let mut gg = [[0.0f32; 3]; 4];
+            for kx in 0..3 {
+                let g = |ky: usize| b[[(ky * 3 + kx) * c + ci, oi]];
+                let (g0, g1, g2) = (g(0), g(1), g(2));
+                gg[0][kx] = g0;
+                gg[1][kx] = (g0 + g1 + g2) * 0.5;
+                gg[2][kx] = (g0 - g1 + g2) * 0.5;
+                gg[3][kx] = g2;
+            }
             for (i, [a0, a1, a2]) in gg.into_iter().enumerate() {
                 let row = [a0, (a0 + a1 + a2) * 0.5, (a0 - a1 + a2) * 0.5, a2];
                 for (j, v) in row.into_iter().enumerate() {
