@@ -75,6 +75,8 @@ pub struct GemmShape {
     pub n: usize,
     /// Calls per training step (all layers, blocks and groups).
     pub calls: usize,
+    /// One of a Winograd conv's 16 products per chunk of tiles (its `B` stored as `[k, n]`).
+    pub winograd: bool,
     /// Measured GFLOP per CPU-second on one thread (0 until [`time_gemm_shapes`]).
     pub gflops: f64,
 }
@@ -87,13 +89,16 @@ pub struct GemmShape {
 /// order.
 pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<GemmShape>> {
     let mut out: Vec<GemmShape> = Vec::new();
-    let mut add = |layer: &str, pass: GemmPass, (m, k, n): (usize, usize, usize), calls: usize| {
+    let mut add = |layer: &str,
+                   (pass, winograd): (GemmPass, bool),
+                   (m, k, n): (usize, usize, usize),
+                   calls: usize| {
         if m == 0 || k == 0 || n == 0 || calls == 0 {
             return;
         }
         if let Some(s) = out
             .iter_mut()
-            .find(|s| (s.pass, s.m, s.k, s.n) == (pass, m, k, n))
+            .find(|s| (s.pass, s.winograd, s.m, s.k, s.n) == (pass, winograd, m, k, n))
         {
             s.calls += calls;
         } else {
@@ -105,6 +110,7 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                 k,
                 n,
                 calls,
+                winograd,
                 gflops: 0.0,
             });
         }
@@ -133,10 +139,11 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                     };
                     let calls = count * groups;
                     let shape = |[m, k, n]: [usize; 3]| (m, k, n);
+                    let [wf, we, ww] = g.winograd;
                     let passes = [
-                        (GemmPass::Forward, g.forward),
-                        (GemmPass::Error, g.error),
-                        (GemmPass::Weight, g.weight),
+                        ((GemmPass::Forward, wf), g.forward),
+                        ((GemmPass::Error, we), g.error),
+                        ((GemmPass::Weight, ww), g.weight),
                     ];
                     for (pass, gemms) in passes {
                         for (s, n) in gemms {
@@ -150,13 +157,13 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
             LayerKind::Linear => {
                 let (i, o) = (l.in_channels(), l.out_channels());
                 for (rows, count) in blocks(ROW_TILE) {
-                    add(&l.name, GemmPass::Forward, (rows, i, o), count);
+                    add(&l.name, (GemmPass::Forward, false), (rows, i, o), count);
                     if input_grad {
-                        add(&l.name, GemmPass::Error, (rows, o, i), count);
+                        add(&l.name, (GemmPass::Error, false), (rows, o, i), count);
                     }
                 }
                 for (rows, count) in blocks(REDUCE_CHUNK) {
-                    add(&l.name, GemmPass::Weight, (o, rows, i), count);
+                    add(&l.name, (GemmPass::Weight, false), (o, rows, i), count);
                 }
             }
         }
@@ -177,14 +184,17 @@ pub fn time_gemm_shapes(shapes: &mut [GemmShape], secs: f64) -> Result<()> {
             GemmPass::Weight => random_matrix(k, m, 1),
             _ => random_matrix(m, k, 1),
         };
-        let b = match s.pass {
-            GemmPass::Forward => random_matrix(n, k, 2),
-            _ => random_matrix(k, n, 2),
+        // A direct forward product reads the weights transposed; Winograd's reads its
+        // transformed kernels as stored.
+        let b_transposed = s.pass == GemmPass::Forward && !s.winograd;
+        let b = match b_transposed {
+            true => random_matrix(n, k, 2),
+            false => random_matrix(k, n, 2),
         };
-        let (av, bv) = match s.pass {
-            GemmPass::Forward => (a.view(), b.t()),
-            GemmPass::Error => (a.view(), b.view()),
-            GemmPass::Weight => (a.t(), b.view()),
+        let bv = if b_transposed { b.t() } else { b.view() };
+        let av = match s.pass {
+            GemmPass::Weight => a.t(),
+            _ => a.view(),
         };
         let mut c = Array2::<f32>::zeros((m, n));
         let mut result = Ok(());
@@ -543,7 +553,20 @@ mod tests {
         // The next conv's input gradient is the transposed conv: 3·3·16 taps into 16 channels.
         assert_eq!(row(&shapes[3]).1, GemmPass::Error);
         assert_eq!((shapes[3].m, shapes[3].k, shapes[3].n), (1024, 144, 16));
+        // Stage 2's 3×3 convs (16 × 16 outputs, 32 channels) run Winograd's products in all
+        // three passes: chunks of 256 tiles (4 samples), [tiles, C, O] / [O, tiles, C].
+        let wino = |pass: GemmPass, dims: (usize, usize, usize)| {
+            shapes
+                .iter()
+                .find(|s| s.pass == pass && (s.m, s.k, s.n) == dims)
+                .map(|s| s.winograd)
+        };
+        assert_eq!(wino(GemmPass::Forward, (256, 32, 32)), Some(true));
+        assert_eq!(wino(GemmPass::Error, (256, 32, 32)), Some(true));
+        assert_eq!(wino(GemmPass::Weight, (32, 256, 32)), Some(true));
+        assert!(!shapes[0].winograd && !shapes[1].winograd && !shapes[3].winograd);
         let mut timed = shapes[..2].to_vec();
+        timed.extend(shapes.iter().filter(|s| s.winograd).take(3).cloned());
         time_gemm_shapes(&mut timed, 0.001).unwrap();
         assert!(timed.iter().all(|s| s.gflops.is_finite() && s.gflops > 0.0));
     }

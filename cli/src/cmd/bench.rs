@@ -249,6 +249,7 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
         "gemm_shapes": r.shapes.iter().map(|s| json!({
             "layer": s.layer,
             "pass": s.pass.name(),
+            "winograd": s.winograd,
             "m": s.m,
             "k": s.k,
             "n": s.n,
@@ -352,14 +353,16 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
     if !r.shapes.is_empty() {
         t.push_str("\nGEMM shapes of one step, one thread each (C[m,n] = A[m,k]·B[k,n]):\n");
         t.push_str(&format!(
-            "{:<24} {:<8} {:>6} {:>6} {:>6} {:>7} {:>9} {:>7}\n",
+            "{:<24} {:<10} {:>6} {:>6} {:>6} {:>7} {:>9} {:>7}\n",
             "layer", "pass", "m", "k", "n", "calls", "GFLOP/s", "% peak"
         ));
         for s in &r.shapes {
+            // `/W`: one of a Winograd conv's 16 products per chunk of tiles.
+            let pass = format!("{}{}", s.pass.name(), if s.winograd { "/W" } else { "" });
             t.push_str(&format!(
-                "{:<24} {:<8} {:>6} {:>6} {:>6} {:>7} {:>9.1} {:>6.0} %\n",
+                "{:<24} {:<10} {:>6} {:>6} {:>6} {:>7} {:>9.1} {:>6.0} %\n",
                 s.layer,
-                s.pass.name(),
+                pass,
                 s.m,
                 s.k,
                 s.n,

@@ -121,6 +121,9 @@ pub struct BlockGemms {
     /// tiles) where the forward pass qualifies and its kept input is one the tiles read; else
     /// `Pᵀ·g` on the patches in place (one group, runs of kernel rows), else `gᵀ·col`, once.
     pub weight: Vec<Gemms>,
+    /// Whether the forward, error and weight products are Winograd's (their `B` is stored as
+    /// `[k, n]`: the transformed kernels, the transposed conv's, the transformed input).
+    pub winograd: [bool; 3],
 }
 
 impl Conv2dSpec {
@@ -144,6 +147,7 @@ impl Conv2dSpec {
         };
         let (kg, opg) = (self.k_per_group(), self.out_channels / self.groups);
         let rows = samples * geo.rows_per_sample();
+        let mut error_winograd = false;
         let error = match geo.transposed_spec() {
             _ if !input_grad => vec![],
             Some(t) => {
@@ -152,7 +156,8 @@ impl Conv2dSpec {
                     in_hw: out_hw,
                     out_hw: in_hw,
                 };
-                if winograd::applies(&tgeo) {
+                error_winograd = winograd::applies(&tgeo);
+                if error_winograd {
                     winograd::products(&tgeo, samples)
                 } else {
                     vec![(
@@ -183,6 +188,11 @@ impl Conv2dSpec {
             forward,
             error,
             weight,
+            winograd: [
+                winograd::applies(&geo),
+                error_winograd,
+                winograd::weight_grad_applies(&geo),
+            ],
         }))
     }
 }
@@ -947,6 +957,7 @@ mod tests {
         assert_eq!(g.forward, vec![([128, 144, 32], 1)]);
         assert_eq!(g.error, vec![([32, 32, 16], 16)]);
         assert_eq!(g.weight, vec![([144, 128, 32], 1)]);
+        assert_eq!(g.winograd, [false, true, false]);
         let no_dx = same.block_gemms("c", (8, 8), 2, false).unwrap().unwrap();
         assert_eq!(no_dx.error, vec![]);
         // 16 output channels: the transposed conv has 16 inputs, a patch product; the weight
@@ -956,6 +967,7 @@ mod tests {
         assert_eq!(g.forward, vec![([32, 32, 16], 16)]);
         assert_eq!(g.error, vec![([128, 144, 32], 1)]);
         assert_eq!(g.weight, vec![([16, 32, 32], 16)]);
+        assert_eq!(g.winograd, [true, false, true]);
         // An odd output: the kept padded input is not laid out as the tiles read it, so the
         // weight gradient reads the patches.
         let g = narrow.block_gemms("c", (7, 7), 1, true).unwrap().unwrap();
