@@ -912,6 +912,20 @@ mod tests {
             25,
         )
         .unwrap();
+        // Unpadded: the output is smaller than the input, so the input gradient is the column
+        // gradient scattered while the weight gradient runs by Winograd on the plain input.
+        let valid = Conv2dSpec::square(32, 24, 3, 1, 0);
+        let g = valid.block_gemms("c", (6, 8), 2, true).unwrap().unwrap();
+        assert_eq!(g.winograd, [true, false, true]);
+        let mut c = conv(valid, false, 4);
+        check_layer(
+            &mut c,
+            &[rand_tensor(&[2, 6, 8, 32], 1.0, 11)],
+            1e-2,
+            1e-2,
+            25,
+        )
+        .unwrap();
     }
 
     #[test]
