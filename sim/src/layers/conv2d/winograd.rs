@@ -367,8 +367,8 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
     };
     let zeros = vec![0.0f32; (hi - lo) * c];
     let mut e = vec![0.0f32; 4 * row];
-    // The 16 positions' matrices (their skew left out).
-    let mut pos: Vec<&mut [f32]> = v.chunks_exact_mut(sv).map(|q| &mut q[..nt * c]).collect();
+    // The 16 positions' matrices (their skew left out), by position row.
+    let mut pos = position_rows(v, sv, nt * c);
     let mut t = 0;
     while t < nt {
         // The tiles of one row of tiles: `Bᵀ` along the height for the row, then per position
@@ -400,8 +400,7 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
         });
         let [o0, o1, o2, o3] = &mut out;
         input_axis([o0, o1, o2, o3], rows);
-        for (i, quad) in pos.chunks_exact_mut(4).enumerate() {
-            let [a, b, cc, dd] = quad else { unreachable!("chunks of 4") };
+        for (i, [a, b, cc, dd]) in pos.iter_mut().enumerate() {
             for k in 0..run {
                 let at = i * row + 2 * (tx0 + k) * c;
                 let p = &e[at..at + 4 * c];
@@ -416,6 +415,14 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
         t += run;
     }
 }
+}
+
+/// The 16 position matrices of a chunk (`stride` apart in `s`, each cut to `len` values) as
+/// four rows of four.
+fn position_rows(s: &mut [f32], stride: usize, len: usize) -> Vec<[&mut [f32]; 4]> {
+    s.chunks_exact_mut(4 * stride)
+        .map(|row| split4(row, stride).map(|p| &mut p[..len]))
+        .collect()
 }
 
 /// The first four chunks of `len` values of `s`.
@@ -512,8 +519,8 @@ fn transform_output_grad(geo: &Im2col<'_>, tiling: &Tiling, g: &[f32], t0: usize
     let zeros = vec![0.0f32; o];
     // r[b][i]: row i of A·δ in column b of the tile.
     let mut r = vec![0.0f32; 8 * o];
-    // The 16 positions' matrices (their skew left out).
-    let mut pos: Vec<&mut [f32]> = m.chunks_exact_mut(sm).map(|q| &mut q[..nt * o]).collect();
+    // The 16 positions' matrices (their skew left out), by position row.
+    let mut pos = position_rows(m, sm, nt * o);
     for t in 0..nt {
         let (s, ty, tx) = tiling.of(t0 + t);
         let at = |a: usize, b: usize| {
@@ -529,10 +536,7 @@ fn transform_output_grad(geo: &Im2col<'_>, tiling: &Tiling, g: &[f32], t0: usize
             grad_axis(split4(&mut r[b * 4 * o..(b + 1) * 4 * o], o), [at(0, b), at(1, b)]);
         }
         let to = t * o..(t + 1) * o;
-        for (i, quad) in pos.chunks_exact_mut(4).enumerate() {
-            let [a, b, cc, dd] = quad else {
-                unreachable!("chunks of 4")
-            };
+        for (i, [a, b, cc, dd]) in pos.iter_mut().enumerate() {
             let (p, q) = (&r[i * o..(i + 1) * o], &r[(4 + i) * o..(5 + i) * o]);
             grad_axis(
                 [&mut a[to.clone()], &mut b[to.clone()], &mut cc[to.clone()], &mut dd[to.clone()]],
