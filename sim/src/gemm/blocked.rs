@@ -76,6 +76,18 @@ pub(super) enum OperandA<'p> {
     PatchesT(&'p Patches<'p>),
 }
 
+/// `B` of a product: a strided matrix (cut into panels per block), or one packed beforehand.
+#[derive(Clone, Copy)]
+pub(super) enum OperandB {
+    Strided(Strided<*const f32>),
+    /// Panels of [`NR`] columns one after another, each `k` rows of `NR` values (see
+    /// [`super::PackedB`]).
+    Packed {
+        ptr: *const f32,
+        k: usize,
+    },
+}
+
 /// A panel of `B` as the kernels read it: its first element and the distance between its rows.
 type Panel = (*const f32, isize);
 
@@ -94,17 +106,18 @@ pub(super) unsafe fn gemm(
     path: VectorPath,
     (m, n, k): (usize, usize, usize),
     a: OperandA<'_>,
-    b: Strided<*const f32>,
+    b: OperandB,
     c: Strided<*mut f32>,
     accumulate: bool,
 ) {
     // The kernels read and write whole rows of a tile as vectors when C's columns are adjacent:
-    // a C stored by columns is computed as Cᵀ = Bᵀ·Aᵀ (patches only come with row-major C).
-    if let OperandA::Strided(a) = a {
+    // a C stored by columns is computed as Cᵀ = Bᵀ·Aᵀ (patches and packed `B` only come with
+    // row-major C).
+    if let (OperandA::Strided(a), OperandB::Strided(b)) = (a, b) {
         if c.cs != 1 && c.rs == 1 {
-            let bt = OperandA::Strided(b.t());
+            let (at, bt) = (OperandA::Strided(b.t()), OperandB::Strided(a.t()));
             // SAFETY: the transposed views describe the same valid elements.
-            return unsafe { gemm(path, (n, m, k), bt, a.t(), c.t(), accumulate) };
+            return unsafe { gemm(path, (n, m, k), at, bt, c.t(), accumulate) };
         }
     }
     let kcb = match a {
@@ -117,9 +130,20 @@ pub(super) unsafe fn gemm(
             let nc = NC.min(n - jc);
             for pc in (0..k).step_by(kcb) {
                 let kc = kcb.min(k - pc);
-                let in_place = b.cs == 1 && rows_spread_over_l1(b.rs, kc);
-                // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
-                unsafe { cut_panels(buf, panels, b, in_place, (pc, kc), (jc, nc)) };
+                match b {
+                    OperandB::Strided(b) => {
+                        let in_place = b.cs == 1 && rows_spread_over_l1(b.rs, kc);
+                        // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
+                        unsafe { cut_panels(buf, panels, b, in_place, (pc, kc), (jc, nc)) };
+                    }
+                    OperandB::Packed { ptr, k } => {
+                        panels.clear();
+                        panels.extend(
+                            (jc / NR..(jc + nc).div_ceil(NR))
+                                .map(|p| (ptr.wrapping_add((p * k + pc) * NR), NR as isize)),
+                        );
+                    }
+                }
                 // Terms pc..pc+kc of a row: one run, runs of a patch's kernel rows, or of
                 // output rows.
                 let (csa, runs) = match a {
@@ -238,13 +262,33 @@ unsafe fn cut_panels(
         // SAFETY: `buf` holds `packed` panels; this is one of them.
         let panel = unsafe { std::slice::from_raw_parts_mut(next, kc * NR) };
         next = next.wrapping_add(kc * NR);
-        for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
-            let src = src.wrapping_offset(i as isize * b.rs);
-            for (j, x) in row[..cols].iter_mut().enumerate() {
-                // SAFETY: element (p0+i, jp+j) is valid.
-                *x = unsafe { *src.offset(j as isize * b.cs) };
+        if b.rs == 1 && b.cs != 1 {
+            // A transposed matrix: each column is a run of adjacent values.
+            for j in 0..NR {
+                let col = src.wrapping_offset(j as isize * b.cs);
+                for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                    // SAFETY: element (p0+i, jp+j) is valid when j < cols.
+                    row[j] = if j < cols {
+                        unsafe { *col.add(i) }
+                    } else {
+                        0.0
+                    };
+                }
             }
-            row[cols..].fill(0.0);
+        } else {
+            for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                let src = src.wrapping_offset(i as isize * b.rs);
+                if b.cs == 1 {
+                    // SAFETY: elements (p0+i, jp..jp+cols) are valid and adjacent.
+                    row[..cols].copy_from_slice(unsafe { std::slice::from_raw_parts(src, cols) });
+                } else {
+                    for (j, x) in row[..cols].iter_mut().enumerate() {
+                        // SAFETY: element (p0+i, jp+j) is valid.
+                        *x = unsafe { *src.offset(j as isize * b.cs) };
+                    }
+                }
+                row[cols..].fill(0.0);
+            }
         }
         (panel.as_ptr(), NR as isize)
     }));

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
-use blocked::{OperandA, Strided};
+use blocked::{OperandA, OperandB, Strided};
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 pub use patches::{PatchGeometry, Patches};
 use rayon::prelude::*;
@@ -226,29 +226,29 @@ fn strided_into(
 /// `C = A·B` written into the uninitialised row-major `c` (`A`'s rows × `B`'s columns values),
 /// single-threaded; returns `c`, now initialised. The arithmetic of [`matmul_into`] without
 /// `accumulate`, minus the zeroing a fresh output would otherwise need.
-pub fn matmul_uninit<'c>(
+pub fn matmul_uninit<'c, 'b>(
     c: &'c mut [MaybeUninit<f32>],
     a: ArrayView2<f32>,
-    b: ArrayView2<f32>,
+    b: impl Into<B<'b>>,
 ) -> Result<&'c mut [f32]> {
-    uninit_strided(c, a, b, OperandKind::Strided)
+    uninit_strided(c, a, b.into(), OperandKind::Strided)
 }
 
 /// [`matmul_uninit`] for one of a Winograd conv's 16 products (profiled as
 /// [`OperandKind::Winograd`]).
-pub fn matmul_winograd_uninit<'c>(
+pub fn matmul_winograd_uninit<'c, 'b>(
     c: &'c mut [MaybeUninit<f32>],
     a: ArrayView2<f32>,
-    b: ArrayView2<f32>,
+    b: impl Into<B<'b>>,
 ) -> Result<&'c mut [f32]> {
-    uninit_strided(c, a, b, OperandKind::Winograd)
+    uninit_strided(c, a, b.into(), OperandKind::Winograd)
 }
 
 /// [`matmul_uninit`], profiled as `kind`.
 fn uninit_strided<'c>(
     c: &'c mut [MaybeUninit<f32>],
     a: ArrayView2<f32>,
-    b: ArrayView2<f32>,
+    b: B<'_>,
     kind: OperandKind,
 ) -> Result<&'c mut [f32]> {
     let a_dim = a.dim();
@@ -259,11 +259,12 @@ fn uninit_strided<'c>(
 
 /// [`matmul_uninit`] with the im2col matrix of a convolution as `A`, read in place from its
 /// padded input: the same numbers as gathering the patches first, without the copy.
-pub fn matmul_patches_uninit<'c>(
+pub fn matmul_patches_uninit<'c, 'b>(
     c: &'c mut [MaybeUninit<f32>],
     a: &Patches<'_>,
-    b: ArrayView2<f32>,
+    b: impl Into<B<'b>>,
 ) -> Result<&'c mut [f32]> {
+    let b = b.into();
     // SAFETY: `Patches::new` checked that every term of its rows is in its input.
     unsafe { uninit_product(c, OperandA::Patches(a), a.dim(), b, OperandKind::Patches) }
 }
@@ -283,7 +284,7 @@ pub fn matmul_patches_t_uninit<'c>(
             c,
             OperandA::PatchesT(a),
             (terms, rows),
-            b,
+            B::View(b),
             OperandKind::PatchesT,
         )
     }
@@ -297,7 +298,7 @@ unsafe fn uninit_product<'c>(
     c: &'c mut [MaybeUninit<f32>],
     a: OperandA<'_>,
     (m, k): (usize, usize),
-    b: ArrayView2<f32>,
+    b: B<'_>,
     kind: OperandKind,
 ) -> Result<&'c mut [f32]> {
     let (k2, n) = b.dim();
@@ -316,7 +317,7 @@ unsafe fn uninit_product<'c>(
         c.fill(MaybeUninit::new(0.0));
     } else if m * n > 0 {
         let c = Strided::new(c.as_mut_ptr().cast::<f32>(), &[n as isize, 1]);
-        let b = Strided::new(b.as_ptr(), b.strides());
+        let b = b.operand();
         // SAFETY: the shapes conform and are non-empty, `a` is valid (caller's contract), `c`
         // holds the `m × n` row-major values (exclusively borrowed), and without `accumulate`
         // the driver writes every element of `C` before it reads any (later reduction blocks
@@ -327,6 +328,77 @@ unsafe fn uninit_product<'c>(
     }
     // SAFETY: every element was written above (`MaybeUninit<f32>` has the layout of `f32`).
     Ok(unsafe { &mut *(std::ptr::from_mut(c) as *mut [f32]) })
+}
+
+/// `B` of a product with a fresh output: a view, or a matrix packed once for many products.
+#[derive(Clone, Copy)]
+pub enum B<'b> {
+    /// Any strided matrix, cut into panels by each product.
+    View(ArrayView2<'b, f32>),
+    /// A matrix already in the panels' layout.
+    Packed(&'b PackedB),
+}
+
+impl<'b> From<ArrayView2<'b, f32>> for B<'b> {
+    fn from(v: ArrayView2<'b, f32>) -> Self {
+        B::View(v)
+    }
+}
+
+impl<'b> From<&'b PackedB> for B<'b> {
+    fn from(p: &'b PackedB) -> Self {
+        B::Packed(p)
+    }
+}
+
+impl B<'_> {
+    /// `(rows, columns)`.
+    fn dim(&self) -> (usize, usize) {
+        match self {
+            B::View(v) => v.dim(),
+            B::Packed(p) => (p.k, p.n),
+        }
+    }
+
+    /// The driver's operand.
+    fn operand(&self) -> OperandB {
+        match self {
+            B::View(v) => OperandB::Strided(Strided::new(v.as_ptr(), v.strides())),
+            B::Packed(p) => OperandB::Packed {
+                ptr: p.data.as_ptr(),
+                k: p.k,
+            },
+        }
+    }
+}
+
+/// A `k × n` matrix stored as the kernels read `B`: panels of [`kernel::NR`] columns one after
+/// another, each `k` rows of `NR` adjacent values (zero beyond the last column). A conv packs
+/// its weights once per pass instead of once per block of output rows; the products read the
+/// same values, so the numbers do not change.
+pub struct PackedB {
+    data: Vec<f32>,
+    k: usize,
+    n: usize,
+}
+
+impl PackedB {
+    /// Packs `b`.
+    pub fn new(b: ArrayView2<f32>) -> Self {
+        const NR: usize = kernel::NR;
+        let (k, n) = b.dim();
+        let mut data = vec![0.0; n.div_ceil(NR) * k * NR];
+        for (p, panel) in data.chunks_exact_mut((k * NR).max(1)).enumerate() {
+            let cols = b.slice(ndarray::s![.., p * NR..(p * NR + NR).min(n)]);
+            // Column by column: a transposed view reads each column's run where it lies.
+            for (j, col) in cols.columns().into_iter().enumerate() {
+                for (i, &v) in col.iter().enumerate() {
+                    panel[i * NR + j] = v;
+                }
+            }
+        }
+        Self { data, k, n }
+    }
 }
 
 /// Runs the product `f` of shape `(m, k, n)` reading `A` as `operand`, adding its CPU time and
@@ -374,7 +446,16 @@ unsafe fn product(
         Strided::new(b.as_ptr(), b.strides()),
     );
     // SAFETY: forwarded from the caller.
-    unsafe { blocked::gemm(path, (m, n, k), OperandA::Strided(a), b, c, accumulate) }
+    unsafe {
+        blocked::gemm(
+            path,
+            (m, n, k),
+            OperandA::Strided(a),
+            OperandB::Strided(b),
+            c,
+            accumulate,
+        )
+    }
 }
 
 /// `c` as the driver's strided pointer.
@@ -602,15 +683,17 @@ mod tests {
         let bt = random(m, 20, 52);
         let want_t = fused_chain(a.t(), bt.view(), None);
         for path in paths() {
-            let mut got = Array2::<f32>::from_elem((m, 20), f32::NAN);
-            let cv = strided_mut(&mut got.view_mut());
-            let bv = Strided::new(b.as_ptr(), b.strides());
-            // SAFETY: `path` runs here; the shapes conform; `p` was checked against `x`.
-            unsafe { blocked::gemm(path, (m, 20, k), OperandA::Patches(&p), bv, cv, false) };
-            assert_eq!(got, want, "{path:?}");
+            let packed = PackedB::new(b.view());
+            for bv in [B::View(b.view()).operand(), B::Packed(&packed).operand()] {
+                let mut got = Array2::<f32>::from_elem((m, 20), f32::NAN);
+                let cv = strided_mut(&mut got.view_mut());
+                // SAFETY: `path` runs here; the shapes conform; `p` was checked against `x`.
+                unsafe { blocked::gemm(path, (m, 20, k), OperandA::Patches(&p), bv, cv, false) };
+                assert_eq!(got, want, "{path:?}");
+            }
             let mut got = Array2::<f32>::from_elem((k, 20), f32::NAN);
             let cv = strided_mut(&mut got.view_mut());
-            let bv = Strided::new(bt.as_ptr(), bt.strides());
+            let bv = OperandB::Strided(Strided::new(bt.as_ptr(), bt.strides()));
             // SAFETY: as above.
             unsafe { blocked::gemm(path, (k, 20, m), OperandA::PatchesT(&p), bv, cv, false) };
             assert_eq!(got, want_t, "{path:?} transposed");
@@ -659,6 +742,28 @@ mod tests {
         let (a, b) = (random(4, 3, 7), random(3, 5, 8));
         let mut c = vec![MaybeUninit::new(0.0); 19];
         let e = matmul_uninit(&mut c, a.view(), b.view()).unwrap_err();
+        assert!(e.to_string().contains("does not conform"), "{e}");
+    }
+
+    #[test]
+    fn packed_b_gives_the_same_product_bit_for_bit() {
+        // Partial last panel, several reduction blocks, more columns than one block (NC = 1024),
+        // an empty reduction; B transposed (a conv's weights) and plain.
+        for &(m, n, k) in &[(7, 5, 3), (300, 33, 600), (20, 1030, 70), (9, 4, 0)] {
+            let a = random(m, k, 13);
+            let w = random(n, k, 14);
+            for b in [w.t(), w.t().as_standard_layout().into_owned().view()] {
+                let mut want = vec![MaybeUninit::new(f32::NAN); m * n];
+                let want = matmul_uninit(&mut want, a.view(), b).unwrap().to_vec();
+                let packed = PackedB::new(b);
+                let mut c = vec![MaybeUninit::new(f32::NAN); m * n];
+                let got = matmul_uninit(&mut c, a.view(), &packed).unwrap();
+                assert_eq!(got, &want[..], "{m}×{n}×{k}");
+            }
+        }
+        let packed = PackedB::new(random(3, 5, 8).view());
+        let mut c = vec![MaybeUninit::new(0.0); 20];
+        let e = matmul_uninit(&mut c, random(4, 4, 7).view(), &packed).unwrap_err();
         assert!(e.to_string().contains("does not conform"), "{e}");
     }
 

@@ -33,6 +33,9 @@ pub enum EpilogueStep {
     },
 }
 
+/// Values (16 KiB) per slice of rows the steps run over together.
+const L1_SLICE: usize = 4096;
+
 /// The steps fused after a layer, in graph order (empty: none).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Epilogue(pub Vec<EpilogueStep>);
@@ -46,6 +49,19 @@ impl Epilogue {
     /// Applies every step to `block`, whole rows of `channels` values, which starts at value
     /// `start` of the layer's output (where a residual add reads its other operand).
     pub fn apply(&self, block: &mut [f32], channels: usize, start: usize) -> Result<()> {
+        // The steps run over slices of whole rows that fit in L1, so a block larger than the
+        // core's caches makes one trip through memory, not one per step. Every element gets the
+        // same operations in the same order either way.
+        let rows = (L1_SLICE / channels.max(1)).max(1);
+        let step = rows.saturating_mul(channels.max(1));
+        for (i, part) in block.chunks_mut(step).enumerate() {
+            self.apply_slice(part, channels, start + i * step)?;
+        }
+        Ok(())
+    }
+
+    /// [`Epilogue::apply`] on one slice of whole rows.
+    fn apply_slice(&self, block: &mut [f32], channels: usize, start: usize) -> Result<()> {
         for step in &self.0 {
             match step {
                 EpilogueStep::Normalize { layer, per_channel } => {

@@ -79,6 +79,136 @@ fn window(
     (y0, y1, x0, x1, count)
 }
 
+/// Channels per register-resident lane of a max pool.
+const LANES: usize = 16;
+
+/// `LANES` running maxima, each `a ← x if x > a else a`: of equals the first wins, and NaN
+/// never does. On x86-64 they are kept in SSE registers (part of every x86-64 CPU) and `MAXPS`
+/// computes exactly that; a plain loop was compiled, in some builds, to masked stores into
+/// memory, which are slow on AMD cores.
+#[derive(Clone, Copy)]
+struct Maxima {
+    #[cfg(target_arch = "x86_64")]
+    v: [std::arch::x86_64::__m128; LANES / 4],
+    #[cfg(not(target_arch = "x86_64"))]
+    v: [f32; LANES],
+}
+
+impl Maxima {
+    /// All `−∞`.
+    #[inline(always)]
+    fn new() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: SSE is part of x86-64.
+            let v = unsafe { std::arch::x86_64::_mm_set1_ps(f32::NEG_INFINITY) };
+            Self { v: [v; LANES / 4] }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Self {
+            v: [f32::NEG_INFINITY; LANES],
+        }
+    }
+
+    /// Takes in one value per lane.
+    #[inline(always)]
+    fn take(&mut self, x: &[f32; LANES]) {
+        #[cfg(target_arch = "x86_64")]
+        for (v, x) in self.v.iter_mut().zip(x.chunks_exact(4)) {
+            use std::arch::x86_64::{_mm_loadu_ps, _mm_max_ps};
+            // SAFETY: SSE is part of x86-64; `x` holds 4 values. `MAXPS(x, v)` is
+            // `x > v ? x : v` per lane.
+            *v = unsafe { _mm_max_ps(_mm_loadu_ps(x.as_ptr()), *v) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        for (a, &x) in self.v.iter_mut().zip(x) {
+            *a = if x > *a { x } else { *a };
+        }
+    }
+
+    /// The maxima.
+    #[inline(always)]
+    fn values(&self) -> [f32; LANES] {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut out = [0.0; LANES];
+            for (o, v) in out.chunks_exact_mut(4).zip(&self.v) {
+                // SAFETY: SSE is part of x86-64; `o` holds 4 values.
+                unsafe { std::arch::x86_64::_mm_storeu_ps(o.as_mut_ptr(), *v) };
+            }
+            out
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        self.v
+    }
+}
+
+crate::simd::multiversion! {
+    /// Pools one sample, `xs` `[H, W, C]` into `ys` `[OH, OW, C]` (`dims`: `[H, W, C, OH, OW]`),
+    /// the window's elements visited row by row, each a whole row of channels at a time (so
+    /// the channel loop vectorises). For max pooling the first maximum in that order wins, and
+    /// `am` (empty: not kept) gets its flat in-sample index.
+    fn pool_sample(
+        sp: &PoolSpec,
+        kind: PoolKind,
+        dims: [usize; 5],
+        xs: &[f32],
+        ys: &mut [f32],
+        am: &mut [usize],
+    ) {
+        let [h, w, c, oh, ow] = dims;
+        let track = !am.is_empty();
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let (y0, y1, x0, x1, count) = window(sp, h, w, oy, ox);
+                let o = (oy * ow + ox) * c;
+                let yr = &mut ys[o..o + c];
+                let taps = (y0..y1).flat_map(|iy| (x0..x1).map(move |ix| (iy * w + ix) * c));
+                match kind {
+                    PoolKind::Max if track => {
+                        let ar = &mut am[o..o + c];
+                        yr.fill(f32::NEG_INFINITY);
+                        ar.fill(0);
+                        for i in taps {
+                            let xr = &xs[i..i + c];
+                            for ch in 0..c {
+                                if xr[ch] > yr[ch] {
+                                    yr[ch] = xr[ch];
+                                    ar[ch] = i + ch;
+                                }
+                            }
+                        }
+                    }
+                    PoolKind::Max => {
+                        for (l, yl) in yr.chunks_mut(LANES).enumerate() {
+                            let mut acc = Maxima::new();
+                            for i in taps.clone() {
+                                let xl = &xs[i + l * LANES..][..yl.len()];
+                                match xl.first_chunk::<LANES>() {
+                                    Some(full) => acc.take(full),
+                                    None => {
+                                        let mut part = [f32::NEG_INFINITY; LANES];
+                                        part[..xl.len()].copy_from_slice(xl);
+                                        acc.take(&part);
+                                    }
+                                }
+                            }
+                            yl.copy_from_slice(&acc.values()[..yl.len()]);
+                        }
+                    }
+                    PoolKind::Avg => {
+                        yr.fill(0.0);
+                        for i in taps {
+                            yr.iter_mut().zip(&xs[i..i + c]).for_each(|(y, x)| *y += x);
+                        }
+                        yr.iter_mut().for_each(|y| *y /= count as f32);
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Pool2d {
     /// A new pooling layer.
     pub fn new(name: &str, kind: PoolKind, spec: PoolSpec) -> Result<Self> {
@@ -117,10 +247,11 @@ impl Layer for Pool2d {
             .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
         let (sp, kind) = (&self.spec, self.kind);
         let mut y = vec![0.0f32; n * oh * ow * c];
-        let mut argmax = vec![0usize; if kind == PoolKind::Max { y.len() } else { 0 }];
+        let track = kind == PoolKind::Max && mode == Mode::Train;
+        let mut argmax = vec![0usize; if track { y.len() } else { 0 }];
         let per_in = h * w * c;
         let per_out = oh * ow * c;
-        let mut am_chunks: Vec<&mut [usize]> = if kind == PoolKind::Max {
+        let mut am_chunks: Vec<&mut [usize]> = if track {
             argmax.chunks_mut(per_out.max(1)).collect()
         } else {
             (0..n).map(|_| &mut [][..]).collect()
@@ -128,34 +259,7 @@ impl Layer for Pool2d {
         y.par_chunks_mut(per_out.max(1))
             .zip(data.par_chunks(per_in.max(1)))
             .zip(am_chunks.par_iter_mut())
-            .for_each(|((ys, xs), am)| {
-                for oy in 0..oh {
-                    for ox in 0..ow {
-                        let (y0, y1, x0, x1, count) = window(sp, h, w, oy, ox);
-                        for ch in 0..c {
-                            let o = (oy * ow + ox) * c + ch;
-                            let (mut best, mut at, mut sum) = (f32::NEG_INFINITY, 0usize, 0.0f32);
-                            for iy in y0..y1 {
-                                for ix in x0..x1 {
-                                    let i = (iy * w + ix) * c + ch;
-                                    sum += xs[i];
-                                    if xs[i] > best {
-                                        best = xs[i];
-                                        at = i;
-                                    }
-                                }
-                            }
-                            match kind {
-                                PoolKind::Max => {
-                                    ys[o] = best;
-                                    am[o] = at;
-                                }
-                                PoolKind::Avg => ys[o] = sum / count as f32,
-                            }
-                        }
-                    }
-                }
-            });
+            .for_each(|((ys, xs), am)| pool_sample(sp, kind, [h, w, c, oh, ow], xs, ys, am));
         self.cache = (mode == Mode::Train).then_some(PoolCache {
             in_shape: [n, h, w, c],
             out_shape: [n, oh, ow, c],
@@ -300,6 +404,59 @@ mod tests {
             40,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn max_pool_matches_a_scan_of_each_window_in_both_modes() {
+        // Channel counts below, at and across the 16-channel lanes; values with ties (±0, which
+        // the first of a window's equals decides) and NaN (which never wins).
+        for c in [1, 5, 16, 21, 40] {
+            let (n, h, w) = (2, 6, 5);
+            let mut x = rand_tensor(&[n, h, w, c], 1.0, c as u64);
+            x.iter_mut().enumerate().for_each(|(i, v)| match i % 7 {
+                0 => *v = -0.0,
+                3 => *v = 0.0,
+                5 if i % 3 == 0 => *v = f32::NAN,
+                _ => *v = v.min(0.0),
+            });
+            let mut spec = PoolSpec::square(3, 2);
+            spec.pads = [1, 0, 1, 1];
+            for mode in [Mode::Eval, Mode::Train] {
+                let mut p = Pool2d::new("mp", PoolKind::Max, spec.clone()).unwrap();
+                let y = p.forward(&[&x], mode).unwrap();
+                let (oh, ow) = (y.shape()[1], y.shape()[2]);
+                for (b, oy, ox, ch) in indices(n, oh, ow, c) {
+                    let (y0, y1, x0, x1, _) = window(&spec, h, w, oy, ox);
+                    let mut best = f32::NEG_INFINITY;
+                    for iy in y0..y1 {
+                        for ix in x0..x1 {
+                            let v = x[[b, iy, ix, ch]];
+                            if v > best {
+                                best = v;
+                            }
+                        }
+                    }
+                    let got = y[[b, oy, ox, ch]];
+                    assert_eq!(
+                        got.to_bits(),
+                        best.to_bits(),
+                        "c {c} {mode:?} {b} {oy} {ox} {ch}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Every `(sample, row, column, channel)` index of an `[n, h, w, c]` tensor.
+    fn indices(
+        n: usize,
+        h: usize,
+        w: usize,
+        c: usize,
+    ) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+        (0..n).flat_map(move |b| {
+            (0..h).flat_map(move |y| (0..w).flat_map(move |x| (0..c).map(move |ch| (b, y, x, ch))))
+        })
     }
 
     #[test]

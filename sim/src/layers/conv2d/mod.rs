@@ -19,8 +19,10 @@ use super::{
     Epilogue, Layer, Mode, Param, Tensor,
 };
 use crate::error::{Result, SimError};
-use crate::gemm::{matmul_into, matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit};
-use crate::quant::LayerQuant;
+use crate::gemm::{
+    matmul_into, matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit, PackedB, B,
+};
+use crate::quant::{LayerQuant, QuantMethod};
 
 mod depthwise;
 mod im2col;
@@ -219,6 +221,20 @@ pub struct Conv2d {
     /// Quantization state (fp32 unless bits are set).
     pub quant: LayerQuant,
     cache: Option<ConvCache>,
+    prepared: Option<Prepared>,
+}
+
+/// What the weights are quantized as: their storage, length and quantizer (method, bits).
+type PreparedKey = (usize, usize, QuantMethod, u32);
+
+/// Forms an evaluation pass derives from the (quantized) weights: packed for the GEMMs, and
+/// Winograd's transform. Kept across evaluation passes, as an inference runtime keeps its packed
+/// weights, and dropped by a training pass, by [`Layer::params_mut`] and [`Layer::quant_mut`]
+/// (the ways weights and quantizer change) or when the key differs.
+struct Prepared {
+    key: PreparedKey,
+    packed: Option<PackedB>,
+    wino: Option<Vec<f32>>,
 }
 
 impl Conv2d {
@@ -265,6 +281,7 @@ impl Conv2d {
             bias: bias.map(|b| Param::new("bias", b, false)),
             quant,
             cache: None,
+            prepared: None,
         })
     }
 
@@ -609,6 +626,8 @@ impl Conv2d {
             [n, h, w, c]
         };
         let n = in_shape[0];
+        // Put back after an evaluation pass that succeeds.
+        let mut prepared = self.prepared.take();
         let geo = self.geometry(&x4)?;
         let (oh, ow) = geo.out_hw;
         let (o, kg, groups) = (
@@ -646,8 +665,37 @@ impl Conv2d {
         let xs = data(name, &ops.x)?;
         // 3×3 convs of 32–256 channels at stride 1 run by Winograd's F(2×2, 3×3), in training
         // (reading the kept padded input) and evaluation alike; their input gradient too.
-        let wino =
-            winograd::applies(&geo).then(|| winograd::weights(ops.w.t(), self.spec.in_channels));
+        // Or else the weights as the GEMMs read them, packed once for all blocks (a pack of the
+        // transposed weights also reads them in runs, where a product's own cuts gather).
+        // Both are kept for the next evaluation pass.
+        let key = (
+            self.weight.value.as_ptr() as usize,
+            self.weight.value.len(),
+            self.quant.method,
+            self.quant.bits_fw,
+        );
+        let prep = prepared
+            .take()
+            .filter(|p| mode == Mode::Eval && p.key == key);
+        let prep = prepared.insert(prep.unwrap_or(Prepared {
+            key,
+            packed: None,
+            wino: None,
+        }));
+        let winograd = winograd::applies(&geo);
+        if winograd {
+            let c = self.spec.in_channels;
+            prep.wino
+                .get_or_insert_with(|| winograd::weights(ops.w.t(), c));
+        } else if dw_t.is_none() && groups == 1 {
+            prep.packed.get_or_insert_with(|| PackedB::new(ops.w.t()));
+        }
+        let wino = prep.wino.as_ref().filter(|_| winograd);
+        let packed_w = prep.packed.as_ref();
+        let w_operand = || match packed_w {
+            Some(p) => B::Packed(p),
+            None => B::View(ops.w.t()),
+        };
         let padded_x = if keep_padded {
             let total = geo.patch_scratch(name, n)?;
             Some(filled_by_blocks(total, padded, |i, out| {
@@ -660,7 +708,7 @@ impl Conv2d {
         let y = filled_by_blocks(len, rows * o, |i, yb| {
             let xb = block_of(xs, spb * geo.in_per_sample(), i);
             let r = yb.len() / o;
-            let yb = if let Some(u) = &wino {
+            let yb = if let Some(u) = wino {
                 let x = match &padded_x {
                     Some(p) if winograd::reads_padded(&geo) => {
                         winograd::Input::Padded(block_of(p, padded, i))
@@ -674,19 +722,25 @@ impl Conv2d {
                 yb
             } else if geo.input_is_columns() {
                 let colv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
-                matmul_uninit(yb, colv, ops.w.t())?
+                matmul_uninit(yb, colv, w_operand())?
             } else if geo.reads_patches() {
                 // The patches are read where they lie (in a padded copy if there is padding).
                 match &padded_x {
                     Some(p) => {
                         let patches = geo.patches_of(name, block_of(p, padded, i))?;
-                        matmul_patches_uninit(yb, &patches, ops.w.t())?
+                        matmul_patches_uninit(yb, &patches, w_operand())?
                     }
                     None => with_scratch(padded, 0, |buf, _| {
                         let patches = geo.patches(name, xb, buf)?;
-                        matmul_patches_uninit(yb, &patches, ops.w.t())
+                        matmul_patches_uninit(yb, &patches, w_operand())
                     })?,
                 }
+            } else if groups == 1 {
+                with_scratch(r * kg, 0, |col, _| {
+                    geo.gather(xb, 0, col);
+                    let colv = ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
+                    matmul_uninit(yb, colv, w_operand())
+                })?
             } else {
                 let yb = zeroed(yb);
                 let mut yv =
@@ -713,6 +767,7 @@ impl Conv2d {
             Ok(yb)
         })?;
         self.quant = quant;
+        self.prepared = prepared.filter(|_| mode == Mode::Eval);
         let out_shape = [n, oh, ow, o];
         self.cache = (mode == Mode::Train).then(|| {
             let ops = match padded_x {
@@ -766,10 +821,12 @@ impl Layer for Conv2d {
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
+        self.prepared = None;
         weight_and_bias(&mut self.weight, &mut self.bias)
     }
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
+        self.prepared = None;
         Some(&mut self.quant)
     }
 }
@@ -793,6 +850,37 @@ mod tests {
         );
         let b = bias.then(|| rand_tensor(&[spec.out_channels], 0.5, seed + 1));
         Conv2d::new("c", spec, w, b, LayerQuant::new(QuantMethod::Sbm, 0)).unwrap()
+    }
+
+    #[test]
+    fn evaluation_keeps_prepared_weights_only_while_weights_and_bits_stand() {
+        // A Winograd conv and a strided one (packed weights), through the ways weights change.
+        for spec in [
+            Conv2dSpec::square(32, 32, 3, 1, 1),
+            Conv2dSpec::square(8, 16, 3, 2, 1),
+        ] {
+            let mut c = conv(spec.clone(), false, 61);
+            let x = rand_tensor(&[2, 8, 8, spec.in_channels], 1.0, 62);
+            let fresh = |c: &Conv2d| {
+                let mut f = conv(spec.clone(), false, 0);
+                f.weight.value = c.weight.value.clone();
+                f.quant = c.quant.clone();
+                f.forward(&[&x], Mode::Eval).unwrap()
+            };
+            let y0 = c.forward(&[&x], Mode::Eval).unwrap();
+            assert!(c.prepared.is_some());
+            assert_eq!(c.forward(&[&x], Mode::Eval).unwrap(), y0);
+            c.params_mut()[0].value.mapv_inplace(|v| v * 0.5);
+            let y1 = c.forward(&[&x], Mode::Eval).unwrap();
+            assert_ne!(y1, y0);
+            assert_eq!(y1, fresh(&c));
+            c.quant_mut().unwrap().set_bits(4, 0).unwrap();
+            let y2 = c.forward(&[&x], Mode::Eval).unwrap();
+            assert_ne!(y2, y1);
+            assert_eq!(y2, fresh(&c));
+            c.forward(&[&x], Mode::Train).unwrap();
+            assert!(c.prepared.is_none(), "a training pass drops them");
+        }
     }
 
     /// Direct (loop) convolution in f64 on NHWC input, OHWI weights.
