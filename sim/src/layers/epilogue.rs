@@ -49,24 +49,45 @@ impl Epilogue {
     /// Applies every step to `block`, whole rows of `channels` values, which starts at value
     /// `start` of the layer's output (where a residual add reads its other operand).
     pub fn apply(&self, block: &mut [f32], channels: usize, start: usize) -> Result<()> {
-        // The steps run over slices of whole rows that fit in L1, so a block larger than the
-        // core's caches makes one trip through memory, not one per step. Every element gets the
-        // same operations in the same order either way.
+        let steps = self.resolve(block.len(), channels, start)?;
+        // The steps run over slices of whole rows that fit in L1 (a block larger than the core's
+        // caches makes one trip through memory, not one per step), and the usual chain of
+        // batch norm, residual add and ReLU in one pass. Every element gets the same operations
+        // in the same order either way.
         let rows = (L1_SLICE / channels.max(1)).max(1);
-        let step = rows.saturating_mul(channels.max(1));
-        for (i, part) in block.chunks_mut(step).enumerate() {
-            self.apply_slice(part, channels, start + i * step)?;
+        let len = rows.saturating_mul(channels.max(1));
+        for (i, part) in block.chunks_mut(len).enumerate() {
+            let (at, n) = (i * len, part.len());
+            match steps.as_slice() {
+                [Step::Norm(p)] => fused(part, *p, None, None),
+                [Step::Norm(p), Step::Clamp(hi)] => fused(part, *p, None, Some(*hi)),
+                [Step::Norm(p), Step::Add(o)] => fused(part, *p, Some(&o[at..at + n]), None),
+                [Step::Norm(p), Step::Add(o), Step::Clamp(hi)] => {
+                    fused(part, *p, Some(&o[at..at + n]), Some(*hi))
+                }
+                steps => {
+                    for step in steps {
+                        match step {
+                            Step::Norm(p) => normalize(part, None, *p),
+                            Step::Clamp(hi) => clamp_in_place(part, *hi),
+                            Step::Add(o) => add_in_place(part, &o[at..at + n]),
+                        }
+                    }
+                }
+            }
         }
         Ok(())
     }
 
-    /// [`Epilogue::apply`] on one slice of whole rows.
-    fn apply_slice(&self, block: &mut [f32], channels: usize, start: usize) -> Result<()> {
-        for step in &self.0 {
-            match step {
+    /// The steps' operands for a block of `len` values from value `start` of the output, each
+    /// checked: a batch norm's channels, a residual add's other operand (its part for the block).
+    fn resolve(&self, len: usize, channels: usize, start: usize) -> Result<Vec<Step<'_>>> {
+        self.0
+            .iter()
+            .map(|step| match step {
                 EpilogueStep::Normalize { layer, per_channel } => {
-                    if per_channel[0].len() != channels
-                        || !block.len().is_multiple_of(channels.max(1))
+                    if per_channel.iter().any(|v| v.len() != channels)
+                        || !len.is_multiple_of(channels.max(1))
                     {
                         return Err(SimError::shape(
                             layer,
@@ -77,19 +98,16 @@ impl Epilogue {
                         ));
                     }
                     let [mean, inv_std, gamma, beta] = per_channel;
-                    normalize(block, None, [mean, inv_std, gamma, beta]);
+                    Ok(Step::Norm([mean, inv_std, gamma, beta]))
                 }
-                EpilogueStep::Clamp { hi } => clamp_in_place(block, *hi),
-                EpilogueStep::Add { layer, other } => {
-                    let part = other
-                        .as_slice()
-                        .and_then(|o| o.get(start..start.checked_add(block.len())?))
-                        .ok_or_else(|| operands_differ(layer))?;
-                    add_in_place(block, part);
-                }
-            }
-        }
-        Ok(())
+                EpilogueStep::Clamp { hi } => Ok(Step::Clamp(*hi)),
+                EpilogueStep::Add { layer, other } => other
+                    .as_slice()
+                    .and_then(|o| o.get(start..start.checked_add(len)?))
+                    .map(Step::Add)
+                    .ok_or_else(|| operands_differ(layer)),
+            })
+            .collect()
     }
 
     /// Checks the whole output `y` against the steps: a residual add's other operand must have
@@ -126,6 +144,64 @@ impl Epilogue {
         let channels = y.shape().last().copied().unwrap_or(1);
         let data = y.as_slice_mut().unwrap_or_default();
         self.apply(data, channels, 0)
+    }
+}
+
+/// An [`EpilogueStep`] with its operands resolved for one block.
+enum Step<'a> {
+    /// `[mean, inv_std, γ, β]`.
+    Norm([&'a [f32]; 4]),
+    Clamp(f32),
+    /// The other operand's values for the block.
+    Add(&'a [f32]),
+}
+
+crate::simd::multiversion! {
+    /// Batch norm in evaluation, then `+ other` and `clamp(·, 0, hi)` when given, over whole
+    /// rows of `xy` in one pass: per element the arithmetic of [`normalize`], [`add_in_place`]
+    /// and [`clamp_in_place`] run one after another.
+    fn fused(
+        xy: &mut [f32],
+        per_channel: [&[f32]; 4],
+        other: Option<&[f32]>,
+        hi: Option<f32>,
+    ) {
+        let [mean, inv_std, gamma, beta] = per_channel;
+        let c = mean.len();
+        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
+        let norm = |r: &mut [f32]| {
+            for i in 0..c {
+                r[i] = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i];
+            }
+        };
+        match (other, hi) {
+            (None, None) => xy.chunks_exact_mut(c).for_each(norm),
+            (None, Some(hi)) => {
+                for r in xy.chunks_exact_mut(c) {
+                    for i in 0..c {
+                        let v = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i];
+                        r[i] = crate::simd::clamp(v, 0.0, hi);
+                    }
+                }
+            }
+            (Some(other), None) => {
+                for (r, o) in xy.chunks_exact_mut(c).zip(other.chunks_exact(c)) {
+                    let o = &o[..c];
+                    for i in 0..c {
+                        r[i] = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i] + o[i];
+                    }
+                }
+            }
+            (Some(other), Some(hi)) => {
+                for (r, o) in xy.chunks_exact_mut(c).zip(other.chunks_exact(c)) {
+                    let o = &o[..c];
+                    for i in 0..c {
+                        let v = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i] + o[i];
+                        r[i] = crate::simd::clamp(v, 0.0, hi);
+                    }
+                }
+            }
+        }
     }
 }
 
