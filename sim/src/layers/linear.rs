@@ -29,7 +29,7 @@ pub struct Linear {
     /// Quantization state (fp32 unless bits are set).
     pub quant: LayerQuant,
     /// Training pass: the quantized operands (input as `[rows, F]`) and the input shape.
-    cache: Option<(QuantOperands<'static>, Vec<usize>)>,
+    cache: Option<(QuantOperands<'static, 'static>, Vec<usize>)>,
 }
 
 fn shape_err(layer: &str) -> impl Fn(ndarray::ShapeError) -> SimError + '_ {

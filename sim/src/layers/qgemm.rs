@@ -2,36 +2,36 @@
 //! input activation for the forward GEMM, the quantized error for both backward GEMMs, and the
 //! non-identity backward factors of quantizers that have them (DoReFa).
 
-use ndarray::{Array2, ArrayView2, CowArray, IxDyn};
+use ndarray::{Array2, ArrayView2, CowArray, Ix2, IxDyn};
 
 use super::{standard, Mode, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::{lsq, LayerQuant};
 
 /// Forward operands of one quantized GEMM layer, kept for backward (as
-/// `QuantOperands<'static>`, see [`QuantOperands::into_owned`]).
-pub(crate) struct QuantOperands<'a> {
+/// `QuantOperands<'static, 'static>`, see [`QuantOperands::into_owned`]).
+pub(crate) struct QuantOperands<'a, 'w> {
     /// Quantized input activation: a copy, except in an fp32 pass that does not keep it for
     /// backward (evaluation, or a layer that keeps another form of it), which reads the input
     /// in place.
     pub x: CowArray<'a, f32, IxDyn>,
     /// Gradient mask of the activation quantizer, if not the identity.
     pub x_mask: Option<Vec<f32>>,
-    /// Quantized weights `[O, K]`.
-    pub w: Array2<f32>,
+    /// Quantized weights `[O, K]`: the weights themselves (not a copy) at fp32.
+    pub w: CowArray<'w, f32, Ix2>,
     /// Factor `∂ŵ/∂w` for the weight gradient, if not the identity.
     pub w_scale: Option<Array2<f32>>,
     /// `X̂ − X`, kept only while the layer's hook wants the step residual (LDP).
     pub x_residual: Option<Vec<f32>>,
 }
 
-impl QuantOperands<'_> {
+impl QuantOperands<'_, '_> {
     /// The operands with an owned input, to keep for backward (moves, unless borrowed).
-    pub fn into_owned(self) -> QuantOperands<'static> {
+    pub fn into_owned(self) -> QuantOperands<'static, 'static> {
         QuantOperands {
             x: CowArray::from(self.x.into_owned()),
             x_mask: self.x_mask,
-            w: self.w,
+            w: CowArray::from(self.w.into_owned()),
             w_scale: self.w_scale,
             x_residual: self.x_residual,
         }
@@ -41,14 +41,17 @@ impl QuantOperands<'_> {
 /// Quantizes the input and weights for the forward GEMM. The input is quantized in place when
 /// owned, else copied; an fp32 input is read as it is unless `keep_x` (the layer keeps it for
 /// backward).
-pub(crate) fn quantize_operands<'a>(
+pub(crate) fn quantize_operands<'a, 'w>(
     quant: &mut LayerQuant,
     x: CowArray<'a, f32, IxDyn>,
-    w: ArrayView2<f32>,
+    w: ArrayView2<'w, f32>,
     mode: Mode,
     keep_x: bool,
-) -> QuantOperands<'a> {
-    let (w, w_scale) = quant.weights(w).unwrap_or_else(|| (w.to_owned(), None));
+) -> QuantOperands<'a, 'w> {
+    let (w, w_scale) = match quant.weights(w) {
+        Some((q, s)) => (CowArray::from(q), s),
+        None => (CowArray::from(w), None),
+    };
     if !keep_x && quant.bits_fw == 0 && x.is_standard_layout() {
         return QuantOperands {
             x,

@@ -202,7 +202,7 @@ impl Conv2dSpec {
 /// What backward needs from the training forward pass.
 struct ConvCache {
     /// The quantized operands; their input is left empty when `padded` holds it.
-    ops: QuantOperands<'static>,
+    ops: QuantOperands<'static, 'static>,
     /// The (quantized) input `[N, H, W, C]` with the spec's padding added, for a conv that pads
     /// and reads its patches in place: the forward pass reads it, the weight gradient again.
     padded: Option<Vec<f32>>,
@@ -235,6 +235,20 @@ struct Prepared {
     key: PreparedKey,
     packed: Option<PackedB>,
     wino: Option<Vec<f32>>,
+}
+
+/// The weights `[O, KH, KW, I/groups]` of `spec` as the matrix `[O, K]` (a view of `weight`
+/// alone, so the layer's other fields stay free while it is read).
+fn weight_matrix<'w>(
+    name: &str,
+    spec: &Conv2dSpec,
+    weight: &'w Param,
+) -> Result<ArrayView2<'w, f32>> {
+    weight
+        .value
+        .view()
+        .into_shape_with_order((spec.out_channels, spec.k_per_group()))
+        .map_err(|e| SimError::shape(name, format!("weight not contiguous: {e}")))
 }
 
 impl Conv2d {
@@ -306,12 +320,7 @@ impl Conv2d {
     }
 
     fn weight_matrix(&self) -> Result<ArrayView2<'_, f32>> {
-        let k = self.spec.k_per_group();
-        self.weight
-            .value
-            .view()
-            .into_shape_with_order((self.spec.out_channels, k))
-            .map_err(|e| SimError::shape(&self.name, format!("weight not contiguous: {e}")))
+        weight_matrix(&self.name, &self.spec, &self.weight)
     }
 
     fn geometry(&self, x: &ArrayView4<f32>) -> Result<Im2col<'_>> {
@@ -642,7 +651,8 @@ impl Conv2d {
         // input, so an fp32 input is not copied as well.
         let keep_padded = mode == Mode::Train && geo.reads_patches() && self.spec.pads != [0; 4];
         let keep_x = mode == Mode::Train && !keep_padded;
-        let ops = quantize_operands(&mut quant, x, self.weight_matrix()?, mode, keep_x);
+        let w = weight_matrix(&self.name, &self.spec, &self.weight)?;
+        let ops = quantize_operands(&mut quant, x, w, mode, keep_x);
         let spb = geo.samples_per_block();
         let rows = spb * geo.rows_per_sample();
         let padded = geo.patch_scratch(&self.name, spb)?;
