@@ -30,6 +30,9 @@ enum Fusion {
     Epilogue(Epilogue),
     /// Training: a clamp activation with this upper bound ([`Layer::forward_owned_clamped`]).
     Clamp(f32),
+    /// Training: the next node, a batch norm, given the sums of this node's output
+    /// ([`Layer::forward_summed`]), with the clamp after it when there is one.
+    Sums(Option<f32>),
 }
 
 impl Fusion {
@@ -53,6 +56,10 @@ impl Fusion {
                 e.check_output(&y)?;
                 Ok(y)
             }
+            (Fusion::Sums(_), _) => Err(SimError::shape(
+                layer.name(),
+                "summed outputs run through Graph::run",
+            )),
             (_, Input::Owned(x)) => layer.forward_owned(x, mode),
             (_, Input::Borrowed(ins)) => layer.forward(&ins, mode),
         }
@@ -159,6 +166,19 @@ impl Graph {
         fusable.then(|| self.nodes[j].layer.train_clamp()).flatten()
     }
 
+    /// In training, whether node `i` may sum its output for node `i + 1`, a batch norm (see
+    /// [`Layer::forward_summed`]): node `i + 1` reads only that value, which nothing else reads,
+    /// and lies before `end`.
+    fn sums_after(&self, i: usize, end: usize, last_use: &[usize], start: usize) -> bool {
+        let j = i + 1;
+        j < end
+            && self.nodes[j].inputs == [j]
+            && last_use[j - start] == j
+            && self.nodes[i].inputs.len() == 1
+            && self.nodes[i].layer.gives_train_sums()
+            && self.nodes[j].layer.takes_train_sums()
+    }
+
     /// The epilogue of node `i`: the nodes after it, up to `end`, that each read the value before
     /// them, which nothing else reads, and map it by a per-channel rule, or add to it a value
     /// computed before node `i` that nothing reads afterwards (a residual add: that value is
@@ -238,13 +258,24 @@ impl Graph {
                         self.epilogue_after(i, end, &last_use, start, &mut values)?;
                     (Fusion::Epilogue(epilogue), last)
                 }
+                _ if self.sums_after(i, end, &last_use, start) => {
+                    match self.clamp_after(i + 1, end, &last_use, start) {
+                        Some(hi) => (Fusion::Sums(Some(hi)), i + 2),
+                        None => (Fusion::Sums(None), i + 1),
+                    }
+                }
                 _ => match self.clamp_after(i, end, &last_use, start) {
                     Some(hi) => (Fusion::Clamp(hi), i + 1),
                     None => (Fusion::None, i),
                 },
             };
+            // A clamp run by the batch norm before it: its backward is the batch norm's.
             for (k, n) in self.nodes[i..=last].iter_mut().enumerate() {
-                n.fused = matches!(fusion, Fusion::Clamp(_)) && k == 1;
+                n.fused = match fusion {
+                    Fusion::Clamp(_) => k == 1,
+                    Fusion::Sums(Some(_)) => k == 2,
+                    _ => false,
+                };
             }
             let node = &mut self.nodes[i];
             let input = match node.inputs[..] {
@@ -265,7 +296,19 @@ impl Graph {
                         .collect::<Result<Vec<&Tensor>>>()?,
                 ),
             };
-            let out = fusion.forward(node.layer.as_mut(), input, mode)?;
+            let out = match fusion {
+                Fusion::Sums(hi) => {
+                    let (y, sums) = match input {
+                        Input::Owned(x) => node.layer.forward_owned_summed(x)?,
+                        Input::Borrowed(ins) => node.layer.forward_summed(&ins)?,
+                    };
+                    self.nodes[i + 1]
+                        .layer
+                        .forward_owned_with_sums(y, sums, hi)?
+                }
+                _ => fusion.forward(node.layer.as_mut(), input, mode)?,
+            };
+            let node = &self.nodes[i];
             for &v in &node.inputs {
                 if last_use[v - start] == i {
                     values[v - start] = None;

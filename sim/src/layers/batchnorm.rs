@@ -5,9 +5,10 @@
 use rayon::prelude::*;
 
 use super::epilogue::{clamp_passes, normalize, EpilogueStep};
-use super::reduce::chunk_sums;
+use super::reduce::{chunk_sums, chunk_sums_by, sums_and_squares};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::gemm::block_samples;
 
 /// Rows per parallel task in the element-wise passes (fixed, so results are thread independent).
 const ROWS: usize = 1024;
@@ -88,7 +89,15 @@ impl BatchNorm {
     }
 
     /// The forward pass, in training optionally followed by `clamp(·, 0, hi)` in the same pass.
-    fn normalize_owned(&mut self, mut x: Tensor, mode: Mode, hi: Option<f32>) -> Result<Tensor> {
+    /// In training `sums` are the input's `[Σx | Σx²]` when the layer producing it summed them
+    /// (see [`train_sum_rows`]).
+    fn normalize_owned(
+        &mut self,
+        mut x: Tensor,
+        mode: Mode,
+        hi: Option<f32>,
+        sums: Option<Vec<f64>>,
+    ) -> Result<Tensor> {
         let data = self.check_input(&x)?;
         let c = self.channels();
         let rows = data.len() / c;
@@ -99,7 +108,21 @@ impl BatchNorm {
                     "training needs more than one value per channel",
                 ));
             }
-            let s = chunk_sums(data, c, 2, |_, rows, acc| sums_and_squares(rows, acc));
+            let s = match sums {
+                Some(s) if s.len() == 2 * c => s,
+                Some(s) => {
+                    return Err(SimError::shape(
+                        &self.name,
+                        format!("given {} input sums for {c} channels", s.len()),
+                    ))
+                }
+                None => match train_sum_rows(x.shape()) {
+                    Some(r) => {
+                        chunk_sums_by(data, c, 2, r, |_, rows, acc| sums_and_squares(rows, acc))
+                    }
+                    None => chunk_sums(data, c, 2, |_, rows, acc| sums_and_squares(rows, acc)),
+                },
+            };
             let m = rows as f64;
             let mean: Vec<f64> = s[..c].iter().map(|v| v / m).collect();
             let var: Vec<f64> = s[c..]
@@ -176,25 +199,24 @@ impl BatchNorm {
     }
 }
 
+/// Rows per partial sum of batch norm's training statistics on an input of `shape`: for
+/// `[N, H, W, C]` the rows of one output block of a conv ([`block_samples`] samples of `H·W`
+/// rows), so that a conv before it may sum its blocks while it writes them, with the same
+/// result; `None` (fixed chunks) for other ranks.
+pub(crate) fn train_sum_rows(shape: &[usize]) -> Option<usize> {
+    match *shape {
+        [_, h, w, _] => {
+            let per_sample = h.checked_mul(w)?;
+            block_samples(per_sample).checked_mul(per_sample)
+        }
+        _ => None,
+    }
+}
+
 fn slice<'a>(layer: &str, p: &'a Param) -> Result<&'a [f32]> {
     p.value
         .as_slice()
         .ok_or_else(|| SimError::shape(layer, "parameter is not contiguous"))
-}
-
-crate::simd::multiversion! {
-    /// Adds `Σ x` and `Σ x²` per channel of the rows `x` (`[rows, c]`) into `acc = [Σx | Σx²]`
-    /// (`2c` values), row by row.
-    fn sums_and_squares(x: &[f32], acc: &mut [f64]) {
-        let c = acc.len() / 2;
-        let (a, b) = acc.split_at_mut(c);
-        for row in x.chunks_exact(c) {
-            for ((s1, s2), &v) in a.iter_mut().zip(b.iter_mut()).zip(row) {
-                *s1 += v as f64;
-                *s2 += v as f64 * v as f64;
-            }
-        }
-    }
 }
 
 crate::simd::multiversion! {
@@ -286,7 +308,20 @@ impl Layer for BatchNorm {
     }
 
     fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
-        self.normalize_owned(x, mode, None)
+        self.normalize_owned(x, mode, None, None)
+    }
+
+    fn takes_train_sums(&self) -> bool {
+        true
+    }
+
+    fn forward_owned_with_sums(
+        &mut self,
+        x: Tensor,
+        sums: Vec<f64>,
+        hi: Option<f32>,
+    ) -> Result<Tensor> {
+        self.normalize_owned(x, Mode::Train, hi, Some(sums))
     }
 
     fn clamps_in_training(&self) -> bool {
@@ -294,7 +329,7 @@ impl Layer for BatchNorm {
     }
 
     fn forward_owned_clamped(&mut self, x: Tensor, hi: f32) -> Result<Tensor> {
-        self.normalize_owned(x, Mode::Train, Some(hi))
+        self.normalize_owned(x, Mode::Train, Some(hi), None)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
@@ -363,6 +398,16 @@ mod tests {
         b.gamma.value = rand_tensor(&[c], 1.0, 11).mapv(|v| v + 1.5);
         b.beta.value = rand_tensor(&[c], 1.0, 12);
         b
+    }
+
+    #[test]
+    fn given_sums_of_the_wrong_width_are_an_error_naming_the_layer() {
+        let mut bn = BatchNorm::new("bn_sums", 4);
+        let x = Tensor::ones(vec![2, 2, 2, 4]);
+        let e = bn
+            .forward_owned_with_sums(x, vec![0.0; 6], None)
+            .unwrap_err();
+        assert!(e.to_string().contains("bn_sums"), "{e}");
     }
 
     #[test]

@@ -180,6 +180,42 @@ pub trait Layer: Send {
         Ok(y)
     }
 
+    /// Whether [`Layer::forward_summed`] is implemented: a training forward that also returns its
+    /// output's per-channel `[Σy | Σy²]`, summed over each block of its output while the block is
+    /// in cache, for a batch norm after it ([`Layer::takes_train_sums`]).
+    fn gives_train_sums(&self) -> bool {
+        false
+    }
+
+    /// A training [`Layer::forward`] that also returns its output's `[Σy | Σy²]` per channel,
+    /// added in blocks of [`batchnorm::train_sum_rows`] rows.
+    fn forward_summed(&mut self, _inputs: &[&Tensor]) -> Result<(Tensor, Vec<f64>)> {
+        Err(SimError::shape(self.name(), "does not sum its output"))
+    }
+
+    /// [`Layer::forward_summed`] on an input nobody reads afterwards.
+    fn forward_owned_summed(&mut self, x: Tensor) -> Result<(Tensor, Vec<f64>)> {
+        self.forward_summed(&[&x])
+    }
+
+    /// Whether a training forward may be given its input's sums
+    /// ([`Layer::forward_owned_with_sums`]).
+    fn takes_train_sums(&self) -> bool {
+        false
+    }
+
+    /// A training forward given `[Σx | Σx²]` of its input `x` (from
+    /// [`Layer::forward_summed`]), optionally followed by `clamp(·, 0, hi)` as
+    /// [`Layer::forward_owned_clamped`]. Same values as without the sums.
+    fn forward_owned_with_sums(
+        &mut self,
+        _x: Tensor,
+        _sums: Vec<f64>,
+        _hi: Option<f32>,
+    ) -> Result<Tensor> {
+        Err(SimError::shape(self.name(), "takes no input sums"))
+    }
+
     /// The trainable parameters (empty for parameter-free layers).
     fn params_mut(&mut self) -> Vec<&mut Param> {
         Vec::new()

@@ -26,23 +26,53 @@ pub(crate) fn chunk_sums<F>(data: &[f32], c: usize, k: usize, f: F) -> Vec<f64>
 where
     F: Fn(usize, &[f32], &mut [f64]) + Sync,
 {
+    chunk_sums_by(data, c, k, ROWS_PER_CHUNK, f)
+}
+
+/// [`chunk_sums`] over chunks of `rows` rows.
+pub(crate) fn chunk_sums_by<F>(data: &[f32], c: usize, k: usize, rows: usize, f: F) -> Vec<f64>
+where
+    F: Fn(usize, &[f32], &mut [f64]) + Sync,
+{
     if c == 0 {
         return Vec::new();
     }
+    let rows = rows.max(1);
     let partials: Vec<Vec<f64>> = data
-        .par_chunks(ROWS_PER_CHUNK * c)
+        .par_chunks(rows.saturating_mul(c))
         .enumerate()
         .map(|(ci, chunk)| {
             let mut acc = vec![0.0f64; k * c];
-            f(ci * ROWS_PER_CHUNK, chunk, &mut acc);
+            f(ci * rows, chunk, &mut acc);
             acc
         })
         .collect();
-    let mut total = vec![0.0f64; k * c];
+    add_in_order(k * c, partials)
+}
+
+/// The sum of `partials` (each `len` values), added in their order.
+pub(crate) fn add_in_order(len: usize, partials: impl IntoIterator<Item = Vec<f64>>) -> Vec<f64> {
+    let mut total = vec![0.0f64; len];
     for p in partials {
         total.iter_mut().zip(p).for_each(|(t, v)| *t += v);
     }
     total
+}
+
+crate::simd::multiversion! {
+    /// Adds `Σ x` and `Σ x²` per channel of the rows `x` (`[rows, c]`) into `acc = [Σx | Σx²]`
+    /// (`2c` values), row by row: batch norm's training statistics, whether it sums its input
+    /// itself or the layer producing it sums each block of its output.
+    pub(crate) fn sums_and_squares(x: &[f32], acc: &mut [f64]) {
+        let c = acc.len() / 2;
+        let (a, b) = acc.split_at_mut(c);
+        for row in x.chunks_exact(c) {
+            for ((s1, s2), &v) in a.iter_mut().zip(b.iter_mut()).zip(row) {
+                *s1 += v as f64;
+                *s2 += v as f64 * v as f64;
+            }
+        }
+    }
 }
 
 /// Plain per-channel sums of `[rows, c]` data.

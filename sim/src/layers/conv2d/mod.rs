@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
+use std::sync::OnceLock;
 
 use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, CowArray, Ix4, IxDyn};
 use rayon::prelude::*;
@@ -13,7 +14,7 @@ use super::qgemm::{
     input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
     scale_weight_grad, QuantOperands,
 };
-use super::reduce::bias_grad;
+use super::reduce::{add_in_order, bias_grad, sums_and_squares};
 use super::{
     as4, block_of, cached, check_grad, expect_inputs, filled_by_blocks, weight_and_bias, window_hw,
     Epilogue, Layer, Mode, Param, Tensor,
@@ -629,6 +630,19 @@ impl Conv2d {
         mode: Mode,
         epilogue: &Epilogue,
     ) -> Result<Tensor> {
+        self.run_summing(x, mode, epilogue, None)
+    }
+
+    /// [`Conv2d::run`]; with `sums`, also sets them to the output's `[Σy | Σy²]` per channel,
+    /// each block of output rows summed while in cache and the blocks added in order (the
+    /// chunks of [`super::batchnorm::train_sum_rows`]).
+    fn run_summing(
+        &mut self,
+        x: CowArray<'_, f32, IxDyn>,
+        mode: Mode,
+        epilogue: &Epilogue,
+        sums: Option<&mut Vec<f64>>,
+    ) -> Result<Tensor> {
         let x4 = as4(&self.name, &x)?;
         let in_shape = {
             let (n, h, w, c) = x4.dim();
@@ -715,6 +729,8 @@ impl Conv2d {
             None
         };
         // Every block writes all of its output, so the output is not zeroed first.
+        let blocks = if sums.is_some() { n.div_ceil(spb) } else { 0 };
+        let block_sums: Vec<OnceLock<Vec<f64>>> = (0..blocks).map(|_| OnceLock::new()).collect();
         let y = filled_by_blocks(len, rows * o, |i, yb| {
             let xb = block_of(xs, spb * geo.in_per_sample(), i);
             let r = yb.len() / o;
@@ -774,8 +790,22 @@ impl Conv2d {
                 }
             }
             epilogue.apply(yb, o, i * rows * o)?;
+            if let Some(slot) = block_sums.get(i) {
+                let mut acc = vec![0.0; 2 * o];
+                sums_and_squares(yb, &mut acc);
+                let _ = slot.set(acc);
+            }
             Ok(yb)
         })?;
+        if let Some(sums) = sums {
+            let parts = block_sums.into_iter().map(|s| s.into_inner());
+            *sums = add_in_order(
+                2 * o,
+                parts
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| SimError::shape(name, "a block of the output was not summed"))?,
+            );
+        }
         self.quant = quant;
         self.prepared = prepared.filter(|_| mode == Mode::Eval);
         let out_shape = [n, oh, ow, o];
@@ -810,6 +840,33 @@ impl Layer for Conv2d {
 
     fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
         self.run(CowArray::from(x), mode, &Epilogue::default())
+    }
+
+    fn gives_train_sums(&self) -> bool {
+        true
+    }
+
+    fn forward_summed(&mut self, inputs: &[&Tensor]) -> Result<(Tensor, Vec<f64>)> {
+        let x = expect_inputs(&self.name, inputs, 1)?[0];
+        let mut sums = Vec::new();
+        let y = self.run_summing(
+            CowArray::from(x.view()),
+            Mode::Train,
+            &Epilogue::default(),
+            Some(&mut sums),
+        )?;
+        Ok((y, sums))
+    }
+
+    fn forward_owned_summed(&mut self, x: Tensor) -> Result<(Tensor, Vec<f64>)> {
+        let mut sums = Vec::new();
+        let y = self.run_summing(
+            CowArray::from(x),
+            Mode::Train,
+            &Epilogue::default(),
+            Some(&mut sums),
+        )?;
+        Ok((y, sums))
     }
 
     fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
@@ -890,6 +947,30 @@ mod tests {
             assert_eq!(y2, fresh(&c));
             c.forward(&[&x], Mode::Train).unwrap();
             assert!(c.prepared.is_none(), "a training pass drops them");
+        }
+    }
+
+    #[test]
+    fn summed_forward_gives_batch_norms_own_sums_bit_for_bit() {
+        use crate::layers::batchnorm::train_sum_rows;
+        use crate::layers::reduce::{chunk_sums_by, sums_and_squares};
+        // Three blocks of one 32×32 sample; three of 4, 4 and 1 16×16 samples; a Winograd conv.
+        for (spec, shape) in [
+            (Conv2dSpec::square(3, 8, 3, 1, 1), [3, 32, 32, 3]),
+            (Conv2dSpec::square(4, 8, 3, 1, 1), [9, 16, 16, 4]),
+            (Conv2dSpec::square(32, 32, 3, 1, 1), [5, 16, 16, 32]),
+        ] {
+            let x = rand_tensor(&shape, 1.0, 71);
+            let (mut a, mut b) = (conv(spec.clone(), true, 72), conv(spec.clone(), true, 72));
+            let (y, sums) = a.forward_summed(&[&x]).unwrap();
+            assert_eq!(y, b.forward(&[&x], Mode::Train).unwrap());
+            let rows = train_sum_rows(y.shape()).unwrap();
+            assert!(rows * spec.out_channels < y.len(), "several blocks");
+            let o = spec.out_channels;
+            let want = chunk_sums_by(y.as_slice().unwrap(), o, 2, rows, |_, r, acc| {
+                sums_and_squares(r, acc)
+            });
+            assert_eq!(sums, want, "{shape:?}");
         }
     }
 
