@@ -231,7 +231,8 @@ type PreparedKey = (usize, usize, QuantMethod, u32);
 /// Forms an evaluation pass derives from the (quantized) weights: packed for the GEMMs, and
 /// Winograd's transform. Kept across evaluation passes, as an inference runtime keeps its packed
 /// weights, and dropped by a training pass, by [`Layer::params_mut`] and [`Layer::quant_mut`]
-/// (the ways weights and quantizer change) or when the key differs.
+/// (the ways weights and quantizer change) or when the key differs. Code writing the public
+/// `weight` or `quant` fields in place (tests only) must go through those instead.
 struct Prepared {
     key: PreparedKey,
     packed: Option<PackedB>,
