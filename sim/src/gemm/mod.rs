@@ -372,7 +372,7 @@ impl B<'_> {
     }
 }
 
-/// A `k × n` matrix stored as the kernels read `B`: panels of [`kernel::NR`] columns one after
+/// A `k × n` matrix stored as the kernels read `B`: panels of `NR` (16) columns one after
 /// another, each `k` rows of `NR` adjacent values (zero beyond the last column). A conv packs
 /// its weights once per pass instead of once per block of output rows; the products read the
 /// same values, so the numbers do not change.

@@ -188,7 +188,7 @@ pub trait Layer: Send {
     }
 
     /// A training [`Layer::forward`] that also returns its output's `[Σy | Σy²]` per channel,
-    /// added in blocks of [`batchnorm::train_sum_rows`] rows.
+    /// added in blocks of `batchnorm::train_sum_rows` rows (a conv's blocks of output rows).
     fn forward_summed(&mut self, _inputs: &[&Tensor]) -> Result<(Tensor, Vec<f64>)> {
         Err(SimError::shape(self.name(), "does not sum its output"))
     }
