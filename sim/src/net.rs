@@ -36,9 +36,23 @@ enum Fusion {
 }
 
 impl Fusion {
-    /// Runs `layer` on `input` with the fused layers, in `mode`.
-    fn forward(&self, layer: &mut dyn Layer, input: Input<'_>, mode: Mode) -> Result<Tensor> {
+    /// Runs the first of `nodes` on `input` with the fused nodes after it, in `mode`.
+    fn forward(&self, nodes: &mut [Node], input: Input<'_>, mode: Mode) -> Result<Tensor> {
+        let (first, rest) = nodes
+            .split_first_mut()
+            .ok_or_else(|| SimError::shape("network", "no node to run"))?;
+        let layer = first.layer.as_mut();
         match (self, input) {
+            (Fusion::Sums(hi), input) => {
+                let bn = rest
+                    .first_mut()
+                    .ok_or_else(|| SimError::shape(layer.name(), "no batch norm after it"))?;
+                let (y, sums) = match input {
+                    Input::Owned(x) => layer.forward_owned_summed(x)?,
+                    Input::Borrowed(ins) => layer.forward_summed(&ins)?,
+                };
+                bn.layer.forward_owned_with_sums(y, sums, *hi)
+            }
             (Fusion::Clamp(hi), Input::Owned(x)) => layer.forward_owned_clamped(x, *hi),
             (Fusion::Clamp(hi), Input::Borrowed(ins)) => match ins[..] {
                 [x] => layer.forward_owned_clamped(x.clone(), *hi),
@@ -56,10 +70,6 @@ impl Fusion {
                 e.check_output(&y)?;
                 Ok(y)
             }
-            (Fusion::Sums(_), _) => Err(SimError::shape(
-                layer.name(),
-                "summed outputs run through Graph::run",
-            )),
             (_, Input::Owned(x)) => layer.forward_owned(x, mode),
             (_, Input::Borrowed(ins)) => layer.forward(&ins, mode),
         }
@@ -296,18 +306,7 @@ impl Graph {
                         .collect::<Result<Vec<&Tensor>>>()?,
                 ),
             };
-            let out = match fusion {
-                Fusion::Sums(hi) => {
-                    let (y, sums) = match input {
-                        Input::Owned(x) => node.layer.forward_owned_summed(x)?,
-                        Input::Borrowed(ins) => node.layer.forward_summed(&ins)?,
-                    };
-                    self.nodes[i + 1]
-                        .layer
-                        .forward_owned_with_sums(y, sums, hi)?
-                }
-                _ => fusion.forward(node.layer.as_mut(), input, mode)?,
-            };
+            let out = fusion.forward(&mut self.nodes[i..=last], input, mode)?;
             let node = &self.nodes[i];
             for &v in &node.inputs {
                 if last_use[v - start] == i {

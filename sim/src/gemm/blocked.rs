@@ -205,6 +205,18 @@ pub(super) unsafe fn gemm(
     });
 }
 
+/// `b` (`k × n`) packed whole: its panels of [`NR`] columns one after another, each `k` rows of
+/// `NR` values, zero beyond the last column — the layout [`gemm`] reads as [`OperandB::Packed`].
+///
+/// # Safety
+/// `b` describes a valid `k × n` matrix.
+pub(super) unsafe fn pack(b: Strided<*const f32>, (k, n): (usize, usize)) -> Vec<f32> {
+    let (mut data, mut panels) = (Vec::new(), Vec::new());
+    // SAFETY: forwarded from the caller; every panel is packed (`in_place` is false).
+    unsafe { cut_panels(&mut data, &mut panels, b, false, (0, k), (0, n)) };
+    data
+}
+
 /// Whether `kc` rows of `B` `rs` floats apart may be read in place: unless a row stride that is
 /// a multiple of a large power of two folds them into a few of the 64 L1 sets. Rows 6 KiB apart
 /// use 2 sets: 26 % of loads missed L1 in cachegrind at 768³ against 6 % with the panels
@@ -264,15 +276,11 @@ unsafe fn cut_panels(
         next = next.wrapping_add(kc * NR);
         if b.rs == 1 && b.cs != 1 {
             // A transposed matrix: each column is a run of adjacent values.
-            for j in 0..NR {
+            for j in 0..cols {
                 let col = src.wrapping_offset(j as isize * b.cs);
                 for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
-                    // SAFETY: element (p0+i, jp+j) is valid when j < cols.
-                    row[j] = if j < cols {
-                        unsafe { *col.add(i) }
-                    } else {
-                        0.0
-                    };
+                    // SAFETY: element (p0+i, jp+j) is valid.
+                    row[j] = unsafe { *col.add(i) };
                 }
             }
         } else {
@@ -287,8 +295,10 @@ unsafe fn cut_panels(
                         *x = unsafe { *src.offset(j as isize * b.cs) };
                     }
                 }
-                row[cols..].fill(0.0);
             }
+        }
+        for row in panel.chunks_exact_mut(NR) {
+            row[cols..].fill(0.0);
         }
         (panel.as_ptr(), NR as isize)
     }));

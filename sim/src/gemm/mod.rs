@@ -385,18 +385,9 @@ pub struct PackedB {
 impl PackedB {
     /// Packs `b`.
     pub fn new(b: ArrayView2<f32>) -> Self {
-        const NR: usize = kernel::NR;
         let (k, n) = b.dim();
-        let mut data = vec![0.0; n.div_ceil(NR) * k * NR];
-        for (p, panel) in data.chunks_exact_mut((k * NR).max(1)).enumerate() {
-            let cols = b.slice(ndarray::s![.., p * NR..(p * NR + NR).min(n)]);
-            // Column by column: a transposed view reads each column's run where it lies.
-            for (j, col) in cols.columns().into_iter().enumerate() {
-                for (i, &v) in col.iter().enumerate() {
-                    panel[i * NR + j] = v;
-                }
-            }
-        }
+        // SAFETY: the view describes a valid `k × n` matrix.
+        let data = unsafe { blocked::pack(Strided::new(b.as_ptr(), b.strides()), (k, n)) };
         Self { data, k, n }
     }
 }

@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::epilogue::{clamp_passes, normalize, EpilogueStep};
-use super::reduce::{chunk_sums, chunk_sums_by, sums_and_squares};
+use super::reduce::{chunk_sums, chunk_sums_by, sums_and_squares, ROWS_PER_CHUNK};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::gemm::block_samples;
@@ -116,12 +116,12 @@ impl BatchNorm {
                         format!("given {} input sums for {c} channels", s.len()),
                     ))
                 }
-                None => match train_sum_rows(x.shape()) {
-                    Some(r) => {
-                        chunk_sums_by(data, c, 2, r, |_, rows, acc| sums_and_squares(rows, acc))
-                    }
-                    None => chunk_sums(data, c, 2, |_, rows, acc| sums_and_squares(rows, acc)),
-                },
+                None => {
+                    let chunk = train_sum_rows(x.shape()).unwrap_or(ROWS_PER_CHUNK);
+                    chunk_sums_by(data, c, 2, chunk, |_, rows, acc| {
+                        sums_and_squares(rows, acc)
+                    })
+                }
             };
             let m = rows as f64;
             let mean: Vec<f64> = s[..c].iter().map(|v| v / m).collect();

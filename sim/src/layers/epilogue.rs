@@ -59,11 +59,9 @@ impl Epilogue {
         for (i, part) in block.chunks_mut(len).enumerate() {
             let (at, n) = (i * len, part.len());
             match steps.as_slice() {
-                [Step::Norm(p)] => fused(part, *p, None, None),
-                [Step::Norm(p), Step::Clamp(hi)] => fused(part, *p, None, Some(*hi)),
-                [Step::Norm(p), Step::Add(o)] => fused(part, *p, Some(&o[at..at + n]), None),
+                [Step::Norm(p), Step::Clamp(hi)] => fused(part, *p, None, *hi),
                 [Step::Norm(p), Step::Add(o), Step::Clamp(hi)] => {
-                    fused(part, *p, Some(&o[at..at + n]), Some(*hi))
+                    fused(part, *p, Some(&o[at..at + n]), *hi)
                 }
                 steps => {
                     for step in steps {
@@ -157,52 +155,38 @@ enum Step<'a> {
 }
 
 crate::simd::multiversion! {
-    /// Batch norm in evaluation, then `+ other` and `clamp(·, 0, hi)` when given, over whole
+    /// Batch norm in evaluation, then `+ other` (when given) and `clamp(·, 0, hi)`, over whole
     /// rows of `xy` in one pass: per element the arithmetic of [`normalize`], [`add_in_place`]
     /// and [`clamp_in_place`] run one after another.
-    fn fused(
-        xy: &mut [f32],
-        per_channel: [&[f32]; 4],
-        other: Option<&[f32]>,
-        hi: Option<f32>,
-    ) {
-        let [mean, inv_std, gamma, beta] = per_channel;
-        let c = mean.len();
-        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
-        let norm = |r: &mut [f32]| {
-            for i in 0..c {
-                r[i] = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i];
-            }
-        };
-        match (other, hi) {
-            (None, None) => xy.chunks_exact_mut(c).for_each(norm),
-            (None, Some(hi)) => {
+    fn fused(xy: &mut [f32], per_channel: [&[f32]; 4], other: Option<&[f32]>, hi: f32) {
+        let c = per_channel[0].len();
+        // Each of length `c`, so the loops below index them without bounds checks.
+        let per_channel = per_channel.map(|v| &v[..c]);
+        let clamp = |v| crate::simd::clamp(v, 0.0, hi);
+        match other {
+            None => {
                 for r in xy.chunks_exact_mut(c) {
-                    for i in 0..c {
-                        let v = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i];
-                        r[i] = crate::simd::clamp(v, 0.0, hi);
+                    for (i, v) in r.iter_mut().enumerate() {
+                        *v = clamp(normalized(*v, i, per_channel));
                     }
                 }
             }
-            (Some(other), None) => {
+            Some(other) => {
                 for (r, o) in xy.chunks_exact_mut(c).zip(other.chunks_exact(c)) {
-                    let o = &o[..c];
-                    for i in 0..c {
-                        r[i] = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i] + o[i];
-                    }
-                }
-            }
-            (Some(other), Some(hi)) => {
-                for (r, o) in xy.chunks_exact_mut(c).zip(other.chunks_exact(c)) {
-                    let o = &o[..c];
-                    for i in 0..c {
-                        let v = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i] + o[i];
-                        r[i] = crate::simd::clamp(v, 0.0, hi);
+                    for (i, (v, o)) in r.iter_mut().zip(o).enumerate() {
+                        *v = clamp(normalized(*v, i, per_channel) + o);
                     }
                 }
             }
         }
     }
+}
+
+/// `γ·((x − mean)·inv_std) + β` for channel `i` (`per_channel = [mean, inv_std, γ, β]`): batch
+/// norm in evaluation, as [`normalize`] computes it.
+#[inline(always)]
+fn normalized(x: f32, i: usize, [mean, inv_std, gamma, beta]: [&[f32]; 4]) -> f32 {
+    gamma[i] * ((x - mean[i]) * inv_std[i]) + beta[i]
 }
 
 /// The error of a residual add whose operands' shapes differ.
@@ -235,9 +219,10 @@ crate::simd::multiversion! {
                 }
             }
             None => {
+                let per_channel = [mean, inv_std, gamma, beta];
                 for r in xy.chunks_exact_mut(c) {
-                    for i in 0..c {
-                        r[i] = gamma[i] * ((r[i] - mean[i]) * inv_std[i]) + beta[i];
+                    for (i, v) in r.iter_mut().enumerate() {
+                        *v = normalized(*v, i, per_channel);
                     }
                 }
             }

@@ -425,7 +425,7 @@ mod tests {
                 let mut p = Pool2d::new("mp", PoolKind::Max, spec.clone()).unwrap();
                 let y = p.forward(&[&x], mode).unwrap();
                 let (oh, ow) = (y.shape()[1], y.shape()[2]);
-                for (b, oy, ox, ch) in indices(n, oh, ow, c) {
+                for (b, oy, ox, ch) in ndarray::indices((n, oh, ow, c)) {
                     let (y0, y1, x0, x1, _) = window(&spec, h, w, oy, ox);
                     let mut best = f32::NEG_INFINITY;
                     for iy in y0..y1 {
@@ -445,18 +445,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// Every `(sample, row, column, channel)` index of an `[n, h, w, c]` tensor.
-    fn indices(
-        n: usize,
-        h: usize,
-        w: usize,
-        c: usize,
-    ) -> impl Iterator<Item = (usize, usize, usize, usize)> {
-        (0..n).flat_map(move |b| {
-            (0..h).flat_map(move |y| (0..w).flat_map(move |x| (0..c).map(move |ch| (b, y, x, ch))))
-        })
     }
 
     #[test]

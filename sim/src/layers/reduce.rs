@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 /// Rows (positions) per partial sum.
-const ROWS_PER_CHUNK: usize = 2048;
+pub(crate) const ROWS_PER_CHUNK: usize = 2048;
 
 /// For data laid out `[rows, c]`, returns `k` per-channel sums `Σ_rows f(row_index, values)` where
 /// `f` adds its contributions into `acc` (length `k·c`).

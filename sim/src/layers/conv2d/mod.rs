@@ -634,6 +634,14 @@ impl Conv2d {
         self.run_summing(x, mode, epilogue, None)
     }
 
+    /// A training [`Conv2d::run`] that also returns its output's sums (see
+    /// [`Conv2d::run_summing`]).
+    fn train_summed(&mut self, x: CowArray<'_, f32, IxDyn>) -> Result<(Tensor, Vec<f64>)> {
+        let mut sums = Vec::new();
+        let y = self.run_summing(x, Mode::Train, &Epilogue::default(), Some(&mut sums))?;
+        Ok((y, sums))
+    }
+
     /// [`Conv2d::run`]; with `sums`, also sets them to the output's `[Σy | Σy²]` per channel,
     /// each block of output rows summed while in cache and the blocks added in order (the
     /// chunks of [`super::batchnorm::train_sum_rows`]).
@@ -651,7 +659,7 @@ impl Conv2d {
         };
         let n = in_shape[0];
         // Put back after an evaluation pass that succeeds.
-        let mut prepared = self.prepared.take();
+        let prepared = self.prepared.take();
         let geo = self.geometry(&x4)?;
         let (oh, ow) = geo.out_hw;
         let (o, kg, groups) = (
@@ -699,14 +707,13 @@ impl Conv2d {
             self.quant.method,
             self.quant.bits_fw,
         );
-        let prep = prepared
-            .take()
-            .filter(|p| mode == Mode::Eval && p.key == key);
-        let prep = prepared.insert(prep.unwrap_or(Prepared {
-            key,
-            packed: None,
-            wino: None,
-        }));
+        let mut prep = prepared
+            .filter(|p| mode == Mode::Eval && p.key == key)
+            .unwrap_or(Prepared {
+                key,
+                packed: None,
+                wino: None,
+            });
         let winograd = winograd::applies(&geo);
         if winograd {
             let c = self.spec.in_channels;
@@ -808,7 +815,7 @@ impl Conv2d {
             );
         }
         self.quant = quant;
-        self.prepared = prepared.filter(|_| mode == Mode::Eval);
+        self.prepared = (mode == Mode::Eval).then_some(prep);
         let out_shape = [n, oh, ow, o];
         self.cache = (mode == Mode::Train).then(|| {
             let ops = match padded_x {
@@ -849,25 +856,11 @@ impl Layer for Conv2d {
 
     fn forward_summed(&mut self, inputs: &[&Tensor]) -> Result<(Tensor, Vec<f64>)> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let mut sums = Vec::new();
-        let y = self.run_summing(
-            CowArray::from(x.view()),
-            Mode::Train,
-            &Epilogue::default(),
-            Some(&mut sums),
-        )?;
-        Ok((y, sums))
+        self.train_summed(CowArray::from(x.view()))
     }
 
     fn forward_owned_summed(&mut self, x: Tensor) -> Result<(Tensor, Vec<f64>)> {
-        let mut sums = Vec::new();
-        let y = self.run_summing(
-            CowArray::from(x),
-            Mode::Train,
-            &Epilogue::default(),
-            Some(&mut sums),
-        )?;
-        Ok((y, sums))
+        self.train_summed(CowArray::from(x))
     }
 
     fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
