@@ -6,6 +6,7 @@
 use std::ops::Range;
 
 use crate::error::{Result, SimError};
+use crate::layers::add::accumulate;
 use crate::layers::{Epilogue, EpilogueStep, Layer, Mode, Param, Tensor};
 use crate::quant::LayerQuant;
 
@@ -427,7 +428,7 @@ impl Graph {
                     })?;
                 *slot = Some(match slot.take() {
                     Some(mut acc) => {
-                        acc += &d;
+                        accumulate(node.layer.name(), &mut acc, &d)?;
                         acc
                     }
                     None => d,

@@ -21,7 +21,7 @@ use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use blocked::{OperandA, OperandB, Strided};
-use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
+use ndarray::{s, Array2, ArrayView2, ArrayViewMut2, Axis};
 pub use patches::{PatchGeometry, Patches};
 use rayon::prelude::*;
 
@@ -481,7 +481,7 @@ pub fn matmul_rows_par(
 /// [`REDUCE_CHUNK`] rows computed in parallel; partial sums are added in chunk order, so the result
 /// is independent of the thread count.
 pub fn matmul_tn_reduce_par(
-    mut c: ArrayViewMut2<f32>,
+    c: ArrayViewMut2<f32>,
     a: ArrayView2<f32>,
     b: ArrayView2<f32>,
     accumulate: bool,
@@ -511,18 +511,37 @@ pub fn matmul_tn_reduce_par(
             matmul_into(p.view_mut(), ac.t(), bc, false).map(|()| p)
         })
         .collect::<Result<_>>()?;
-    if c.dim() != (m, n) {
+    add_partials(c, &partials, accumulate)
+}
+
+/// Floats of `C` per task of [`add_partials`].
+const PARTIALS_CHUNK: usize = 1 << 14;
+
+/// `C = Σ partials` (or `C += Σ partials` when `accumulate`): each element summed in the
+/// partials' order, from `0` (or from `C`), so the result does not depend on the thread count;
+/// parallel over blocks of rows of `C`.
+pub fn add_partials(
+    mut c: ArrayViewMut2<f32>,
+    partials: &[Array2<f32>],
+    accumulate: bool,
+) -> Result<()> {
+    if let Some(p) = partials.iter().find(|p| p.dim() != c.dim()) {
         return Err(SimError::shape(
             "gemm",
-            format!("C{:?} for Aᵀ·B of shape {:?}", c.dim(), (m, n)),
+            format!("C{:?} for partial sums of shape {:?}", c.dim(), p.dim()),
         ));
     }
-    if !accumulate {
-        c.fill(0.0);
-    }
-    for p in &partials {
-        c += p;
-    }
+    let rows = (PARTIALS_CHUNK / c.ncols().max(1)).max(1);
+    let blocks: Vec<_> = c.axis_chunks_iter_mut(Axis(0), rows).enumerate().collect();
+    blocks.into_par_iter().for_each(|(i, mut cb)| {
+        if !accumulate {
+            cb.fill(0.0);
+        }
+        let r0 = i * rows;
+        for p in partials {
+            cb += &p.slice(s![r0..r0 + cb.nrows(), ..]);
+        }
+    });
     Ok(())
 }
 
@@ -716,6 +735,32 @@ mod tests {
         let c2 = run(2);
         assert_eq!(c1, c2);
         assert_close(&c1, &naive(a.t(), b.view()), 10_000);
+    }
+
+    #[test]
+    fn partials_add_in_their_order_on_any_thread_count() {
+        // Several row blocks (PARTIALS_CHUNK / 24 rows each) and a last short one.
+        let parts: Vec<_> = (0..5).map(|s| random(2_000, 24, s)).collect();
+        for accumulate in [false, true] {
+            let mut want = random(2_000, 24, 9);
+            if !accumulate {
+                want.fill(0.0);
+            }
+            for p in &parts {
+                want += p;
+            }
+            for threads in [1, 2] {
+                let c = crate::tests::with_threads(threads, || {
+                    let mut c = random(2_000, 24, 9);
+                    add_partials(c.view_mut(), &parts, accumulate).unwrap();
+                    c
+                });
+                assert_eq!(c, want, "accumulate {accumulate}, {threads} thread(s)");
+            }
+        }
+        let mut c = Array2::<f32>::zeros((3, 4));
+        let e = add_partials(c.view_mut(), &[random(4, 3, 1)], false).unwrap_err();
+        assert!(e.to_string().contains("(4, 3)"), "{e}");
     }
 
     #[test]

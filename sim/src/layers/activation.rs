@@ -4,6 +4,7 @@ use super::epilogue::{clamp_in_place, clamp_passes, EpilogueStep};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Which activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,18 +50,23 @@ const CHUNK: usize = 1 << 15;
 /// `x ← clamp(x, 0, hi)` element-wise, returning where the gradient passes (`0 < x < hi`
 /// before clamping): training's one pass.
 fn clamp_and_passes(x: &mut [f32], hi: f32) -> Vec<bool> {
-    let mut pass = vec![false; x.len()];
+    // Not zeroed first: every flag is written by the chunks, in parallel.
+    let n = x.len();
+    let mut pass = Vec::with_capacity(n);
     x.par_chunks_mut(CHUNK)
-        .zip(pass.par_chunks_mut(CHUNK))
+        .zip(pass.spare_capacity_mut()[..n].par_chunks_mut(CHUNK))
         .for_each(|(x, p)| clamp_and_mark(x, hi, p));
+    // SAFETY: the chunks of `x` and of the spare capacity pair up one to one, and
+    // `clamp_and_mark` wrote each flag of its chunk.
+    unsafe { pass.set_len(n) };
     pass
 }
 
 crate::simd::multiversion! {
-    /// [`clamp_and_passes`] on one chunk, `pass` as long as `x`.
-    fn clamp_and_mark(x: &mut [f32], hi: f32, pass: &mut [bool]) {
+    /// [`clamp_and_passes`] on one chunk, `pass` (every flag written) as long as `x`.
+    fn clamp_and_mark(x: &mut [f32], hi: f32, pass: &mut [MaybeUninit<bool>]) {
         for (v, p) in x.iter_mut().zip(pass) {
-            *p = clamp_passes(*v, hi);
+            p.write(clamp_passes(*v, hi));
             *v = crate::simd::clamp(*v, 0.0, hi);
         }
     }

@@ -7,6 +7,7 @@ use super::{
     Tensor,
 };
 use crate::error::{Result, SimError};
+use rayon::prelude::*;
 
 /// `y = a + b`; both inputs receive the output gradient.
 pub struct Add {
@@ -69,6 +70,39 @@ crate::simd::multiversion! {
     }
 }
 
+crate::simd::multiversion! {
+    /// `a += b` element-wise (both of one length).
+    fn add_in_place(a: &mut [f32], b: &[f32]) {
+        a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// Elements per task of [`accumulate`] (element-wise, so results do not depend on the split).
+const CHUNK: usize = 1 << 15;
+
+/// `acc += d` element-wise, in parallel chunks: a value's gradient from one more of the layers
+/// that read it. Shapes that differ are an error naming `layer`, the layer that gave `d`.
+pub(crate) fn accumulate(layer: &str, acc: &mut Tensor, d: &Tensor) -> Result<()> {
+    if acc.shape() != d.shape() {
+        return Err(SimError::shape(
+            layer,
+            format!(
+                "input gradient of shape {:?} for a value whose gradient so far is {:?}",
+                d.shape(),
+                acc.shape()
+            ),
+        ));
+    }
+    if let (Some(a), Some(b)) = (acc.as_slice_mut(), d.as_slice()) {
+        a.par_chunks_mut(CHUNK)
+            .zip(b.par_chunks(CHUNK))
+            .for_each(|(a, b)| add_in_place(a, b));
+        return Ok(());
+    }
+    *acc += d;
+    Ok(())
+}
+
 impl Layer for Add {
     fn name(&self) -> &str {
         &self.name
@@ -126,5 +160,24 @@ mod tests {
         let c = rand_tensor(&[2, 3, 3, 1], 1.0, 2);
         let e = Add::new("add").forward(&[&a, &c], Mode::Eval).unwrap_err();
         assert!(e.to_string().contains("shapes differ"), "{e}");
+    }
+
+    #[test]
+    fn accumulated_gradients_add_element_wise_and_shapes_must_match() {
+        // Long enough for several parallel chunks; a transposed view takes the plain path.
+        let a = rand_tensor(&[3, 17, 31, 64], 1.0, 1);
+        let d = rand_tensor(&[3, 17, 31, 64], 1.0, 2);
+        let want = &a + &d;
+        let mut acc = a.clone();
+        accumulate("conv", &mut acc, &d).unwrap();
+        assert_eq!(acc, want);
+        let mut t = a.t().to_owned();
+        accumulate("conv", &mut t, &d.t().to_owned()).unwrap();
+        assert_eq!(t, want.t());
+        let e = accumulate("conv", &mut acc, &rand_tensor(&[3, 17, 31, 1], 1.0, 3)).unwrap_err();
+        assert!(
+            e.to_string().contains("conv") && e.to_string().contains("[3, 17, 31, 1]"),
+            "{e}"
+        );
     }
 }

@@ -75,7 +75,6 @@ crate::simd::multiversion! {
     }
 }
 
-/// Plain per-channel sums of `[rows, c]` data.
 /// The bias gradient of a layer whose output gradient is `data` laid out `[rows, c]`: the
 /// per-channel sums as an f32 tensor of shape `[c]`.
 pub(crate) fn bias_grad(data: &[f32], c: usize) -> crate::layers::Tensor {
@@ -83,6 +82,7 @@ pub(crate) fn bias_grad(data: &[f32], c: usize) -> crate::layers::Tensor {
     ndarray::Array1::from(sums).into_dyn()
 }
 
+/// Plain per-channel sums of `[rows, c]` data.
 pub(crate) fn sum_channels(data: &[f32], c: usize) -> Vec<f64> {
     channel_sums(data, c, 1, |_, row, acc| {
         acc.iter_mut().zip(row).for_each(|(a, &v)| *a += v as f64)

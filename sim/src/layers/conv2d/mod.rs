@@ -21,7 +21,8 @@ use super::{
 };
 use crate::error::{Result, SimError};
 use crate::gemm::{
-    matmul_into, matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit, PackedB, B,
+    add_partials, matmul_into, matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit,
+    PackedB, B,
 };
 use crate::quant::{LayerQuant, QuantMethod};
 
@@ -492,7 +493,8 @@ impl Conv2d {
                 matmul_uninit(dxb, gv, wq.view())
             })?
         } else {
-            vec![0.0f32; len]
+            // Zeroed for the scatter, block by block in parallel.
+            filled_by_blocks(len, in_block, |_, b| Ok(zeroed(b)))?
         };
         // One group and runs of kernel rows: the weight gradient reads the patches in place,
         // or its tiles by Winograd.
@@ -598,9 +600,7 @@ impl Conv2d {
             })
             .collect::<Result<_>>()?;
         let mut dw = Array2::<f32>::zeros((o, kg));
-        for p in &partials {
-            dw += p;
-        }
+        add_partials(dw.view_mut(), &partials, true)?;
         record_step_grad(
             &mut quant,
             &cache.ops,

@@ -16,6 +16,7 @@
 use std::mem::MaybeUninit;
 
 use ndarray::{ArrayView2, ArrayViewMut2};
+use rayon::prelude::*;
 
 use super::im2col::Im2col;
 use super::{shape_err, with_scratch};
@@ -63,27 +64,34 @@ pub(super) fn weight_grad_applies(geo: &Im2col<'_>) -> bool {
 pub(super) fn weights(b: ArrayView2<f32>, c: usize) -> Vec<f32> {
     let o = b.ncols();
     let mut u = vec![0.0; POS * c * o];
-    for ci in 0..c {
-        for oi in 0..o {
-            // G·g (4 × 3), then (G·g)·Gᵀ row by row. (Plain loops: written with nested
-            // `array::from_fn`, its closures ran out of line, 4 % of a batch-16 step.)
-            let mut gg = [[0.0f32; 3]; 4];
-            for kx in 0..3 {
-                let g = |ky: usize| b[[(ky * 3 + kx) * c + ci, oi]];
-                let (g0, g1, g2) = (g(0), g(1), g(2));
-                gg[0][kx] = g0;
-                gg[1][kx] = (g0 + g1 + g2) * 0.5;
-                gg[2][kx] = (g0 - g1 + g2) * 0.5;
-                gg[3][kx] = g2;
-            }
-            for (i, [a0, a1, a2]) in gg.into_iter().enumerate() {
-                let row = [a0, (a0 + a1 + a2) * 0.5, (a0 - a1 + a2) * 0.5, a2];
-                for (j, v) in row.into_iter().enumerate() {
-                    u[((i * 4 + j) * c + ci) * o + oi] = v;
+    // One task per row `i` of G·g (its four positions `i·4 + j` lie together in `u`).
+    u.par_chunks_mut((4 * c * o).max(1))
+        .enumerate()
+        .for_each(|(i, ui)| {
+            for ci in 0..c {
+                for oi in 0..o {
+                    // Row `i` of G·g (1 × 3), then (G·g)·Gᵀ on it. (Plain loops: written with
+                    // nested `array::from_fn`, its closures ran out of line, 4 % of a batch-16
+                    // step.)
+                    let mut a = [0.0f32; 3];
+                    for (kx, a) in a.iter_mut().enumerate() {
+                        let g = |ky: usize| b[[(ky * 3 + kx) * c + ci, oi]];
+                        let (g0, g1, g2) = (g(0), g(1), g(2));
+                        *a = match i {
+                            0 => g0,
+                            1 => (g0 + g1 + g2) * 0.5,
+                            2 => (g0 - g1 + g2) * 0.5,
+                            _ => g2,
+                        };
+                    }
+                    let [a0, a1, a2] = a;
+                    let row = [a0, (a0 + a1 + a2) * 0.5, (a0 - a1 + a2) * 0.5, a2];
+                    for (j, v) in row.into_iter().enumerate() {
+                        ui[(j * c + ci) * o + oi] = v;
+                    }
                 }
             }
-        }
-    }
+        });
     u
 }
 
