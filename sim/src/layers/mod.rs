@@ -34,7 +34,7 @@ pub(crate) mod gradcheck;
 
 use std::mem::MaybeUninit;
 
-use ndarray::{ArrayD, Ix2, Ix4};
+use ndarray::{ArrayD, CowArray, Ix2, Ix4, IxDyn};
 use rayon::prelude::*;
 
 use crate::error::{Result, SimError};
@@ -302,6 +302,32 @@ pub(crate) fn standard<S: ndarray::Data<Elem = f32>>(
     } else {
         t.as_standard_layout().into_owned()
     }
+}
+
+/// Elements per task of [`owned`]'s parallel copy.
+const COPY_BLOCK: usize = 1 << 15;
+
+/// `t` owned and in standard layout: moved when it is both, copied in parallel blocks when it is
+/// a view in standard layout (a layer's borrowed input, about to be quantized in place), else
+/// copied as by [`standard`].
+pub(crate) fn owned(t: CowArray<'_, f32, IxDyn>) -> Tensor {
+    if let (true, Some(src)) = (t.is_view(), t.as_slice()) {
+        let copied = filled_by_blocks(src.len(), COPY_BLOCK, |i, out| {
+            let from = block_of(src, COPY_BLOCK, i);
+            out.iter_mut().zip(from).for_each(|(o, &v)| {
+                o.write(v);
+            });
+            // SAFETY: every element of `out` was just written (`from` is as long as `out`).
+            Ok(unsafe { &mut *(std::ptr::from_mut(out) as *mut [f32]) })
+        });
+        if let Some(y) = copied
+            .ok()
+            .and_then(|v| Tensor::from_shape_vec(t.raw_dim(), v).ok())
+        {
+            return y;
+        }
+    }
+    standard(t)
 }
 
 /// A 4-D `[N, H, W, C]` view of `t`, or an error naming the layer.

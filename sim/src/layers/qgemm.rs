@@ -4,7 +4,7 @@
 
 use ndarray::{Array2, ArrayView2, CowArray, Ix2, IxDyn};
 
-use super::{standard, Mode, Tensor};
+use super::{owned, standard, Mode, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::{lsq, LayerQuant};
 
@@ -61,7 +61,7 @@ pub(crate) fn quantize_operands<'a, 'w>(
             x_residual: None,
         };
     }
-    let mut xq = standard(x);
+    let mut xq = owned(x);
     let probe = wants_step_residual(quant) && mode == Mode::Train && quant.bits_fw > 0;
     let x_orig = probe.then(|| xq.iter().copied().collect::<Vec<f32>>());
     let x_mask = match xq.as_slice_mut() {

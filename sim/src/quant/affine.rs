@@ -18,35 +18,56 @@ pub fn levels(bits: u32) -> f32 {
     ((1u64 << bits.min(32)) - 1) as f32
 }
 
+/// Independent running extrema of [`min_max`] (four AVX2 registers each, so its loop is not
+/// bound by the latency of one chain).
+const LANES: usize = 32;
+/// Elements per task of [`min_max`] (a multiple of [`LANES`]).
+const EXTREMA_CHUNK: usize = 1 << 16;
+
+/// Minimum and maximum of `x`, ignoring NaNs; `(0, 0)` for an empty slice (or all NaN).
+///
+/// Lane `i` holds the extrema of the elements `i`, `i + 32`, … (`if v < lo` skips NaNs like
+/// `f32::min`, and keeps the first of equal values); the lanes are merged at the end. The lanes'
+/// chunks run in parallel and are merged in order with the same comparison, so every lane ends
+/// where one pass would leave it: the result does not depend on the thread count, not even in the
+/// sign of a zero extremum.
+pub fn min_max(x: &[f32]) -> (f32, f32) {
+    let (whole, rest) = x.split_at(x.len() - x.len() % LANES);
+    let parts: Vec<_> = whole.par_chunks(EXTREMA_CHUNK).map(lane_extrema).collect();
+    let (mut lo, mut hi) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
+    for (plo, phi) in parts {
+        for i in 0..LANES {
+            lo[i] = if plo[i] < lo[i] { plo[i] } else { lo[i] };
+            hi[i] = if phi[i] > hi[i] { phi[i] } else { hi[i] };
+        }
+    }
+    let init = (f32::INFINITY, f32::NEG_INFINITY);
+    let (lo, hi) = lo
+        .iter()
+        .zip(&hi)
+        .map(|(&l, &h)| (l, h))
+        .chain(rest.iter().map(|&v| (v, v)))
+        .fold(init, |(lo, hi), (l, h)| (lo.min(l), hi.max(h)));
+    if lo > hi {
+        (0.0, 0.0)
+    } else {
+        (lo, hi)
+    }
+}
+
+type Lanes = [f32; LANES];
+
 crate::simd::multiversion! {
-    /// Minimum and maximum of `x`, ignoring NaNs; `(0, 0)` for an empty slice (or all NaN).
-    pub fn min_max(x: &[f32]) -> (f32, f32) {
-        // 32 independent running extrema (four AVX2 registers each, so the loop is not bound by
-        // the latency of one chain), merged at the end. `if v < lo` skips NaNs like `f32::min`;
-        // min and max are exact, so the result does not depend on the grouping (up to the sign of
-        // a zero extremum, which no caller can observe: they only use `lo` and `hi − lo`).
-        const LANES: usize = 32;
+    /// The lanes of [`min_max`] over `x` (a multiple of [`LANES`] long).
+    fn lane_extrema(x: &[f32]) -> (Lanes, Lanes) {
         let (mut lo, mut hi) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
-        let chunks = x.chunks_exact(LANES);
-        let rest = chunks.remainder();
-        for ch in chunks {
+        for ch in x.chunks_exact(LANES) {
             for i in 0..LANES {
                 lo[i] = if ch[i] < lo[i] { ch[i] } else { lo[i] };
                 hi[i] = if ch[i] > hi[i] { ch[i] } else { hi[i] };
             }
         }
-        let init = (f32::INFINITY, f32::NEG_INFINITY);
-        let (lo, hi) = lo
-            .iter()
-            .zip(&hi)
-            .map(|(&l, &h)| (l, h))
-            .chain(rest.iter().map(|&v| (v, v)))
-            .fold(init, |(lo, hi), (l, h)| (lo.min(l), hi.max(h)));
-        if lo > hi {
-            (0.0, 0.0)
-        } else {
-            (lo, hi)
-        }
+        (lo, hi)
     }
 }
 
@@ -68,10 +89,16 @@ fn step(range: f32, bits: u32) -> f32 {
     (range / levels(bits)).max(MIN_SCALE)
 }
 
+/// Deterministic quantize–dequantize in place: `x ← rne(clamp((x − lo)/s, 0, L))·s + lo` with
+/// `L = 2^bits − 1` and `s = max(range/L, 1e-8)`; element-wise, in parallel chunks.
+pub fn fake_quant(x: &mut [f32], lo: f32, range: f32, bits: u32) {
+    x.par_chunks_mut(NOISE_CHUNK)
+        .for_each(|x| fake_quant_chunk(x, lo, range, bits));
+}
+
 crate::simd::multiversion! {
-    /// Deterministic quantize–dequantize in place: `x ← rne(clamp((x − lo)/s, 0, L))·s + lo` with
-    /// `L = 2^bits − 1` and `s = max(range/L, 1e-8)`.
-    pub fn fake_quant(x: &mut [f32], lo: f32, range: f32, bits: u32) {
+    /// [`fake_quant`] on one chunk.
+    fn fake_quant_chunk(x: &mut [f32], lo: f32, range: f32, bits: u32) {
         let (s, l) = (step(range, bits), levels(bits));
         for v in x.iter_mut() {
             let u = clamp((*v - lo) / s, 0.0, l);
