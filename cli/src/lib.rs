@@ -68,22 +68,14 @@ pub fn main() -> ExitCode {
         }
         Command::Run(args) => in_pool(move || cmd::run::run(args, &mut std::io::stdout())),
         Command::Infer(args) => in_pool(move || cmd::infer::run(args, &mut std::io::stdout())),
-        command => {
-            let out: &mut dyn Write = &mut std::io::stdout().lock();
-            match command {
-                Command::Bench(args) => cmd::bench::run(&args, out),
-                Command::Inspect(args) => cmd::inspect::run(&args, out),
-                Command::Zoo(args) => cmd::zoo::run(args, out),
-                Command::Layer(args) => cmd::layer::run(args, out),
-                Command::Accel(args) => cmd::accel::run(args, out),
-                Command::Compare(args) => cmd::compare::run(args, out),
-                Command::Plot(args) => cmd::plot::run(args),
-                Command::Sweep(args) => cmd::sweep::run(args, out),
-                Command::Forward(_) | Command::Train(_) | Command::Run(_) | Command::Infer(_) => {
-                    unreachable!("matched above")
-                }
-            }
-        }
+        Command::Bench(args) => to_stdout(|out| cmd::bench::run(&args, out)),
+        Command::Inspect(args) => to_stdout(|out| cmd::inspect::run(&args, out)),
+        Command::Zoo(args) => to_stdout(|out| cmd::zoo::run(args, out)),
+        Command::Layer(args) => to_stdout(|out| cmd::layer::run(args, out)),
+        Command::Accel(args) => to_stdout(|out| cmd::accel::run(args, out)),
+        Command::Compare(args) => to_stdout(|out| cmd::compare::run(args, out)),
+        Command::Plot(args) => cmd::plot::run(args),
+        Command::Sweep(args) => to_stdout(|out| cmd::sweep::run(args, out)),
     };
     let result = result.and_then(|()| Ok(std::io::stdout().flush()?));
     match result {
@@ -96,6 +88,11 @@ pub fn main() -> ExitCode {
             exit.code()
         }
     }
+}
+
+/// Runs `f` on the main thread with standard output locked for it.
+fn to_stdout(f: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    f(&mut std::io::stdout().lock())
 }
 
 /// Stack of the pool threads that run a command (the main thread's default size: the command
