@@ -35,11 +35,8 @@ pub fn min_max(x: &[f32]) -> (f32, f32) {
     let (whole, rest) = x.split_at(x.len() - x.len() % LANES);
     let parts: Vec<_> = whole.par_chunks(EXTREMA_CHUNK).map(lane_extrema).collect();
     let (mut lo, mut hi) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
-    for (plo, phi) in parts {
-        for i in 0..LANES {
-            lo[i] = if plo[i] < lo[i] { plo[i] } else { lo[i] };
-            hi[i] = if phi[i] > hi[i] { phi[i] } else { hi[i] };
-        }
+    for (plo, phi) in &parts {
+        keep_extrema(&mut lo, &mut hi, plo, phi);
     }
     let init = (f32::INFINITY, f32::NEG_INFINITY);
     let (lo, hi) = lo
@@ -57,14 +54,23 @@ pub fn min_max(x: &[f32]) -> (f32, f32) {
 
 type Lanes = [f32; LANES];
 
+/// Lane by lane, `lo ← l` where `l < lo` and `hi ← h` where `h > hi` (NaN never replaces, and
+/// the first of equal values stays).
+#[inline(always)]
+fn keep_extrema(lo: &mut Lanes, hi: &mut Lanes, l: &Lanes, h: &Lanes) {
+    for i in 0..LANES {
+        lo[i] = if l[i] < lo[i] { l[i] } else { lo[i] };
+        hi[i] = if h[i] > hi[i] { h[i] } else { hi[i] };
+    }
+}
+
 crate::simd::multiversion! {
     /// The lanes of [`min_max`] over `x` (a multiple of [`LANES`] long).
     fn lane_extrema(x: &[f32]) -> (Lanes, Lanes) {
         let (mut lo, mut hi) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
         for ch in x.chunks_exact(LANES) {
-            for i in 0..LANES {
-                lo[i] = if ch[i] < lo[i] { ch[i] } else { lo[i] };
-                hi[i] = if ch[i] > hi[i] { ch[i] } else { hi[i] };
+            if let Ok(ch) = <&Lanes>::try_from(ch) {
+                keep_extrema(&mut lo, &mut hi, ch, ch);
             }
         }
         (lo, hi)
