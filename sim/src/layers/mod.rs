@@ -314,11 +314,10 @@ pub(crate) fn owned(t: CowArray<'_, f32, IxDyn>) -> Tensor {
     if let (true, Some(src)) = (t.is_view(), t.as_slice()) {
         let copied = filled_by_blocks(src.len(), COPY_BLOCK, |i, out| {
             let from = block_of(src, COPY_BLOCK, i);
-            out.iter_mut().zip(from).for_each(|(o, &v)| {
-                o.write(v);
-            });
-            // SAFETY: every element of `out` was just written (`from` is as long as `out`).
-            Ok(unsafe { &mut *(std::ptr::from_mut(out) as *mut [f32]) })
+            if from.len() != out.len() {
+                return Err(SimError::shape("copy", "blocks of different lengths"));
+            }
+            Ok(out.write_copy_of_slice(from))
         });
         if let Some(y) = copied
             .ok()
