@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::build::Network;
 use crate::cputime::{load_average_1min, process_cpu_seconds};
 use crate::error::{Result, SimError};
-use crate::gemm::{block_samples, matmul_into, profile, REDUCE_CHUNK, ROW_TILE};
+use crate::gemm::{matmul_into, profile, REDUCE_CHUNK, ROW_TILE};
 use crate::layers::{Conv2dSpec, Mode, SoftmaxCrossEntropy, Tensor};
 use crate::memory::{available_bytes, check_batch, Pass};
 use crate::optim::Sgd;
@@ -133,22 +133,20 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                     groups,
                 };
                 let in_hw = (l.in_shape[1], l.in_shape[2]);
-                for (samples, count) in blocks(block_samples(l.out_pixels())) {
-                    let Some(g) = spec.block_gemms(&l.name, in_hw, samples, input_grad)? else {
-                        continue;
-                    };
-                    let calls = count * groups;
-                    let shape = |[m, k, n]: [usize; 3]| (m, k, n);
-                    let [wf, we, ww] = g.winograd;
-                    let passes = [
-                        ((GemmPass::Forward, wf), g.forward),
-                        ((GemmPass::Error, we), g.error),
-                        ((GemmPass::Weight, ww), g.weight),
-                    ];
-                    for (pass, gemms) in passes {
-                        for (s, n) in gemms {
-                            add(&l.name, pass, shape(s), calls * n);
-                        }
+                let Some(g) = spec.batch_gemms(&l.name, in_hw, batch, input_grad)? else {
+                    continue;
+                };
+                let calls = groups;
+                let shape = |[m, k, n]: [usize; 3]| (m, k, n);
+                let [wf, we, ww] = g.winograd;
+                let passes = [
+                    ((GemmPass::Forward, wf), g.forward),
+                    ((GemmPass::Error, we), g.error),
+                    ((GemmPass::Weight, ww), g.weight),
+                ];
+                for (pass, gemms) in passes {
+                    for (s, n) in gemms {
+                        add(&l.name, pass, shape(s), calls * n);
                     }
                 }
             }
@@ -519,17 +517,27 @@ mod tests {
         let shapes = step_gemm_shapes(&sum, 128).unwrap();
         let flops: usize = shapes.iter().map(|s| 2 * s.m * s.k * s.n * s.calls).sum();
         // Two FLOPs per MAC in each of the three passes, less the first conv's input gradient,
-        // less what Winograd saves: its products do 4 of a 3×3 conv's 9 multiplies per output
-        // (even output sides), in the forward pass and weight gradient of the 32–256-channel
-        // convs and in the input gradient of those with 32–256 output channels.
+        // less what Winograd saves: F(4×4)'s products do 9/4 of a 3×3 conv's 9 multiplies per
+        // output (27/36 saved), F(2×2)'s 4 (20/36 saved; even output sides). F(4×4) runs the
+        // forward pass of the 32–64-channel convs and the input gradient of those with 32–64
+        // output channels, F(2×2) those of 65–256 channels and the weight gradient of 32–256.
         let saved: u64 = sum
             .layers
             .iter()
             .filter(|l| l.kind == LayerKind::Conv && l.kernel == [3, 3] && l.stride == [1, 1])
             .map(|l| {
-                let ours = |c: usize| u64::from((32..=256).contains(&c));
-                let error = ours(l.out_channels()) * u64::from(l.role != LayerRole::First);
-                2 * l.macs / 9 * 5 * (2 * ours(l.in_channels()) + error)
+                let by_tile = |c: usize| match c {
+                    32..=64 => 27,
+                    65..=256 => 20,
+                    _ => 0,
+                };
+                let error = by_tile(l.out_channels()) * u64::from(l.role != LayerRole::First);
+                let weight = if (32..=256).contains(&l.in_channels()) {
+                    20
+                } else {
+                    0
+                };
+                2 * l.macs * (by_tile(l.in_channels()) + error + weight) / 36
             })
             .sum();
         assert!(saved > 0);
@@ -554,15 +562,17 @@ mod tests {
         assert_eq!(row(&shapes[3]).1, GemmPass::Error);
         assert_eq!((shapes[3].m, shapes[3].k, shapes[3].n), (1024, 144, 16));
         // Stage 2's 3×3 convs (16 × 16 outputs, 32 channels) run Winograd's products in all
-        // three passes: chunks of 256 tiles (4 samples), [tiles, C, O] / [O, tiles, C].
+        // three passes, [tiles, C, O] / [O, tiles, C]: F(4×4) in the forward pass and input
+        // gradient (blocks of 16 samples, 256 tiles, in 2 chunks of 128), F(2×2) in the
+        // weight gradient (blocks of 4 samples, 256 tiles, one chunk).
         let wino = |pass: GemmPass, dims: (usize, usize, usize)| {
             shapes
                 .iter()
                 .find(|s| s.pass == pass && (s.m, s.k, s.n) == dims)
                 .map(|s| s.winograd)
         };
-        assert_eq!(wino(GemmPass::Forward, (256, 32, 32)), Some(true));
-        assert_eq!(wino(GemmPass::Error, (256, 32, 32)), Some(true));
+        assert_eq!(wino(GemmPass::Forward, (128, 32, 32)), Some(true));
+        assert_eq!(wino(GemmPass::Error, (128, 32, 32)), Some(true));
         assert_eq!(wino(GemmPass::Weight, (32, 256, 32)), Some(true));
         assert!(!shapes[0].winograd && !shapes[1].winograd && !shapes[3].winograd);
         let mut timed = shapes[..2].to_vec();

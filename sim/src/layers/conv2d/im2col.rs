@@ -16,6 +16,30 @@ pub(super) struct Im2col<'a> {
 }
 
 impl Im2col<'_> {
+    /// The geometry of `spec`'s conv on inputs of `in_hw` pixels.
+    pub(super) fn of<'s>(
+        spec: &'s Conv2dSpec,
+        layer: &str,
+        in_hw: (usize, usize),
+    ) -> Result<Im2col<'s>> {
+        let out_hw = spec.output_hw(layer, in_hw.0, in_hw.1)?;
+        Ok(Im2col {
+            spec,
+            in_hw,
+            out_hw,
+        })
+    }
+
+    /// The geometry of the transposed conv `t` ([`Im2col::transposed_spec`]): from this conv's
+    /// output back to its input.
+    pub(super) fn transposed<'t>(&self, t: &'t Conv2dSpec) -> Im2col<'t> {
+        Im2col {
+            spec: t,
+            in_hw: self.out_hw,
+            out_hw: self.in_hw,
+        }
+    }
+
     /// For each (output position, kernel tap) the input pixel it reads, or `None` in the padding.
     pub(super) fn source(
         &self,

@@ -28,6 +28,7 @@ use crate::quant::{LayerQuant, QuantMethod};
 
 mod depthwise;
 mod im2col;
+mod lanes;
 mod winograd;
 
 use im2col::Im2col;
@@ -111,12 +112,12 @@ impl Conv2dSpec {
 /// A GEMM `[m, k, n]` (`C[m, n] = A[m, k]·B[k, n]`) and how many times a pass runs it.
 pub type Gemms = ([usize; 3], usize);
 
-/// The GEMMs a training step of a conv runs per group on one block of samples, by the rules of
-/// its forward and backward passes.
+/// The GEMMs a training step of a conv runs per group on one block of samples (or a batch:
+/// [`Conv2dSpec::batch_gemms`]), by the rules of its forward and backward passes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockGemms {
     /// Output rows × taps·channels × output channels, once; or a Winograd conv's products,
-    /// tiles × channels × output channels, 16 per chunk of tiles.
+    /// tiles × channels × output channels, one per position (16 or 36) and chunk of tiles.
     pub forward: Vec<Gemms>,
     /// The input gradient: as the transposed conv's forward pass (stride 1; by Winograd where
     /// that conv qualifies), as the column gradient to scatter, or none when nobody wants it.
@@ -143,26 +144,18 @@ impl Conv2dSpec {
         if self.is_depthwise() {
             return Ok(None);
         }
-        let out_hw = self.output_hw(layer, in_hw.0, in_hw.1)?;
-        let geo = Im2col {
-            spec: self,
-            in_hw,
-            out_hw,
-        };
+        let geo = Im2col::of(self, layer, in_hw)?;
         let (kg, opg) = (self.k_per_group(), self.out_channels / self.groups);
         let rows = samples * geo.rows_per_sample();
         let mut error_winograd = false;
         let error = match geo.transposed_spec() {
             _ if !input_grad => vec![],
             Some(t) => {
-                let tgeo = Im2col {
-                    spec: &t,
-                    in_hw: out_hw,
-                    out_hw: in_hw,
-                };
-                error_winograd = winograd::applies(&tgeo);
-                if error_winograd {
-                    winograd::products(&tgeo, samples)
+                let tgeo = geo.transposed(&t);
+                let tile = winograd::forward_tile(&tgeo);
+                error_winograd = tile.is_some();
+                if let Some(tile) = tile {
+                    winograd::products(&tgeo, tile, samples)
                 } else {
                     vec![(
                         [
@@ -176,8 +169,9 @@ impl Conv2dSpec {
             }
             None => vec![([rows, opg, kg], 1)],
         };
-        let forward = if winograd::applies(&geo) {
-            winograd::products(&geo, samples)
+        let forward_tile = winograd::forward_tile(&geo);
+        let forward = if let Some(tile) = forward_tile {
+            winograd::products(&geo, tile, samples)
         } else {
             vec![([rows, kg, opg], 1)]
         };
@@ -193,11 +187,54 @@ impl Conv2dSpec {
             error,
             weight,
             winograd: [
-                winograd::applies(&geo),
+                forward_tile.is_some(),
                 error_winograd,
                 winograd::weight_grad_applies(&geo),
             ],
         }))
+    }
+
+    /// The GEMMs a training step of the conv runs per group on a batch of `batch` samples: each
+    /// pass's [`Conv2dSpec::block_gemms`] over the blocks of samples it works in (F(4×4)
+    /// Winograd takes more samples per block than the other passes), counts summed.
+    pub fn batch_gemms(
+        &self,
+        layer: &str,
+        in_hw: (usize, usize),
+        batch: usize,
+        input_grad: bool,
+    ) -> Result<Option<BlockGemms>> {
+        let Some(mut total) = self.block_gemms(layer, in_hw, 0, input_grad)? else {
+            return Ok(None);
+        };
+        let geo = Im2col::of(self, layer, in_hw)?;
+        let usual = geo.samples_per_block();
+        let block_of = |g: &Im2col<'_>| {
+            winograd::forward_tile(g).map_or(usual, |t| winograd::samples_per_block(g, t))
+        };
+        let transposed = geo.transposed_spec();
+        let error_spb = transposed
+            .as_ref()
+            .map_or(usual, |t| block_of(&geo.transposed(t)));
+        type Pick = fn(&mut BlockGemms) -> &mut Vec<Gemms>;
+        let passes: [(usize, Pick); 3] = [
+            (block_of(&geo), |g| &mut g.forward),
+            (error_spb, |g| &mut g.error),
+            (usual, |g| &mut g.weight),
+        ];
+        for (per, pick) in passes {
+            let mut gemms = Vec::new();
+            for (samples, count) in [(per, batch / per), (batch % per, 1)] {
+                if samples == 0 || count == 0 {
+                    continue;
+                }
+                if let Some(mut g) = self.block_gemms(layer, in_hw, samples, input_grad)? {
+                    gemms.extend(pick(&mut g).iter().map(|&(s, n)| (s, n * count)));
+                }
+            }
+            *pick(&mut total) = gemms;
+        }
+        Ok(Some(total))
     }
 }
 
@@ -458,28 +495,25 @@ impl Conv2d {
         // (no column gradient to scatter), else by the scatter below into a zeroed dx.
         let transposed = geo.transposed_spec();
         let pointwise = geo.input_is_columns();
-        // Per block of samples, a product that writes the block's whole input gradient.
-        let up_front = |f: &BlockProduct| {
+        // Per block of `spb` samples, a product that writes the block's whole input gradient.
+        let up_front = |spb: usize, f: &BlockProduct| {
             let g = data(name, &gq)?;
+            let (in_block, g_block) = (spb * geo.in_per_sample(), spb * geo.rows_per_sample() * o);
             filled_by_blocks(len, in_block, |i, dxb| f(dxb, block_of(g, g_block, i)))
         };
         let mut dx = if !want_dx {
             Vec::new()
         } else if let Some(ts) = &transposed {
-            let tgeo = Im2col {
-                spec: ts,
-                in_hw: geo.out_hw,
-                out_hw: (h, w),
-            };
+            let tgeo = geo.transposed(ts);
             let wt = flipped_weights(name, wq.view(), &self.spec)?;
-            if winograd::applies(&tgeo) {
-                let u = winograd::weights(wt.view(), ts.in_channels);
-                up_front(&|dxb, gb| {
-                    winograd::forward(name, &tgeo, &u, winograd::Input::Plain(gb), dxb)
+            if let Some(tile) = winograd::forward_tile(&tgeo) {
+                let u = winograd::weights(wt.view(), ts.in_channels, tile);
+                up_front(winograd::samples_per_block(&tgeo, tile), &|dxb, gb| {
+                    winograd::forward(name, &tgeo, tile, &u, winograd::Input::Plain(gb), dxb)
                 })?
             } else {
                 let padded = tgeo.patch_scratch(name, spb)?;
-                up_front(&|dxb, gb| {
+                up_front(spb, &|dxb, gb| {
                     with_scratch(padded, 0, |buf, _| {
                         let patches = tgeo.patches(name, gb, buf)?;
                         matmul_patches_uninit(dxb, &patches, wt.view())
@@ -488,7 +522,7 @@ impl Conv2d {
             }
         } else if pointwise {
             // The columns' gradient is the input's.
-            up_front(&|dxb, gb| {
+            up_front(spb, &|dxb, gb| {
                 let gv = ArrayView2::from_shape((gb.len() / o, o), gb).map_err(shape_err(name))?;
                 matmul_uninit(dxb, gv, wq.view())
             })?
@@ -676,8 +710,16 @@ impl Conv2d {
         let keep_x = mode == Mode::Train && !keep_padded;
         let w = weight_matrix(&self.name, &self.spec, &self.weight)?;
         let ops = quantize_operands(&mut quant, x, w, mode, keep_x);
-        let spb = geo.samples_per_block();
+        // Winograd's tile, if any, which sets the samples per block of work.
+        let tile = winograd::forward_tile(&geo);
+        let spb = tile.map_or_else(
+            || geo.samples_per_block(),
+            |t| winograd::samples_per_block(&geo, t),
+        );
         let rows = spb * geo.rows_per_sample();
+        // The output's sums go by batch norm's blocks of rows (the usual blocks), a whole
+        // number of them per block of work.
+        let sum_rows = geo.samples_per_block() * geo.rows_per_sample();
         let padded = geo.patch_scratch(&self.name, spb)?;
         let len = [oh, ow, o]
             .iter()
@@ -714,15 +756,14 @@ impl Conv2d {
                 packed: None,
                 wino: None,
             });
-        let winograd = winograd::applies(&geo);
-        if winograd {
+        if let Some(tile) = tile {
             let c = self.spec.in_channels;
             prep.wino
-                .get_or_insert_with(|| winograd::weights(ops.w.t(), c));
+                .get_or_insert_with(|| winograd::weights(ops.w.t(), c, tile));
         } else if dw_t.is_none() && groups == 1 {
             prep.packed.get_or_insert_with(|| PackedB::new(ops.w.t()));
         }
-        let wino = prep.wino.as_ref().filter(|_| winograd);
+        let wino = prep.wino.as_ref().zip(tile);
         let packed_w = prep.packed.as_ref();
         let w_operand = || match packed_w {
             Some(p) => B::Packed(p),
@@ -737,19 +778,23 @@ impl Conv2d {
             None
         };
         // Every block writes all of its output, so the output is not zeroed first.
-        let blocks = if sums.is_some() { n.div_ceil(spb) } else { 0 };
+        let blocks = if sums.is_some() {
+            n.div_ceil(geo.samples_per_block())
+        } else {
+            0
+        };
         let block_sums: Vec<OnceLock<Vec<f64>>> = (0..blocks).map(|_| OnceLock::new()).collect();
         let y = filled_by_blocks(len, rows * o, |i, yb| {
             let xb = block_of(xs, spb * geo.in_per_sample(), i);
             let r = yb.len() / o;
-            let yb = if let Some(u) = wino {
+            let yb = if let Some((u, tile)) = wino {
                 let x = match &padded_x {
-                    Some(p) if winograd::reads_padded(&geo) => {
+                    Some(p) if winograd::reads_padded(&geo, tile) => {
                         winograd::Input::Padded(block_of(p, padded, i))
                     }
                     _ => winograd::Input::Plain(xb),
                 };
-                winograd::forward(name, &geo, u, x, yb)?
+                winograd::forward(name, &geo, tile, u, x, yb)?
             } else if let Some(wt) = &dw_t {
                 let yb = zeroed(yb);
                 geo.depthwise_forward(xb, wt, yb);
@@ -798,9 +843,12 @@ impl Conv2d {
                 }
             }
             epilogue.apply(yb, o, i * rows * o)?;
-            if let Some(slot) = block_sums.get(i) {
+            let sum_blocks = yb.chunks((sum_rows * o).max(1)).enumerate();
+            for (slot, sub) in sum_blocks
+                .filter_map(|(j, sub)| Some((block_sums.get(i * (rows / sum_rows) + j)?, sub)))
+            {
                 let mut acc = vec![0.0; 2 * o];
-                sums_and_squares(yb, &mut acc);
+                sums_and_squares(sub, &mut acc);
                 let _ = slot.set(acc);
             }
             Ok(yb)
@@ -948,11 +996,14 @@ mod tests {
     fn summed_forward_gives_batch_norms_own_sums_bit_for_bit() {
         use crate::layers::batchnorm::train_sum_rows;
         use crate::layers::reduce::{chunk_sums_by, sums_and_squares};
-        // Three blocks of one 32×32 sample; three of 4, 4 and 1 16×16 samples; a Winograd conv.
+        // Three blocks of one 32×32 sample; three of 4, 4 and 1 16×16 samples; F(4×4) Winograd
+        // convs, whose blocks of work (16 samples of 16×16) hold several of the sums' blocks
+        // (4 samples): one block of work of 5 samples, and blocks of 16 and 4 samples.
         for (spec, shape) in [
             (Conv2dSpec::square(3, 8, 3, 1, 1), [3, 32, 32, 3]),
             (Conv2dSpec::square(4, 8, 3, 1, 1), [9, 16, 16, 4]),
             (Conv2dSpec::square(32, 32, 3, 1, 1), [5, 16, 16, 32]),
+            (Conv2dSpec::square(32, 16, 3, 1, 1), [20, 16, 16, 32]),
         ] {
             let x = rand_tensor(&shape, 1.0, 71);
             let (mut a, mut b) = (conv(spec.clone(), true, 72), conv(spec.clone(), true, 72));
@@ -1135,30 +1186,45 @@ mod tests {
     }
 
     #[test]
+    fn batch_gemms_go_by_each_passs_blocks() {
+        // 32 → 16 channels on 32 × 32 inputs: one sample per usual block (1 024 rows). F(4×4)'s
+        // forward takes 4 samples a block (256 tiles, in 2 chunks of 128: one holds at most
+        // 2¹⁸ / (36 · 32) = 227), the F(2×2) weight gradient and the patch-product error one
+        // sample each.
+        let spec = Conv2dSpec::square(32, 16, 3, 1, 1);
+        let g = spec.batch_gemms("c", (32, 32), 10, true).unwrap().unwrap();
+        // 2 blocks of 4 samples, then one of 2 (128 tiles, one chunk).
+        let block = ([128, 32, 16], 36);
+        assert_eq!(g.forward, vec![([128, 32, 16], 36 * 2 * 2), block]);
+        assert_eq!(g.error, vec![([1024, 144, 32], 10)]);
+        assert_eq!(g.weight, vec![([16, 256, 32], 16 * 10)]);
+    }
+
+    #[test]
     fn block_gemms_follow_the_backward_paths() {
         let same = Conv2dSpec::square(16, 32, 3, 1, 1);
         let g = same.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
         // Stride 1, 16 input channels: the forward product reads patches; the input gradient is
-        // the transposed conv (32 → 16 channels) by Winograd: 2 samples of 4 × 4 tiles, one
-        // chunk, 16 products; the weight gradient reads the patches in place (Pᵀ·g).
+        // the transposed conv (32 → 16 channels) by F(4×4) Winograd: 2 samples of 2 × 2 tiles,
+        // one chunk, 36 products; the weight gradient reads the patches in place (Pᵀ·g).
         assert_eq!(g.forward, vec![([128, 144, 32], 1)]);
-        assert_eq!(g.error, vec![([32, 32, 16], 16)]);
+        assert_eq!(g.error, vec![([8, 32, 16], 36)]);
         assert_eq!(g.weight, vec![([144, 128, 32], 1)]);
         assert_eq!(g.winograd, [false, true, false]);
         let no_dx = same.block_gemms("c", (8, 8), 2, false).unwrap().unwrap();
         assert_eq!(no_dx.error, vec![]);
         // 16 output channels: the transposed conv has 16 inputs, a patch product; the weight
-        // gradient is Winograd's, output channels × tiles × input channels.
+        // gradient is F(2×2) Winograd's, output channels × tiles × input channels.
         let narrow = Conv2dSpec::square(32, 16, 3, 1, 1);
         let g = narrow.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
-        assert_eq!(g.forward, vec![([32, 32, 16], 16)]);
+        assert_eq!(g.forward, vec![([8, 32, 16], 36)]);
         assert_eq!(g.error, vec![([128, 144, 32], 1)]);
         assert_eq!(g.weight, vec![([16, 32, 32], 16)]);
         assert_eq!(g.winograd, [true, false, true]);
         // An odd output: the kept padded input is not laid out as the tiles read it, so the
         // weight gradient reads the patches.
         let g = narrow.block_gemms("c", (7, 7), 1, true).unwrap().unwrap();
-        assert_eq!(g.forward, vec![([16, 32, 16], 16)]);
+        assert_eq!(g.forward, vec![([4, 32, 16], 36)]);
         assert_eq!(g.weight, vec![([288, 49, 16], 1)]);
         // Stride 2: the column gradient is scattered.
         let strided = Conv2dSpec::square(16, 32, 3, 2, 1);

@@ -1,17 +1,21 @@
-//! Winograd's minimal filtering F(2×2, 3×3) for 3×3 convs at stride 1 (Lavin & Gray, 2016):
-//! each 2×2 block of outputs ("tile") is `Aᵀ·[(G·g·Gᵀ) ⊙ (Bᵀ·d·B)]·A` of its 4×4 input patch `d`
-//! and the kernel `g`, 16 multiplies per input and output channel pair instead of 36. Summed
-//! over channels, the elementwise products become 16 GEMMs `M[ξ] = V[ξ]·U[ξ]`, one per position
-//! ξ of the 4×4 transformed tile, with the tiles as rows.
+//! Winograd's minimal filtering F(m×m, 3×3) for 3×3 convs at stride 1 (Lavin & Gray, 2016):
+//! each m×m block of outputs ("tile") is `Aᵀ·[(G·g·Gᵀ) ⊙ (Bᵀ·d·B)]·A` of its (m+2)×(m+2) input
+//! patch `d` and the kernel `g`. Summed over channels, the elementwise products become (m+2)²
+//! GEMMs `M[ξ] = V[ξ]·U[ξ]`, one per position ξ of the transformed tile, with the tiles as rows.
+//! Two sizes ([`Tile`]): F(2×2, 3×3), 16 multiplies per channel pair and tile of 4 outputs
+//! instead of 36 (2.25× fewer), and F(4×4, 3×3), 36 per tile of 16 outputs instead of 144 (4×).
 //!
-//! The weight gradient is the transpose of that map in the kernel: `Gᵀ·[Σ_tiles (Bᵀ·d·B) ⊙
-//! (A·δ·Aᵀ)]·G` for each tile's 2×2 output gradient `δ`, again 16 products per chunk of tiles,
-//! `dU[ξ] += (A·δ·Aᵀ)[ξ]ᵀ·V[ξ]` with the tiles as the summed dimension.
+//! The weight gradient (F(2×2, 3×3) only) is the transpose of that map in the kernel:
+//! `Gᵀ·[Σ_tiles (Bᵀ·d·B) ⊙ (A·δ·Aᵀ)]·G` for each tile's 2×2 output gradient `δ`, again 16
+//! products per chunk of tiles, `dU[ξ] += (A·δ·Aᵀ)[ξ]ᵀ·V[ξ]` with the tiles as the summed
+//! dimension.
 //!
-//! The transforms only add, subtract and halve, so on integer-valued operands (quantized values
-//! on a power-of-two grid) the result is as exact as the direct product; on general floats it
-//! differs from it by rounding (reassociation and the halving of the kernel's sums). Every sum
-//! has a fixed order, so the numbers are the same on every vector path and thread count.
+//! F(2×2)'s transforms only add, subtract and halve, so on integer-valued operands (quantized
+//! values on a power-of-two grid) its result is as exact as the direct product; on general floats
+//! it differs from it by rounding (reassociation and the halving of the kernel's sums). F(4×4)'s
+//! kernel transform divides by 6 and 24, so it rounds even on integers; its error against the
+//! direct product is larger (tested below against f64 sums). Every sum has a fixed order, so the
+//! numbers are the same on every vector path and thread count.
 
 use std::mem::MaybeUninit;
 
@@ -19,80 +23,161 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
 use super::im2col::Im2col;
+use super::lanes::{lanewise, uninit, Formula, Lane};
 use super::{shape_err, with_scratch};
 use crate::error::Result;
-use crate::gemm::{matmul_winograd_into, matmul_winograd_uninit};
+use crate::gemm::{matmul_winograd_into, matmul_winograd_uninit, ROW_TILE};
 
-/// Positions of a transformed tile (4 × 4).
-const POS: usize = 16;
+/// The size of a Winograd tile: outputs per side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Tile {
+    /// F(2×2, 3×3): 4×4 transformed positions.
+    F2,
+    /// F(4×4, 3×3): 6×6 transformed positions.
+    F4,
+}
+
+impl Tile {
+    /// Outputs per side of a tile.
+    fn m(self) -> usize {
+        match self {
+            Tile::F2 => 2,
+            Tile::F4 => 4,
+        }
+    }
+
+    /// Input pixels per side of a tile's patch (and transformed positions per side).
+    fn side(self) -> usize {
+        self.m() + 2
+    }
+
+    /// Positions of a transformed tile.
+    fn pos(self) -> usize {
+        self.side() * self.side()
+    }
+}
+
 /// Floats of transformed input (and of products) per chunk of tiles, at most: 1 MiB, which
 /// holds a whole block of tiles (1 024 outputs, 256 tiles) of up to 64 channels. Smaller
 /// chunks keep them in L2 but give the GEMMs too few rows (measured on ResNet-20 eval: chunks
 /// of 256 KiB ran 5–10 % slower).
 const CHUNK_FLOATS: usize = 1 << 18;
-/// Fewest input channels: below 32, the 16-term products run too far below the FMA peak and the
-/// transforms cost too much per multiply saved (with ResNet-20's 16-channel convs as well, its
-/// eval ran 730–800 img/CPU-s against 950–1030, its training step 223–239 against 284–292).
+/// Fewest input channels of F(2×2): below 32, the 16-term products run too far below the FMA
+/// peak and the transforms cost too much per multiply saved (with ResNet-20's 16-channel convs
+/// as well, its eval ran 730–800 img/CPU-s against 950–1030, its training step 223–239 against
+/// 284–292).
 const MIN_CHANNELS: usize = 32;
-/// Most input channels: the 16 transformed kernels of a 512-channel conv (16 MiB) are streamed
-/// again for every chunk of 32 tiles (ResNet-50 eval ran slower with them than without).
+/// Most input channels: the transformed kernels of a 512-channel conv (16 MiB for F(2×2)) are
+/// streamed again for every chunk of 32 tiles (ResNet-50 eval ran slower with them than without).
 const MAX_CHANNELS: usize = 256;
-/// Floats between consecutive positions' matrices beyond their size: without it the 16
-/// matrices of a chunk lie a multiple of 4 KiB apart, and the transforms' 16 reads or writes per
+/// Fewest and most input channels of F(4×4).
+const F4_CHANNELS: std::ops::RangeInclusive<usize> = 32..=64;
+/// Floats between consecutive positions' matrices beyond their size: without it the
+/// matrices of a chunk lie a multiple of 4 KiB apart, and the transforms' reads or writes per
 /// tile all fall into one L1 set.
 const SKEW: usize = 16;
 
-/// True when F(2×2, 3×3) computes the conv (a one-group 3×3 kernel at stride 1, undilated)
-/// and is faster for it (32–256 input channels).
-pub(super) fn applies(geo: &Im2col<'_>) -> bool {
+/// True for a one-group 3×3 kernel at stride 1, undilated.
+fn is_3x3_unit(geo: &Im2col<'_>) -> bool {
     let sp = geo.spec;
-    sp.kernel == [3, 3]
-        && sp.stride == [1, 1]
-        && sp.dilation == [1, 1]
-        && sp.groups == 1
-        && (MIN_CHANNELS..=MAX_CHANNELS).contains(&sp.in_channels)
+    sp.kernel == [3, 3] && sp.stride == [1, 1] && sp.dilation == [1, 1] && sp.groups == 1
 }
 
-/// True when the weight gradient runs by F(2×2, 3×3) as well: where [`applies`], on the input a
-/// training pass keeps (padded when the spec pads, [`reads_padded`]).
+/// The tile by which the conv's forward pass runs, if Winograd computes it and is faster for it:
+/// F(4×4) for 32–64 input channels, F(2×2) for 65–256.
+pub(super) fn forward_tile(geo: &Im2col<'_>) -> Option<Tile> {
+    let c = geo.spec.in_channels;
+    if !is_3x3_unit(geo) {
+        None
+    } else if F4_CHANNELS.contains(&c) {
+        Some(Tile::F4)
+    } else if (MIN_CHANNELS..=MAX_CHANNELS).contains(&c) {
+        Some(Tile::F2)
+    } else {
+        None
+    }
+}
+
+/// True when the weight gradient runs by F(2×2, 3×3): a 3×3 unit-stride conv of 32–256 input
+/// channels, on the input a training pass keeps (padded when the spec pads, [`reads_padded`]).
 pub(super) fn weight_grad_applies(geo: &Im2col<'_>) -> bool {
-    applies(geo) && (geo.spec.pads == [0; 4] || reads_padded(geo))
+    is_3x3_unit(geo)
+        && (MIN_CHANNELS..=MAX_CHANNELS).contains(&geo.spec.in_channels)
+        && (geo.spec.pads == [0; 4] || reads_padded(geo, Tile::F2))
 }
 
-/// The kernels as the 16 matrices `U[ξ] = (G·g·Gᵀ)[ξ]` of `[C, O]`, laid out `[ξ][c][o]`, from
+/// `G` of F(4×4) (6 × 3), by rows: `[1/4, 0, 0], −[1, 1, 1]/6, −[1, −1, 1]/6, [1, 2, 4]/24,
+/// [1, −2, 4]/24, [0, 0, 1]` (thirds and sixths rounded to f32).
+const G4: [[f32; 3]; 6] = [
+    [0.25, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
+/// The kernels as the matrices `U[ξ] = (G·g·Gᵀ)[ξ]` of `[C, O]`, laid out `[ξ][c][o]`, from
 /// the conv's GEMM operand `b[(tap, c), o]` (taps row-major over the 3×3 kernel).
-pub(super) fn weights(b: ArrayView2<f32>, c: usize) -> Vec<f32> {
+pub(super) fn weights(b: ArrayView2<f32>, c: usize, tile: Tile) -> Vec<f32> {
     let o = b.ncols();
-    let mut u = vec![0.0; POS * c * o];
-    // One task per row `i` of G·g (its four positions `i·4 + j` lie together in `u`).
-    u.par_chunks_mut((4 * c * o).max(1))
+    let side = tile.side();
+    let mut u = vec![0.0; tile.pos() * c * o];
+    // One task per row `i` of G·g (its positions `i·side + j` lie together in `u`).
+    u.par_chunks_mut((side * c * o).max(1))
         .enumerate()
         .for_each(|(i, ui)| {
-            for ci in 0..c {
-                for oi in 0..o {
-                    // Row `i` of G·g (1 × 3), then (G·g)·Gᵀ on it. (Plain loops: written with
-                    // nested `array::from_fn`, its closures ran out of line, 4 % of a batch-16
-                    // step.)
-                    let mut a = [0.0f32; 3];
-                    for (kx, a) in a.iter_mut().enumerate() {
-                        let g = |ky: usize| b[[(ky * 3 + kx) * c + ci, oi]];
-                        let (g0, g1, g2) = (g(0), g(1), g(2));
-                        *a = match i {
-                            0 => g0,
-                            1 => (g0 + g1 + g2) * 0.5,
-                            2 => (g0 - g1 + g2) * 0.5,
-                            _ => g2,
-                        };
+            // Tap (ky, kx) of the kernel from input channel `ci` to output `oi`.
+            let g = |ci: usize, oi: usize, ky: usize, kx: usize| b[[(ky * 3 + kx) * c + ci, oi]];
+            match tile {
+                Tile::F2 => {
+                    for ci in 0..c {
+                        for oi in 0..o {
+                            // Row `i` of G·g (1 × 3), then (G·g)·Gᵀ on it. (Plain loops:
+                            // written with nested `array::from_fn`, its closures ran out of
+                            // line, 4 % of a batch-16 step.)
+                            let mut a = [0.0f32; 3];
+                            for (kx, a) in a.iter_mut().enumerate() {
+                                let col = [g(ci, oi, 0, kx), g(ci, oi, 1, kx), g(ci, oi, 2, kx)];
+                                *a = kernel_point2(i, col);
+                            }
+                            for j in 0..side {
+                                ui[(j * c + ci) * o + oi] = kernel_point2(j, a);
+                            }
+                        }
                     }
-                    let [a0, a1, a2] = a;
-                    let row = [a0, (a0 + a1 + a2) * 0.5, (a0 - a1 + a2) * 0.5, a2];
-                    for (j, v) in row.into_iter().enumerate() {
-                        ui[(j * c + ci) * o + oi] = v;
+                }
+                Tile::F4 => {
+                    // The same by G4's rows: multiplies by constants, no division.
+                    let gi = G4[i];
+                    for ci in 0..c {
+                        for oi in 0..o {
+                            let mut a = [0.0f32; 3];
+                            for (kx, a) in a.iter_mut().enumerate() {
+                                *a = (gi[0] * g(ci, oi, 0, kx) + gi[1] * g(ci, oi, 1, kx))
+                                    + gi[2] * g(ci, oi, 2, kx);
+                            }
+                            for (j, gj) in G4.iter().enumerate() {
+                                ui[(j * c + ci) * o + oi] =
+                                    (a[0] * gj[0] + a[1] * gj[1]) + a[2] * gj[2];
+                            }
+                        }
                     }
                 }
             }
         });
     u
+}
+
+/// Row `i` of F(2×2)'s `G·[g0, g1, g2]`: `g0, (g0 + g1 + g2)/2, (g0 − g1 + g2)/2, g2`.
+#[inline(always)]
+fn kernel_point2(i: usize, [g0, g1, g2]: [f32; 3]) -> f32 {
+    match i {
+        0 => g0,
+        1 => (g0 + g1 + g2) * 0.5,
+        2 => (g0 - g1 + g2) * 0.5,
+        _ => g2,
+    }
 }
 
 /// `d = a − b`, elementwise.
@@ -113,37 +198,109 @@ fn add(d: &mut [f32], a: &[f32], b: &[f32]) {
         .for_each(|((d, a), b)| *d = a + b);
 }
 
-/// `Bᵀ·[a, b, c, d]` along one axis, lane by lane: `a − c, b + c, c − b, b − d`.
-#[inline(always)]
-fn input_axis(out: [&mut [f32]; 4], [a, b, c, d]: [&[f32]; 4]) {
-    let [o0, o1, o2, o3] = out;
-    sub(o0, a, c);
-    add(o1, b, c);
-    sub(o2, c, b);
-    sub(o3, b, d);
-}
-
-/// `Aᵀ·[a, b, c, d]` along one axis, lane by lane: `(a + b) + c, (b − c) − d`.
-#[inline(always)]
-fn output_axis(out: [&mut [MaybeUninit<f32>]; 2], [a, b, c, d]: [&[f32]; 4]) {
-    let [o0, o1] = out;
-    for (((o, a), b), c) in o0.iter_mut().zip(a).zip(b).zip(c) {
-        o.write((a + b) + c);
-    }
-    for (((o, b), c), d) in o1.iter_mut().zip(b).zip(c).zip(d) {
-        o.write((b - c) - d);
+/// `Bᵀ·d` of F(4×4): `4d0 − 5d2 + d4`, `(d4 − 4d2) ± (d3 − 4d1)`, `(d4 − d2) ± 2(d3 − d1)`,
+/// `4d1 − 5d3 + d5`.
+struct Input4;
+impl Formula<6, 6> for Input4 {
+    #[inline(always)]
+    fn apply<T: Lane>([d0, d1, d2, d3, d4, d5]: [T; 6]) -> [T; 6] {
+        let (t1, t2) = (d4 - d2 * 4.0, d3 - d1 * 4.0);
+        let (t3, t4) = (d4 - d2, (d3 - d1) * 2.0);
+        [
+            (d0 * 4.0 - d2 * 5.0) + d4,
+            t1 + t2,
+            t1 - t2,
+            t3 + t4,
+            t3 - t4,
+            (d1 * 4.0 - d3 * 5.0) + d5,
+        ]
     }
 }
 
-/// `s` as written-to `MaybeUninit`s.
-fn uninit(s: &mut [f32]) -> &mut [MaybeUninit<f32>] {
-    // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and only floats are written through it.
-    unsafe { &mut *(std::ptr::from_mut(s) as *mut [MaybeUninit<f32>]) }
+/// `Aᵀ·m` of F(4×4), with `s = m1 + m2, d = m1 − m2, S = m3 + m4, D = m3 − m4`:
+/// `(m0 + s) + S, d + 2D, s + 4S, (d + 8D) + m5`.
+struct Output4;
+impl Formula<6, 4> for Output4 {
+    #[inline(always)]
+    fn apply<T: Lane>([m0, m1, m2, m3, m4, m5]: [T; 6]) -> [T; 4] {
+        let (s, d) = (m1 + m2, m1 - m2);
+        let (bs, bd) = (m3 + m4, m3 - m4);
+        [
+            (m0 + s) + bs,
+            d + bd * 2.0,
+            s + bs * 4.0,
+            (d + bd * 8.0) + m5,
+        ]
+    }
 }
 
-/// Where tiles lie: `th × tw` tiles per sample, read from the input padded to `hp × wp` pixels
-/// (the spec's padding at the top and left, zeros to `2·th + 2` rows and `2·tw + 2` columns).
+/// `Bᵀ·d` along one axis, lane by lane, for the tile whose patch side `out` and `ins` have.
+/// F(2×2): `a − c, b + c, c − b, b − d`, an output at a time over the whole slices (they run
+/// over ≥ 32 channels); F(4×4): [`Input4`] by groups of lanes.
+#[inline(always)]
+fn input_axis(out: &mut [&mut [f32]], ins: &[&[f32]]) {
+    match (out, ins) {
+        ([o0, o1, o2, o3], &[a, b, c, d]) => {
+            sub(o0, a, c);
+            add(o1, b, c);
+            sub(o2, c, b);
+            sub(o3, b, d);
+        }
+        ([o0, o1, o2, o3, o4, o5], &[d0, d1, d2, d3, d4, d5]) => lanewise::<Input4, 6, 6>(
+            [
+                uninit(o0),
+                uninit(o1),
+                uninit(o2),
+                uninit(o3),
+                uninit(o4),
+                uninit(o5),
+            ],
+            [d0, d1, d2, d3, d4, d5],
+        ),
+        _ => unreachable!("a Winograd patch side is 4 or 6 on both sides"),
+    }
+}
+
+/// `Aᵀ·m` along one axis, lane by lane. F(2×2): `(a + b) + c, (b − c) − d` over the whole
+/// slices; F(4×4): [`Output4`] by groups of lanes.
+#[inline(always)]
+fn output_axis(out: &mut [&mut [MaybeUninit<f32>]], ins: &[&[f32]]) {
+    match (out, ins) {
+        ([o0, o1], &[a, b, c, d]) => {
+            for (((o, a), b), c) in o0.iter_mut().zip(a).zip(b).zip(c) {
+                o.write((a + b) + c);
+            }
+            for (((o, b), c), d) in o1.iter_mut().zip(b).zip(c).zip(d) {
+                o.write((b - c) - d);
+            }
+        }
+        ([o0, o1, o2, o3], &[m0, m1, m2, m3, m4, m5]) => {
+            lanewise::<Output4, 6, 4>([o0, o1, o2, o3], [m0, m1, m2, m3, m4, m5])
+        }
+        _ => unreachable!("a Winograd tile is 2 or 4 outputs from 4 or 6 positions"),
+    }
+}
+
+/// The first `n ≤ 6` chunks of `len` values of `s`, the rest empty: a tile's rows or positions
+/// without an allocation. (A plain loop: iterator adapters such as `Zip` and `Chain` were left
+/// out of line in the AVX2 copies of the transforms, a call per tile.)
+#[inline(always)]
+fn chunks6<T>(s: &mut [T], len: usize, n: usize) -> [&mut [T]; 6] {
+    let mut r: [&mut [T]; 6] = Default::default();
+    let mut rest = s;
+    for r in r.iter_mut().take(n) {
+        let (a, b) = std::mem::take(&mut rest).split_at_mut(len);
+        *r = a;
+        rest = b;
+    }
+    r
+}
+
+/// Where tiles lie: `th × tw` tiles of `m × m` outputs per sample, read from the input padded to
+/// `hp × wp` pixels (the spec's padding at the top and left, zeros to `m·th + 2` rows and
+/// `m·tw + 2` columns).
 struct Tiling {
+    tile: Tile,
     th: usize,
     tw: usize,
     hp: usize,
@@ -151,13 +308,15 @@ struct Tiling {
 }
 
 impl Tiling {
-    fn new(geo: &Im2col<'_>) -> Self {
-        let (th, tw) = (geo.out_hw.0.div_ceil(2), geo.out_hw.1.div_ceil(2));
+    fn new(geo: &Im2col<'_>, tile: Tile) -> Self {
+        let m = tile.m();
+        let (th, tw) = (geo.out_hw.0.div_ceil(m), geo.out_hw.1.div_ceil(m));
         Self {
+            tile,
             th,
             tw,
-            hp: 2 * th + 2,
-            wp: 2 * tw + 2,
+            hp: m * th + 2,
+            wp: m * tw + 2,
         }
     }
 
@@ -177,50 +336,83 @@ pub(super) enum Input<'a> {
     Padded(&'a [f32]),
 }
 
-/// True when the spec's padded input ([`Im2col::pad_into`]) is the layout the tiles read: an
-/// output of even height and width, so the tiles end where the padding does.
-pub(super) fn reads_padded(geo: &Im2col<'_>) -> bool {
-    let t = Tiling::new(geo);
+/// True when the spec's padded input ([`Im2col::pad_into`]) is the layout `tile`'s tiles read:
+/// an output whose height and width are multiples of the tile's, so the tiles end where the
+/// padding does.
+pub(super) fn reads_padded(geo: &Im2col<'_>, tile: Tile) -> bool {
+    let t = Tiling::new(geo, tile);
     (t.hp, t.wp) == geo.padded_hw()
 }
 
-/// The conv of the samples in `x` with the transformed kernels `u` ([`weights`]) written into
-/// `y` (`[S, OH, OW, O]`, uninitialised); returns `y`, every value written.
+/// The conv of the samples in `x` with the transformed kernels `u` ([`weights`] for `tile`)
+/// written into `y` (`[S, OH, OW, O]`, uninitialised); returns `y`, every value written.
 pub(super) fn forward<'y>(
     layer: &str,
     geo: &Im2col<'_>,
+    tile: Tile,
     u: &[f32],
     x: Input<'_>,
     y: &'y mut [MaybeUninit<f32>],
 ) -> Result<&'y mut [f32]> {
-    forward_chunked(layer, geo, u, x, y, chunk_tiles(geo))
+    let tiling = Tiling::new(geo, tile);
+    let samples = samples_of(geo, &tiling, &x).ok_or_else(|| not_tiled(layer))?;
+    let chunk = forward_chunk(geo, tile, samples * tiling.th * tiling.tw);
+    forward_chunked(layer, geo, tile, u, x, y, chunk)
+}
+
+/// Tiles per chunk of a forward pass over `tiles` tiles: as many chunks as [`chunk_tiles`]
+/// needs, of equal size (but the last), so no product is left with a few rows. (Each output row
+/// is summed alike in any chunk, so this changes no value.)
+fn forward_chunk(geo: &Im2col<'_>, tile: Tile, tiles: usize) -> usize {
+    let most = chunk_tiles(geo, tile);
+    tiles.div_ceil(tiles.div_ceil(most).max(1)).max(1)
+}
+
+/// Samples per block of work for `tile` (a multiple of the conv's usual
+/// [`Im2col::samples_per_block`]): F(4×4)'s tiles hold 4× the outputs of F(2×2)'s, so where a
+/// usual block is at most [`ROW_TILE`] output rows it takes 4× the samples and its products keep
+/// as many rows (with one sample per block, a 32×32 output gives F(4×4) products of 64 rows).
+pub(super) fn samples_per_block(geo: &Im2col<'_>, tile: Tile) -> usize {
+    let spb = geo.samples_per_block();
+    match tile {
+        Tile::F4 if spb * geo.rows_per_sample() <= ROW_TILE => 4 * spb,
+        _ => spb,
+    }
 }
 
 /// Tiles per chunk ([`CHUNK_FLOATS`]).
-fn chunk_tiles(geo: &Im2col<'_>) -> usize {
+fn chunk_tiles(geo: &Im2col<'_>, tile: Tile) -> usize {
     let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
-    (CHUNK_FLOATS / (POS * c.max(o))).max(16)
+    (CHUNK_FLOATS / (tile.pos() * c.max(o))).max(16)
 }
 
-/// The GEMMs [`forward`] runs on a block of `samples` samples: `([tiles, C, O], count)`, 16 per
-/// chunk of tiles.
-pub(super) fn products(geo: &Im2col<'_>, samples: usize) -> Vec<([usize; 3], usize)> {
-    let t = Tiling::new(geo);
-    let (tiles, chunk) = (samples * t.th * t.tw, chunk_tiles(geo));
+/// The GEMMs [`forward`] runs on a block of `samples` samples: `([tiles, C, O], count)`, one
+/// per position and chunk of tiles.
+pub(super) fn products(geo: &Im2col<'_>, tile: Tile, samples: usize) -> Vec<([usize; 3], usize)> {
+    let t = Tiling::new(geo, tile);
+    let tiles = samples * t.th * t.tw;
+    let chunk = forward_chunk(geo, tile, tiles);
     let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
-    [(chunk, tiles / chunk), (tiles % chunk, 1)]
+    chunks_of(tiles, chunk)
+        .map(|(rows, n)| ([rows, c, o], tile.pos() * n))
+        .collect()
+}
+
+/// `tiles` in chunks of `chunk`: `(tiles per chunk, chunks)` of the full chunks and the rest.
+fn chunks_of(tiles: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    [(chunk, tiles / chunk.max(1)), (tiles % chunk.max(1), 1)]
         .into_iter()
         .filter(|&(rows, n)| rows > 0 && n > 0)
-        .map(|(rows, n)| ([rows, c, o], POS * n))
-        .collect()
 }
 
 /// The GEMMs [`weight_grad`] runs on a block of `samples` samples: `([O, tiles, C], count)`, 16
 /// per chunk of tiles.
 pub(super) fn weight_products(geo: &Im2col<'_>, samples: usize) -> Vec<([usize; 3], usize)> {
-    products(geo, samples)
-        .into_iter()
-        .map(|([t, c, o], n)| ([o, t, c], n))
+    let t = Tiling::new(geo, Tile::F2);
+    let (tiles, chunk) = (samples * t.th * t.tw, chunk_tiles(geo, Tile::F2));
+    let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
+    chunks_of(tiles, chunk)
+        .map(|(rows, n)| ([o, rows, c], Tile::F2.pos() * n))
         .collect()
 }
 
@@ -229,7 +421,9 @@ fn samples_of(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>) -> Option<usize>
     let c = geo.spec.in_channels;
     match x {
         Input::Plain(x) => Some(x.len() / geo.in_per_sample().max(1)),
-        Input::Padded(x) if reads_padded(geo) => Some(x.len() / (tiling.hp * tiling.wp * c).max(1)),
+        Input::Padded(x) if reads_padded(geo, tiling.tile) => {
+            Some(x.len() / (tiling.hp * tiling.wp * c).max(1))
+        }
         Input::Padded(_) => None,
     }
 }
@@ -251,7 +445,7 @@ pub(super) fn weight_grad(
     g: &[f32],
     dw: &mut [f32],
 ) -> Result<()> {
-    weight_grad_chunked(layer, geo, x, g, dw, chunk_tiles(geo))
+    weight_grad_chunked(layer, geo, x, g, dw, chunk_tiles(geo, Tile::F2))
 }
 
 /// [`weight_grad`] in chunks of `chunk` tiles.
@@ -263,9 +457,10 @@ fn weight_grad_chunked(
     dw: &mut [f32],
     chunk: usize,
 ) -> Result<()> {
+    const POS: usize = 16;
     let sp = geo.spec;
     let (c, o) = (sp.in_channels, sp.out_channels);
-    let tiling = Tiling::new(geo);
+    let tiling = Tiling::new(geo, Tile::F2);
     let samples = samples_of(geo, &tiling, &x).ok_or_else(|| not_tiled(layer))?;
     if g.len() != samples * geo.rows_per_sample() * o || dw.len() != 9 * c * o {
         return Err(crate::error::SimError::shape(
@@ -276,7 +471,7 @@ fn weight_grad_chunked(
     // dU[ξ] = Σ (A·δ·Aᵀ)[ξ]ᵀ·V[ξ], `[O, C]` each, `o·c + SKEW` apart.
     let su = o * c + SKEW;
     let mut du = vec![0.0f32; POS * su];
-    by_chunks(layer, geo, &x, chunk, |t0, nt, v, m| {
+    by_chunks(layer, geo, &tiling, &x, chunk, |t0, nt, v, m| {
         let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
         transform_output_grad(geo, &tiling, g, t0, nt, m);
         for xi in 0..POS {
@@ -296,27 +491,29 @@ fn weight_grad_chunked(
 
 /// Calls `f(t0, nt, v, m)` on each chunk of (at most) `chunk` tiles of the samples in `x`, in
 /// order: tiles `t0..t0 + nt`, `v` their transformed input ([`transform_input`], positions
-/// `nt·c + SKEW` apart) and `m` room for 16 matrices of `nt × O` (`nt·o + SKEW` apart).
+/// `nt·c + SKEW` apart) and `m` room for a matrix of `nt × O` per position (`nt·o + SKEW`
+/// apart).
 fn by_chunks(
     layer: &str,
     geo: &Im2col<'_>,
+    tiling: &Tiling,
     x: &Input<'_>,
     chunk: usize,
     mut f: impl FnMut(usize, usize, &[f32], &mut [f32]) -> Result<()>,
 ) -> Result<()> {
     let (c, o) = (geo.spec.in_channels, geo.spec.out_channels);
-    let tiling = Tiling::new(geo);
-    let samples = samples_of(geo, &tiling, x).ok_or_else(|| not_tiled(layer))?;
+    let pos = tiling.tile.pos();
+    let samples = samples_of(geo, tiling, x).ok_or_else(|| not_tiled(layer))?;
     let tiles = samples * tiling.th * tiling.tw;
     with_scratch(
-        POS * (chunk * c + SKEW),
-        POS * (chunk * o + SKEW),
+        pos * (chunk * c + SKEW),
+        pos * (chunk * o + SKEW),
         |v, m| -> Result<()> {
             for t0 in (0..tiles).step_by(chunk) {
                 let nt = chunk.min(tiles - t0);
                 let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
-                let (v, m) = (&mut v[..POS * sv], &mut m[..POS * sm]);
-                transform_input(geo, &tiling, x, t0, nt, v);
+                let (v, m) = (&mut v[..pos * sv], &mut m[..pos * sm]);
+                transform_input(geo, tiling, x, t0, nt, v);
                 f(t0, nt, v, m)?;
             }
             Ok(())
@@ -328,6 +525,7 @@ fn by_chunks(
 fn forward_chunked<'y>(
     layer: &str,
     geo: &Im2col<'_>,
+    tile: Tile,
     u: &[f32],
     x: Input<'_>,
     y: &'y mut [MaybeUninit<f32>],
@@ -335,8 +533,14 @@ fn forward_chunked<'y>(
 ) -> Result<&'y mut [f32]> {
     let sp = geo.spec;
     let (c, o) = (sp.in_channels, sp.out_channels);
-    let tiling = Tiling::new(geo);
-    by_chunks(layer, geo, &x, chunk, |t0, nt, v, m| {
+    if u.len() != tile.pos() * c * o {
+        return Err(crate::error::SimError::shape(
+            layer,
+            "Winograd kernels do not match the conv's tile and channels",
+        ));
+    }
+    let tiling = Tiling::new(geo, tile);
+    by_chunks(layer, geo, &tiling, &x, chunk, |t0, nt, v, m| {
         let (sv, sm) = (nt * c + SKEW, nt * o + SKEW);
         for (xi, mx) in m.chunks_exact_mut(sm).enumerate() {
             let a = ArrayView2::from_shape((nt, c), &v[xi * sv..xi * sv + nt * c])
@@ -360,10 +564,11 @@ fn forward_chunked<'y>(
 crate::simd::multiversion! {
 /// Writes `Bᵀ·d·B` of tiles `t0..t0 + nt` of `x` into `v` (`[ξ][tile][c]`, positions
 /// `nt·c + SKEW` apart): `Bᵀ` along the height once per row of tiles, for the whole padded width
-/// (into `e`: the 4 transformed rows; zeros where the padding is), then `B` along the width per
+/// (into `e`: the transformed rows; zeros where the padding is), then `B` along the width per
 /// tile. Rows and columns of the padding are read as zeros without being copied.
 fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, nt: usize, v: &mut [f32]) {
     let c = geo.spec.in_channels;
+    let (m, side) = (tiling.tile.m(), tiling.tile.side());
     let row = tiling.wp * c;
     let sv = nt * c + SKEW;
     let (h, w) = geo.in_hw;
@@ -374,19 +579,20 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
         Input::Padded(_) => (0, tiling.wp),
     };
     let zeros = vec![0.0f32; (hi - lo) * c];
-    let mut e = vec![0.0f32; 4 * row];
-    // The 16 positions' matrices (their skew left out), by position row.
-    let mut pos = position_rows(v, sv, nt * c);
+    let mut e = vec![0.0f32; side * row];
+    // The positions' matrices (their skew left out), by position row.
+    let mut pos = position_rows(v, sv, nt * c, side);
     let mut t = 0;
     while t < nt {
         // The tiles of one row of tiles: `Bᵀ` along the height for the row, then per position
         // row `i` of `e`, `B` along the width tile by tile.
         let (s, ty, tx0) = tiling.of(t0 + t);
         let run = (tiling.tw - tx0).min(nt - t);
-        // Padded row 2·ty + i, columns lo..hi.
-        let rows: [&[f32]; 4] = std::array::from_fn(|i| {
-            let py = 2 * ty + i;
+        // Padded row m·ty + i, columns lo..hi.
+        let rows: [&[f32]; 6] = std::array::from_fn(|i| {
+            let py = m * ty + i;
             match x {
+                _ if i >= side => &[][..],
                 Input::Padded(xp) => {
                     let at = (s * tiling.hp + py) * row;
                     &xp[at..at + row]
@@ -400,24 +606,27 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
                 },
             }
         });
-        let [e0, e1, e2, e3] = split4(&mut e, row);
-        let mut out = [e0, e1, e2, e3].map(|r| {
+        let mut out = chunks6(&mut e, row, side);
+        for r in &mut out[..side] {
             r[..lo * c].fill(0.0);
             r[hi * c..].fill(0.0);
-            &mut r[lo * c..hi * c]
-        });
-        let [o0, o1, o2, o3] = &mut out;
-        input_axis([o0, o1, o2, o3], rows);
-        for (i, [a, b, cc, dd]) in pos.iter_mut().enumerate() {
+            *r = &mut std::mem::take(r)[lo * c..hi * c];
+        }
+        input_axis(&mut out[..side], &rows[..side]);
+        for (i, prow) in pos.iter_mut().enumerate() {
             for k in 0..run {
-                let at = i * row + 2 * (tx0 + k) * c;
-                let p = &e[at..at + 4 * c];
-                let d = [&p[..c], &p[c..2 * c], &p[2 * c..3 * c], &p[3 * c..]];
+                let at = i * row + m * (tx0 + k) * c;
+                let p = &e[at..at + side * c];
+                let mut d: [&[f32]; 6] = [&[]; 6];
+                for (d, p) in d.iter_mut().zip(p.chunks_exact(c.max(1))) {
+                    *d = p;
+                }
                 let r = (t + k) * c..(t + k + 1) * c;
-                input_axis(
-                    [&mut a[r.clone()], &mut b[r.clone()], &mut cc[r.clone()], &mut dd[r]],
-                    d,
-                );
+                let mut o: [&mut [f32]; 6] = Default::default();
+                for (j, q) in prow.iter_mut().enumerate() {
+                    o[j] = &mut q[r.clone()];
+                }
+                input_axis(&mut o[..side], &d[..side]);
             }
         }
         t += run;
@@ -425,11 +634,16 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
 }
 }
 
-/// The 16 position matrices of a chunk (`stride` apart in `s`, each cut to `len` values) as
-/// four rows of four.
-fn position_rows(s: &mut [f32], stride: usize, len: usize) -> Vec<[&mut [f32]; 4]> {
-    s.chunks_exact_mut(4 * stride)
-        .map(|row| split4(row, stride).map(|p| &mut p[..len]))
+/// The positions' matrices of a chunk (`stride` apart in `s`, each cut to `len` values) as
+/// `side` rows of `side`.
+fn position_rows(s: &mut [f32], stride: usize, len: usize, side: usize) -> Vec<Vec<&mut [f32]>> {
+    s.chunks_exact_mut(side * stride)
+        .map(|row| {
+            row.chunks_exact_mut(stride)
+                .take(side)
+                .map(|p| &mut p[..len])
+                .collect()
+        })
         .collect()
 }
 
@@ -443,8 +657,8 @@ fn split4(s: &mut [f32], len: usize) -> [&mut [f32]; 4] {
 
 crate::simd::multiversion! {
 /// Writes `Aᵀ·m·A` of tiles `t0..t0 + nt` (`m`: `[ξ][tile][o]`, positions `nt·o + SKEW` apart)
-/// into the outputs they cover: `Aᵀ` along the height into `f` (2 rows of 4), then `A` along the
-/// width into `y`.
+/// into the outputs they cover: `Aᵀ` along the height into `f` (a tile's side of columns of
+/// `m` rows each), then `A` along the width into `y`.
 fn transform_output(
     geo: &Im2col<'_>,
     tiling: &Tiling,
@@ -455,30 +669,38 @@ fn transform_output(
 ) {
     let o = geo.spec.out_channels;
     let (oh, ow) = geo.out_hw;
+    let (tm, side) = (tiling.tile.m(), tiling.tile.side());
     let sm = nt * o + SKEW;
-    let mut f = vec![0.0f32; 8 * o];
-    let mut spare = vec![MaybeUninit::new(0.0f32); o];
+    let mut f = vec![0.0f32; side * tm * o];
+    let mut spare = vec![MaybeUninit::new(0.0f32); tm * o];
     for t in 0..nt {
         let (s, ty, tx) = tiling.of(t0 + t);
         let mt = |xi: usize| &m[xi * sm + t * o..xi * sm + (t + 1) * o];
-        for j in 0..4 {
-            let (f0, f1) = f[2 * j * o..(2 * j + 2) * o].split_at_mut(o);
-            output_axis([uninit(f0), uninit(f1)], [mt(j), mt(4 + j), mt(8 + j), mt(12 + j)]);
+        // Column j of the tile's positions into rows `j·tm..(j + 1)·tm` of `f`.
+        for (j, fj) in f.chunks_exact_mut(tm * o).enumerate() {
+            let mut col: [&[f32]; 6] = [&[]; 6];
+            for (i, col) in col.iter_mut().enumerate().take(side) {
+                *col = mt(i * side + j);
+            }
+            let mut out = chunks6(uninit(fj), o, tm);
+            output_axis(&mut out[..tm], &col[..side]);
         }
-        for a in 0..2 {
-            let oy = 2 * ty + a;
+        // Outputs past the width (the last tile of an odd or short row) go to `spare`.
+        let cols = (ow - tm * tx).min(tm);
+        for a in 0..tm {
+            let oy = tm * ty + a;
             if oy >= oh {
                 break;
             }
-            let fa = |j: usize| &f[(2 * j + a) * o..(2 * j + a + 1) * o];
-            let at = ((s * oh + oy) * ow + 2 * tx) * o;
-            // The second column of a tile past an odd width goes to `spare`.
-            let (y0, y1) = if 2 * tx + 1 < ow {
-                y[at..at + 2 * o].split_at_mut(o)
-            } else {
-                (&mut y[at..at + o], &mut spare[..])
-            };
-            output_axis([y0, y1], [fa(0), fa(1), fa(2), fa(3)]);
+            let mut row: [&[f32]; 6] = [&[]; 6];
+            for (j, row) in row.iter_mut().enumerate().take(side) {
+                *row = &f[(j * tm + a) * o..(j * tm + a + 1) * o];
+            }
+            let at = ((s * oh + oy) * ow + tm * tx) * o;
+            let mut out = chunks6(&mut y[at..], o, cols);
+            let mut rest = chunks6(&mut spare, o, tm - cols);
+            out[cols..tm].swap_with_slice(&mut rest[..tm - cols]);
+            output_axis(&mut out[..tm], &row[..side]);
         }
     }
 }
@@ -528,7 +750,7 @@ fn transform_output_grad(geo: &Im2col<'_>, tiling: &Tiling, g: &[f32], t0: usize
     // r[b][i]: row i of A·δ in column b of the tile.
     let mut r = vec![0.0f32; 8 * o];
     // The 16 positions' matrices (their skew left out), by position row.
-    let mut pos = position_rows(m, sm, nt * o);
+    let mut pos = position_rows(m, sm, nt * o, 4);
     for t in 0..nt {
         let (s, ty, tx) = tiling.of(t0 + t);
         let at = |a: usize, b: usize| {
@@ -544,7 +766,10 @@ fn transform_output_grad(geo: &Im2col<'_>, tiling: &Tiling, g: &[f32], t0: usize
             grad_axis(split4(&mut r[b * 4 * o..(b + 1) * 4 * o], o), [at(0, b), at(1, b)]);
         }
         let to = t * o..(t + 1) * o;
-        for (i, [a, b, cc, dd]) in pos.iter_mut().enumerate() {
+        for (i, prow) in pos.iter_mut().enumerate() {
+            let [a, b, cc, dd] = &mut prow[..] else {
+                unreachable!("F(2×2) has 4 positions per row")
+            };
             let (p, q) = (&r[i * o..(i + 1) * o], &r[(4 + i) * o..(5 + i) * o]);
             grad_axis(
                 [&mut a[to.clone()], &mut b[to.clone()], &mut cc[to.clone()], &mut dd[to.clone()]],
@@ -647,8 +872,9 @@ mod tests {
         (geo, spec.in_channels, spec.out_channels)
     }
 
-    /// Runs F(2×2, 3×3) on `samples` random samples in chunks of `chunk` tiles.
+    /// Runs F(`tile`, 3×3) on `samples` random samples in chunks of `chunk` tiles.
     fn run(
+        tile: Tile,
         spec: &Conv2dSpec,
         hw: (usize, usize),
         samples: usize,
@@ -658,9 +884,9 @@ mod tests {
         let (geo, c, o) = geometry(spec, hw);
         let x = values(samples * geo.in_per_sample(), 1, int);
         let b = Array2::from_shape_vec((9 * c, o), values(9 * c * o, 2, int)).unwrap();
-        let u = weights(b.view(), c);
+        let u = weights(b.view(), c, tile);
         let mut y = vec![MaybeUninit::new(f32::NAN); samples * geo.rows_per_sample() * o];
-        let y = forward_chunked("t", &geo, &u, Input::Plain(&x), &mut y, chunk)
+        let y = forward_chunked("t", &geo, tile, &u, Input::Plain(&x), &mut y, chunk)
             .unwrap()
             .to_vec();
         (y, direct(&geo, &x, &b))
@@ -676,6 +902,8 @@ mod tests {
             // No padding (a smaller output) and more padding (a larger one).
             (Conv2dSpec::square(8, 16, 3, 1, 0), (6, 7)),
             (Conv2dSpec::square(3, 5, 3, 1, 2), (3, 4)),
+            // F(4×4): a width one past a whole tile, a height of one tile and a half.
+            (Conv2dSpec::square(8, 8, 3, 1, 1), (6, 5)),
         ]
     }
 
@@ -729,10 +957,19 @@ mod tests {
         (dw, direct_weight_grad(&geo, &x, &g))
     }
 
-    /// The forward pass and the weight gradient, each with its direct f64 sums.
+    /// The forward pass by F(2×2) and F(4×4) and the weight gradient, each with its direct f64
+    /// sums.
     type Runner =
         fn(&Conv2dSpec, (usize, usize), usize, usize, bool) -> (Vec<f32>, Vec<(f64, f64)>);
-    const RUNNERS: [(&str, Runner); 2] = [("forward", run), ("weight gradient", run_weight_grad)];
+    const RUNNERS: [(&str, Runner); 3] = [
+        ("forward F(2×2)", |s, hw, n, k, i| {
+            run(Tile::F2, s, hw, n, k, i)
+        }),
+        ("forward F(4×4)", |s, hw, n, k, i| {
+            run(Tile::F4, s, hw, n, k, i)
+        }),
+        ("weight gradient", run_weight_grad),
+    ];
 
     #[test]
     fn forward_and_weight_grad_match_the_direct_sums_across_chunks_edges_and_lanes() {
@@ -754,9 +991,9 @@ mod tests {
     }
 
     #[test]
-    fn integer_operands_give_the_exact_sums() {
-        // The transforms add, subtract and halve: on integers every intermediate is exact.
-        for (what, run) in RUNNERS {
+    fn integer_operands_give_the_exact_sums_with_2x2_tiles() {
+        // F(2×2)'s transforms add, subtract and halve: on integers every intermediate is exact.
+        for (what, run) in [RUNNERS[0], RUNNERS[2]] {
             for (spec, hw) in specs() {
                 let (got, want) = run(&spec, hw, 2, 4, true);
                 for (&got, &(v, _)) in got.iter().zip(&want) {
@@ -803,25 +1040,27 @@ mod tests {
     }
 
     #[test]
-    fn applies_to_undilated_one_group_3x3_convs_of_32_to_256_channels() {
-        let geo = |spec: &Conv2dSpec| {
-            applies(&Im2col {
+    fn tiles_by_channels_for_undilated_one_group_3x3_convs() {
+        let tile = |spec: &Conv2dSpec| {
+            forward_tile(&Im2col {
                 spec,
                 in_hw: (8, 8),
                 out_hw: (8, 8),
             })
         };
-        assert!(geo(&Conv2dSpec::square(32, 16, 3, 1, 1)));
-        assert!(geo(&Conv2dSpec::square(256, 256, 3, 1, 1)));
-        assert!(!geo(&Conv2dSpec::square(16, 16, 3, 1, 1)));
-        assert!(!geo(&Conv2dSpec::square(512, 512, 3, 1, 1)));
-        assert!(!geo(&Conv2dSpec::square(64, 64, 3, 2, 1)));
-        assert!(!geo(&Conv2dSpec::square(64, 64, 5, 1, 2)));
+        assert_eq!(tile(&Conv2dSpec::square(16, 16, 3, 1, 1)), None);
+        assert_eq!(tile(&Conv2dSpec::square(32, 16, 3, 1, 1)), Some(Tile::F4));
+        assert_eq!(tile(&Conv2dSpec::square(64, 16, 3, 1, 1)), Some(Tile::F4));
+        assert_eq!(tile(&Conv2dSpec::square(128, 16, 3, 1, 1)), Some(Tile::F2));
+        assert_eq!(tile(&Conv2dSpec::square(256, 256, 3, 1, 1)), Some(Tile::F2));
+        assert_eq!(tile(&Conv2dSpec::square(512, 512, 3, 1, 1)), None);
+        assert_eq!(tile(&Conv2dSpec::square(64, 64, 3, 2, 1)), None);
+        assert_eq!(tile(&Conv2dSpec::square(64, 64, 5, 1, 2)), None);
         let mut dilated = Conv2dSpec::square(64, 64, 3, 1, 2);
         dilated.dilation = [2, 2];
-        assert!(!geo(&dilated));
+        assert_eq!(tile(&dilated), None);
         let mut grouped = Conv2dSpec::square(64, 64, 3, 1, 1);
         grouped.groups = 2;
-        assert!(!geo(&grouped));
+        assert_eq!(tile(&grouped), None);
     }
 }
