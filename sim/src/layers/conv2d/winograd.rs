@@ -234,50 +234,52 @@ impl Formula<6, 4> for Output4 {
     }
 }
 
-/// `Bᵀ·d` along one axis, lane by lane, for the tile whose patch side `out` and `ins` have.
+/// `Bᵀ·d` along one axis, lane by lane, for `tile`: the first `side` slices of `out` from the
+/// first `side` of `ins` (the rest are empty).
 /// F(2×2): `a − c, b + c, c − b, b − d`, an output at a time over the whole slices (they run
 /// over ≥ 32 channels); F(4×4): [`Input4`] by groups of lanes.
 #[inline(always)]
-fn input_axis(out: &mut [&mut [f32]], ins: &[&[f32]]) {
-    match (out, ins) {
-        ([o0, o1, o2, o3], &[a, b, c, d]) => {
-            sub(o0, a, c);
-            add(o1, b, c);
-            sub(o2, c, b);
-            sub(o3, b, d);
+fn input_axis(tile: Tile, out: [&mut [f32]; 6], ins: [&[f32]; 6]) {
+    let [o0, o1, o2, o3, o4, o5] = out;
+    let [d0, d1, d2, d3, d4, d5] = ins;
+    match tile {
+        Tile::F2 => {
+            sub(o0, d0, d2);
+            add(o1, d1, d2);
+            sub(o2, d2, d1);
+            sub(o3, d1, d3);
         }
-        ([o0, o1, o2, o3, o4, o5], &[d0, d1, d2, d3, d4, d5]) => lanewise::<Input4, 6, 6>(
-            [
+        Tile::F4 => {
+            let out = [
                 uninit(o0),
                 uninit(o1),
                 uninit(o2),
                 uninit(o3),
                 uninit(o4),
                 uninit(o5),
-            ],
-            [d0, d1, d2, d3, d4, d5],
-        ),
-        _ => unreachable!("a Winograd patch side is 4 or 6 on both sides"),
+            ];
+            lanewise::<Input4, 6, 6>(out, [d0, d1, d2, d3, d4, d5]);
+        }
     }
 }
 
-/// `Aᵀ·m` along one axis, lane by lane. F(2×2): `(a + b) + c, (b − c) − d` over the whole
+/// `Aᵀ·m` along one axis, lane by lane, for `tile`: the first `m` slices of `out` from the
+/// first `side` of `ins`. F(2×2): `(a + b) + c, (b − c) − d` over the whole
 /// slices; F(4×4): [`Output4`] by groups of lanes.
 #[inline(always)]
-fn output_axis(out: &mut [&mut [MaybeUninit<f32>]], ins: &[&[f32]]) {
-    match (out, ins) {
-        ([o0, o1], &[a, b, c, d]) => {
-            for (((o, a), b), c) in o0.iter_mut().zip(a).zip(b).zip(c) {
+fn output_axis(tile: Tile, out: [&mut [MaybeUninit<f32>]; 6], ins: [&[f32]; 6]) {
+    let [o0, o1, o2, o3, ..] = out;
+    let [m0, m1, m2, m3, m4, m5] = ins;
+    match tile {
+        Tile::F2 => {
+            for (((o, a), b), c) in o0.iter_mut().zip(m0).zip(m1).zip(m2) {
                 o.write((a + b) + c);
             }
-            for (((o, b), c), d) in o1.iter_mut().zip(b).zip(c).zip(d) {
+            for (((o, b), c), d) in o1.iter_mut().zip(m1).zip(m2).zip(m3) {
                 o.write((b - c) - d);
             }
         }
-        ([o0, o1, o2, o3], &[m0, m1, m2, m3, m4, m5]) => {
-            lanewise::<Output4, 6, 4>([o0, o1, o2, o3], [m0, m1, m2, m3, m4, m5])
-        }
-        _ => unreachable!("a Winograd tile is 2 or 4 outputs from 4 or 6 positions"),
+        Tile::F4 => lanewise::<Output4, 6, 4>([o0, o1, o2, o3], [m0, m1, m2, m3, m4, m5]),
     }
 }
 
@@ -548,10 +550,7 @@ fn forward_chunked<'y>(
             let mx = &mut mx[..nt * o];
             let b = ArrayView2::from_shape((c, o), &u[xi * c * o..(xi + 1) * c * o])
                 .map_err(shape_err(layer))?;
-            // SAFETY: `MaybeUninit<f32>` has the layout of `f32`; the product writes only
-            // initialised values.
-            let mx = unsafe { &mut *(std::ptr::from_mut(mx) as *mut [MaybeUninit<f32>]) };
-            matmul_winograd_uninit(mx, a, b)?;
+            matmul_winograd_uninit(uninit(mx), a, b)?;
         }
         transform_output(geo, &tiling, m, t0, nt, y);
         Ok(())
@@ -612,7 +611,7 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
             r[hi * c..].fill(0.0);
             *r = &mut std::mem::take(r)[lo * c..hi * c];
         }
-        input_axis(&mut out[..side], &rows[..side]);
+        input_axis(tiling.tile, out, rows);
         for (i, prow) in pos.iter_mut().enumerate() {
             for k in 0..run {
                 let at = i * row + m * (tx0 + k) * c;
@@ -623,10 +622,10 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
                 }
                 let r = (t + k) * c..(t + k + 1) * c;
                 let mut o: [&mut [f32]; 6] = Default::default();
-                for (j, q) in prow.iter_mut().enumerate() {
+                for (j, q) in prow[..side].iter_mut().enumerate() {
                     o[j] = &mut q[r.clone()];
                 }
-                input_axis(&mut o[..side], &d[..side]);
+                input_axis(tiling.tile, o, d);
             }
         }
         t += run;
@@ -635,14 +634,16 @@ fn transform_input(geo: &Im2col<'_>, tiling: &Tiling, x: &Input<'_>, t0: usize, 
 }
 
 /// The positions' matrices of a chunk (`stride` apart in `s`, each cut to `len` values) as
-/// `side` rows of `side`.
-fn position_rows(s: &mut [f32], stride: usize, len: usize, side: usize) -> Vec<Vec<&mut [f32]>> {
+/// `side` rows of `side` (the rest of each row's 6 slots empty).
+fn position_rows(s: &mut [f32], stride: usize, len: usize, side: usize) -> Vec<[&mut [f32]; 6]> {
     s.chunks_exact_mut(side * stride)
         .map(|row| {
-            row.chunks_exact_mut(stride)
-                .take(side)
-                .map(|p| &mut p[..len])
-                .collect()
+            let mut r = chunks6(row, stride, side);
+            for p in &mut r {
+                let p_len = len.min(p.len());
+                *p = &mut std::mem::take(p)[..p_len];
+            }
+            r
         })
         .collect()
 }
@@ -682,8 +683,7 @@ fn transform_output(
             for (i, col) in col.iter_mut().enumerate().take(side) {
                 *col = mt(i * side + j);
             }
-            let mut out = chunks6(uninit(fj), o, tm);
-            output_axis(&mut out[..tm], &col[..side]);
+            output_axis(tiling.tile, chunks6(uninit(fj), o, tm), col);
         }
         // Outputs past the width (the last tile of an odd or short row) go to `spare`.
         let cols = (ow - tm * tx).min(tm);
@@ -700,7 +700,7 @@ fn transform_output(
             let mut out = chunks6(&mut y[at..], o, cols);
             let mut rest = chunks6(&mut spare, o, tm - cols);
             out[cols..tm].swap_with_slice(&mut rest[..tm - cols]);
-            output_axis(&mut out[..tm], &row[..side]);
+            output_axis(tiling.tile, out, row);
         }
     }
 }
@@ -766,10 +766,7 @@ fn transform_output_grad(geo: &Im2col<'_>, tiling: &Tiling, g: &[f32], t0: usize
             grad_axis(split4(&mut r[b * 4 * o..(b + 1) * 4 * o], o), [at(0, b), at(1, b)]);
         }
         let to = t * o..(t + 1) * o;
-        for (i, prow) in pos.iter_mut().enumerate() {
-            let [a, b, cc, dd] = &mut prow[..] else {
-                unreachable!("F(2×2) has 4 positions per row")
-            };
+        for (i, [a, b, cc, dd, ..]) in pos.iter_mut().enumerate() {
             let (p, q) = (&r[i * o..(i + 1) * o], &r[(4 + i) * o..(5 + i) * o]);
             grad_axis(
                 [&mut a[to.clone()], &mut b[to.clone()], &mut cc[to.clone()], &mut dd[to.clone()]],
