@@ -519,16 +519,15 @@ mod tests {
         // Two FLOPs per MAC in each of the three passes, less the first conv's input gradient,
         // less what Winograd saves: F(4×4)'s products do 9/4 of a 3×3 conv's 9 multiplies per
         // output (27/36 saved), F(2×2)'s 4 (20/36 saved; even output sides). F(4×4) runs the
-        // forward pass of the 32–64-channel convs and the input gradient of those with 32–64
-        // output channels, F(2×2) those of 65–256 channels and the weight gradient of 32–256.
+        // forward pass of the 32–512-channel convs and the input gradient of those with 32–512
+        // output channels, F(2×2) the weight gradient of 32–256 (ResNet-20 has 16–64).
         let saved: u64 = sum
             .layers
             .iter()
             .filter(|l| l.kind == LayerKind::Conv && l.kernel == [3, 3] && l.stride == [1, 1])
             .map(|l| {
                 let by_tile = |c: usize| match c {
-                    32..=64 => 27,
-                    65..=256 => 20,
+                    32..=512 => 27,
                     _ => 0,
                 };
                 let error = by_tile(l.out_channels()) * u64::from(l.role != LayerRole::First);

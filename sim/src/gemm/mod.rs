@@ -390,6 +390,20 @@ impl PackedB {
         let data = unsafe { blocked::pack(Strided::new(b.as_ptr(), b.strides()), (k, n)) };
         Self { data, k, n }
     }
+
+    /// Packs the row-major matrix of `n` columns whose rows are the whole rows in `values`.
+    pub fn of_rows(values: &[f32], n: usize) -> Self {
+        let k = values.len() / n.max(1);
+        let strides = [n as isize, 1];
+        // SAFETY: `values` holds `k` rows of `n` adjacent values.
+        let data = unsafe { blocked::pack(Strided::new(values.as_ptr(), &strides), (k, n)) };
+        Self { data, k, n }
+    }
+
+    /// `(rows, columns)` of the matrix.
+    pub fn dim(&self) -> (usize, usize) {
+        (self.k, self.n)
+    }
 }
 
 /// Runs the product `f` of shape `(m, k, n)` reading `A` as `operand`, adding its CPU time and

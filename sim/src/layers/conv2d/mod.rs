@@ -274,7 +274,7 @@ type PreparedKey = (usize, usize, QuantMethod, u32);
 struct Prepared {
     key: PreparedKey,
     packed: Option<PackedB>,
-    wino: Option<Vec<f32>>,
+    wino: Option<Vec<PackedB>>,
 }
 
 /// The weights `[O, KH, KW, I/groups]` of `spec` as the matrix `[O, K]` (a view of `weight`
@@ -738,9 +738,10 @@ impl Conv2d {
             .then(|| ops.w.t().as_standard_layout().into_owned());
         let dw_t = dw_t_arr.as_ref().and_then(|a| a.as_slice());
         let xs = data(name, &ops.x)?;
-        // 3×3 convs of 32–256 channels at stride 1 run by Winograd's F(2×2, 3×3), in training
-        // (reading the kept padded input) and evaluation alike; their input gradient too.
-        // Or else the weights as the GEMMs read them, packed once for all blocks (a pack of the
+        // 3×3 convs of 32–512 channels at stride 1 run by Winograd ([`winograd::forward_tile`]),
+        // in training (reading the kept padded input) and evaluation alike; their input gradient
+        // too. Their transformed kernels are packed once for all blocks; so are, for the other
+        // convs, the weights as the GEMMs read them (a pack of the
         // transposed weights also reads them in runs, where a product's own cuts gather).
         // Both are kept for the next evaluation pass.
         let key = (

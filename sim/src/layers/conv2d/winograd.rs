@@ -26,7 +26,7 @@ use super::im2col::Im2col;
 use super::lanes::{lanewise, uninit, Formula, Lane};
 use super::{shape_err, with_scratch};
 use crate::error::Result;
-use crate::gemm::{matmul_winograd_into, matmul_winograd_uninit, ROW_TILE};
+use crate::gemm::{matmul_winograd_into, matmul_winograd_uninit, PackedB, ROW_TILE};
 
 /// The size of a Winograd tile: outputs per side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,16 +62,22 @@ impl Tile {
 /// chunks keep them in L2 but give the GEMMs too few rows (measured on ResNet-20 eval: chunks
 /// of 256 KiB ran 5–10 % slower).
 const CHUNK_FLOATS: usize = 1 << 18;
-/// Fewest input channels of F(2×2): below 32, the 16-term products run too far below the FMA
-/// peak and the transforms cost too much per multiply saved (with ResNet-20's 16-channel convs
-/// as well, its eval ran 730–800 img/CPU-s against 950–1030, its training step 223–239 against
-/// 284–292).
-const MIN_CHANNELS: usize = 32;
-/// Most input channels: the transformed kernels of a 512-channel conv (16 MiB for F(2×2)) are
-/// streamed again for every chunk of 32 tiles (ResNet-50 eval ran slower with them than without).
-const MAX_CHANNELS: usize = 256;
-/// Fewest and most input channels of F(4×4).
-const F4_CHANNELS: std::ops::RangeInclusive<usize> = 32..=64;
+/// Input channels of the F(2×2) weight gradient. Below 32, the 16-term products run too far
+/// below the FMA peak and the transforms cost too much per multiply saved (with ResNet-20's
+/// 16-channel convs as well, its training step ran 223–239 img/CPU-s against 284–292); above
+/// 256 it is not measured.
+const F2_CHANNELS: std::ops::RangeInclusive<usize> = 32..=256;
+/// Input channels of the forward pass by F(4×4). Below 32 it lost to the direct conv (ResNet-20
+/// eval with its 16-channel convs as well: 780–845 img/CPU-s against 1000–1115). Up to 512 it
+/// beat F(2×2) on ResNet-50 eval (batch 16, one thread, 3 interleaved rounds: 11.7–12.1 img/s
+/// against 9.4–11.2 with F(2×2) for 65–512 channels, 10.0–10.9 with 65–256 by F(2×2) and 512 by
+/// the direct conv). F(2×2)'s forward pass stays for comparison and its tests.
+const F4_CHANNELS: std::ops::RangeInclusive<usize> = 32..=512;
+/// Fewest tiles per chunk of a forward pass (as many as the block has, when fewer): each
+/// product reads its `C × O` kernel matrix once for the chunk's rows, so for wide convs a chunk
+/// of [`CHUNK_FLOATS`] (28 F(4×4) tiles of 256 channels) reread the kernels from L3 every few
+/// rows. The chunk's transformed input then outgrows L2, which costs less.
+const MIN_CHUNK_TILES: usize = 128;
 /// Floats between consecutive positions' matrices beyond their size: without it the
 /// matrices of a chunk lie a multiple of 4 KiB apart, and the transforms' reads or writes per
 /// tile all fall into one L1 set.
@@ -84,25 +90,16 @@ fn is_3x3_unit(geo: &Im2col<'_>) -> bool {
 }
 
 /// The tile by which the conv's forward pass runs, if Winograd computes it and is faster for it:
-/// F(4×4) for 32–64 input channels, F(2×2) for 65–256.
+/// F(4×4) for 32–512 input channels ([`F4_CHANNELS`]).
 pub(super) fn forward_tile(geo: &Im2col<'_>) -> Option<Tile> {
-    let c = geo.spec.in_channels;
-    if !is_3x3_unit(geo) {
-        None
-    } else if F4_CHANNELS.contains(&c) {
-        Some(Tile::F4)
-    } else if (MIN_CHANNELS..=MAX_CHANNELS).contains(&c) {
-        Some(Tile::F2)
-    } else {
-        None
-    }
+    (is_3x3_unit(geo) && F4_CHANNELS.contains(&geo.spec.in_channels)).then_some(Tile::F4)
 }
 
 /// True when the weight gradient runs by F(2×2, 3×3): a 3×3 unit-stride conv of 32–256 input
 /// channels, on the input a training pass keeps (padded when the spec pads, [`reads_padded`]).
 pub(super) fn weight_grad_applies(geo: &Im2col<'_>) -> bool {
     is_3x3_unit(geo)
-        && (MIN_CHANNELS..=MAX_CHANNELS).contains(&geo.spec.in_channels)
+        && F2_CHANNELS.contains(&geo.spec.in_channels)
         && (geo.spec.pads == [0; 4] || reads_padded(geo, Tile::F2))
 }
 
@@ -117,9 +114,20 @@ const G4: [[f32; 3]; 6] = [
     [0.0, 0.0, 1.0],
 ];
 
-/// The kernels as the matrices `U[ξ] = (G·g·Gᵀ)[ξ]` of `[C, O]`, laid out `[ξ][c][o]`, from
-/// the conv's GEMM operand `b[(tap, c), o]` (taps row-major over the 3×3 kernel).
-pub(super) fn weights(b: ArrayView2<f32>, c: usize, tile: Tile) -> Vec<f32> {
+/// The kernels as the matrices `U[ξ] = (G·g·Gᵀ)[ξ]` of `[C, O]`, one per position ξ, packed as
+/// the products read them, from the conv's GEMM operand `b[(tap, c), o]` (taps row-major over
+/// the 3×3 kernel). Packed once per pass: read in place, a kernel of 256 channels (rows 1 KiB
+/// apart) fell into a few L1 sets, and one of 512 was packed again by every product.
+pub(super) fn weights(b: ArrayView2<f32>, c: usize, tile: Tile) -> Vec<PackedB> {
+    let o = b.ncols();
+    let u = transformed(b, c, tile);
+    u.par_chunks_exact((c * o).max(1))
+        .map(|ux| PackedB::of_rows(ux, o))
+        .collect()
+}
+
+/// [`weights`] before packing, laid out `[ξ][c][o]`.
+fn transformed(b: ArrayView2<f32>, c: usize, tile: Tile) -> Vec<f32> {
     let o = b.ncols();
     let side = tile.side();
     let mut u = vec![0.0; tile.pos() * c * o];
@@ -352,7 +360,7 @@ pub(super) fn forward<'y>(
     layer: &str,
     geo: &Im2col<'_>,
     tile: Tile,
-    u: &[f32],
+    u: &[PackedB],
     x: Input<'_>,
     y: &'y mut [MaybeUninit<f32>],
 ) -> Result<&'y mut [f32]> {
@@ -362,11 +370,11 @@ pub(super) fn forward<'y>(
     forward_chunked(layer, geo, tile, u, x, y, chunk)
 }
 
-/// Tiles per chunk of a forward pass over `tiles` tiles: as many chunks as [`chunk_tiles`]
-/// needs, of equal size (but the last), so no product is left with a few rows. (Each output row
-/// is summed alike in any chunk, so this changes no value.)
+/// Tiles per chunk of a forward pass over `tiles` tiles: as many chunks as [`chunk_tiles`] (but
+/// at least [`MIN_CHUNK_TILES`]) needs, of equal size (but the last), so no product is left
+/// with a few rows. (Each output row is summed alike in any chunk, so this changes no value.)
 fn forward_chunk(geo: &Im2col<'_>, tile: Tile, tiles: usize) -> usize {
-    let most = chunk_tiles(geo, tile);
+    let most = chunk_tiles(geo, tile).max(MIN_CHUNK_TILES);
     tiles.div_ceil(tiles.div_ceil(most).max(1)).max(1)
 }
 
@@ -528,14 +536,14 @@ fn forward_chunked<'y>(
     layer: &str,
     geo: &Im2col<'_>,
     tile: Tile,
-    u: &[f32],
+    u: &[PackedB],
     x: Input<'_>,
     y: &'y mut [MaybeUninit<f32>],
     chunk: usize,
 ) -> Result<&'y mut [f32]> {
     let sp = geo.spec;
     let (c, o) = (sp.in_channels, sp.out_channels);
-    if u.len() != tile.pos() * c * o {
+    if u.len() != tile.pos() || u.iter().any(|ux| ux.dim() != (c, o)) {
         return Err(crate::error::SimError::shape(
             layer,
             "Winograd kernels do not match the conv's tile and channels",
@@ -548,9 +556,7 @@ fn forward_chunked<'y>(
             let a = ArrayView2::from_shape((nt, c), &v[xi * sv..xi * sv + nt * c])
                 .map_err(shape_err(layer))?;
             let mx = &mut mx[..nt * o];
-            let b = ArrayView2::from_shape((c, o), &u[xi * c * o..(xi + 1) * c * o])
-                .map_err(shape_err(layer))?;
-            matmul_winograd_uninit(uninit(mx), a, b)?;
+            matmul_winograd_uninit(uninit(mx), a, &u[xi])?;
         }
         transform_output(geo, &tiling, m, t0, nt, y);
         Ok(())
@@ -901,6 +907,9 @@ mod tests {
             (Conv2dSpec::square(3, 5, 3, 1, 2), (3, 4)),
             // F(4×4): a width one past a whole tile, a height of one tile and a half.
             (Conv2dSpec::square(8, 8, 3, 1, 1), (6, 5)),
+            // Wide, as ResNet-50's last stage: the products' reductions (264 channels) span
+            // two blocks of the packed kernels; 7×7 outputs end inside a 4×4 tile.
+            (Conv2dSpec::square(264, 12, 3, 1, 1), (7, 7)),
         ]
     }
 
@@ -1048,9 +1057,9 @@ mod tests {
         assert_eq!(tile(&Conv2dSpec::square(16, 16, 3, 1, 1)), None);
         assert_eq!(tile(&Conv2dSpec::square(32, 16, 3, 1, 1)), Some(Tile::F4));
         assert_eq!(tile(&Conv2dSpec::square(64, 16, 3, 1, 1)), Some(Tile::F4));
-        assert_eq!(tile(&Conv2dSpec::square(128, 16, 3, 1, 1)), Some(Tile::F2));
-        assert_eq!(tile(&Conv2dSpec::square(256, 256, 3, 1, 1)), Some(Tile::F2));
-        assert_eq!(tile(&Conv2dSpec::square(512, 512, 3, 1, 1)), None);
+        assert_eq!(tile(&Conv2dSpec::square(128, 16, 3, 1, 1)), Some(Tile::F4));
+        assert_eq!(tile(&Conv2dSpec::square(512, 512, 3, 1, 1)), Some(Tile::F4));
+        assert_eq!(tile(&Conv2dSpec::square(513, 512, 3, 1, 1)), None);
         assert_eq!(tile(&Conv2dSpec::square(64, 64, 3, 2, 1)), None);
         assert_eq!(tile(&Conv2dSpec::square(64, 64, 5, 1, 2)), None);
         let mut dilated = Conv2dSpec::square(64, 64, 3, 1, 2);
