@@ -29,6 +29,9 @@ use crate::cputime::thread_cpu_seconds;
 use crate::error::{Result, SimError};
 use crate::peak::VectorPath;
 
+/// Columns per panel of a [`PackedB`].
+pub const PANEL: usize = kernel::NR;
+
 /// Rows of the output handled by one task in [`matmul_rows_par`].
 pub const ROW_TILE: usize = 1024;
 
@@ -391,13 +394,24 @@ impl PackedB {
         Self { data, k, n }
     }
 
-    /// Packs the row-major matrix of `n` columns whose rows are the whole rows in `values`.
-    pub fn of_rows(values: &[f32], n: usize) -> Self {
-        let k = values.len() / n.max(1);
-        let strides = [n as isize, 1];
-        // SAFETY: `values` holds `k` rows of `n` adjacent values.
-        let data = unsafe { blocked::pack(Strided::new(values.as_ptr(), &strides), (k, n)) };
-        Self { data, k, n }
+    /// The `k × n` matrix whose panels are `data`, laid out as [`PackedB`] holds them: panels of
+    /// [`PANEL`] columns one after another, each `k` rows of `PANEL` values, zero beyond column
+    /// `n`. Errors when `data` is not that long.
+    pub fn from_panels(data: Vec<f32>, k: usize, n: usize) -> Result<Self> {
+        if Some(data.len())
+            != n.div_ceil(PANEL)
+                .checked_mul(k)
+                .and_then(|v| v.checked_mul(PANEL))
+        {
+            return Err(SimError::shape(
+                "gemm",
+                format!(
+                    "{} values are not the panels of a {k} × {n} matrix",
+                    data.len()
+                ),
+            ));
+        }
+        Ok(Self { data, k, n })
     }
 
     /// `(rows, columns)` of the matrix.

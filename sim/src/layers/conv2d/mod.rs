@@ -507,7 +507,7 @@ impl Conv2d {
             let tgeo = geo.transposed(ts);
             let wt = flipped_weights(name, wq.view(), &self.spec)?;
             if let Some(tile) = winograd::forward_tile(&tgeo) {
-                let u = winograd::weights(wt.view(), ts.in_channels, tile);
+                let u = winograd::weights(wt.view(), ts.in_channels, tile)?;
                 up_front(winograd::samples_per_block(&tgeo, tile), &|dxb, gb| {
                     winograd::forward(name, &tgeo, tile, &u, winograd::Input::Plain(gb), dxb)
                 })?
@@ -758,9 +758,9 @@ impl Conv2d {
                 wino: None,
             });
         if let Some(tile) = tile {
-            let c = self.spec.in_channels;
-            prep.wino
-                .get_or_insert_with(|| winograd::weights(ops.w.t(), c, tile));
+            if prep.wino.is_none() {
+                prep.wino = Some(winograd::weights(ops.w.t(), self.spec.in_channels, tile)?);
+            }
         } else if dw_t.is_none() && groups == 1 {
             prep.packed.get_or_insert_with(|| PackedB::new(ops.w.t()));
         }

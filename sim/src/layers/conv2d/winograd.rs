@@ -26,7 +26,7 @@ use super::im2col::Im2col;
 use super::lanes::{lanewise, uninit, Formula, Lane};
 use super::{shape_err, with_scratch};
 use crate::error::Result;
-use crate::gemm::{matmul_winograd_into, matmul_winograd_uninit, PackedB, ROW_TILE};
+use crate::gemm::{matmul_winograd_into, matmul_winograd_uninit, PackedB, PANEL, ROW_TILE};
 
 /// The size of a Winograd tile: outputs per side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,71 +115,124 @@ const G4: [[f32; 3]; 6] = [
 ];
 
 /// The kernels as the matrices `U[ξ] = (G·g·Gᵀ)[ξ]` of `[C, O]`, one per position ξ, packed as
-/// the products read them, from the conv's GEMM operand `b[(tap, c), o]` (taps row-major over
-/// the 3×3 kernel). Packed once per pass: read in place, a kernel of 256 channels (rows 1 KiB
-/// apart) fell into a few L1 sets, and one of 512 was packed again by every product.
-pub(super) fn weights(b: ArrayView2<f32>, c: usize, tile: Tile) -> Vec<PackedB> {
+/// the products read them ([`PackedB`]), from the conv's GEMM operand `b[(tap, c), o]` (taps
+/// row-major over the 3×3 kernel). Packed once per pass: read in place, a kernel of 256 channels
+/// (rows 1 KiB apart) fell into a few L1 sets, and one of 512 was packed again by every product.
+/// Written straight into the panels, [`PANEL`] output channels a vector formula at a time.
+pub(super) fn weights(b: ArrayView2<f32>, c: usize, tile: Tile) -> Result<Vec<PackedB>> {
     let o = b.ncols();
-    let u = transformed(b, c, tile);
-    u.par_chunks_exact((c * o).max(1))
-        .map(|ux| PackedB::of_rows(ux, o))
-        .collect()
+    // Row `oi` of `w`: the taps of output channel `oi`, `[tap][c]`.
+    let bt = b.t();
+    let w = bt.as_standard_layout();
+    let w = w.as_slice().unwrap_or_default();
+    let per_panel = c * PANEL;
+    let mut u = vec![vec![0.0f32; o.div_ceil(PANEL) * per_panel]; tile.pos()];
+    // The panels of every position, by panel: one task each.
+    let mut by_panel: Vec<Vec<&mut [f32]>> = Vec::new();
+    for ux in &mut u {
+        for (p, panel) in ux.chunks_exact_mut(per_panel.max(1)).enumerate() {
+            if by_panel.len() <= p {
+                by_panel.push(Vec::with_capacity(tile.pos()));
+            }
+            by_panel[p].push(panel);
+        }
+    }
+    by_panel
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(p, mut panels)| kernel_panel(tile, w, c, o, p, &mut panels));
+    u.into_iter()
+        .map(|ux| PackedB::from_panels(ux, c, o))
+        .collect::<Result<_>>()
 }
 
-/// [`weights`] before packing, laid out `[ξ][c][o]`.
-fn transformed(b: ArrayView2<f32>, c: usize, tile: Tile) -> Vec<f32> {
-    let o = b.ncols();
-    let side = tile.side();
-    let mut u = vec![0.0; tile.pos() * c * o];
-    // One task per row `i` of G·g (its positions `i·side + j` lie together in `u`).
-    u.par_chunks_mut((side * c * o).max(1))
-        .enumerate()
-        .for_each(|(i, ui)| {
-            // Tap (ky, kx) of the kernel from input channel `ci` to output `oi`.
-            let g = |ci: usize, oi: usize, ky: usize, kx: usize| b[[(ky * 3 + kx) * c + ci, oi]];
-            match tile {
-                Tile::F2 => {
-                    for ci in 0..c {
-                        for oi in 0..o {
-                            // Row `i` of G·g (1 × 3), then (G·g)·Gᵀ on it. (Plain loops:
-                            // written with nested `array::from_fn`, its closures ran out of
-                            // line, 4 % of a batch-16 step.)
-                            let mut a = [0.0f32; 3];
-                            for (kx, a) in a.iter_mut().enumerate() {
-                                let col = [g(ci, oi, 0, kx), g(ci, oi, 1, kx), g(ci, oi, 2, kx)];
-                                *a = kernel_point2(i, col);
-                            }
-                            for j in 0..side {
-                                ui[(j * c + ci) * o + oi] = kernel_point2(j, a);
-                            }
-                        }
-                    }
-                }
-                Tile::F4 => {
-                    // The same by G4's rows: multiplies by constants, no division.
-                    let gi = G4[i];
-                    for ci in 0..c {
-                        for oi in 0..o {
-                            let mut a = [0.0f32; 3];
-                            for (kx, a) in a.iter_mut().enumerate() {
-                                *a = (gi[0] * g(ci, oi, 0, kx) + gi[1] * g(ci, oi, 1, kx))
-                                    + gi[2] * g(ci, oi, 2, kx);
-                            }
-                            for (j, gj) in G4.iter().enumerate() {
-                                ui[(j * c + ci) * o + oi] =
-                                    (a[0] * gj[0] + a[1] * gj[1]) + a[2] * gj[2];
-                            }
-                        }
-                    }
-                }
+crate::simd::multiversion! {
+/// Panel `p` (output channels `p·PANEL..`, zero past `o`) of every position's `U`, one row per
+/// input channel: the taps of the panel's channels gathered from `w` (`[o][tap][c]`) as 9
+/// matrices shaped like a panel, then [`Kernel2`] or [`Kernel4`] lane by lane.
+fn kernel_panel(tile: Tile, w: &[f32], c: usize, o: usize, p: usize, panels: &mut [&mut [f32]]) {
+    let len = c * PANEL;
+    let mut g = vec![0.0f32; 9 * len];
+    for (l, oi) in (p * PANEL..o.min((p + 1) * PANEL)).enumerate() {
+        let taps = &w[oi * 9 * c..(oi + 1) * 9 * c];
+        for (gt, taps) in g.chunks_exact_mut(len).zip(taps.chunks_exact(c)) {
+            for (ci, &v) in taps.iter().enumerate() {
+                gt[ci * PANEL + l] = v;
             }
-        });
-    u
+        }
+    }
+    let mut ins: [&[f32]; 9] = [&[]; 9];
+    for (i, g) in ins.iter_mut().zip(g.chunks_exact(len)) {
+        *i = g;
+    }
+    match tile {
+        Tile::F2 => kernel_lanes::<Kernel2, 16>(panels, ins),
+        Tile::F4 => kernel_lanes::<Kernel4, 36>(panels, ins),
+    }
+}
+}
+
+/// The kernel transform `F` from the 9 taps' matrices `ins` into the first `M` of `panels`.
+#[inline(always)]
+fn kernel_lanes<F: Formula<9, M>, const M: usize>(panels: &mut [&mut [f32]], ins: [&[f32]; 9]) {
+    let mut panels = panels.iter_mut();
+    let out = std::array::from_fn(|_| uninit(panels.next().map_or(&mut [][..], |p| &mut p[..])));
+    lanewise::<F, 9, M>(out, ins);
+}
+
+/// F(2×2)'s `G·g·Gᵀ` of the 9 taps (row-major) into the 16 positions (row-major): by rows of
+/// `G·g` ([`kernel_point2`] down each column of taps), then along them.
+struct Kernel2;
+impl Formula<9, 16> for Kernel2 {
+    #[inline(always)]
+    #[allow(
+        clippy::needless_range_loop,
+        reason = "index loops, no iterator adapters"
+    )]
+    fn apply<T: Lane>(g: [T; 9]) -> [T; 16] {
+        let mut u = [g[0]; 16];
+        for i in 0..4 {
+            let mut a = [g[0]; 3];
+            for kx in 0..3 {
+                a[kx] = kernel_point2(i, [g[kx], g[3 + kx], g[6 + kx]]);
+            }
+            for j in 0..4 {
+                u[i * 4 + j] = kernel_point2(j, a);
+            }
+        }
+        u
+    }
+}
+
+/// F(4×4)'s `G·g·Gᵀ` of the 9 taps into the 36 positions, by [`G4`]'s rows: multiplies by
+/// constants, no division.
+struct Kernel4;
+impl Formula<9, 36> for Kernel4 {
+    #[inline(always)]
+    #[allow(
+        clippy::needless_range_loop,
+        reason = "index loops, no iterator adapters"
+    )]
+    fn apply<T: Lane>(g: [T; 9]) -> [T; 36] {
+        let mut u = [g[0]; 36];
+        for i in 0..6 {
+            let gi = G4[i];
+            let mut a = [g[0]; 3];
+            for kx in 0..3 {
+                a[kx] = (g[kx] * gi[0] + g[3 + kx] * gi[1]) + g[6 + kx] * gi[2];
+            }
+            for j in 0..6 {
+                let gj = G4[j];
+                u[i * 6 + j] = (a[0] * gj[0] + a[1] * gj[1]) + a[2] * gj[2];
+            }
+        }
+        u
+    }
 }
 
 /// Row `i` of F(2×2)'s `G·[g0, g1, g2]`: `g0, (g0 + g1 + g2)/2, (g0 − g1 + g2)/2, g2`.
 #[inline(always)]
-fn kernel_point2(i: usize, [g0, g1, g2]: [f32; 3]) -> f32 {
+fn kernel_point2<T: Lane>(i: usize, [g0, g1, g2]: [T; 3]) -> T {
     match i {
         0 => g0,
         1 => (g0 + g1 + g2) * 0.5,
@@ -887,7 +940,7 @@ mod tests {
         let (geo, c, o) = geometry(spec, hw);
         let x = values(samples * geo.in_per_sample(), 1, int);
         let b = Array2::from_shape_vec((9 * c, o), values(9 * c * o, 2, int)).unwrap();
-        let u = weights(b.view(), c, tile);
+        let u = weights(b.view(), c, tile).unwrap();
         let mut y = vec![MaybeUninit::new(f32::NAN); samples * geo.rows_per_sample() * o];
         let y = forward_chunked("t", &geo, tile, &u, Input::Plain(&x), &mut y, chunk)
             .unwrap()
