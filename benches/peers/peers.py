@@ -194,6 +194,8 @@ def main():
                     help="CIFAR ResNet depth, 6n+2 (20, 38, 56, 74, 110, 152 are in cptsim's zoo)")
     ap.add_argument("--resnet50-batch", type=int, default=16,
                     help="batch of the ResNet-50 eval comparison (0: skip it)")
+    ap.add_argument("--resnet18-batch", type=int, default=0,
+                    help="batch of a ResNet-18 eval comparison (0, the default: skip it)")
     a = ap.parse_args()
     if a.depth < 8 or (a.depth - 2) % 6:
         ap.error(f"--depth {a.depth} is not 6n+2 with n >= 1")
@@ -206,13 +208,16 @@ def main():
     net = ResNet(d).eval()
     warnings.filterwarnings("ignore", category=DeprecationWarning)  # the TorchScript exporter
     torch.onnx.export(net, torch.from_numpy(x), onnx_path, input_names=["x"], dynamo=False)
-    # ImageNet ResNet-50 (torchvision's architecture) as cptsim's zoo writes it, BatchNorm nodes
+    # ImageNet ResNets (torchvision's architecture) as cptsim's zoo writes them, BatchNorm nodes
     # included: onnxruntime folds them into the convs itself, cptsim runs them as layers.
-    r50_path = os.path.join(tmp, "resnet50.onnx")
-    if a.resnet50_batch:
-        x50 = np.random.default_rng(1).random((a.resnet50_batch, 3, 224, 224), dtype=np.float32)
-        subprocess.run([a.cptsim, "zoo", "export", "resnet50", "--output", r50_path], check=True,
-                       capture_output=True)
+    imagenet = []
+    for name, batch in (("resnet50", a.resnet50_batch), ("resnet18", a.resnet18_batch)):
+        if batch:
+            path = os.path.join(tmp, f"{name}.onnx")
+            subprocess.run([a.cptsim, "zoo", "export", name, "--output", path], check=True,
+                           capture_output=True)
+            xi = np.random.default_rng(1).random((batch, 3, 224, 224), dtype=np.float32)
+            imagenet.append((name, batch, path, xi))
     rows = []
     print(f"torch {torch.__version__}, onnxruntime {ort.__version__}; batch {BATCH}, "
           f"{a.steps} timed steps per run, 1 thread each; images per CPU-second")
@@ -226,9 +231,9 @@ def main():
             "ort_eval": ort_forward(onnx_path, x, a.steps * 3),
             "cptsim_eval": cptsim_eval(a.cptsim, onnx_path, a.steps * 3),
         }
-        if a.resnet50_batch:
-            row["ort_eval_r50"] = ort_forward(r50_path, x50, 2)
-            row["cptsim_eval_r50"] = cptsim_eval(a.cptsim, r50_path, 2, a.resnet50_batch)
+        for name, batch, path, xi in imagenet:
+            row[f"ort_eval_{name}"] = ort_forward(path, xi, 2)
+            row[f"cptsim_eval_{name}"] = cptsim_eval(a.cptsim, path, 2, batch)
         rows.append(row)
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
@@ -240,9 +245,9 @@ def main():
                         ("eval forward vs onnxruntime (same ONNX file)", "cptsim_eval",
                          "ort_eval")):
         print(f"| {label} | {med[c]:.1f} | {med[p]:.1f} | {med[c] / med[p]:.2f} |")
-    if a.resnet50_batch:
-        c, p = med["cptsim_eval_r50"], med["ort_eval_r50"]
-        print(f"| ResNet-50 eval (batch {a.resnet50_batch}) vs onnxruntime (same ONNX file) | "
+    for name, batch, _, _ in imagenet:
+        c, p = med[f"cptsim_eval_{name}"], med[f"ort_eval_{name}"]
+        print(f"| ImageNet {name} eval (batch {batch}) vs onnxruntime (same ONNX file) | "
               f"{c:.1f} | {p:.1f} | {c / p:.2f} |")
     print(f"(medians over {a.rounds} rounds)")
 

@@ -3,7 +3,8 @@
 # each, interleaved. Usage: benches/peers/run.sh [PYTHON] — a Python with torch, onnx and
 # onnxruntime; without one a venv is created from PyPI under $PEERS_VENV (default
 # target/peers-venv). Skips (exit 0, printed reason) when the peers cannot be installed.
-# ROUNDS and STEPS (default 3 and 3) set the length.
+# ROUNDS and STEPS (default 3 and 3) set the length; RESNET18_BATCH (default 0: skip) adds a
+# ResNet-18 eval comparison.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py="${1:-}"
@@ -28,4 +29,4 @@ if ! "$py" -c "import torch, onnx, onnxruntime, numpy" 2>/dev/null; then
 fi
 (cd "$root" && cargo build --release -p cptsim --quiet)
 exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim" \
-    --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}"
+    --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet18-batch "${RESNET18_BATCH:-0}"
