@@ -3,6 +3,7 @@
 //! a built network, and the rate of each GEMM shape the step runs (to compare with the core's FMA
 //! peak, [`crate::peak`]).
 
+use std::mem::MaybeUninit;
 use std::time::Instant;
 
 use ndarray::Array2;
@@ -13,7 +14,7 @@ use serde::Serialize;
 use crate::build::Network;
 use crate::cputime::{load_average_1min, process_cpu_seconds};
 use crate::error::{Result, SimError};
-use crate::gemm::{matmul_into, profile, REDUCE_CHUNK, ROW_TILE};
+use crate::gemm::{matmul_into, matmul_uninit, profile, PackedB, REDUCE_CHUNK, ROW_TILE};
 use crate::layers::{Conv2dSpec, Mode, SoftmaxCrossEntropy, Tensor};
 use crate::memory::{available_bytes, check_batch, Pass};
 use crate::optim::Sgd;
@@ -75,8 +76,11 @@ pub struct GemmShape {
     pub n: usize,
     /// Calls per training step (all layers, blocks and groups).
     pub calls: usize,
-    /// One of a Winograd conv's 16 products per chunk of tiles (its `B` stored as `[k, n]`).
+    /// One of a Winograd conv's products per chunk of tiles (its `B` stored as `[k, n]`).
     pub winograd: bool,
+    /// `B` is packed once per pass, as the trainer packs a one-group conv's weights for its
+    /// direct forward product and a Winograd conv's transformed kernels.
+    pub packed_b: bool,
     /// Measured GFLOP per CPU-second on one thread (0 until [`time_gemm_shapes`]).
     pub gflops: f64,
 }
@@ -90,15 +94,16 @@ pub struct GemmShape {
 pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<GemmShape>> {
     let mut out: Vec<GemmShape> = Vec::new();
     let mut add = |layer: &str,
-                   (pass, winograd): (GemmPass, bool),
+                   (pass, winograd, packed_b): (GemmPass, bool, bool),
                    (m, k, n): (usize, usize, usize),
                    calls: usize| {
         if m == 0 || k == 0 || n == 0 || calls == 0 {
             return;
         }
+        let key = (pass, winograd, packed_b, m, k, n);
         if let Some(s) = out
             .iter_mut()
-            .find(|s| (s.pass, s.winograd, s.m, s.k, s.n) == (pass, winograd, m, k, n))
+            .find(|s| (s.pass, s.winograd, s.packed_b, s.m, s.k, s.n) == key)
         {
             s.calls += calls;
         } else {
@@ -111,6 +116,7 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                 n,
                 calls,
                 winograd,
+                packed_b,
                 gflops: 0.0,
             });
         }
@@ -140,9 +146,9 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                 let shape = |[m, k, n]: [usize; 3]| (m, k, n);
                 let [wf, we, ww] = g.winograd;
                 let passes = [
-                    ((GemmPass::Forward, wf), g.forward),
-                    ((GemmPass::Error, we), g.error),
-                    ((GemmPass::Weight, ww), g.weight),
+                    ((GemmPass::Forward, wf, wf || groups == 1), g.forward),
+                    ((GemmPass::Error, we, we), g.error),
+                    ((GemmPass::Weight, ww, false), g.weight),
                 ];
                 for (pass, gemms) in passes {
                     for (s, n) in gemms {
@@ -155,13 +161,28 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
             LayerKind::Linear => {
                 let (i, o) = (l.in_channels(), l.out_channels());
                 for (rows, count) in blocks(ROW_TILE) {
-                    add(&l.name, (GemmPass::Forward, false), (rows, i, o), count);
+                    add(
+                        &l.name,
+                        (GemmPass::Forward, false, false),
+                        (rows, i, o),
+                        count,
+                    );
                     if input_grad {
-                        add(&l.name, (GemmPass::Error, false), (rows, o, i), count);
+                        add(
+                            &l.name,
+                            (GemmPass::Error, false, false),
+                            (rows, o, i),
+                            count,
+                        );
                     }
                 }
                 for (rows, count) in blocks(REDUCE_CHUNK) {
-                    add(&l.name, (GemmPass::Weight, false), (o, rows, i), count);
+                    add(
+                        &l.name,
+                        (GemmPass::Weight, false, false),
+                        (o, rows, i),
+                        count,
+                    );
                 }
             }
         }
@@ -170,10 +191,11 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
 }
 
 /// Times each shape for at least `secs` on the calling thread with the operand layouts the
-/// trainer uses (forward: `B` is the transposed weight matrix; weight gradient: `A` is
-/// transposed, the error or the patches), filling in [`GemmShape::gflops`]. The operands are
-/// dense matrices: where the trainer reads a conv's patches in place from its padded input, this
-/// times the same product on a dense copy of them.
+/// trainer uses (forward: `B` is the transposed weight matrix, packed once where the trainer
+/// packs it ([`GemmShape::packed_b`]; the packing is not timed, as the trainer packs once for
+/// many products); weight gradient: `A` is transposed, the error or the patches), filling in
+/// [`GemmShape::gflops`]. The operands are dense matrices: where the trainer reads a conv's
+/// patches in place from its padded input, this times the same product on a dense copy of them.
 pub fn time_gemm_shapes(shapes: &mut [GemmShape], secs: f64) -> Result<()> {
     for s in shapes.iter_mut() {
         let (m, k, n) = (s.m, s.k, s.n);
@@ -195,10 +217,15 @@ pub fn time_gemm_shapes(shapes: &mut [GemmShape], secs: f64) -> Result<()> {
             _ => a.view(),
         };
         let mut c = Array2::<f32>::zeros((m, n));
+        let mut fresh = vec![MaybeUninit::new(0.0f32); m * n];
+        let packed = s.packed_b.then(|| PackedB::new(bv));
         let mut result = Ok(());
         let (_, cpu) = time_it(secs, || {
             if result.is_ok() {
-                result = matmul_into(c.view_mut(), av, bv, false);
+                result = match &packed {
+                    Some(p) => matmul_uninit(&mut fresh, av, p).map(|_| ()),
+                    None => matmul_into(c.view_mut(), av, bv, false),
+                };
             }
         });
         result?;
@@ -557,6 +584,13 @@ mod tests {
             row(&shapes[1]),
             ("conv1", GemmPass::Weight, 27, 1024, 16, 128)
         );
+        // The trainer packs a one-group conv's weights (direct forward) and Winograd's
+        // transformed kernels (forward and input gradient); no weight gradient, no linear layer.
+        for s in &shapes {
+            let packed = s.layer != "fc"
+                && (s.pass == GemmPass::Forward || (s.pass == GemmPass::Error && s.winograd));
+            assert_eq!(s.packed_b, packed, "{s:?}");
+        }
         // The next conv's input gradient is the transposed conv: 3·3·16 taps into 16 channels.
         assert_eq!(row(&shapes[3]).1, GemmPass::Error);
         assert_eq!((shapes[3].m, shapes[3].k, shapes[3].n), (1024, 144, 16));
