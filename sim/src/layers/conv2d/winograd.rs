@@ -125,6 +125,15 @@ pub(super) fn weights(b: ArrayView2<f32>, c: usize, tile: Tile) -> Result<Vec<Pa
     let bt = b.t();
     let w = bt.as_standard_layout();
     let w = w.as_slice().unwrap_or_default();
+    if b.nrows() != 9 * c || w.len() != 9 * c * o {
+        return Err(crate::error::SimError::shape(
+            "winograd",
+            format!(
+                "a 3×3 kernel of {c} input channels has {} rows of taps",
+                b.nrows()
+            ),
+        ));
+    }
     let per_panel = c * PANEL;
     let mut u = vec![vec![0.0f32; o.div_ceil(PANEL) * per_panel]; tile.pos()];
     // The panels of every position, by panel: one task each.
@@ -941,6 +950,7 @@ mod tests {
         let x = values(samples * geo.in_per_sample(), 1, int);
         let b = Array2::from_shape_vec((9 * c, o), values(9 * c * o, 2, int)).unwrap();
         let u = weights(b.view(), c, tile).unwrap();
+        assert!(weights(b.slice(ndarray::s![1.., ..]), c, tile).is_err());
         let mut y = vec![MaybeUninit::new(f32::NAN); samples * geo.rows_per_sample() * o];
         let y = forward_chunked("t", &geo, tile, &u, Input::Plain(&x), &mut y, chunk)
             .unwrap()
