@@ -269,16 +269,26 @@ mod x86 {
             #[inline(never)]
             pub(super) unsafe fn $name(strip: &Tile) {
                 const MR: usize = $mr;
-                let whole = strip.rows - strip.rows % MR;
+                // A last tile of fewer than MR/2 rows holds too few accumulators to cover the
+                // FMA latency (2 rows of 16: 4 chains for 8 in flight), so it and the whole tile
+                // before it run as two tiles of about equal height instead.
+                let (mut whole, mut last) = (strip.rows - strip.rows % MR, strip.rows % MR);
+                if last > 0 && last < MR / 2 && whole > 0 {
+                    whole -= MR;
+                    last += MR;
+                }
                 for i0 in (0..whole).step_by(MR) {
                     // SAFETY: a tile of the valid strip.
                     unsafe { $tile::<MR>(&strip.sub(i0, MR)) };
                 }
-                let t = &strip.sub(whole, MR);
-                match strip.rows - whole {
-                    // SAFETY: as above.
-                    $($tail => unsafe { $tile::<$tail>(t) },)*
-                    _ => {}
+                let first = if last > MR { last - last / 2 } else { last };
+                for (i0, rows) in [(whole, first), (whole + first, last - first)] {
+                    let t = &strip.sub(i0, rows);
+                    match rows {
+                        // SAFETY: as above.
+                        $($tail => unsafe { $tile::<$tail>(t) },)*
+                        _ => {}
+                    }
                 }
             }
 
