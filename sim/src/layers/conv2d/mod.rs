@@ -209,9 +209,7 @@ impl Conv2dSpec {
         };
         let geo = Im2col::of(self, layer, in_hw)?;
         let usual = geo.samples_per_block();
-        let block_of = |g: &Im2col<'_>| {
-            winograd::forward_tile(g).map_or(usual, |t| winograd::samples_per_block(g, t))
-        };
+        let block_of = |g: &Im2col<'_>| winograd::samples_per_block(g, winograd::forward_tile(g));
         let transposed = geo.transposed_spec();
         let error_spb = transposed
             .as_ref()
@@ -508,9 +506,12 @@ impl Conv2d {
             let wt = flipped_weights(name, wq.view(), &self.spec)?;
             if let Some(tile) = winograd::forward_tile(&tgeo) {
                 let u = winograd::weights(wt.view(), ts.in_channels, tile)?;
-                up_front(winograd::samples_per_block(&tgeo, tile), &|dxb, gb| {
-                    winograd::forward(name, &tgeo, tile, &u, winograd::Input::Plain(gb), dxb)
-                })?
+                up_front(
+                    winograd::samples_per_block(&tgeo, Some(tile)),
+                    &|dxb, gb| {
+                        winograd::forward(name, &tgeo, tile, &u, winograd::Input::Plain(gb), dxb)
+                    },
+                )?
             } else {
                 let padded = tgeo.patch_scratch(name, spb)?;
                 up_front(spb, &|dxb, gb| {
@@ -712,10 +713,7 @@ impl Conv2d {
         let ops = quantize_operands(&mut quant, x, w, mode, keep_x);
         // Winograd's tile, if any, which sets the samples per block of work.
         let tile = winograd::forward_tile(&geo);
-        let spb = tile.map_or_else(
-            || geo.samples_per_block(),
-            |t| winograd::samples_per_block(&geo, t),
-        );
+        let spb = winograd::samples_per_block(&geo, tile);
         let rows = spb * geo.rows_per_sample();
         // The output's sums go by batch norm's blocks of rows (the usual blocks), a whole
         // number of them per block of work.

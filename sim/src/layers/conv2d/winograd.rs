@@ -158,7 +158,7 @@ pub(super) fn weights(b: ArrayView2<f32>, c: usize, tile: Tile) -> Result<Vec<Pa
 crate::simd::multiversion! {
 /// Panel `p` (output channels `p·PANEL..`, zero past `o`) of every position's `U`, one row per
 /// input channel: the taps of the panel's channels gathered from `w` (`[o][tap][c]`) as 9
-/// matrices shaped like a panel, then [`Kernel2`] or [`Kernel4`] lane by lane.
+/// matrices shaped like a panel, then [`Kernel`] lane by lane.
 fn kernel_panel(tile: Tile, w: &[f32], c: usize, o: usize, p: usize, panels: &mut [&mut [f32]]) {
     let len = c * PANEL;
     let mut g = vec![0.0f32; 9 * len];
@@ -175,8 +175,8 @@ fn kernel_panel(tile: Tile, w: &[f32], c: usize, o: usize, p: usize, panels: &mu
         *i = g;
     }
     match tile {
-        Tile::F2 => kernel_lanes::<Kernel2, 16>(panels, ins),
-        Tile::F4 => kernel_lanes::<Kernel4, 36>(panels, ins),
+        Tile::F2 => kernel_lanes::<Kernel<G2>, 16>(panels, ins),
+        Tile::F4 => kernel_lanes::<Kernel<G4Rows>, 36>(panels, ins),
     }
 }
 }
@@ -189,64 +189,74 @@ fn kernel_lanes<F: Formula<9, M>, const M: usize>(panels: &mut [&mut [f32]], ins
     lanewise::<F, 9, M>(out, ins);
 }
 
-/// F(2×2)'s `G·g·Gᵀ` of the 9 taps (row-major) into the 16 positions (row-major): by rows of
-/// `G·g` ([`kernel_point2`] down each column of taps), then along them.
-struct Kernel2;
-impl Formula<9, 16> for Kernel2 {
+/// A tile's `G`, by rows: row `i` of `G·[g0, g1, g2]`.
+trait GRows {
+    /// Rows of `G` (positions per side).
+    const SIDE: usize;
+    fn row<T: Lane>(i: usize, g: [T; 3]) -> T;
+}
+
+/// F(2×2)'s `G`: `g0, (g0 + g1 + g2)/2, (g0 − g1 + g2)/2, g2`.
+struct G2;
+impl GRows for G2 {
+    const SIDE: usize = 4;
     #[inline(always)]
-    #[allow(
-        clippy::needless_range_loop,
-        reason = "index loops, no iterator adapters"
-    )]
-    fn apply<T: Lane>(g: [T; 9]) -> [T; 16] {
-        let mut u = [g[0]; 16];
-        for i in 0..4 {
-            let mut a = [g[0]; 3];
-            for kx in 0..3 {
-                a[kx] = kernel_point2(i, [g[kx], g[3 + kx], g[6 + kx]]);
-            }
-            for j in 0..4 {
-                u[i * 4 + j] = kernel_point2(j, a);
-            }
+    fn row<T: Lane>(i: usize, [g0, g1, g2]: [T; 3]) -> T {
+        match i {
+            0 => g0,
+            1 => (g0 + g1 + g2) * 0.5,
+            2 => (g0 - g1 + g2) * 0.5,
+            _ => g2,
         }
-        u
     }
 }
 
-/// F(4×4)'s `G·g·Gᵀ` of the 9 taps into the 36 positions, by [`G4`]'s rows: multiplies by
-/// constants, no division.
-struct Kernel4;
-impl Formula<9, 36> for Kernel4 {
+/// F(4×4)'s `G` as [`G4`]'s rows: multiplies by constants, no division.
+struct G4Rows;
+impl GRows for G4Rows {
+    const SIDE: usize = 6;
     #[inline(always)]
-    #[allow(
-        clippy::needless_range_loop,
-        reason = "index loops, no iterator adapters"
-    )]
-    fn apply<T: Lane>(g: [T; 9]) -> [T; 36] {
-        let mut u = [g[0]; 36];
-        for i in 0..6 {
-            let gi = G4[i];
-            let mut a = [g[0]; 3];
-            for kx in 0..3 {
-                a[kx] = (g[kx] * gi[0] + g[3 + kx] * gi[1]) + g[6 + kx] * gi[2];
-            }
-            for j in 0..6 {
-                let gj = G4[j];
-                u[i * 6 + j] = (a[0] * gj[0] + a[1] * gj[1]) + a[2] * gj[2];
-            }
-        }
-        u
+    fn row<T: Lane>(i: usize, [g0, g1, g2]: [T; 3]) -> T {
+        let gi = G4[i];
+        (g0 * gi[0] + g1 * gi[1]) + g2 * gi[2]
     }
 }
 
-/// Row `i` of F(2×2)'s `G·[g0, g1, g2]`: `g0, (g0 + g1 + g2)/2, (g0 − g1 + g2)/2, g2`.
+/// `G·g·Gᵀ` of the 9 taps (row-major) into the `M = SIDE²` positions (row-major): by rows of
+/// `G·g` down each column of taps, then along them.
+struct Kernel<R>(std::marker::PhantomData<R>);
+
+/// [`Kernel`]'s formula for any tile.
 #[inline(always)]
-fn kernel_point2<T: Lane>(i: usize, [g0, g1, g2]: [T; 3]) -> T {
-    match i {
-        0 => g0,
-        1 => (g0 + g1 + g2) * 0.5,
-        2 => (g0 - g1 + g2) * 0.5,
-        _ => g2,
+#[allow(
+    clippy::needless_range_loop,
+    reason = "index loops, no iterator adapters"
+)]
+fn kernel_transform<R: GRows, T: Lane, const M: usize>(g: [T; 9]) -> [T; M] {
+    let mut u = [g[0]; M];
+    for i in 0..R::SIDE {
+        let mut a = [g[0]; 3];
+        for kx in 0..3 {
+            a[kx] = R::row(i, [g[kx], g[3 + kx], g[6 + kx]]);
+        }
+        for j in 0..R::SIDE {
+            u[i * R::SIDE + j] = R::row(j, a);
+        }
+    }
+    u
+}
+
+impl Formula<9, 16> for Kernel<G2> {
+    #[inline(always)]
+    fn apply<T: Lane>(g: [T; 9]) -> [T; 16] {
+        kernel_transform::<G2, T, 16>(g)
+    }
+}
+
+impl Formula<9, 36> for Kernel<G4Rows> {
+    #[inline(always)]
+    fn apply<T: Lane>(g: [T; 9]) -> [T; 36] {
+        kernel_transform::<G4Rows, T, 36>(g)
     }
 }
 
@@ -440,14 +450,14 @@ fn forward_chunk(geo: &Im2col<'_>, tile: Tile, tiles: usize) -> usize {
     tiles.div_ceil(tiles.div_ceil(most).max(1)).max(1)
 }
 
-/// Samples per block of work for `tile` (a multiple of the conv's usual
-/// [`Im2col::samples_per_block`]): F(4×4)'s tiles hold 4× the outputs of F(2×2)'s, so where a
+/// Samples per block of work for `tile`: the conv's usual [`Im2col::samples_per_block`] without
+/// one, a multiple of it with one. F(4×4)'s tiles hold 4× the outputs of F(2×2)'s, so where a
 /// usual block is at most [`ROW_TILE`] output rows it takes 4× the samples and its products keep
 /// as many rows (with one sample per block, a 32×32 output gives F(4×4) products of 64 rows).
-pub(super) fn samples_per_block(geo: &Im2col<'_>, tile: Tile) -> usize {
+pub(super) fn samples_per_block(geo: &Im2col<'_>, tile: Option<Tile>) -> usize {
     let spb = geo.samples_per_block();
     match tile {
-        Tile::F4 if spb * geo.rows_per_sample() <= ROW_TILE => 4 * spb,
+        Some(Tile::F4) if spb * geo.rows_per_sample() <= ROW_TILE => 4 * spb,
         _ => spb,
     }
 }
