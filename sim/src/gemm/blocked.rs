@@ -9,14 +9,14 @@
 
 use std::cell::RefCell;
 
-use super::kernel::{self, RowsA, Runs, Tile, NR};
+use super::kernel::{self, RowsA, Runs, Tile, NR, WIDE};
 use super::patches::Patches;
 use crate::peak::VectorPath;
 
 /// Reduction terms per block when `A` has many rows: a panel of `B` (`KC × NR` floats, 16 KiB)
 /// stays in L1 while the rows of `A` stream past it.
 const KC: usize = 256;
-/// Rows of `A` per block (a multiple of every path's tile height: 4, 6, 12).
+/// Rows of `A` per block (a multiple of every path's tile height: 4, 6, 8, 12).
 const MC: usize = 144;
 /// Columns of `B` per block.
 const NC: usize = 1024;
@@ -88,8 +88,25 @@ pub(super) enum OperandB {
     },
 }
 
-/// A panel of `B` as the kernels read it: its first element and the distance between its rows.
-type Panel = (*const f32, isize);
+/// A panel of `B` as the kernels read it: its first element, the distance between its rows, and
+/// whether it was packed (into the scratch buffer, or beforehand) or lies in `B` itself.
+#[derive(Clone, Copy)]
+struct Panel {
+    ptr: *const f32,
+    rs: isize,
+    packed: bool,
+}
+
+impl Panel {
+    /// Where `next` starts, in floats from this panel, when a wide kernel may read the two
+    /// together: rows equally far apart, in the same buffer.
+    fn to(&self, next: &Panel) -> Option<isize> {
+        (self.rs == next.rs && self.packed == next.packed)
+            // SAFETY: both panels lie in one allocation (the packing buffer, the packed `B`, or
+            // `B` itself).
+            .then(|| unsafe { next.ptr.offset_from(self.ptr) })
+    }
+}
 
 thread_local! {
     /// The calling thread's packing buffer and panel list, kept across calls.
@@ -143,10 +160,11 @@ pub(super) unsafe fn gemm(
                     }
                     OperandB::Packed { ptr, k } => {
                         panels.clear();
-                        panels.extend(
-                            (jc / NR..(jc + nc).div_ceil(NR))
-                                .map(|p| (ptr.wrapping_add((p * k + pc) * NR), NR as isize)),
-                        );
+                        panels.extend((jc / NR..(jc + nc).div_ceil(NR)).map(|p| Panel {
+                            ptr: ptr.wrapping_add((p * k + pc) * NR),
+                            rs: NR as isize,
+                            packed: true,
+                        }));
                     }
                 }
                 // Terms pc..pc+kc of a row: one run, runs of a patch's kernel rows, or of
@@ -184,21 +202,31 @@ pub(super) unsafe fn gemm(
                         OperandA::Patches(p) => RowsA::Patches { p, row0: ic },
                         OperandA::PatchesT(p) => RowsA::Terms { p, row0: ic },
                     };
-                    for (p, &(bp, rsb)) in panels.iter().enumerate() {
+                    let mut p = 0;
+                    while p < panels.len() {
                         let j0 = jc + p * NR;
+                        let panel = &panels[p];
+                        // Two panels at once where the path holds two per tile.
+                        let next = match panels.get(p + 1) {
+                            Some(q) if path == VectorPath::Avx512 => panel.to(q),
+                            _ => None,
+                        };
+                        let width = if next.is_some() { WIDE * NR } else { NR };
+                        p += width / NR;
                         let strip = Tile {
                             a: rows_a,
                             csa,
                             runs,
-                            b: bp,
-                            rsb,
+                            b: panel.ptr,
+                            rsb: panel.rs,
+                            next: next.unwrap_or(0),
                             kc,
                             c: c.ptr
                                 .wrapping_offset(ic as isize * c.rs + j0 as isize * c.cs),
                             rsc: c.rs,
                             csc: c.cs,
                             rows: mc,
-                            cols: NR.min(n - j0),
+                            cols: width.min(n - j0),
                             load: accumulate || pc > 0,
                         };
                         // SAFETY: the strip lies inside the valid matrices; `path` runs here.
@@ -273,7 +301,11 @@ unsafe fn cut_panels(
             .ptr
             .wrapping_offset(p0 as isize * b.rs + jp as isize * b.cs);
         if in_place(p) {
-            return (src, b.rs);
+            return Panel {
+                ptr: src,
+                rs: b.rs,
+                packed: false,
+            };
         }
         let cols = NR.min(nc - p * NR);
         // SAFETY: `buf` holds `packed` panels; this is one of them.
@@ -305,7 +337,11 @@ unsafe fn cut_panels(
         for row in panel.chunks_exact_mut(NR) {
             row[cols..].fill(0.0);
         }
-        (panel.as_ptr(), NR as isize)
+        Panel {
+            ptr: panel.as_ptr(),
+            rs: NR as isize,
+            packed: true,
+        }
     }));
 }
 

@@ -14,6 +14,9 @@ use crate::peak::VectorPath;
 /// Columns of one `B` panel, on every path.
 pub(super) const NR: usize = 16;
 
+/// Panels a wide tile reads at once (the AVX-512 kernel: two vectors of 16 per row of `C`).
+pub(super) const WIDE: usize = 2;
+
 /// Where the rows of `A` start.
 #[derive(Clone, Copy)]
 pub(super) enum RowsA<'p> {
@@ -42,8 +45,9 @@ pub(super) enum Runs<'p> {
 }
 
 /// The operands of a strip of tiles: `rows` rows of `A` and `C` (any number; the kernels walk
-/// them in tiles of their `MR` rows) against one panel of `B`. `a` locates `A[i0, p0]`, `b` the
-/// panel (`kc` rows of [`NR`] values, `rsb` apart), `c` `C[i0, j0]`; `runs` the terms of a row.
+/// them in tiles of their `MR` rows) against one panel of `B`, or [`WIDE`] of them. `a` locates
+/// `A[i0, p0]`, `b` the panel (`kc` rows of [`NR`] values, `rsb` apart), `c` `C[i0, j0]`; `runs`
+/// the terms of a row.
 #[derive(Clone, Copy)]
 pub(super) struct Tile<'p> {
     pub a: RowsA<'p>,
@@ -52,11 +56,14 @@ pub(super) struct Tile<'p> {
     pub b: *const f32,
     /// Distance between rows of the panel (`NR` when packed).
     pub rsb: isize,
+    /// Where the next panel starts, in floats from `b` (read when `cols > NR`).
+    pub next: isize,
     pub kc: usize,
     pub c: *mut f32,
     pub rsc: isize,
     pub csc: isize,
-    /// Rows of the strip (`≥ 1`) and valid columns (`1..=NR`).
+    /// Rows of the strip (`≥ 1`) and valid columns (`1..=NR`, or up to `WIDE · NR` when `next`
+    /// locates the panels after the first).
     pub rows: usize,
     pub cols: usize,
     /// Continue the chains from `C`'s values (else from zero).
@@ -86,7 +93,7 @@ impl Tile<'_> {
     ///
     /// # Safety
     /// `c`, `rsc`, `csc`, `rows`, `cols` describe valid elements.
-    unsafe fn read<const MR: usize>(&self, buf: &mut [[f32; NR]; MR]) {
+    unsafe fn read<const MR: usize, const W: usize>(&self, buf: &mut [[f32; W]; MR]) {
         for (r, row) in buf.iter_mut().enumerate().take(self.rows) {
             for (j, x) in row.iter_mut().enumerate().take(self.cols) {
                 // SAFETY: (r, j) is a valid element of the tile (caller's contract).
@@ -99,7 +106,7 @@ impl Tile<'_> {
     ///
     /// # Safety
     /// As [`Tile::read`].
-    unsafe fn write<const MR: usize>(&self, buf: &[[f32; NR]; MR]) {
+    unsafe fn write<const MR: usize, const W: usize>(&self, buf: &[[f32; W]; MR]) {
         for (r, row) in buf.iter().enumerate().take(self.rows) {
             for (j, x) in row.iter().enumerate().take(self.cols) {
                 // SAFETY: as in `read`.
@@ -108,9 +115,10 @@ impl Tile<'_> {
         }
     }
 
-    /// A whole tile of a `C` with unit column stride: read and written as vectors in place.
-    fn contiguous<const MR: usize>(&self) -> bool {
-        self.rows == MR && self.cols == NR && self.csc == 1
+    /// A whole tile of `W` columns of a `C` with unit column stride: read and written as
+    /// vectors in place.
+    fn contiguous<const MR: usize, const W: usize>(&self) -> bool {
+        self.rows == MR && self.cols == W && self.csc == 1
     }
 
     /// Row pointers of `A`; rows past the valid ones repeat row 0 (computed, never stored).
@@ -190,10 +198,27 @@ impl Tile<'_> {
 /// by `kc` columns of `A`, `kc` rows of `NR` values at `b` (`rsb` apart), `rows × cols` elements
 /// of `C`.
 pub(super) unsafe fn run(path: VectorPath, t: &Tile) {
-    debug_assert!(t.rows >= 1 && (1..=NR).contains(&t.cols));
+    debug_assert!(t.rows >= 1 && (1..=WIDE * NR).contains(&t.cols));
+    if t.cols > NR && path != VectorPath::Avx512 {
+        // One panel at a time: the narrower kernels hold one panel's columns per row.
+        for (p, j0) in (0..t.cols).step_by(NR).enumerate() {
+            let panel = Tile {
+                b: t.b.wrapping_offset(p as isize * t.next),
+                c: t.c.wrapping_offset(j0 as isize * t.csc),
+                cols: NR.min(t.cols - j0),
+                ..*t
+            };
+            // SAFETY: one panel of the valid tile.
+            unsafe { run(path, &panel) };
+        }
+        return;
+    }
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller checked that the CPU runs `path`; the tile is valid.
+        VectorPath::Avx512 if t.cols > NR => unsafe { x86::avx512_wide(t) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
         VectorPath::Avx512 => unsafe { x86::avx512(t) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
@@ -222,6 +247,7 @@ unsafe fn portable(strip: &Tile) {
 /// As [`run`], with at most `PORTABLE_MR` rows.
 unsafe fn portable_tile(t: &Tile) {
     let mut acc = [[0.0f32; NR]; PORTABLE_MR];
+    debug_assert!(t.cols <= NR);
     if t.load {
         // SAFETY: the tile is valid (caller's contract).
         unsafe { t.read(&mut acc) };
@@ -255,9 +281,9 @@ mod x86 {
 
     use super::{Tile, NR};
 
-    /// `unsafe fn NAME(&Tile)`: a strip in tiles of `MR × NR` (the last one `R × NR`, `R < MR`,
+    /// `unsafe fn NAME(&Tile)`: a strip in tiles of `MR × W` (the last one `R × W`, `R < MR`,
     /// so no row is computed in vain), each held as `R × NV` vector accumulators of `LANES` lanes
-    /// (`NV · LANES = NR`), compiled for `FEATURES`.
+    /// (`W = NV · LANES`: one panel of [`NR`] columns, or two), compiled for `FEATURES`.
     macro_rules! microkernel {
         ($name:ident, $tile:ident, $features:literal, $mr:literal, [$($tail:literal),*], $nv:literal,
          $lanes:literal, $zero:ident, $set1:ident, $load:ident, $fmadd:ident, $store:ident) => {
@@ -299,9 +325,10 @@ mod x86 {
             #[target_feature(enable = $features)]
             #[inline]
             unsafe fn $tile<const R: usize>(t: &Tile) {
-                const _: () = assert!($nv * $lanes == NR);
+                const W: usize = $nv * $lanes;
+                const _: () = assert!(W % NR == 0);
                 let mut acc = [[$zero(); $nv]; R];
-                let whole = t.contiguous::<R>();
+                let whole = t.contiguous::<R, W>();
                 if t.load {
                     if whole {
                         for (r, acc) in acc.iter_mut().enumerate() {
@@ -314,12 +341,12 @@ mod x86 {
                             }
                         }
                     } else {
-                        let mut buf = [[0.0f32; NR]; R];
+                        let mut buf = [[0.0f32; W]; R];
                         // SAFETY: the tile is valid.
                         unsafe { t.read(&mut buf) };
                         for (acc, row) in acc.iter_mut().zip(&buf) {
                             for (v, x) in acc.iter_mut().enumerate() {
-                                // SAFETY: `row` holds NR values.
+                                // SAFETY: `row` holds W values.
                                 *x = unsafe { $load(row.as_ptr().add(v * $lanes)) };
                             }
                         }
@@ -330,13 +357,17 @@ mod x86 {
                 // Rows as byte distances from the first (the rows of one matrix or input), so
                 // that one pointer advances through the terms.
                 let deltas = rows.map(|r| (r as isize).wrapping_sub(rows[0] as isize));
+                // Vector v of a row of the panels: panel v·LANES / NR, from column v·LANES % NR.
+                let at: [isize; $nv] = std::array::from_fn(|v| {
+                    (v * $lanes / NR) as isize * t.next + (v * $lanes % NR) as isize
+                });
                 let mut b = t.b;
                 t.for_each_run(|off, n| {
                     let mut a0 = rows[0].wrapping_offset(off);
                     for _ in 0..n {
-                        // SAFETY: `b` walks the `kc` rows of the panel.
+                        // SAFETY: `b` walks the `kc` rows of the panels.
                         let bv: [_; $nv] =
-                            std::array::from_fn(|v| unsafe { $load(b.add(v * $lanes)) });
+                            std::array::from_fn(|v| unsafe { $load(b.offset(at[v])) });
                         for (&d, acc) in deltas.iter().zip(acc.iter_mut()) {
                             // SAFETY: `a0 + d` walks the `kc` terms of a valid row.
                             let a = $set1(unsafe { *a0.wrapping_byte_offset(d) });
@@ -356,10 +387,10 @@ mod x86 {
                         }
                     }
                 } else {
-                    let mut buf = [[0.0f32; NR]; R];
+                    let mut buf = [[0.0f32; W]; R];
                     for (acc, row) in acc.iter().zip(buf.iter_mut()) {
                         for (v, x) in acc.iter().enumerate() {
-                            // SAFETY: `row` holds NR values.
+                            // SAFETY: `row` holds W values.
                             unsafe { $store(row.as_mut_ptr().add(v * $lanes), *x) };
                         }
                     }
@@ -377,6 +408,20 @@ mod x86 {
         12,
         [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
         1,
+        16,
+        _mm512_setzero_ps,
+        _mm512_set1_ps,
+        _mm512_loadu_ps,
+        _mm512_fmadd_ps,
+        _mm512_storeu_ps
+    );
+    microkernel!(
+        avx512_wide,
+        avx512_wide_tile,
+        "avx512f",
+        8,
+        [1, 2, 3, 4, 5, 6, 7],
+        2,
         16,
         _mm512_setzero_ps,
         _mm512_set1_ps,

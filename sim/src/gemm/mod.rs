@@ -658,11 +658,14 @@ mod tests {
             (150, 70, 1024),
             (9, 1024, 300),
             // Short last tiles split with the whole one before (AVX2: 8 = 4 + 4, 14 = 6 + 4 + 4,
-            // 32 = 4·6 + 4 + 4; AVX-512: 14 = 7 + 7, 16 = 8 + 8).
+            // 32 = 4·6 + 4 + 4; AVX-512, one panel: 14 = 7 + 7, 16 = 8 + 8; two panels: 10 =
+            // 5 + 5, 17 = 8 + 5 + 4).
             (8, 20, 33),
             (14, 9, 70),
             (16, 40, 5),
             (32, 17, 260),
+            (10, 48, 20),
+            (17, 64, 11),
         ];
         for (s, &(m, n, k)) in shapes.iter().enumerate() {
             let s = s as u64;
