@@ -350,6 +350,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_panels_in_one_buffer_with_one_row_stride_pair_up() {
+        let (b, buf) = ([0.0f32; 64], [0.0f32; 64]);
+        let at = |data: &[f32; 64], i: usize, rs: isize, packed: bool| Panel {
+            ptr: data[i..].as_ptr(),
+            rs,
+            packed,
+        };
+        // Two panels read in place from B's rows, or packed one after the other.
+        assert_eq!(at(&b, 0, 40, false).to(&at(&b, 16, 40, false)), Some(16));
+        assert_eq!(at(&buf, 0, 16, true).to(&at(&buf, 32, 16, true)), Some(32));
+        // A panel of B and a packed last one (different buffers), or different row strides.
+        assert_eq!(at(&b, 0, 16, false).to(&at(&buf, 0, 16, true)), None);
+        assert_eq!(at(&b, 0, 40, false).to(&at(&b, 16, 16, false)), None);
+    }
+
+    #[test]
     fn panels_are_read_in_place_only_when_their_rows_spread_over_l1() {
         // ResNet-20's error GEMM reads W [C_out, 144] in place (576-byte rows: all 64 sets) …
         assert!(rows_spread_over_l1(144, 256));
