@@ -59,7 +59,9 @@ pub fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     interrupt::install();
-    let result: anyhow::Result<()> = match cli.command {
+    // The GEMMs' vector path (`CPTSIM_VECTOR_PATH`) is fixed before any work starts.
+    let chosen = cptsim_sim::gemm::choose_vector_path().map_err(anyhow::Error::from);
+    let result: anyhow::Result<()> = chosen.and_then(|_| match cli.command {
         // The commands that train or run forward passes run on a thread of their rayon pool.
         Command::Forward(args) => in_pool(move || cmd::forward::run(&args)),
         Command::Train(mut args) => {
@@ -76,7 +78,7 @@ pub fn main() -> ExitCode {
         Command::Compare(args) => to_stdout(|out| cmd::compare::run(args, out)),
         Command::Plot(args) => cmd::plot::run(args),
         Command::Sweep(args) => to_stdout(|out| cmd::sweep::run(args, out)),
-    };
+    });
     let result = result.and_then(|()| Ok(std::io::stdout().flush()?));
     match result {
         Ok(()) => ExitCode::SUCCESS,

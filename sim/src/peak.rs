@@ -43,6 +43,35 @@ impl VectorPath {
         }
     }
 
+    /// Every path by its name (`avx512`, `avx2`, `portable`).
+    pub const ALL: [(&'static str, VectorPath); 3] = [
+        ("avx512", VectorPath::Avx512),
+        ("avx2", VectorPath::Avx2),
+        ("portable", VectorPath::Portable),
+    ];
+
+    /// The path named `name` (see [`VectorPath::ALL`]).
+    pub fn from_name(name: &str) -> Option<VectorPath> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|&(_, p)| p)
+    }
+
+    /// Its name in [`VectorPath::ALL`].
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|&&(_, p)| p == self)
+            .map_or("portable", |&(n, _)| n)
+    }
+
+    /// Whether this CPU runs the path (every path narrower than the widest it has).
+    pub fn runs_here(self) -> bool {
+        match (self, VectorPath::detect()) {
+            (VectorPath::Portable, _) => true,
+            (VectorPath::Avx2, d) => d != VectorPath::Portable,
+            (VectorPath::Avx512, d) => d == VectorPath::Avx512,
+        }
+    }
+
     /// A short description for reports, e.g. `AVX-512 (512-bit FMA)`.
     pub fn describe(self) -> &'static str {
         match self {
@@ -91,11 +120,7 @@ pub fn fma_peak(path: VectorPath, min_secs: f64) -> FmaPeak {
 }
 
 fn path_supported(path: VectorPath) -> bool {
-    match (path, VectorPath::detect()) {
-        (VectorPath::Portable, _) => true,
-        (VectorPath::Avx2, d) => d != VectorPath::Portable,
-        (VectorPath::Avx512, d) => d == VectorPath::Avx512,
-    }
+    path.runs_here()
 }
 
 /// `iters` rounds of [`ACCS`] independent multiply-adds on `path`; returns a value depending on
@@ -208,6 +233,17 @@ mod tests {
         }
         // x ← x/2 + 1 converges to 2 in every accumulator.
         assert!((p - 2.0 * 4.0 * ACCS as f32).abs() < 1e-3, "{p}");
+    }
+
+    #[test]
+    fn paths_are_named_and_the_portable_one_runs_everywhere() {
+        for (name, path) in VectorPath::ALL {
+            assert_eq!(VectorPath::from_name(name), Some(path));
+            assert_eq!(path.name(), name);
+        }
+        assert_eq!(VectorPath::from_name("AVX2"), None);
+        assert!(VectorPath::Portable.runs_here());
+        assert!(VectorPath::detect().runs_here());
     }
 
     #[test]

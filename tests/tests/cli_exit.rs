@@ -89,6 +89,20 @@ fn usage_and_bad_data_have_their_own_codes() {
 }
 
 #[test]
+fn an_unknown_vector_path_is_a_usage_error_naming_the_variable() {
+    let out = cptsim()
+        .env("CPTSIM_VECTOR_PATH", "avx3")
+        .args(["inspect", "zoo:lenet5"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("CPTSIM_VECTOR_PATH=avx3"), "{err}");
+    assert!(err.contains("portable"), "{err}");
+    cptsim_e2e::assert_one_clear_line(&err);
+}
+
+#[test]
 fn one_format_flag_for_every_command() {
     // csv is printed by inspect only; the others name themselves in a usage error
     let out = run(&["run", "--model", "zoo:resnet20", "--format", "csv"]);

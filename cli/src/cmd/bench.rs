@@ -14,8 +14,8 @@ use clap::{Args, Subcommand};
 use cptsim_models::load_graph;
 use cptsim_sim::bench::{eval_passes, train_steps, EvalBench, TrainBench};
 use cptsim_sim::build::{build_network, BuildOptions};
-use cptsim_sim::gemm::ShapeTime;
-use cptsim_sim::peak::cpu_model;
+use cptsim_sim::gemm::{self, ShapeTime};
+use cptsim_sim::peak::{cpu_model, VectorPath};
 use cptsim_sim::quant::QuantMethod;
 use serde_json::json;
 
@@ -157,6 +157,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
                 "gemm_gflops": r.gemm_gflops,
                 "peak_gflops": r.peak_gflops,
                 "vector_path": r.vector_path,
+                "gemm_path": gemm::vector_path().name(),
                 "cpu_model": cpu_model(),
                 "gemm_shapes_in_pass": in_run_json(&r.pass_shapes, r.peak_gflops, "pass"),
                 "load_avg": r.load_avg[0],
@@ -166,7 +167,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
         false => write!(
             out,
             "{} batch {} fp32 eval, {} passes, {threads} thread(s)\n\
-             CPU             {}, {}\n\
+             CPU             {}, {}{}\n\
              throughput      {:9.1} images/s, {:.1} images per CPU-second\n\
              pass (median)   {:9.1} ms\n\
              GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak, {:.0} % of CPU time)\n\
@@ -178,6 +179,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
             a.passes,
             cpu_model().as_deref().unwrap_or("unknown CPU model"),
             r.vector_path,
+            gemm_path_note(),
             r.images_per_s,
             r.images_per_cpu_s,
             r.pass_ms_median,
@@ -245,6 +247,7 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
         "peak_gflops": r.peak_gflops,
         "peak_basis": "independent FMA-throughput loop on one thread, GFLOP per CPU-second",
         "vector_path": r.vector_path,
+        "gemm_path": gemm::vector_path().name(),
         "cpu_model": r.cpu_model,
         "gemm_shapes": r.shapes.iter().map(|s| json!({
             "layer": s.layer,
@@ -320,6 +323,16 @@ fn in_run_table(shapes: &[ShapeTime], peak: f64, run: &str) -> String {
     t
 }
 
+/// `; GEMMs on PATH (CPTSIM_VECTOR_PATH)` when the GEMMs run on another path than the peak's
+/// (the widest this CPU has), else nothing.
+fn gemm_path_note() -> String {
+    let path = gemm::vector_path();
+    match path == VectorPath::detect() {
+        true => String::new(),
+        false => format!("; GEMMs on {} ({})", path.describe(), gemm::PATH_VAR),
+    }
+}
+
 fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
     let q = match a.quantizer.method() {
         None => "fp32".to_string(),
@@ -328,7 +341,7 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
     let pct = |g: f64| 100.0 * g / r.peak_gflops.max(1e-9);
     let mut t = format!(
         "{} batch {} {q}, {} steps, {threads} thread(s)\n\
-         CPU             {}, {}\n\
+         CPU             {}, {}{}\n\
          throughput      {:9.1} images/s, {:.1} images per CPU-second\n\
          step (median)   {:9.1} ms\n\
          GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak; {:.2} GFLOP per step, {:.0} % of CPU time)\n\
@@ -339,6 +352,7 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
         a.steps,
         r.cpu_model.as_deref().unwrap_or("unknown CPU model"),
         r.vector_path,
+        gemm_path_note(),
         r.images_per_s,
         r.images_per_cpu_s,
         r.step_ms_median,

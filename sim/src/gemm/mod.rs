@@ -38,10 +38,58 @@ pub const ROW_TILE: usize = 1024;
 /// Length of one reduction chunk in [`matmul_tn_reduce_par`].
 pub const REDUCE_CHUNK: usize = 4096;
 
-/// The vector path every GEMM of this process runs on: the widest this CPU has.
+/// The environment variable that sets the GEMMs' vector path (`avx512`, `avx2`, `portable`)
+/// instead of the widest this CPU runs: results are the same on every path, so this is for
+/// checking that, or for timing a narrower path.
+pub const PATH_VAR: &str = "CPTSIM_VECTOR_PATH";
+
+static PATH: OnceLock<VectorPath> = OnceLock::new();
+
+/// The vector path every GEMM of this process runs on: the one [`choose_vector_path`] set, else
+/// the widest this CPU has.
 pub fn vector_path() -> VectorPath {
-    static PATH: OnceLock<VectorPath> = OnceLock::new();
     *PATH.get_or_init(VectorPath::detect)
+}
+
+/// Sets the GEMMs' vector path from [`PATH_VAR`] when it is set (before any GEMM runs) and
+/// returns the path in use. An unknown name, a path this CPU lacks, or a path other than the
+/// one already in use is an error naming the variable.
+pub fn choose_vector_path() -> Result<VectorPath> {
+    let Some(value) = std::env::var_os(PATH_VAR) else {
+        return Ok(vector_path());
+    };
+    let bad = |msg: String| SimError::Invalid {
+        what: format!("{PATH_VAR}={}", value.to_string_lossy()),
+        msg,
+    };
+    let names = || {
+        VectorPath::ALL
+            .iter()
+            .filter(|(_, p)| p.runs_here())
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let path = value
+        .to_str()
+        .and_then(VectorPath::from_name)
+        .ok_or_else(|| {
+            bad(format!(
+                "expected one of avx512, avx2, portable (this CPU runs {})",
+                names()
+            ))
+        })?;
+    if !path.runs_here() {
+        return Err(bad(format!(
+            "this CPU does not run it (it runs {})",
+            names()
+        )));
+    }
+    let set = *PATH.get_or_init(|| path);
+    if set != path {
+        return Err(bad(format!("the GEMMs already run on {}", set.name())));
+    }
+    Ok(path)
 }
 
 /// Samples per conv work block: about [`ROW_TILE`] GEMM rows, at least one sample. Fixed by the
