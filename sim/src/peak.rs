@@ -57,10 +57,11 @@ impl VectorPath {
 
     /// Its name in [`VectorPath::ALL`].
     pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|&&(_, p)| p == self)
-            .map_or("portable", |&(n, _)| n)
+        match self {
+            VectorPath::Avx512 => "avx512",
+            VectorPath::Avx2 => "avx2",
+            VectorPath::Portable => "portable",
+        }
     }
 
     /// Whether this CPU runs the path (every path narrower than the widest it has).
@@ -97,7 +98,7 @@ pub struct FmaPeak {
 /// Measures the calling thread's fp32 peak on `path` for at least `min_secs` of thread CPU time
 /// (at least 0.01 s). A path this CPU does not run falls back to [`VectorPath::detect`]'s.
 pub fn fma_peak(path: VectorPath, min_secs: f64) -> FmaPeak {
-    let path = if path_supported(path) {
+    let path = if path.runs_here() {
         path
     } else {
         VectorPath::detect()
@@ -119,17 +120,13 @@ pub fn fma_peak(path: VectorPath, min_secs: f64) -> FmaPeak {
     }
 }
 
-fn path_supported(path: VectorPath) -> bool {
-    path.runs_here()
-}
-
 /// `iters` rounds of [`ACCS`] independent multiply-adds on `path`; returns a value depending on
 /// all of them (so nothing is optimised away).
 fn run_kernel(path: VectorPath, iters: u64) -> f32 {
     let (m, a) = (black_box(0.999_999f32), black_box(1e-7f32));
     match path {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `fma_peak` only passes a path `path_supported` confirmed on this CPU.
+        // SAFETY: `fma_peak` only passes a path `runs_here` confirmed on this CPU.
         VectorPath::Avx512 => unsafe { x86::avx512(iters, m, a) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
@@ -222,7 +219,7 @@ mod tests {
         // (FMA rounds once, the portable multiply + add twice: compare loosely).
         let p = portable(100, 0.5, 1.0);
         for path in [VectorPath::Avx2, VectorPath::Avx512] {
-            if path_supported(path) {
+            if path.runs_here() {
                 let v = run_kernel(path, 100) / (path.lanes() / 4) as f32;
                 let want = run_kernel(VectorPath::Portable, 100);
                 assert!(
@@ -253,7 +250,7 @@ mod tests {
         assert_eq!(peak.path, det);
         assert!(peak.gflops.is_finite() && peak.gflops > 0.1, "{peak:?}");
         // An unsupported request falls back to the detected path.
-        assert!(path_supported(fma_peak(VectorPath::Avx512, 0.01).path));
+        assert!(fma_peak(VectorPath::Avx512, 0.01).path.runs_here());
     }
 
     #[test]
