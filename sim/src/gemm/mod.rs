@@ -51,11 +51,11 @@ pub fn vector_path() -> VectorPath {
     *PATH.get_or_init(VectorPath::detect)
 }
 
-/// Sets the GEMMs' vector path from [`PATH_VAR`] when it is set (before any GEMM runs) and
-/// returns the path in use. An unknown name, a path this CPU lacks, or a path other than the
+/// Sets the GEMMs' vector path from [`PATH_VAR`] when it is set and not empty (before any GEMM
+/// runs) and returns the path in use. An unknown name, a path this CPU lacks, or a path other than the
 /// one already in use is an error naming the variable.
 pub fn choose_vector_path() -> Result<VectorPath> {
-    let Some(value) = std::env::var_os(PATH_VAR) else {
+    let Some(value) = std::env::var_os(PATH_VAR).filter(|v| !v.is_empty()) else {
         return Ok(vector_path());
     };
     let bad = |msg: String| SimError::Invalid {
