@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use super::kernel::{self, RowsA, Runs, Tile, NR, WIDE};
+use super::kernel::{self, RowsA, Runs, Tile, NR};
 use super::patches::Patches;
 use crate::peak::VectorPath;
 
@@ -206,13 +206,14 @@ pub(super) unsafe fn gemm(
                     while p < panels.len() {
                         let j0 = jc + p * NR;
                         let panel = &panels[p];
-                        // Two panels at once where the path holds two per tile.
+                        // Two panels at once where the path's kernel takes two per tile.
                         let next = match panels.get(p + 1) {
-                            Some(q) if path == VectorPath::Avx512 => panel.to(q),
+                            Some(q) if kernel::pairs_panels(path) => panel.to(q),
                             _ => None,
                         };
-                        let width = if next.is_some() { WIDE * NR } else { NR };
-                        p += width / NR;
+                        let span = if next.is_some() { 2 } else { 1 };
+                        let width = span * NR;
+                        p += span;
                         let strip = Tile {
                             a: rows_a,
                             csa,

@@ -16,8 +16,11 @@ use crate::peak::VectorPath;
 /// Columns of one `B` panel, on every path.
 pub(super) const NR: usize = 16;
 
-/// Panels a wide tile reads at once (the AVX-512 kernel: two vectors of 16 per row of `C`).
-pub(super) const WIDE: usize = 2;
+/// Whether `path`'s kernel takes two adjacent panels of `B` per tile (`2·NR` columns): the
+/// AVX-512 one, with two vectors of 16 per row of `C`. The others take one.
+pub(super) fn pairs_panels(path: VectorPath) -> bool {
+    path == VectorPath::Avx512
+}
 
 /// Where the rows of `A` start.
 #[derive(Clone, Copy)]
@@ -47,7 +50,7 @@ pub(super) enum Runs<'p> {
 }
 
 /// The operands of a strip of tiles: `rows` rows of `A` and `C` (any number; the kernels walk
-/// them in tiles of their `MR` rows) against one panel of `B`, or [`WIDE`] of them. `a` locates
+/// them in tiles of their `MR` rows) against one panel of `B`, or two ([`pairs_panels`]). `a` locates
 /// `A[i0, p0]`, `b` the panel (`kc` rows of [`NR`] values, `rsb` apart), `c` `C[i0, j0]`; `runs`
 /// the terms of a row.
 #[derive(Clone, Copy)]
@@ -64,8 +67,8 @@ pub(super) struct Tile<'p> {
     pub c: *mut f32,
     pub rsc: isize,
     pub csc: isize,
-    /// Rows of the strip (`≥ 1`) and valid columns (`1..=NR`, or up to `WIDE · NR` when `next`
-    /// locates the panels after the first).
+    /// Rows of the strip (`≥ 1`) and valid columns (`1..=NR`, or up to `2·NR` when `next`
+    /// locates a second panel).
     pub rows: usize,
     pub cols: usize,
     /// Continue the chains from `C`'s values (else from zero).
@@ -200,21 +203,8 @@ impl Tile<'_> {
 /// by `kc` columns of `A`, `kc` rows of `NR` values at `b` (`rsb` apart), `rows × cols` elements
 /// of `C`.
 pub(super) unsafe fn run(path: VectorPath, t: &Tile) {
-    debug_assert!(t.rows >= 1 && (1..=WIDE * NR).contains(&t.cols));
-    if t.cols > NR && path != VectorPath::Avx512 {
-        // One panel at a time: the narrower kernels hold one panel's columns per row.
-        for (p, j0) in (0..t.cols).step_by(NR).enumerate() {
-            let panel = Tile {
-                b: t.b.wrapping_offset(p as isize * t.next),
-                c: t.c.wrapping_offset(j0 as isize * t.csc),
-                cols: NR.min(t.cols - j0),
-                ..*t
-            };
-            // SAFETY: one panel of the valid tile.
-            unsafe { run(path, &panel) };
-        }
-        return;
-    }
+    let panels = if pairs_panels(path) { 2 } else { 1 };
+    debug_assert!(t.rows >= 1 && (1..=panels * NR).contains(&t.cols));
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller checked that the CPU runs `path`; the tile is valid.
