@@ -64,6 +64,11 @@ impl VectorPath {
         }
     }
 
+    /// The paths this CPU runs, by name, widest first.
+    pub fn runnable() -> impl Iterator<Item = (&'static str, VectorPath)> {
+        Self::ALL.into_iter().filter(|(_, p)| p.runs_here())
+    }
+
     /// Whether this CPU runs the path (every path narrower than the widest it has).
     pub fn runs_here(self) -> bool {
         match (self, VectorPath::detect()) {

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use cptsim_e2e::{run, stderr, workspace_root};
+use cptsim_sim::peak::VectorPath;
 
 /// Summary keys that depend on the machine or the clock.
 const VOLATILE: [&str; 5] = [
@@ -213,17 +214,7 @@ fn golden_runs_are_byte_identical() {
 /// widest, which the test above uses: the GEMMs' sums do not depend on the path.
 #[test]
 fn golden_runs_are_byte_identical_on_every_vector_path() {
-    let mut paths = vec!["portable"];
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            paths.push("avx2");
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            paths.push("avx512");
-        }
-    }
+    let paths = VectorPath::runnable().map(|(name, _)| name);
     for path in paths {
         // The portable path's fused multiply-add is a library call without FMA hardware (20×
         // slower): its ResNet cases would take minutes, so it runs the LeNet ones.

@@ -63,10 +63,8 @@ pub fn choose_vector_path() -> Result<VectorPath> {
         msg,
     };
     let names = || {
-        VectorPath::ALL
-            .iter()
-            .filter(|(_, p)| p.runs_here())
-            .map(|(n, _)| *n)
+        VectorPath::runnable()
+            .map(|(n, _)| n)
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -677,11 +675,7 @@ mod tests {
     }
 
     fn paths() -> Vec<VectorPath> {
-        VectorPath::ALL
-            .into_iter()
-            .map(|(_, p)| p)
-            .filter(|p| p.runs_here())
-            .collect()
+        VectorPath::runnable().map(|(_, p)| p).collect()
     }
 
     #[test]
