@@ -2,7 +2,8 @@
 //! matrix, or a convolution's patches in their padded input) and one `kc × NR` panel of `B`
 //! (packed, or rows of `B` read in place), or on AVX-512 `8 × 2·NR` tiles from two panels at
 //! once: a one-panel tile needs a broadcast of `A` per 512-bit FMA and ran 1536³ at 67 % of the
-//! FMA peak on a Zen 5 core, two panels at 91 %.
+//! FMA peak on a Zen 5 core, two panels at 91 %. Where only one panel remains, AVX-512 takes
+//! tiles of 24 rows when their rows fall into equally spaced groups ([`tall`]).
 //!
 //! Every path computes each element of `C` as one chain of fused multiply-adds in reduction
 //! order, `c ← fma(a[i,p], b[p,j], c)` for `p = 0, 1, …`, starting from `0` or from `C`'s value.
@@ -12,6 +13,9 @@
 
 use super::patches::Patches;
 use crate::peak::VectorPath;
+
+#[cfg(target_arch = "x86_64")]
+mod tall;
 
 /// Columns of one `B` panel, on every path.
 pub(super) const NR: usize = 16;
@@ -211,7 +215,7 @@ pub(super) unsafe fn run(path: VectorPath, t: &Tile) {
         VectorPath::Avx512 if t.cols > NR => unsafe { x86::avx512_wide(t) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        VectorPath::Avx512 => unsafe { x86::avx512(t) },
+        VectorPath::Avx512 => unsafe { tall::avx512_narrow(t) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         VectorPath::Avx2 => unsafe { x86::avx2(t) },
@@ -277,8 +281,9 @@ mod x86 {
     /// so no row is computed in vain), each held as `R × NV` vector accumulators of `LANES` lanes
     /// (`W = NV · LANES`: one panel of [`NR`] columns, or two), compiled for `FEATURES`.
     macro_rules! microkernel {
-        ($name:ident, $tile:ident, $features:literal, $mr:literal, [$($tail:literal),*], $nv:literal,
-         $lanes:literal, $zero:ident, $set1:ident, $load:ident, $fmadd:ident, $store:ident) => {
+        ($name:ident, $tile:ident, $read:ident, $write:ident, $features:literal, $mr:literal,
+         [$($tail:literal),*], $nv:literal, $lanes:literal, $vec:ty, $zero:ident, $set1:ident,
+         $load:ident, $fmadd:ident, $store:ident) => {
             /// # Safety
             /// The CPU runs `FEATURES`; the strip is valid (see `kernel::run`).
             // Never inlined: the tiles' code then does not depend on the caller (an edit to the
@@ -317,33 +322,8 @@ mod x86 {
             #[target_feature(enable = $features)]
             #[inline]
             unsafe fn $tile<const R: usize>(t: &Tile) {
-                const W: usize = $nv * $lanes;
-                const _: () = assert!(W % NR == 0);
-                let mut acc = [[$zero(); $nv]; R];
-                let whole = t.contiguous::<R, W>();
-                if t.load {
-                    if whole {
-                        for (r, acc) in acc.iter_mut().enumerate() {
-                            for (v, x) in acc.iter_mut().enumerate() {
-                                // SAFETY: a whole tile with unit column stride: row r holds NR
-                                // consecutive valid elements.
-                                *x = unsafe {
-                                    $load(t.c.offset(r as isize * t.rsc).add(v * $lanes))
-                                };
-                            }
-                        }
-                    } else {
-                        let mut buf = [[0.0f32; W]; R];
-                        // SAFETY: the tile is valid.
-                        unsafe { t.read(&mut buf) };
-                        for (acc, row) in acc.iter_mut().zip(&buf) {
-                            for (v, x) in acc.iter_mut().enumerate() {
-                                // SAFETY: `row` holds W values.
-                                *x = unsafe { $load(row.as_ptr().add(v * $lanes)) };
-                            }
-                        }
-                    }
-                }
+                // SAFETY: the tile is valid.
+                let mut acc = unsafe { $read::<R>(t) };
                 // SAFETY: the tile is valid.
                 let rows = unsafe { t.rows_of_a::<R>() };
                 // Rows as byte distances from the first (the rows of one matrix or input), so
@@ -371,10 +351,58 @@ mod x86 {
                         a0 = a0.wrapping_offset(t.csa);
                     }
                 });
-                if whole {
+                // SAFETY: the tile is valid.
+                unsafe { $write::<R>(t, &acc) };
+            }
+
+            /// The accumulators of an `R`-row tile: `C`'s values when the tile continues its
+            /// chains, else zero.
+            ///
+            /// # Safety
+            /// As the strip kernel, with exactly `R` valid rows.
+            #[target_feature(enable = $features)]
+            #[inline]
+            pub(super) unsafe fn $read<const R: usize>(t: &Tile) -> [[$vec; $nv]; R] {
+                const W: usize = $nv * $lanes;
+                const _: () = assert!(W % NR == 0);
+                let mut acc = [[$zero(); $nv]; R];
+                if !t.load {
+                    return acc;
+                }
+                if t.contiguous::<R, W>() {
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        for (v, x) in acc.iter_mut().enumerate() {
+                            // SAFETY: a whole tile with unit column stride: row r holds W
+                            // consecutive valid elements.
+                            *x = unsafe { $load(t.c.offset(r as isize * t.rsc).add(v * $lanes)) };
+                        }
+                    }
+                } else {
+                    let mut buf = [[0.0f32; W]; R];
+                    // SAFETY: the tile is valid.
+                    unsafe { t.read(&mut buf) };
+                    for (acc, row) in acc.iter_mut().zip(&buf) {
+                        for (v, x) in acc.iter_mut().enumerate() {
+                            // SAFETY: `row` holds W values.
+                            *x = unsafe { $load(row.as_ptr().add(v * $lanes)) };
+                        }
+                    }
+                }
+                acc
+            }
+
+            /// Writes an `R`-row tile's accumulators to `C`.
+            ///
+            /// # Safety
+            /// As the strip kernel, with exactly `R` valid rows.
+            #[target_feature(enable = $features)]
+            #[inline]
+            pub(super) unsafe fn $write<const R: usize>(t: &Tile, acc: &[[$vec; $nv]; R]) {
+                const W: usize = $nv * $lanes;
+                if t.contiguous::<R, W>() {
                     for (r, acc) in acc.iter().enumerate() {
                         for (v, x) in acc.iter().enumerate() {
-                            // SAFETY: as for the load above.
+                            // SAFETY: a whole tile with unit column stride.
                             unsafe { $store(t.c.offset(r as isize * t.rsc).add(v * $lanes), *x) };
                         }
                     }
@@ -395,15 +423,19 @@ mod x86 {
 
     /// An AVX-512 instance of [`microkernel`]: `MR`-row tiles of `NV` 16-lane vectors.
     macro_rules! avx512_microkernel {
-        ($name:ident, $tile:ident, $mr:literal, [$($tail:literal),*], $nv:literal) => {
+        ($name:ident, $tile:ident, $read:ident, $write:ident, $mr:literal, [$($tail:literal),*],
+         $nv:literal) => {
             microkernel!(
                 $name,
                 $tile,
+                $read,
+                $write,
                 "avx512f",
                 $mr,
                 [$($tail),*],
                 $nv,
                 16,
+                __m512,
                 _mm512_setzero_ps,
                 _mm512_set1_ps,
                 _mm512_loadu_ps,
@@ -418,20 +450,33 @@ mod x86 {
     avx512_microkernel!(
         avx512,
         avx512_tile,
+        avx512_read,
+        avx512_write,
         12,
         [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
         1
     );
     // Two panels: 8 rows of 32 columns (12 rows spilled as well).
-    avx512_microkernel!(avx512_wide, avx512_wide_tile, 8, [1, 2, 3, 4, 5, 6, 7], 2);
+    avx512_microkernel!(
+        avx512_wide,
+        avx512_wide_tile,
+        avx512_wide_read,
+        avx512_wide_write,
+        8,
+        [1, 2, 3, 4, 5, 6, 7],
+        2
+    );
     microkernel!(
         avx2,
         avx2_tile,
+        avx2_read,
+        avx2_write,
         "avx2,fma",
         6,
         [1, 2, 3, 4, 5],
         2,
         8,
+        __m256,
         _mm256_setzero_ps,
         _mm256_set1_ps,
         _mm256_loadu_ps,

@@ -745,42 +745,60 @@ mod tests {
         // 360 terms (the 256-term blocks end inside a kernel row), 2 panels, 600 rows (blocks
         // of 144). Transposed, the 600 pixels are the terms: the 512-term blocks end inside an
         // output row and inside a sample.
-        let (hp, wp, c, samples) = (9, 8, 40, 40);
         let g = PatchGeometry {
-            padded: [hp, wp, c],
+            padded: [9, 8, 40],
             out: (3, 5),
             kernel: (3, 3),
             stride: (2, 1),
             dilation_y: 2,
         };
+        check_patches(g, 40, 20, (600, 360));
+        // Output rows of 20 pixels against 16 columns: AVX-512 takes the tiles of 24 rows whose
+        // three groups of 8 pixels each lie in one output row on its tall tiles
+        // (`kernel::tall`), the others on the 12-row ones.
+        let g = PatchGeometry {
+            padded: [9, 22, 16],
+            out: (7, 20),
+            kernel: (3, 3),
+            stride: (1, 1),
+            dilation_y: 1,
+        };
+        check_patches(g, 3, 16, (420, 144));
+    }
+
+    /// Checks the product of `samples` inputs' patches with a random `B` of `n` columns, and of
+    /// the transposed patches, against the fused chains of the im2col matrix, on every path.
+    fn check_patches(g: PatchGeometry, samples: usize, n: usize, dim: (usize, usize)) {
+        let [hp, wp, c] = g.padded;
+        let ((oh, ow), (_, kw), (sy, sx)) = (g.out, g.kernel, g.stride);
         let x = random(samples, hp * wp * c, 50);
         let x = x.as_slice().unwrap();
         let p = Patches::new(x, samples, g).unwrap();
         let (m, k) = p.dim();
-        assert_eq!((m, k), (600, 360));
+        assert_eq!((m, k), dim);
         let a = Array2::from_shape_fn((m, k), |(i, t)| {
-            let (n, oy, ox) = (i / 15, i / 5 % 3, i % 5);
-            let (ky, kx, ch) = (t / (3 * c), t / c % 3, t % c);
-            x[((n * hp + oy * 2 + ky * 2) * wp + ox + kx) * c + ch]
+            let (s, oy, ox) = (i / (oh * ow), i / ow % oh, i % ow);
+            let (ky, kx, ch) = (t / (kw * c), t / c % kw, t % c);
+            x[((s * hp + oy * sy + ky * g.dilation_y) * wp + ox * sx + kx) * c + ch]
         });
-        let b = random(k, 20, 51);
+        let b = random(k, n, 51);
         let want = fused_chain(a.view(), b.view(), None);
-        let bt = random(m, 20, 52);
+        let bt = random(m, n, 52);
         let want_t = fused_chain(a.t(), bt.view(), None);
         for path in paths() {
             let packed = PackedB::new(b.view());
             for bv in [B::View(b.view()).operand(), B::Packed(&packed).operand()] {
-                let mut got = Array2::<f32>::from_elem((m, 20), f32::NAN);
+                let mut got = Array2::<f32>::from_elem((m, n), f32::NAN);
                 let cv = strided_mut(&mut got.view_mut());
                 // SAFETY: `path` runs here; the shapes conform; `p` was checked against `x`.
-                unsafe { blocked::gemm(path, (m, 20, k), OperandA::Patches(&p), bv, cv, false) };
+                unsafe { blocked::gemm(path, (m, n, k), OperandA::Patches(&p), bv, cv, false) };
                 assert_eq!(got, want, "{path:?}");
             }
-            let mut got = Array2::<f32>::from_elem((k, 20), f32::NAN);
+            let mut got = Array2::<f32>::from_elem((k, n), f32::NAN);
             let cv = strided_mut(&mut got.view_mut());
             let bv = OperandB::Strided(Strided::new(bt.as_ptr(), bt.strides()));
             // SAFETY: as above.
-            unsafe { blocked::gemm(path, (k, 20, m), OperandA::PatchesT(&p), bv, cv, false) };
+            unsafe { blocked::gemm(path, (k, n, m), OperandA::PatchesT(&p), bv, cv, false) };
             assert_eq!(got, want_t, "{path:?} transposed");
         }
     }
