@@ -766,6 +766,35 @@ mod tests {
         check_patches(g, 3, 16, (420, 144));
     }
 
+    #[test]
+    fn random_geometries_give_the_im2col_product_on_every_path() {
+        // Output rows of 1–40 pixels, 1–20 channels, strides, dilations and kernels up to 3×4,
+        // 1–40 columns: tiles whose rows group by eight (AVX-512's tall tiles) and tiles whose
+        // rows do not, in one strip, against the fused chains of the im2col matrix.
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for _ in 0..40 {
+            let mut pick = |lo: usize, hi: usize| rng.random_range(lo..=hi);
+            let (kh, kw, sy, sx, dy) = (pick(1, 3), pick(1, 4), pick(1, 2), pick(1, 2), pick(1, 2));
+            let (oh, ow, c, samples, n) = (
+                pick(1, 6),
+                pick(1, 40),
+                pick(1, 20),
+                pick(1, 3),
+                pick(1, 40),
+            );
+            let hp = (oh - 1) * sy + (kh - 1) * dy + 1 + pick(0, 1);
+            let wp = (ow - 1) * sx + kw + pick(0, 1);
+            let g = PatchGeometry {
+                padded: [hp, wp, c],
+                out: (oh, ow),
+                kernel: (kh, kw),
+                stride: (sy, sx),
+                dilation_y: dy,
+            };
+            check_patches(g, samples, n, (samples * oh * ow, kh * kw * c));
+        }
+    }
+
     /// Checks the product of `samples` inputs' patches with a random `B` of `n` columns, and of
     /// the transposed patches, against the fused chains of the im2col matrix, on every path.
     fn check_patches(g: PatchGeometry, samples: usize, n: usize, dim: (usize, usize)) {
