@@ -159,12 +159,12 @@ pub(super) unsafe fn avx512_narrow(strip: &Tile) {
     }
 }
 
-/// Asks for the input that the tile of patches from the one at `first` on reads first: its last kernel
-/// row, which no output row before it read (the rows above were read by the output rows before
-/// and are still in L1). Inside a ResNet-20 training step at batch 128 (its first stage's input,
-/// 9.5 MB, in L3) the 16-channel products ran at 67–70 % of the FMA peak without this, 69–75 %
-/// with it, and the step at 674–733 against 693–761 img/CPU-s (6 interleaved rounds each); at
-/// batch 32 they run at 80 % without it.
+/// Asks for the input that the tile of patches whose first group starts at `first` reads first:
+/// its last kernel row, which no output row before it read (the rows above were read by the
+/// output rows before and are still in L1). Inside a ResNet-20 training step at batch 128 (its
+/// first stage's input, 9.5 MB, in L3) the 16-channel products ran at 67–70 % of the FMA peak
+/// without this, 69–75 % with it, and the step at 674–733 against 693–761 img/CPU-s (6
+/// interleaved rounds each); at batch 32 they run at 80 % without it.
 #[target_feature(enable = "avx512f")]
 #[inline]
 fn prefetch_new_input(p: &Patches, first: *const f32) {
@@ -193,8 +193,6 @@ unsafe fn tall_tile(t: &Tile, first: [*const f32; TALL / GROUP], rs: isize) {
     t.for_each_run(|off, n| {
         debug_assert!(n >= 1);
         let [g0, g1, g2] = first.map(|a| a.wrapping_offset(off));
-        let [[c0], [c1], [c2], [c3], [c4], [c5], [c6], [c7], [c8], [c9], [c10], [c11], [c12], [c13], [c14], [c15], [c16], [c17], [c18], [c19], [c20], [c21], [c22], [c23]] =
-            &mut acc;
         // SAFETY: the loop reads `n ≥ 1` terms of each row (from `g + r·rs`, stepping `csa`
         // bytes) and `n` rows of the panel (from `b`, stepping `rsb` bytes): valid elements by
         // the caller's contract. It writes only its register operands.
@@ -244,30 +242,30 @@ unsafe fn tall_tile(t: &Tile, first: [*const f32; TALL / GROUP], rs: isize) {
                 csa = in(reg) csa,
                 rsb = in(reg) rsb,
                 bv = out(zmm_reg) _,
-                c0 = inout(zmm_reg) *c0,
-                c1 = inout(zmm_reg) *c1,
-                c2 = inout(zmm_reg) *c2,
-                c3 = inout(zmm_reg) *c3,
-                c4 = inout(zmm_reg) *c4,
-                c5 = inout(zmm_reg) *c5,
-                c6 = inout(zmm_reg) *c6,
-                c7 = inout(zmm_reg) *c7,
-                c8 = inout(zmm_reg) *c8,
-                c9 = inout(zmm_reg) *c9,
-                c10 = inout(zmm_reg) *c10,
-                c11 = inout(zmm_reg) *c11,
-                c12 = inout(zmm_reg) *c12,
-                c13 = inout(zmm_reg) *c13,
-                c14 = inout(zmm_reg) *c14,
-                c15 = inout(zmm_reg) *c15,
-                c16 = inout(zmm_reg) *c16,
-                c17 = inout(zmm_reg) *c17,
-                c18 = inout(zmm_reg) *c18,
-                c19 = inout(zmm_reg) *c19,
-                c20 = inout(zmm_reg) *c20,
-                c21 = inout(zmm_reg) *c21,
-                c22 = inout(zmm_reg) *c22,
-                c23 = inout(zmm_reg) *c23,
+                c0 = inout(zmm_reg) acc[0][0],
+                c1 = inout(zmm_reg) acc[1][0],
+                c2 = inout(zmm_reg) acc[2][0],
+                c3 = inout(zmm_reg) acc[3][0],
+                c4 = inout(zmm_reg) acc[4][0],
+                c5 = inout(zmm_reg) acc[5][0],
+                c6 = inout(zmm_reg) acc[6][0],
+                c7 = inout(zmm_reg) acc[7][0],
+                c8 = inout(zmm_reg) acc[8][0],
+                c9 = inout(zmm_reg) acc[9][0],
+                c10 = inout(zmm_reg) acc[10][0],
+                c11 = inout(zmm_reg) acc[11][0],
+                c12 = inout(zmm_reg) acc[12][0],
+                c13 = inout(zmm_reg) acc[13][0],
+                c14 = inout(zmm_reg) acc[14][0],
+                c15 = inout(zmm_reg) acc[15][0],
+                c16 = inout(zmm_reg) acc[16][0],
+                c17 = inout(zmm_reg) acc[17][0],
+                c18 = inout(zmm_reg) acc[18][0],
+                c19 = inout(zmm_reg) acc[19][0],
+                c20 = inout(zmm_reg) acc[20][0],
+                c21 = inout(zmm_reg) acc[21][0],
+                c22 = inout(zmm_reg) acc[22][0],
+                c23 = inout(zmm_reg) acc[23][0],
                 options(nostack, readonly),
             );
         }
