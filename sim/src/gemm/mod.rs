@@ -764,6 +764,17 @@ mod tests {
             dilation_y: 1,
         };
         check_patches(g, 3, 16, (420, 144));
+        // conv1 of a CIFAR ResNet on output rows of 9 pixels: neither its rows (eight pixels
+        // fit in a row of 9 only from its start) nor, transposed, its 27 terms (kernel rows of
+        // 9) group by eight, so AVX-512 runs them on the 12-row kernel.
+        let g = PatchGeometry {
+            padded: [7, 11, 3],
+            out: (5, 9),
+            kernel: (3, 3),
+            stride: (1, 1),
+            dilation_y: 1,
+        };
+        check_patches(g, 2, 16, (90, 27));
     }
 
     #[test]
