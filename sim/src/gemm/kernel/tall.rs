@@ -273,3 +273,45 @@ unsafe fn tall_tile(t: &Tile, first: [*const f32; TALL / GROUP], rs: isize) {
     // SAFETY: the tile is valid.
     unsafe { avx512_write::<TALL>(t, &acc) };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::PatchGeometry;
+
+    #[test]
+    fn groups_follow_the_rows_and_flag_each_one_that_stays_in_its_output_or_kernel_row() {
+        // 3 samples of 5 × 11 outputs (rows of 11 pixels), 3 × 2 kernel over 4 channels (kernel
+        // rows of 8 terms), stride (2, 1), dilation 2.
+        let g = PatchGeometry {
+            padded: [13, 12, 4],
+            out: (5, 11),
+            kernel: (3, 2),
+            stride: (2, 1),
+            dilation_y: 2,
+        };
+        let x = vec![0.0f32; 3 * 13 * 12 * 4];
+        let p = Patches::new(&x, 3, g).unwrap();
+        let (rows, terms) = p.dim();
+        for row0 in [0, 3, 8, 11, 54, 60] {
+            let mut groups = Groups::new(RowsA::Patches { p: &p, row0 });
+            for i in (row0..rows - GROUP).step_by(GROUP) {
+                let spaced = i % p.ow + GROUP <= p.ow;
+                assert_eq!(
+                    groups.next(),
+                    spaced.then(|| p.row(i)),
+                    "pixel {i} from {row0}"
+                );
+            }
+        }
+        for row0 in [0, 5, 8, 16] {
+            let mut groups = Groups::new(RowsA::Terms { p: &p, row0 });
+            for t in (row0..terms - GROUP).step_by(GROUP) {
+                let at = p.row(0).wrapping_offset(p.term(t));
+                assert_eq!(groups.next(), (t % p.seg == 0).then_some(at), "term {t}");
+            }
+        }
+        assert_eq!(Groups::spacing(RowsA::Patches { p: &p, row0: 0 }), 16);
+        assert_eq!(Groups::spacing(RowsA::Terms { p: &p, row0: 0 }), 4);
+    }
+}
