@@ -279,7 +279,9 @@ mod x86 {
 
     /// `unsafe fn NAME(&Tile)`: a strip in tiles of `MR × W` (the last one `R × W`, `R < MR`,
     /// so no row is computed in vain), each held as `R × NV` vector accumulators of `LANES` lanes
-    /// (`W = NV · LANES`: one panel of [`NR`] columns, or two), compiled for `FEATURES`.
+    /// (`W = NV · LANES`: one panel of [`NR`] columns, or two), compiled for `FEATURES`; and
+    /// `READ::<R>` / `WRITE::<R>`, which move an `R`-row tile of `C` into and out of such
+    /// accumulators (shared with [`super::tall`]).
     macro_rules! microkernel {
         ($name:ident, $tile:ident, $read:ident, $write:ident, $features:literal, $mr:literal,
          [$($tail:literal),*], $nv:literal, $lanes:literal, $vec:ty, $zero:ident, $set1:ident,
