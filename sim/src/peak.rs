@@ -43,19 +43,15 @@ impl VectorPath {
         }
     }
 
-    /// Every path by its name (`avx512`, `avx2`, `portable`).
-    pub const ALL: [(&'static str, VectorPath); 3] = [
-        ("avx512", VectorPath::Avx512),
-        ("avx2", VectorPath::Avx2),
-        ("portable", VectorPath::Portable),
-    ];
+    /// Every path, widest first.
+    pub const ALL: [VectorPath; 3] = [VectorPath::Avx512, VectorPath::Avx2, VectorPath::Portable];
 
-    /// The path named `name` (see [`VectorPath::ALL`]).
+    /// The path named `name` (see [`VectorPath::name`]).
     pub fn from_name(name: &str) -> Option<VectorPath> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|&(_, p)| p)
+        Self::ALL.into_iter().find(|p| p.name() == name)
     }
 
-    /// Its name in [`VectorPath::ALL`].
+    /// Its name: `avx512`, `avx2` or `portable`.
     pub fn name(self) -> &'static str {
         match self {
             VectorPath::Avx512 => "avx512",
@@ -64,9 +60,9 @@ impl VectorPath {
         }
     }
 
-    /// The paths this CPU runs, by name, widest first.
-    pub fn runnable() -> impl Iterator<Item = (&'static str, VectorPath)> {
-        Self::ALL.into_iter().filter(|(_, p)| p.runs_here())
+    /// The paths this CPU runs, widest first.
+    pub fn runnable() -> impl Iterator<Item = VectorPath> {
+        Self::ALL.into_iter().filter(|p| p.runs_here())
     }
 
     /// Whether this CPU runs the path (every path narrower than the widest it has).
@@ -239,10 +235,10 @@ mod tests {
 
     #[test]
     fn paths_are_named_and_the_portable_one_runs_everywhere() {
-        for (name, path) in VectorPath::ALL {
-            assert_eq!(VectorPath::from_name(name), Some(path));
-            assert_eq!(path.name(), name);
+        for path in VectorPath::ALL {
+            assert_eq!(VectorPath::from_name(path.name()), Some(path));
         }
+        assert_eq!(VectorPath::from_name("avx512"), Some(VectorPath::Avx512));
         assert_eq!(VectorPath::from_name("AVX2"), None);
         assert!(VectorPath::Portable.runs_here());
         assert!(VectorPath::detect().runs_here());

@@ -64,7 +64,7 @@ pub fn choose_vector_path() -> Result<VectorPath> {
     };
     let names = || {
         VectorPath::runnable()
-            .map(|(n, _)| n)
+            .map(VectorPath::name)
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -675,7 +675,7 @@ mod tests {
     }
 
     fn paths() -> Vec<VectorPath> {
-        VectorPath::runnable().map(|(_, p)| p).collect()
+        VectorPath::runnable().collect()
     }
 
     #[test]

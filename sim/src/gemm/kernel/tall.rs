@@ -134,6 +134,7 @@ pub(super) unsafe fn avx512_narrow(strip: &Tile) {
     let mut rest = 0;
     let mut groups = Groups::new(strip.a);
     let rs = Groups::spacing(strip.a);
+    let new_input = NewInput::of(strip.a);
     for i0 in (0..strip.rows - strip.rows % TALL).step_by(TALL) {
         let first = [groups.next(), groups.next(), groups.next()];
         let [Some(g0), Some(g1), Some(g2)] = first else {
@@ -144,9 +145,9 @@ pub(super) unsafe fn avx512_narrow(strip: &Tile) {
             unsafe { avx512(&strip.sub(rest, i0 - rest)) };
         }
         let t = strip.sub(i0, TALL);
-        if let RowsA::Patches { p, row0 } = t.a {
+        if let (Some(input), RowsA::Patches { p, row0 }) = (&new_input, t.a) {
             if row0 + TALL < p.rows {
-                prefetch_new_input(p, groups.first());
+                input.prefetch(groups.first());
             }
         }
         // SAFETY: a whole tile of the strip, its rows grouped as `groups` found.
@@ -159,22 +160,42 @@ pub(super) unsafe fn avx512_narrow(strip: &Tile) {
     }
 }
 
-/// Asks for the input that the tile of patches whose first group starts at `first` reads first:
-/// its last kernel row, which no output row before it read (the rows above were read by the
-/// output rows before and are still in L1). Inside a ResNet-20 training step at batch 128 (its
-/// first stage's input, 9.5 MB, in L3) the 16-channel products ran at 67–70 % of the FMA peak
-/// without this, 69–75 % with it, and the step at 674–733 against 693–761 img/CPU-s (6
-/// interleaved rounds each); at batch 32 they run at 80 % without it.
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn prefetch_new_input(p: &Patches, first: *const f32) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    const LINE: usize = 64 / size_of::<f32>();
-    let start = first.wrapping_offset((p.terms / p.seg - 1) as isize * p.seg_step);
-    let span = (TALL - 1) as isize * p.col_step + p.seg as isize;
-    for off in (0..span).step_by(LINE) {
-        // A hint: it reads nothing and cannot fault.
-        _mm_prefetch::<_MM_HINT_T0>(start.wrapping_offset(off) as *const i8);
+/// The input a tile of patches reads first: its last kernel row, which no output row before it
+/// read (the rows above were read by the output rows before and are still in L1). Inside a
+/// ResNet-20 training step at batch 128 (its first stage's input, 9.5 MB, in L3) the 16-channel
+/// products ran at 67–70 % of the FMA peak without asking for it ahead, 69–75 % with, and the
+/// step at 674–733 against 693–761 img/CPU-s (6 interleaved rounds each); at batch 32 they run
+/// at 80 % without it.
+struct NewInput {
+    /// Offset of the last kernel row from a patch's first term, and the floats a tile's rows
+    /// span in it.
+    last: isize,
+    span: isize,
+}
+
+impl NewInput {
+    /// For a strip of patches (computed once per strip).
+    fn of(a: RowsA) -> Option<Self> {
+        let RowsA::Patches { p, .. } = a else {
+            return None;
+        };
+        Some(NewInput {
+            last: (p.terms / p.seg - 1) as isize * p.seg_step,
+            span: (TALL - 1) as isize * p.col_step + p.seg as isize,
+        })
+    }
+
+    /// Asks for the new input of the tile whose first group starts at `first`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn prefetch(&self, first: *const f32) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        const LINE: usize = 64 / size_of::<f32>();
+        let start = first.wrapping_offset(self.last);
+        for off in (0..self.span).step_by(LINE) {
+            // A hint: it reads nothing and cannot fault.
+            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_offset(off) as *const i8);
+        }
     }
 }
 
