@@ -236,11 +236,24 @@ pub fn cost_trace(
     iters_per_epoch: u64,
     acc: &Accelerator,
 ) -> Result<TraceCost, TraceCostError> {
+    cost_rows(model, rows, iters_per_epoch, acc, &mut GemmCache::new(acc))
+}
+
+/// [`cost_trace`] with the searches memoised in `cache` (a cache for `acc`), which may hold
+/// those of another trace of the same model: its `evaluations` counts the searches this trace
+/// added.
+fn cost_rows(
+    model: &ModelSummary,
+    rows: impl IntoIterator<Item = TraceRow>,
+    iters_per_epoch: u64,
+    acc: &Accelerator,
+    cache: &mut GemmCache,
+) -> Result<TraceCost, TraceCostError> {
     if iters_per_epoch == 0 {
         return Err(TraceCostError::ZeroEpoch);
     }
+    let searched = cache.evaluations();
     let cycle_s = acc.config.cycle_s();
-    let mut cache = GemmCache::new(acc);
     let mut totals = CostTotals::default();
     // One slot per layer, plus the residual-add pass (after the layers, see RESIDUAL_ADD).
     let mut per_lg: Vec<[Option<CostTotals>; 3]> = vec![[None; 3]; model.layers.len() + 1];
@@ -354,7 +367,7 @@ pub fn cost_trace(
         totals,
         per_layer_gemm,
         per_epoch,
-        evaluations: cache.evaluations(),
+        evaluations: cache.evaluations() - searched,
     })
 }
 
@@ -384,15 +397,20 @@ impl RunTrace {
     }
 
     /// Costs the run (per epoch of `iters_per_epoch` iterations, as [`cost_trace`]) and its
-    /// baseline (one epoch) on `acc`: the run's cost and its summary line.
+    /// baseline (one epoch) on `acc`: the run's cost and its summary line. The two share their
+    /// searches: on an accelerator that stores every width alike (Eyeriss) the baseline's
+    /// problems are the run's, and costing each separately searched every one twice.
     pub fn cost(
         &self,
         model: &ModelSummary,
         iters_per_epoch: u64,
         acc: &Accelerator,
     ) -> Result<(TraceCost, RunSummary), TraceCostError> {
-        let run = cost_trace(model, self.rows.iter().copied(), iters_per_epoch, acc)?;
-        let baseline = cost_trace(model, self.baseline.iter().copied(), u64::MAX, acc)?;
+        let mut cache = GemmCache::new(acc);
+        let rows = self.rows.iter().copied();
+        let run = cost_rows(model, rows, iters_per_epoch, acc, &mut cache)?;
+        let rows = self.baseline.iter().copied();
+        let baseline = cost_rows(model, rows, u64::MAX, acc, &mut cache)?;
         let summary = RunSummary::new(&run, &baseline);
         Ok((run, summary))
     }

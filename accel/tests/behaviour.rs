@@ -9,7 +9,7 @@ mod cifar_models;
 mod cosine_trace;
 
 use cptsim_accel::gemm::{ConvProblem, GemmKind, OperandBits};
-use cptsim_accel::{cost_trace, Accelerator};
+use cptsim_accel::{cost_trace, Accelerator, RunSummary, RunTrace};
 use cptsim_traces::row::{Bits, TraceRow};
 
 fn bits(a: u32, w: u32) -> OperandBits {
@@ -388,6 +388,26 @@ fn trace_totals_split_consistently() {
             c.totals.latency_s < stat.totals.latency_s,
             "{name}: cyclic precision is cheaper"
         );
+    }
+}
+
+#[test]
+fn a_run_and_its_baseline_cost_as_each_alone_though_they_share_their_searches() {
+    // RunTrace::cost memoises the run's and the baseline's searches in one cache (on Eyeriss,
+    // which stores every width alike, their problems are the same): each costs as if alone.
+    let model = cifar_models::cifar_resnet(3, 10);
+    let rows = cosine_trace::cosine_trace(&model, 300, 100, 3, 8, 8, 64);
+    let base_bits = Bits::forward_backward(8, 8);
+    let baseline = cptsim_traces::complete::static_rows(&rows, base_bits);
+    for name in ["eyeriss", "zc706"] {
+        let a = acc(name);
+        let (run, summary) = RunTrace::new(&model, rows.clone(), 300, 64, base_bits)
+            .cost(&model, 100, &a)
+            .unwrap();
+        let alone = cost_trace(&model, rows.iter().copied(), 100, &a).unwrap();
+        assert_eq!(run, alone, "{name}");
+        let base = cost_trace(&model, baseline.iter().copied(), u64::MAX, &a).unwrap();
+        assert_eq!(summary, RunSummary::new(&alone, &base), "{name}");
     }
 }
 
