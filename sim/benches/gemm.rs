@@ -122,7 +122,7 @@ fn main() {
         let peak_c = peak.gflops;
         println!(
             "threads {threads}; peak = fp32 FMA throughput, one thread, {}: {peak_c:.1} GFLOP/s",
-            peak.path.describe()
+            peak.path.describe_as_widest()
         );
         let s = 1536;
         let a = random(s, s, 7);

@@ -359,7 +359,7 @@ pub fn train_steps(
         gemm_cpu_share: gemm.seconds / run.profiled_cpu.max(1e-9),
         gemm_gflop_per_step: gemm.flops as f64 / 1e9,
         peak_gflops: peak.gflops,
-        vector_path: peak.path.describe(),
+        vector_path: peak.path.describe_as_widest(),
         cpu_model: cpu_model(),
         shapes,
         step_shapes: by_gemm_time(run.gemm.shapes.clone()),
@@ -451,7 +451,7 @@ pub fn eval_passes(
         gemm_cpu_share: gemm.seconds / run.profiled_cpu.max(1e-9),
         gemm_gflops: gemm.gflops(),
         peak_gflops: peak.gflops,
-        vector_path: peak.path.describe(),
+        vector_path: peak.path.describe_as_widest(),
         pass_shapes: by_gemm_time(gemm.shapes.clone()),
         load_avg: run.load_avg,
     })

@@ -79,7 +79,16 @@ impl VectorPath {
         match self {
             VectorPath::Avx512 => "AVX-512 (512-bit FMA)",
             VectorPath::Avx2 => "AVX2+FMA (256-bit FMA)",
+            VectorPath::Portable => "portable (128-bit multiply + add)",
+        }
+    }
+
+    /// [`VectorPath::describe`] of this path as the widest this CPU runs (what the FMA peak is
+    /// measured on): the portable one says why it is the widest.
+    pub fn describe_as_widest(self) -> &'static str {
+        match self {
             VectorPath::Portable => "portable (no AVX2+FMA on this CPU: 128-bit multiply + add)",
+            p => p.describe(),
         }
     }
 }
@@ -240,6 +249,16 @@ mod tests {
         }
         assert_eq!(VectorPath::from_name("avx512"), Some(VectorPath::Avx512));
         assert_eq!(VectorPath::from_name("AVX2"), None);
+        // Only as the widest path does the portable one blame the CPU (it also runs when chosen
+        // with CPTSIM_VECTOR_PATH on a CPU with AVX2).
+        assert!(!VectorPath::Portable.describe().contains("this CPU"));
+        assert!(VectorPath::Portable
+            .describe_as_widest()
+            .contains("no AVX2+FMA on this CPU"));
+        assert_eq!(
+            VectorPath::Avx2.describe_as_widest(),
+            VectorPath::Avx2.describe()
+        );
         assert!(VectorPath::Portable.runs_here());
         assert!(VectorPath::detect().runs_here());
     }
