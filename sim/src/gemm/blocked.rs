@@ -11,6 +11,7 @@ use std::cell::RefCell;
 
 use super::kernel::{self, RowsA, Runs, Tile, NR};
 use super::patches::Patches;
+use super::transpose;
 use crate::peak::VectorPath;
 
 /// Reduction terms per block when `A` has many rows: a panel of `B` (`KC × NR` floats, 16 KiB)
@@ -156,7 +157,7 @@ pub(super) unsafe fn gemm(
                     OperandB::Strided(b) => {
                         let in_place = b.cs == 1 && rows_spread_over_l1(b.rs, kc);
                         // SAFETY: rows pc..pc+kc and columns jc..jc+nc of `b` are valid.
-                        unsafe { cut_panels(buf, panels, b, in_place, (pc, kc), (jc, nc)) };
+                        unsafe { cut_panels(path, buf, panels, b, in_place, (pc, kc), (jc, nc)) };
                     }
                     OperandB::Packed { ptr, k } => {
                         panels.clear();
@@ -243,11 +244,15 @@ pub(super) unsafe fn gemm(
 /// `NR` values, zero beyond the last column — the layout [`gemm`] reads as [`OperandB::Packed`].
 ///
 /// # Safety
-/// `b` describes a valid `k × n` matrix.
-pub(super) unsafe fn pack(b: Strided<*const f32>, (k, n): (usize, usize)) -> Vec<f32> {
+/// `b` describes a valid `k × n` matrix; `path` runs on this CPU.
+pub(super) unsafe fn pack(
+    path: VectorPath,
+    b: Strided<*const f32>,
+    (k, n): (usize, usize),
+) -> Vec<f32> {
     let (mut data, mut panels) = (Vec::new(), Vec::new());
     // SAFETY: forwarded from the caller; every panel is packed (`in_place` is false).
-    unsafe { cut_panels(&mut data, &mut panels, b, false, (0, k), (0, n)) };
+    unsafe { cut_panels(path, &mut data, &mut panels, b, false, (0, k), (0, n)) };
     data
 }
 
@@ -278,9 +283,10 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 /// the others are packed into `buf` (`kc × NR` values, zero beyond the last column).
 ///
 /// # Safety
-/// Those rows and columns of `b` are valid elements. The pointers are valid while `buf` is not
-/// touched again.
+/// Those rows and columns of `b` are valid elements; `path` runs on this CPU. The pointers are
+/// valid while `buf` is not touched again.
 unsafe fn cut_panels(
+    path: VectorPath,
     buf: &mut Vec<f32>,
     panels: &mut Vec<Panel>,
     b: Strided<*const f32>,
@@ -314,13 +320,8 @@ unsafe fn cut_panels(
         next = next.wrapping_add(kc * NR);
         if b.rs == 1 && b.cs != 1 {
             // A transposed matrix: each column is a run of adjacent values.
-            for j in 0..cols {
-                let col = src.wrapping_offset(j as isize * b.cs);
-                for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
-                    // SAFETY: element (p0+i, jp+j) is valid.
-                    row[j] = unsafe { *col.add(i) };
-                }
-            }
+            // SAFETY: elements (p0..p0+kc, jp..jp+cols) are valid; `path` runs here.
+            unsafe { transpose::columns_into_panel(path, src, b.cs, cols, panel) };
         } else {
             for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
                 let src = src.wrapping_offset(i as isize * b.rs);

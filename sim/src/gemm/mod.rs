@@ -15,6 +15,7 @@
 mod blocked;
 mod kernel;
 mod patches;
+mod transpose;
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
@@ -436,7 +437,8 @@ impl PackedB {
     pub fn new(b: ArrayView2<f32>) -> Self {
         let (k, n) = b.dim();
         // SAFETY: the view describes a valid `k × n` matrix.
-        let data = unsafe { blocked::pack(Strided::new(b.as_ptr(), b.strides()), (k, n)) };
+        let data =
+            unsafe { blocked::pack(vector_path(), Strided::new(b.as_ptr(), b.strides()), (k, n)) };
         Self { data, k, n }
     }
 
