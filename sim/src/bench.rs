@@ -19,6 +19,7 @@ use crate::layers::{Conv2dSpec, Mode, SoftmaxCrossEntropy, Tensor};
 use crate::memory::{available_bytes, check_batch, Pass};
 use crate::optim::Sgd;
 use crate::peak::{cpu_model, fma_peak, VectorPath};
+use crate::train::feed::{logits_rows, rows_back};
 use cptsim_models::{LayerKind, LayerRole, ModelSummary};
 
 /// Runs `f` once to warm up, then repeatedly for at least `min_secs` wall seconds (and at least
@@ -121,8 +122,8 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
             });
         }
     };
-    // Full blocks of `per` items of `batch`, then the remainder: `(items, count)` pairs.
-    let blocks = |per: usize| [(per, batch / per), (batch % per, 1)];
+    // Full blocks of `per` of `items`, then the remainder: `(items, count)` pairs.
+    let blocks = |items: usize, per: usize| [(per, items / per), (items % per, 1)];
     for l in &summary.layers {
         let groups = l.groups.max(1);
         // The layer reading the network input computes no input gradient in training.
@@ -156,11 +157,16 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                     }
                 }
             }
-            // sequence-model GEMMs: imported and costed, not trained (no engine shapes)
+            // Attention products and recurrent cells run their own small products, not these
+            // GEMMs.
             LayerKind::Matmul | LayerKind::Recurrent => {}
             LayerKind::Linear => {
                 let (i, o) = (l.in_channels(), l.out_channels());
-                for (rows, count) in blocks(ROW_TILE) {
+                // Every row of every sample (a Transformer's tokens; 1 for a classifier).
+                let rows = batch
+                    .checked_mul(l.in_shape[1].max(1))
+                    .ok_or_else(|| SimError::invalid(&l.name, "batch × rows overflows"))?;
+                for (rows, count) in blocks(rows, ROW_TILE) {
                     add(
                         &l.name,
                         (GemmPass::Forward, false, false),
@@ -176,7 +182,7 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                         );
                     }
                 }
-                for (rows, count) in blocks(REDUCE_CHUNK) {
+                for (rows, count) in blocks(rows, REDUCE_CHUNK) {
                     add(
                         &l.name,
                         (GemmPass::Weight, false, false),
@@ -333,13 +339,17 @@ pub fn train_steps(
         .layers
         .last()
         .map_or(1, |l| l.out_channels().max(1));
-    let labels: Vec<usize> = (0..batch).map(|i| i % classes).collect();
+    // A label per row of logits: one per image, or per token of a language model.
+    let mut labels = Vec::new();
     let mut loss = SoftmaxCrossEntropy::new();
     let mut opt = Sgd::paper();
     let mut step = |net: &mut Network| -> Result<()> {
-        let out = net.forward(x.clone(), Mode::Train)?;
+        let (out, shape) = logits_rows(net.forward(x.clone(), Mode::Train)?)?;
+        if labels.len() != out.shape()[0] {
+            labels = (0..out.shape()[0]).map(|i| i % classes).collect();
+        }
         loss.forward(&out, &labels)?;
-        net.backward_params(loss.backward()?)?;
+        net.backward_params(rows_back(loss.backward()?, &shape)?)?;
         opt.step(&mut net.params_mut(), 0.1)
     };
     step(net)?;
@@ -383,8 +393,16 @@ fn synthetic_input(net: &Network, batch: usize, runs: usize, pass: Pass) -> Resu
         ));
     }
     check_batch(net.summary(), batch, "--batch", available_bytes(), pass)?;
-    let [c, h, w] = net.input_chw();
     let mut rng = ChaCha8Rng::seed_from_u64(2);
+    if let Some(vocab) = net.token_vocab() {
+        // A language model: ids of its built shape (`[T, B]` or `[B, T]`), uniform over the
+        // vocabulary.
+        let ids = Tensor::from_shape_simple_fn(net.summary().input.clone(), || {
+            rng.random_range(0..vocab.max(1)) as f32
+        });
+        return net.input_from_ir(&ids);
+    }
+    let [c, h, w] = net.input_chw();
     let x_ir = Tensor::from_shape_simple_fn(vec![batch, c, h, w], || rng.random_range(-2.0..2.0));
     let x_ir = if net.summary().input.len() == 2 {
         x_ir.into_shape_with_order(vec![batch, c])

@@ -75,6 +75,67 @@ fn bench_train_prints_the_issue_fields() {
     );
 }
 
+#[test]
+fn bench_times_language_models_on_token_ids_with_the_shapes_their_steps_run() {
+    // Sequence-first LSTM (ids [35, 4]) and batch-first Transformer (ids [4, 64]): ids drawn
+    // from the vocabulary, a label per token, and linear layers' rows counted per token.
+    for model in ["zoo:lstm-lm", "zoo:transformer-lm"] {
+        let out = run(&[
+            "bench",
+            "train",
+            "--model",
+            model,
+            "--batch",
+            "4",
+            "--steps",
+            "1",
+            "--threads",
+            "1",
+            "--peak-secs",
+            "0.01",
+            "--shape-secs",
+            "0.001",
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{model}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["samples"], "sequences", "{model}");
+        assert_positive(&v, &["images_per_s", "gemm_gflop_per_step"]);
+        let per_step = v["gemm_gflop_per_step"].as_f64().unwrap();
+        let mut table = 0.0;
+        for s in v["gemm_shapes"].as_array().expect("gemm_shapes") {
+            let dim = |k: &str| s[k].as_f64().unwrap_or(0.0);
+            table += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
+        }
+        assert!(
+            (table / 1e9 - per_step).abs() < 1e-9,
+            "{model}: {table} vs {per_step}"
+        );
+        assert!(
+            (in_run_flops(&v, "step") / 1e9 - per_step).abs() < 1e-9,
+            "{model}"
+        );
+
+        let out = run(&[
+            "bench",
+            "eval",
+            "--model",
+            model,
+            "--batch",
+            "4",
+            "--passes",
+            "1",
+            "--threads",
+            "1",
+            "--peak-secs",
+            "0.01",
+        ]);
+        assert!(out.status.success(), "{model}: {}", stderr(&out));
+        assert!(stdout(&out).contains("sequences/s"), "{}", stdout(&out));
+    }
+}
+
 /// The FLOPs of one profiled step or pass (`run`) in `gemm_shapes_in_RUN`, after checking that its
 /// rows name how `A` was read, have a positive rate and share all of the GEMM time.
 fn in_run_flops(v: &serde_json::Value, run: &str) -> f64 {

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use cptsim_models::load_graph;
 use cptsim_sim::bench::{eval_passes, train_steps, EvalBench, TrainBench};
-use cptsim_sim::build::{build_network, BuildOptions};
+use cptsim_sim::build::{build_network, BuildOptions, Network};
 use cptsim_sim::gemm::{self, ShapeTime};
 use cptsim_sim::peak::{cpu_model, VectorPath};
 use cptsim_sim::quant::QuantMethod;
@@ -139,6 +139,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
     let mut net = build_network(&graph, &BuildOptions::default())
         .with_context(|| format!("model {}", a.model))?;
     let threads = pool.current_num_threads();
+    let unit = samples(&net);
     let r: EvalBench = pool.install(|| eval_passes(&mut net, a.batch, a.passes, a.peak_secs))?;
     let pct = |g: f64| 100.0 * g / r.peak_gflops.max(1e-9);
     match json {
@@ -148,6 +149,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
             json!({
                 "model": a.model,
                 "batch": a.batch,
+                "samples": unit,
                 "passes": a.passes,
                 "threads": threads,
                 "images_per_s": r.images_per_s,
@@ -168,7 +170,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
             out,
             "{} batch {} fp32 eval, {} passes, {threads} thread(s)\n\
              CPU             {}, {}{}\n\
-             throughput      {:9.1} images/s, {:.1} images per CPU-second\n\
+             throughput      {:9.1} {unit}/s, {:.1} {unit} per CPU-second\n\
              pass (median)   {:9.1} ms\n\
              GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak, {:.0} % of CPU time)\n\
              peak            {:9.1} GFLOP/s (FMA-throughput loop, one thread, same run)\n\
@@ -213,12 +215,22 @@ fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     let bits = bench_bits(a);
     net.set_bits(bits, bits).context("--bits")?;
     let threads = pool.current_num_threads();
+    let unit = samples(&net);
     let r = pool.install(|| train_steps(&mut net, a.batch, a.steps, a.peak_secs, a.shape_secs))?;
     match json {
-        true => writeln!(out, "{:#}", to_json(&r, a, threads))?,
-        false => write!(out, "{}", table(&r, a, threads))?,
+        true => writeln!(out, "{:#}", to_json(&r, a, threads, unit))?,
+        false => write!(out, "{}", table(&r, a, threads, unit))?,
     }
     Ok(())
+}
+
+/// What a batch holds, for the throughput line: images, or a language model's token sequences
+/// (the JSON keeps its `images_per_s` keys and names the unit in `samples`).
+fn samples(net: &Network) -> &'static str {
+    match net.tokens() {
+        Some(_) => "sequences",
+        None => "images",
+    }
 }
 
 /// The bits the in-scope layers run at: `--bits`, or 0 (fp32) with `--quantizer none`.
@@ -229,10 +241,11 @@ fn bench_bits(a: &TrainArgs) -> u32 {
     }
 }
 
-fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize) -> serde_json::Value {
+fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize, unit: &str) -> serde_json::Value {
     json!({
         "model": a.model,
         "batch": a.batch,
+        "samples": unit,
         "steps": a.steps,
         "threads": threads,
         "quantizer": a.quantizer.name(),
@@ -333,7 +346,7 @@ fn gemm_path_note() -> String {
     }
 }
 
-fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
+fn table(r: &TrainBench, a: &TrainArgs, threads: usize, unit: &str) -> String {
     let q = match a.quantizer.method() {
         None => "fp32".to_string(),
         Some(_) => format!("{} {1}/{1}", a.quantizer.name().to_uppercase(), a.bits),
@@ -342,7 +355,7 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize) -> String {
     let mut t = format!(
         "{} batch {} {q}, {} steps, {threads} thread(s)\n\
          CPU             {}, {}{}\n\
-         throughput      {:9.1} images/s, {:.1} images per CPU-second\n\
+         throughput      {:9.1} {unit}/s, {:.1} {unit} per CPU-second\n\
          step (median)   {:9.1} ms\n\
          GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak; {:.2} GFLOP per step, {:.0} % of CPU time)\n\
          peak            {:9.1} GFLOP/s (FMA-throughput loop, one thread, same run)\n\

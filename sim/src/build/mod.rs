@@ -59,28 +59,30 @@ pub struct Network {
     summary: ModelSummary,
     quantized: Vec<bool>,
     output_layout: Layout,
-    tokens: Option<TokenLayout>,
+    /// A language model's token layout and vocabulary.
+    tokens: Option<(TokenLayout, usize)>,
 }
 
-/// The token layout of a language model (its input feeds an embedding): `[B, T]` or `[T, B]` by
-/// where the batch is; when `B = T`, sequence-first exactly when the model has a recurrent layer
-/// (PyTorch's RNN LMs are sequence-first, its Transformer LMs batch-first).
-fn token_layout(graph: &cptsim_models::Graph) -> Option<TokenLayout> {
+/// The token layout of a language model (its input feeds an embedding) and that embedding's
+/// vocabulary: `[B, T]` or `[T, B]` by where the batch is; when `B = T`, sequence-first exactly
+/// when the model has a recurrent layer (PyTorch's RNN LMs are sequence-first, its Transformer
+/// LMs batch-first).
+fn token_input(graph: &cptsim_models::Graph) -> Option<(TokenLayout, usize)> {
     use cptsim_models::ir::Op;
-    let feeds_embedding = graph
-        .nodes
-        .iter()
-        .any(|n| matches!(n.op, Op::Embedding(_)) && n.inputs.first() == Some(&graph.input));
-    if !feeds_embedding {
-        return None;
-    }
+    let vocab = graph.nodes.iter().find_map(|n| match &n.op {
+        Op::Embedding(e) if n.inputs.first() == Some(&graph.input) => {
+            Some(e.table.shape().first().copied().unwrap_or(0))
+        }
+        _ => None,
+    })?;
     let recurrent = graph.nodes.iter().any(|n| matches!(n.op, Op::Recurrent(_)));
-    Some(match graph.shape(graph.input) {
+    let layout = match graph.shape(graph.input) {
         [a, b] if *a == graph.batch && *b != graph.batch => TokenLayout::BatchFirst,
         [a, b] if *b == graph.batch && *a != graph.batch => TokenLayout::SeqFirst,
         _ if recurrent => TokenLayout::SeqFirst,
         _ => TokenLayout::BatchFirst,
-    })
+    };
+    Some((layout, vocab))
 }
 
 /// Builds the engine network for `graph` (see the module docs). An IR op the engine cannot run
@@ -149,7 +151,7 @@ pub fn build_network(graph: &cptsim_models::Graph, opts: &BuildOptions) -> Resul
         summary,
         quantized,
         output_layout: out.layout,
-        tokens: token_layout(graph),
+        tokens: token_input(graph),
     };
     network.check_layer_map()?;
     Ok(network)
@@ -192,7 +194,13 @@ impl Network {
 
     /// A language model's token layout (`None` when the input is not token ids).
     pub fn tokens(&self) -> Option<TokenLayout> {
-        self.tokens
+        self.tokens.map(|(layout, _)| layout)
+    }
+
+    /// A language model's vocabulary: its token ids lie in `0..vocab` (`None` when the input is
+    /// not token ids).
+    pub fn token_vocab(&self) -> Option<usize> {
+        self.tokens.map(|(_, vocab)| vocab)
     }
 
     /// Per summary layer: whether it follows the precision schedule (spec §1.4 scope).
@@ -294,7 +302,7 @@ impl Network {
                 format!("got {:?}: the input is empty", x.shape()),
             ));
         }
-        let (want, what) = match self.tokens {
+        let (want, what) = match self.tokens() {
             Some(TokenLayout::SeqFirst) => (self.summary.input.clone(), "token ids [T, B]".into()),
             Some(TokenLayout::BatchFirst) => {
                 (self.summary.input.clone(), "token ids [B, T]".into())

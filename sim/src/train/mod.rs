@@ -2,7 +2,7 @@
 //! with the schedule, PFQ and PRT policies and the plateau indicator, the run-length-encoded trace recorder and exact-resume checkpoints.
 
 pub mod checkpoint;
-mod feed;
+pub(crate) mod feed;
 pub mod net;
 pub mod pfq;
 pub mod plateau;
