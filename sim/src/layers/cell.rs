@@ -16,6 +16,7 @@ use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, Ix1, I
 use super::qgemm::{mask_input_grad, reject_per_sample, scale_weight_grad};
 use super::{Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::gemm::{matmul_rows_par, matmul_tn_reduce_par, matmul_uninit, PackedB};
 use crate::quant::LayerQuant;
 
 /// The logistic sigmoid.
@@ -183,6 +184,42 @@ impl CellWeights {
 }
 
 impl CellOperands {
+    /// `x̂` as the `[T·B, I]` rows of every step.
+    fn x_rows(&self) -> Result<ArrayView2<'_, f32>> {
+        let (t, b, i) = self.x.dim();
+        self.x
+            .view()
+            .into_shape_with_order((t * b, i))
+            .map_err(|e| SimError::shape("recurrent input", e.to_string()))
+    }
+
+    /// Every step's input projection at once, `x̂·Ŵᵀ + bias`, as `[T·B, G·H]` rows (step `t`'s
+    /// batch at rows `t·B..(t+1)·B`): one GEMM of `T·B` rows instead of one of `B` per step.
+    pub(crate) fn input_projection(&self, bias: ArrayView1<f32>) -> Result<Array2<f32>> {
+        let x = self.x_rows()?;
+        let mut xw = Array2::<f32>::zeros((x.nrows(), self.w.nrows()));
+        matmul_rows_par(xw.view_mut(), x, self.w.t(), false)?;
+        xw += &bias;
+        Ok(xw)
+    }
+
+    /// The gradients of `W` and of the input from every step's gate error `dg` `[T·B, G·H]`
+    /// (rows laid out as in [`CellOperands::input_projection`]): `dW = dgᵀ·x̂` (one reduction
+    /// over all `T·B` rows, in step order) and `dx = dg·Ŵ` `[T, B, I]`.
+    pub(crate) fn input_grads(&self, dg: ArrayView2<f32>) -> Result<(Array2<f32>, Array3<f32>)> {
+        let x = self.x_rows()?;
+        let mut dw = Array2::<f32>::zeros(self.w.raw_dim());
+        matmul_tn_reduce_par(dw.view_mut(), dg, x, false)?;
+        let mut dx = Array3::<f32>::zeros(self.x.raw_dim());
+        let (t, b, i) = self.x.dim();
+        let rows = dx
+            .view_mut()
+            .into_shape_with_order((t * b, i))
+            .map_err(|e| SimError::shape("recurrent input", e.to_string()))?;
+        matmul_rows_par(rows, dg, self.w.view(), false)?;
+        Ok((dw, dx))
+    }
+
     /// Applies the quantizers' backward factors to the gradients of `W`, `R` and `x`; returns
     /// the input gradient as a tensor.
     pub(crate) fn finish(
@@ -197,6 +234,18 @@ impl CellOperands {
         mask_input_grad(&mut dx, self.x_mask.as_ref());
         dx
     }
+}
+
+/// One step's recurrent product `ĥ·R̂ᵀ` `[B, G·H]`, from `R̂ᵀ` packed once per pass (packing it
+/// per step cost as much as the product at `B = 20`).
+pub(crate) fn recurrent_product(h: ArrayView2<f32>, r_t: &PackedB) -> Result<Array2<f32>> {
+    let len = h.nrows() * r_t.dim().1;
+    let mut out = Vec::with_capacity(len);
+    matmul_uninit(&mut out.spare_capacity_mut()[..len], h, r_t)?;
+    // SAFETY: `matmul_uninit` wrote all `len` values.
+    unsafe { out.set_len(len) };
+    Array2::from_shape_vec((h.nrows(), r_t.dim().1), out)
+        .map_err(|e| SimError::shape("recurrent product", e.to_string()))
 }
 
 /// The state `h_{t−1}` as it enters `R`: quantized at the forward bits with the second running

@@ -36,13 +36,20 @@ impl SoftmaxCrossEntropy {
         }
         let mut p = Array2::<f32>::zeros((n, k));
         let (mut loss, mut correct) = (0.0f64, 0usize);
-        for (i, (row, &y)) in z.rows().into_iter().zip(labels).enumerate() {
+        // Each row's exponentials, computed once and read twice (the sum, then the row of `p`).
+        let mut e = vec![0.0f64; k];
+        for ((row, mut out), &y) in z.rows().into_iter().zip(p.rows_mut()).zip(labels) {
             let max = row.fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-            let sum: f64 = row.iter().map(|&v| ((v - max) as f64).exp()).sum();
+            for (e, &v) in e.iter_mut().zip(&row) {
+                *e = ((v - max) as f64).exp();
+            }
+            let sum: f64 = e.iter().sum();
             loss += sum.ln() - (row[y] - max) as f64;
+            for (out, &e) in out.iter_mut().zip(&e) {
+                *out = (e / sum) as f32;
+            }
             let mut best = 0;
             for (j, &v) in row.iter().enumerate() {
-                p[[i, j]] = (((v - max) as f64).exp() / sum) as f32;
                 if v > row[best] {
                     best = j;
                 }

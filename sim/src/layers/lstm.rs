@@ -7,11 +7,14 @@
 //! the step's gate error `dg` `[B, 4H]` (one error quantization per step) before `dW`, `dR`,
 //! `dx` and `dh` are computed from it.
 
-use ndarray::{s, Array2, Array3, ArrayView2, Axis, Ix3};
+use ndarray::{s, Array1, Array2, Array3, Axis, Ix3};
 
-use super::cell::{sigmoid, state_operand, step_error, CellOperands, CellWeights};
+use super::cell::{
+    recurrent_product, sigmoid, state_operand, step_error, CellOperands, CellWeights,
+};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::gemm::{matmul_into, matmul_tn_reduce_par, PackedB};
 use crate::quant::LayerQuant;
 
 /// What backward needs of one step.
@@ -36,9 +39,97 @@ pub struct Lstm {
     cache: Option<(CellOperands, Vec<StepCache>)>,
 }
 
-/// The four gate blocks `i, o, f, c̃` of `[B, 4H]` activations.
-fn split(g: &Array2<f32>, h: usize) -> [ArrayView2<'_, f32>; 4] {
-    [0, 1, 2, 3].map(|k| g.slice(s![.., k * h..(k + 1) * h]))
+/// Contiguous values of `a`, or an error naming the layer.
+fn values<'a, S, D>(layer: &str, a: &'a ndarray::ArrayBase<S, D>) -> Result<&'a [f32]>
+where
+    S: ndarray::Data<Elem = f32>,
+    D: ndarray::Dimension,
+{
+    a.as_slice()
+        .ok_or_else(|| SimError::shape(layer, "recurrent state not contiguous"))
+}
+
+/// One step forward through the cell: the pre-activations `g` `[B, 4H]` activated in place
+/// (`i, o, f, c̃`), then `c = f·c_prev + i·c̃`, `tanh c` and `h = o·tanh c`, each `[B, H]`.
+fn cell_step(
+    layer: &str,
+    g: &mut Array2<f32>,
+    c_prev: &Array2<f32>,
+) -> Result<(Array2<f32>, Array2<f32>, Array2<f32>)> {
+    let (batch, hd) = c_prev.dim();
+    let mut out = [0, 1, 2].map(|_| vec![0.0f32; batch * hd]);
+    let [c, tanh_c, h] = &mut out;
+    let gates = g
+        .as_slice_mut()
+        .ok_or_else(|| SimError::shape(layer, "gates not contiguous"))?;
+    let rows = gates
+        .chunks_exact_mut(4 * hd)
+        .zip(values(layer, c_prev)?.chunks_exact(hd))
+        .zip(c.chunks_exact_mut(hd).zip(tanh_c.chunks_exact_mut(hd)))
+        .zip(h.chunks_exact_mut(hd));
+    for (((gates, c_prev), (c, tanh_c)), h) in rows {
+        let (gi, rest) = gates.split_at_mut(hd);
+        let (go, rest) = rest.split_at_mut(hd);
+        let (gf, gc) = rest.split_at_mut(hd);
+        for j in 0..hd {
+            let [i, o, f] = [&mut gi[j], &mut go[j], &mut gf[j]].map(|v| {
+                *v = sigmoid(*v);
+                *v
+            });
+            gc[j] = gc[j].tanh();
+            c[j] = f * c_prev[j] + i * gc[j];
+            tanh_c[j] = c[j].tanh();
+            h[j] = o * tanh_c[j];
+        }
+    }
+    let [c, tanh_c, h] = out.map(|v| Array2::from_shape_vec((batch, hd), v));
+    let bad = |e: ndarray::ShapeError| SimError::shape(layer, e.to_string());
+    Ok((c.map_err(bad)?, tanh_c.map_err(bad)?, h.map_err(bad)?))
+}
+
+/// One step back through the cell: the pre-activation gradients `dg` `[B, 4H]` (σ' = s(1 − s),
+/// tanh' = 1 − c̃²) from the output's gradient `dy` and the next step's `dh`, `dc`; `dc` becomes
+/// this step's, for the step before.
+fn cell_step_back(
+    layer: &str,
+    st: &StepCache,
+    dy: ndarray::ArrayView2<f32>,
+    dh_next: &Array2<f32>,
+    dc_next: &mut Array2<f32>,
+    dg: &mut Array2<f32>,
+) -> Result<()> {
+    let hd = st.tanh_c.ncols();
+    let dy = dy.as_standard_layout();
+    let dg = dg
+        .as_slice_mut()
+        .ok_or_else(|| SimError::shape(layer, "gate error not contiguous"))?;
+    let dc = dc_next
+        .as_slice_mut()
+        .ok_or_else(|| SimError::shape(layer, "cell error not contiguous"))?;
+    let state = values(layer, &st.tanh_c)?
+        .chunks_exact(hd)
+        .zip(values(layer, &st.c_prev)?.chunks_exact(hd))
+        .zip(values(layer, &dy)?.chunks_exact(hd))
+        .zip(values(layer, dh_next)?.chunks_exact(hd));
+    let rows = values(layer, &st.gates)?
+        .chunks_exact(4 * hd)
+        .zip(dg.chunks_exact_mut(4 * hd))
+        .zip(dc.chunks_exact_mut(hd))
+        .zip(state);
+    for (((gates, dg), dc), (((tanh_c, c_prev), dy), dh_next)) in rows {
+        for j in 0..hd {
+            let [gi, go, gf, gc] = [0, 1, 2, 3].map(|k| gates[k * hd + j]);
+            let tc = tanh_c[j];
+            let dh = dy[j] + dh_next[j];
+            let dcj = dh * go * (1.0 - tc * tc) + dc[j];
+            dg[j] = dcj * gc * gi * (1.0 - gi);
+            dg[hd + j] = dh * tc * go * (1.0 - go);
+            dg[2 * hd + j] = dcj * c_prev[j] * gf * (1.0 - gf);
+            dg[3 * hd + j] = dcj * gi * (1.0 - gc * gc);
+            dc[j] = dcj * gf;
+        }
+    }
+    Ok(())
 }
 
 impl Lstm {
@@ -71,25 +162,20 @@ impl Layer for Lstm {
             .input(&self.name, expect_inputs(&self.name, inputs, 1)?[0])?;
         let ops = self.cell.operands(&self.name, &mut self.quant, x, mode)?;
         let (_, _, bw, br) = self.cell.views(&self.name)?;
-        let b = &bw + &br;
+        let xw = ops.input_projection((&bw + &br).view())?;
         let (t_len, batch, _) = x.dim();
         let hd = self.cell.hidden;
         let mut h = Array2::<f32>::zeros((batch, hd));
         let mut c = Array2::<f32>::zeros((batch, hd));
         let mut y = Array3::<f32>::zeros((t_len, batch, hd));
         let mut steps = Vec::with_capacity(if mode == Mode::Train { t_len } else { 0 });
+        let r_t = PackedB::new(ops.r.t());
         for t in 0..t_len {
             let (h_prev, h_mask) = state_operand(&mut self.quant, &h, mode);
-            let mut g = ops.x.index_axis(Axis(0), t).dot(&ops.w.t()) + h_prev.dot(&ops.r.t()) + &b;
-            for mut row in g.rows_mut() {
-                for (k, v) in row.iter_mut().enumerate() {
-                    *v = if k < 3 * hd { sigmoid(*v) } else { v.tanh() };
-                }
-            }
-            let [gi, go, gf, gc] = split(&g, hd);
-            let c_new = &gf * &c + &gi * &gc;
-            let tanh_c = c_new.mapv(f32::tanh);
-            let h_new = &go * &tanh_c;
+            // g = ĥ_{t−1}·R̂ᵀ + (x̂_t·Ŵᵀ + b)
+            let mut g = recurrent_product(h_prev.view(), &r_t)?;
+            g += &xw.slice(s![t * batch..(t + 1) * batch, ..]);
+            let (c_new, tanh_c, h_new) = cell_step(&self.name, &mut g, &c)?;
             y.index_axis_mut(Axis(0), t).assign(&h_new);
             if mode == Mode::Train {
                 steps.push(StepCache {
@@ -114,34 +200,30 @@ impl Layer for Lstm {
         let gy = grad_out
             .into_dimensionality::<Ix3>()
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        let (mut dw, mut dr, mut db, _, mut dx) = self.cell.zero_grads(t_len, batch);
+        let mut db = Array1::<f32>::zeros(4 * hd);
         let mut dh_next = Array2::<f32>::zeros((batch, hd));
         let mut dc_next = Array2::<f32>::zeros((batch, hd));
         let mut dg = Array2::<f32>::zeros((batch, 4 * hd));
+        // Every step's (quantized) gate error and recurrent operand, for the weight and input
+        // gradients computed over all steps at once after the loop.
+        let mut dgs = Array2::<f32>::zeros((t_len * batch, 4 * hd));
+        let mut h_prevs = Array2::<f32>::zeros((t_len * batch, hd));
         for (t, st) in steps.iter().enumerate().rev() {
-            let [gi, go, gf, gc] = split(&st.gates, hd);
-            let dh = &gy.index_axis(Axis(0), t) + &dh_next;
-            let dc = &dh * &go * &st.tanh_c.mapv(|v| 1.0 - v * v) + &dc_next;
-            // pre-activation gradients: σ' = s(1 − s), tanh' = 1 − c̃²
-            dg.slice_mut(s![.., 0..hd])
-                .assign(&(&dc * &gc * gi * &gi.mapv(|v| 1.0 - v)));
-            dg.slice_mut(s![.., hd..2 * hd])
-                .assign(&(&dh * &st.tanh_c * go * &go.mapv(|v| 1.0 - v)));
-            dg.slice_mut(s![.., 2 * hd..3 * hd])
-                .assign(&(&dc * &st.c_prev * gf * &gf.mapv(|v| 1.0 - v)));
-            dg.slice_mut(s![.., 3 * hd..])
-                .assign(&(&dc * &gi * &gc.mapv(|v| 1.0 - v * v)));
+            let dy = gy.index_axis(Axis(0), t);
+            cell_step_back(&self.name, st, dy, &dh_next, &mut dc_next, &mut dg)?;
             step_error(&mut self.quant, &mut dg);
-            dw += &dg.t().dot(&ops.x.index_axis(Axis(0), t));
-            dr += &dg.t().dot(&st.h_prev);
+            let rows = s![t * batch..(t + 1) * batch, ..];
+            dgs.slice_mut(rows).assign(&dg);
+            h_prevs.slice_mut(rows).assign(&st.h_prev);
             db += &dg.sum_axis(Axis(0));
-            dx.index_axis_mut(Axis(0), t).assign(&dg.dot(&ops.w));
-            dh_next = dg.dot(&ops.r);
+            matmul_into(dh_next.view_mut(), dg.view(), ops.r.view(), false)?;
             if let Some(m) = &st.h_mask {
                 dh_next *= m;
             }
-            dc_next = &dc * &gf;
         }
+        let (mut dw, dx) = ops.input_grads(dgs.view())?;
+        let mut dr = Array2::<f32>::zeros(ops.r.raw_dim());
+        matmul_tn_reduce_par(dr.view_mut(), dgs.view(), h_prevs.view(), false)?;
         let dx = ops.finish(&mut dw, &mut dr, dx);
         // Wb and Rb enter as their sum: the same gradient
         self.cell.set_grads(dw, dr, db.clone(), db);
