@@ -276,6 +276,7 @@ mod tests {
             groups: 1,
             params: 0,
             macs,
+            hidden: None,
         }
     }
 

@@ -397,6 +397,7 @@ pub(crate) mod tests {
             groups: 1,
             params: (cin * cout * 9) as u64,
             macs: (cin * cout * 9 * out * out) as u64,
+            hidden: None,
         }
     }
 
@@ -421,6 +422,7 @@ pub(crate) mod tests {
             groups: 4,
             params: 0,
             macs: 4 * 10 * 10 * 8,
+            hidden: None,
             ..conv_layer(LayerRole::Body, 1, 1, 1, 1)
         };
         for g in GemmKind::ALL {

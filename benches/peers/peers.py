@@ -1,6 +1,8 @@
 """Peer comparison for issue #14: cptsim against PyTorch (fp32 and fake-quant 8/8) and onnxruntime,
 one thread each, interleaved round by round, in images per CPU-second, with each round's
-/proc/loadavg. A benchmark, not a test: run through run.sh."""
+/proc/loadavg; and, with --lstm-batch, the training of cptsim's small LSTM LM against the same
+model in PyTorch (nn.LSTM), in sequences per CPU-second. A benchmark, not a test: run through
+run.sh."""
 
 import argparse
 import json
@@ -155,6 +157,53 @@ def torch_train(depth, bits, steps):
     return BATCH * steps / (time.process_time() - t0)
 
 
+# The zoo's `lstm-lm` (word_language_model form): without --data its vocabulary is 256.
+LM_VOCAB, LM_UNITS, LM_BPTT, LM_DROPOUT = 256, 128, 35, 0.2
+
+
+class LstmLM(nn.Module):
+    """Embedding, dropout, 2 LSTM layers with dropout between, dropout, decoder: cptsim's
+    `zoo:lstm-lm` layer for layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Embedding(LM_VOCAB, LM_UNITS)
+        self.rnn = nn.LSTM(LM_UNITS, LM_UNITS, 2, dropout=LM_DROPOUT)
+        self.drop = nn.Dropout(LM_DROPOUT)
+        self.dec = nn.Linear(LM_UNITS, LM_VOCAB)
+
+    def forward(self, ids):
+        out, _ = self.rnn(self.drop(self.enc(ids)))
+        return self.dec(self.drop(out)).view(-1, LM_VOCAB)
+
+
+def torch_lm_train(batch, steps):
+    torch.manual_seed(0)
+    net = LstmLM()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    ids = torch.randint(0, LM_VOCAB, (LM_BPTT, batch))
+    y = torch.randint(0, LM_VOCAB, (LM_BPTT * batch,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(net(ids), y).backward()
+        opt.step()
+
+    step()
+    t0 = time.process_time()
+    for _ in range(steps):
+        step()
+    return batch * steps / (time.process_time() - t0)
+
+
+def cptsim_lm_train(exe, batch, steps):
+    cmd = [exe, "bench", "train", "--model", "zoo:lstm-lm", "--batch", str(batch), "--steps",
+           str(steps), "--threads", "1", "--quantizer", "none", "--peak-secs", "0.01",
+           "--shape-secs", "0", "--format", "json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["images_per_cpu_s"]
+
+
 # Timed passes per ImageNet eval, after one warm-up each. With 2, a first pass that ran slow
 # (cptsim's ResNet-50: 31.4 img/CPU-s for 1 pass, 33.8 for 3) weighed half the figure.
 IMAGENET_PASSES = 4
@@ -201,6 +250,8 @@ def main():
                     help="batch of the ResNet-50 eval comparison (0: skip it)")
     ap.add_argument("--resnet18-batch", type=int, default=0,
                     help="batch of a ResNet-18 eval comparison (0, the default: skip it)")
+    ap.add_argument("--lstm-batch", type=int, default=0,
+                    help="streams of the LSTM LM training comparison (0, the default: skip it)")
     a = ap.parse_args()
     if a.depth < 8 or (a.depth - 2) % 6:
         ap.error(f"--depth {a.depth} is not 6n+2 with n >= 1")
@@ -239,6 +290,10 @@ def main():
         for name, batch, path, xi in imagenet:
             row[f"ort_eval_{name}"] = ort_forward(path, xi, IMAGENET_PASSES)
             row[f"cptsim_eval_{name}"] = cptsim_eval(a.cptsim, path, IMAGENET_PASSES, batch)
+        if a.lstm_batch:
+            # An LM step is ~10 ms against ~150 for ResNet-20's: ten times the steps.
+            row["torch_lstm_lm"] = torch_lm_train(a.lstm_batch, 10 * a.steps)
+            row["cptsim_lstm_lm"] = cptsim_lm_train(a.cptsim, a.lstm_batch, 10 * a.steps)
         rows.append(row)
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
@@ -254,6 +309,10 @@ def main():
         c, p = med[f"cptsim_eval_{name}"], med[f"ort_eval_{name}"]
         print(f"| ImageNet {name} eval (batch {batch}) vs onnxruntime (same ONNX file) | "
               f"{c:.1f} | {p:.1f} | {c / p:.2f} |")
+    if a.lstm_batch:
+        c, p = med["cptsim_lstm_lm"], med["torch_lstm_lm"]
+        print(f"| LSTM LM training ({a.lstm_batch} streams × {LM_BPTT} tokens, sequences per "
+              f"CPU-second) vs PyTorch nn.LSTM | {c:.1f} | {p:.1f} | {c / p:.2f} |")
     print(f"(medians over {a.rounds} rounds)")
 
 

@@ -4,7 +4,7 @@
 # onnxruntime; without one a venv is created from PyPI under $PEERS_VENV (default
 # target/peers-venv). Skips (exit 0, printed reason) when the peers cannot be installed.
 # ROUNDS and STEPS (default 3 and 3) set the length; RESNET18_BATCH (default 0: skip) adds a
-# ResNet-18 eval comparison.
+# ResNet-18 eval comparison, LSTM_BATCH (default 20; 0 skips it) the LSTM LM training one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py="${1:-}"
@@ -29,4 +29,5 @@ if ! "$py" -c "import torch, onnx, onnxruntime, numpy" 2>/dev/null; then
 fi
 (cd "$root" && cargo build --release -p cptsim --quiet)
 exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim" \
-    --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet18-batch "${RESNET18_BATCH:-0}"
+    --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet18-batch "${RESNET18_BATCH:-0}" \
+    --lstm-batch "${LSTM_BATCH:-20}"

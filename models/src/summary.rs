@@ -100,6 +100,10 @@ pub struct LayerInfo {
     pub params: u64,
     /// Forward multiply-accumulates for one sample.
     pub macs: u64,
+    /// A recurrent layer's hidden size `H` (its cell has `out_shape[0] / H` gates and
+    /// `in_shape[0] − H` inputs); `None` for the other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<usize>,
 }
 
 impl LayerInfo {

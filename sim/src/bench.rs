@@ -157,9 +157,55 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                     }
                 }
             }
-            // Attention products and recurrent cells run their own small products, not these
-            // GEMMs.
-            LayerKind::Matmul | LayerKind::Recurrent => {}
+            // Attention products run their own small products, not these GEMMs.
+            LayerKind::Matmul => {}
+            LayerKind::Recurrent => {
+                let Some(h) = l.hidden.filter(|&h| h > 0) else {
+                    continue;
+                };
+                let (gh, steps) = (l.out_channels(), l.out_pixels().max(1));
+                let i = l.in_channels().saturating_sub(h);
+                let rows = batch
+                    .checked_mul(steps)
+                    .ok_or_else(|| SimError::invalid(&l.name, "batch × steps overflows"))?;
+                // The recurrent weights' blocks: R whole (LSTM), or R_zr and R_h (GRU: R_h
+                // reads r ⊙ ĥ or is gated after it, so it is its own product).
+                let blocks_r: &[usize] = if gh == 3 * h { &[2 * h, h] } else { &[gh] };
+                // Forward: every step's x̂·Ŵᵀ at once; per step ĥ·R̂ᵀ (R̂ᵀ packed once).
+                for (r, count) in blocks(rows, ROW_TILE) {
+                    add(
+                        &l.name,
+                        (GemmPass::Forward, false, false),
+                        (r, i, gh),
+                        count,
+                    );
+                }
+                for &g in blocks_r {
+                    add(
+                        &l.name,
+                        (GemmPass::Forward, false, true),
+                        (batch, h, g),
+                        steps,
+                    );
+                    // Backward per step: the state's error through R.
+                    add(
+                        &l.name,
+                        (GemmPass::Error, false, false),
+                        (batch, g, h),
+                        steps,
+                    );
+                }
+                // After the steps: dx = dg·Ŵ, dW = dgᵀ·x̂, dR = dgᵀ·ĥ over all steps' rows.
+                for (r, count) in blocks(rows, ROW_TILE) {
+                    add(&l.name, (GemmPass::Error, false, false), (r, gh, i), count);
+                }
+                for (r, count) in blocks(rows, REDUCE_CHUNK) {
+                    add(&l.name, (GemmPass::Weight, false, false), (gh, r, i), count);
+                    for &g in blocks_r {
+                        add(&l.name, (GemmPass::Weight, false, false), (g, r, h), count);
+                    }
+                }
+            }
             LayerKind::Linear => {
                 let (i, o) = (l.in_channels(), l.out_channels());
                 // Every row of every sample (a Transformer's tokens; 1 for a classifier).

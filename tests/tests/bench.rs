@@ -77,14 +77,22 @@ fn bench_train_prints_the_issue_fields() {
 
 #[test]
 fn bench_times_language_models_on_token_ids_with_the_shapes_their_steps_run() {
-    // Sequence-first LSTM (ids [35, 4]) and batch-first Transformer (ids [4, 64]): ids drawn
-    // from the vocabulary, a label per token, and linear layers' rows counted per token.
-    for model in ["zoo:lstm-lm", "zoo:transformer-lm"] {
+    // Sequence-first LSTM (ids [35, 4]), batch-first Transformer (ids [4, 64]) and an imported
+    // GRU LM with a symbolic sequence axis (ids [7, 4]): ids drawn from the vocabulary, a label
+    // per token, linear layers' rows counted per token, the recurrent cells' products listed.
+    let gru = "tests/fixtures/seq/gru_lm_legacy_opset14.onnx";
+    for (model, seq) in [
+        ("zoo:lstm-lm", "35"),
+        ("zoo:transformer-lm", "64"),
+        (gru, "7"),
+    ] {
         let out = run(&[
             "bench",
             "train",
             "--model",
             model,
+            "--seq-len",
+            seq,
             "--batch",
             "4",
             "--steps",
@@ -122,6 +130,8 @@ fn bench_times_language_models_on_token_ids_with_the_shapes_their_steps_run() {
             "eval",
             "--model",
             model,
+            "--seq-len",
+            seq,
             "--batch",
             "4",
             "--passes",

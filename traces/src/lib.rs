@@ -49,6 +49,7 @@ pub(crate) mod test_model {
                 groups: 1,
                 params: 16 * 16 * 9,
                 macs: 16 * 16 * 9 * 64,
+                hidden: None,
             })
             .collect();
         ModelSummary {

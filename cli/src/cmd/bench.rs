@@ -11,7 +11,7 @@ use crate::cmd::shared::{OutputFormat, QuantizerArg};
 use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use cptsim_models::load_graph;
+use cptsim_models::load_graph_with;
 use cptsim_sim::bench::{eval_passes, train_steps, EvalBench, TrainBench};
 use cptsim_sim::build::{build_network, BuildOptions, Network};
 use cptsim_sim::gemm::{self, ShapeTime};
@@ -44,6 +44,10 @@ pub struct EvalArgs {
     /// Batch size.
     #[arg(long, default_value_t = 128)]
     pub batch: usize,
+    /// Tokens per sample of a sequence model (default: a zoo model's own; required for an ONNX
+    /// file with a symbolic sequence axis).
+    #[arg(long)]
+    pub seq_len: Option<usize>,
     /// Timed forward passes (after one warm-up pass).
     #[arg(long, default_value_t = 10)]
     pub passes: usize,
@@ -67,6 +71,10 @@ pub struct TrainArgs {
     /// Batch size.
     #[arg(long, default_value_t = 128)]
     pub batch: usize,
+    /// Tokens per sample of a sequence model (default: a zoo model's own; required for an ONNX
+    /// file with a symbolic sequence axis).
+    #[arg(long)]
+    pub seq_len: Option<usize>,
     /// Timed steps (after one warm-up step).
     #[arg(long, default_value_t = 5)]
     pub steps: usize,
@@ -135,7 +143,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
     check_secs("--peak-secs", a.peak_secs)?;
     let pool = pool(a.threads)?;
     let json = a.format.json_or_table("bench eval")?;
-    let graph = load_graph(&a.model, a.batch)?;
+    let graph = load_graph_with(&a.model, a.batch, a.seq_len)?;
     let mut net = build_network(&graph, &BuildOptions::default())
         .with_context(|| format!("model {}", a.model))?;
     let threads = pool.current_num_threads();
@@ -204,7 +212,7 @@ fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     check_secs("--peak-secs", a.peak_secs)?;
     check_secs("--shape-secs", a.shape_secs)?;
     let pool = pool(a.threads)?;
-    let graph = load_graph(&a.model, a.batch)?;
+    let graph = load_graph_with(&a.model, a.batch, a.seq_len)?;
     let json = a.format.json_or_table("bench train")?;
     let opts = BuildOptions {
         method: a.quantizer.method().unwrap_or(QuantMethod::Sbm),

@@ -51,6 +51,7 @@ impl Graph {
                         groups: c.groups,
                         params: node.op.params(),
                         macs,
+                        hidden: None,
                     });
                 }
                 Op::Linear(l) => {
@@ -85,14 +86,16 @@ impl Graph {
                 }
                 Op::Recurrent(r) => {
                     let steps = x.first().copied().unwrap_or(1);
-                    layers.push(gemm_layer(
+                    let mut layer = gemm_layer(
                         node,
                         LayerKind::Recurrent,
                         [r.input_size() + r.hidden, steps, 1],
                         [r.gate_rows(), steps, 1],
                         1,
                         super::shape::recurrent_macs(steps, r),
-                    ));
+                    );
+                    layer.hidden = Some(r.hidden);
+                    layers.push(layer);
                 }
                 Op::Embedding(_) | Op::ClassToken { .. } | Op::PositionEmbedding { .. }
                     if layers.is_empty() =>
@@ -174,6 +177,7 @@ fn gemm_layer(
         groups,
         params: node.op.params(),
         macs,
+        hidden: None,
     }
 }
 

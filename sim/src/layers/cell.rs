@@ -43,15 +43,6 @@ pub(crate) type Views<'a> = (
     ArrayView1<'a, f32>,
 );
 
-/// Gradients of `W, R, Wb, Rb` and of the input `[T, B, I]`, in that order.
-pub(crate) type CellGrads = (
-    Array2<f32>,
-    Array2<f32>,
-    Array1<f32>,
-    Array1<f32>,
-    Array3<f32>,
-);
-
 impl CellWeights {
     /// Checks the shapes against `gates` per unit; errors name the layer and the tensor.
     pub(crate) fn new(
@@ -107,18 +98,6 @@ impl CellWeights {
             ));
         }
         Ok(x3)
-    }
-
-    /// Zero gradients of `W, R, Wb, Rb` and of an input of `steps × batch` rows.
-    pub(crate) fn zero_grads(&self, steps: usize, batch: usize) -> CellGrads {
-        let rows = self.gates * self.hidden;
-        (
-            Array2::zeros((rows, self.inputs())),
-            Array2::zeros((rows, self.hidden)),
-            Array1::zeros(rows),
-            Array1::zeros(rows),
-            Array3::zeros((steps, batch, self.inputs())),
-        )
     }
 
     /// Stores the parameter gradients of a backward pass.

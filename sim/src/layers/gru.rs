@@ -12,11 +12,14 @@
 //! that of the `z`, `r` gates `[B, 2H]` (two error quantizations per step), each before the
 //! GEMMs that read it.
 
-use ndarray::{concatenate, s, Array2, Array3, Axis, Ix3};
+use ndarray::{concatenate, s, Array1, Array2, Array3, Axis, Ix3};
 
-use super::cell::{sigmoid, state_operand, step_error, CellOperands, CellWeights};
+use super::cell::{
+    recurrent_product, sigmoid, state_operand, step_error, CellOperands, CellWeights,
+};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::gemm::{matmul_into, matmul_tn_reduce_par, PackedB};
 use crate::quant::LayerQuant;
 
 /// What backward needs of one step.
@@ -32,6 +35,17 @@ struct StepCache {
     n: Array2<f32>,
     /// `R_h ĥ + Rb_h` (linear before reset) or `r ⊙ ĥ` (otherwise).
     inner: Array2<f32>,
+}
+
+impl StepCache {
+    /// What `R_h` multiplied at this step: `ĥ` (linear before reset) or `r ⊙ ĥ`.
+    fn inner_operand(&self, linear_before_reset: bool) -> &Array2<f32> {
+        if linear_before_reset {
+            &self.h_q
+        } else {
+            &self.inner
+        }
+    }
 }
 
 /// The GRU layer.
@@ -79,29 +93,29 @@ impl Layer for Gru {
         let (_, _, bw, br) = self.cell.views(&self.name)?;
         let (t_len, batch, _) = x.dim();
         let hd = self.cell.hidden;
-        let (rzr, rh) = (
-            ops.r.slice(s![0..2 * hd, ..]),
-            ops.r.slice(s![2 * hd.., ..]),
-        );
+        // Every step's x̂·Ŵᵀ + Wb in one product; R̂_zrᵀ and R̂_hᵀ packed once for the steps.
+        let xws = ops.input_projection(bw)?;
+        let rzr_t = PackedB::new(ops.r.slice(s![0..2 * hd, ..]).t());
+        let rh_t = PackedB::new(ops.r.slice(s![2 * hd.., ..]).t());
         let mut h = Array2::<f32>::zeros((batch, hd));
         let mut y = Array3::<f32>::zeros((t_len, batch, hd));
         let mut steps = Vec::with_capacity(if mode == Mode::Train { t_len } else { 0 });
         for t in 0..t_len {
-            let xw = ops.x.index_axis(Axis(0), t).dot(&ops.w.t()) + bw;
+            let xw = xws.slice(s![t * batch..(t + 1) * batch, ..]);
             let (h_q, h_mask) = state_operand(&mut self.quant, &h, mode);
-            let zr = (&xw.slice(s![.., 0..2 * hd]) + &h_q.dot(&rzr.t()) + br.slice(s![0..2 * hd]))
-                .mapv(sigmoid);
+            let hr = recurrent_product(h_q.view(), &rzr_t)?;
+            let zr = (&xw.slice(s![.., 0..2 * hd]) + &hr + br.slice(s![0..2 * hd])).mapv(sigmoid);
             let (z, rg) = (
                 zr.slice(s![.., 0..hd]).to_owned(),
                 zr.slice(s![.., hd..]).to_owned(),
             );
             let (inner, rec) = if self.linear_before_reset {
-                let a = h_q.dot(&rh.t()) + br.slice(s![2 * hd..]);
+                let a = recurrent_product(h_q.view(), &rh_t)? + br.slice(s![2 * hd..]);
                 let rec = &rg * &a;
                 (a, rec)
             } else {
                 let rh_h = &rg * &h_q;
-                let rec = rh_h.dot(&rh.t()) + br.slice(s![2 * hd..]);
+                let rec = recurrent_product(rh_h.view(), &rh_t)? + br.slice(s![2 * hd..]);
                 (rh_h, rec)
             };
             let n = (&xw.slice(s![.., 2 * hd..]) + &rec).mapv(f32::tanh);
@@ -136,9 +150,19 @@ impl Layer for Gru {
             ops.r.slice(s![0..2 * hd, ..]),
             ops.r.slice(s![2 * hd.., ..]),
         );
-        let (mut dw, mut dr, mut dbw, mut dbr, mut dx) = self.cell.zero_grads(t_len, batch);
+        let (mut dbw, mut dbr) = (Array1::<f32>::zeros(3 * hd), Array1::<f32>::zeros(3 * hd));
+        // Every step's (quantized) errors and the recurrent operands they multiply, for the
+        // weight and input gradients computed over all steps at once after the loop: the
+        // `[z, r, h̃]` pre-activation errors (read by W), the error of R_h's product and its input.
+        let mut dxws = Array2::<f32>::zeros((t_len * batch, 3 * hd));
+        let (mut d_rhs, mut rh_ins, mut h_qs) = (
+            Array2::<f32>::zeros((t_len * batch, hd)),
+            Array2::<f32>::zeros((t_len * batch, hd)),
+            Array2::<f32>::zeros((t_len * batch, hd)),
+        );
         let mut dh_next = Array2::<f32>::zeros((batch, hd));
         for (t, st) in steps.iter().enumerate().rev() {
+            let rows = s![t * batch..(t + 1) * batch, ..];
             let dh = &gy.index_axis(Axis(0), t) + &dh_next;
             let dn = &dh * &st.z.mapv(|v| 1.0 - v);
             let mut dpre_n = &dn * &st.n.mapv(|v| 1.0 - v * v);
@@ -150,20 +174,25 @@ impl Layer for Gru {
             let (d_r, mut d_rec_h) = if self.linear_before_reset {
                 // rec = r ⊙ a, a = R_h ĥ + Rb_h
                 let da = &dpre_n * &st.r;
-                dr.slice_mut(s![2 * hd.., ..])
-                    .scaled_add(1.0, &da.t().dot(&st.h_q));
                 dbr.slice_mut(s![2 * hd..])
                     .scaled_add(1.0, &da.sum_axis(Axis(0)));
-                (&dpre_n * &st.inner, da.dot(&rh))
+                let mut d_h = Array2::<f32>::zeros((batch, hd));
+                matmul_into(d_h.view_mut(), da.view(), rh, false)?;
+                d_rhs.slice_mut(rows).assign(&da);
+                (&dpre_n * &st.inner, d_h)
             } else {
                 // rec = R_h (r ⊙ ĥ) + Rb_h
-                dr.slice_mut(s![2 * hd.., ..])
-                    .scaled_add(1.0, &dpre_n.t().dot(&st.inner));
                 dbr.slice_mut(s![2 * hd..])
                     .scaled_add(1.0, &dpre_n.sum_axis(Axis(0)));
-                let d_rh = dpre_n.dot(&rh);
+                let mut d_rh = Array2::<f32>::zeros((batch, hd));
+                matmul_into(d_rh.view_mut(), dpre_n.view(), rh, false)?;
+                d_rhs.slice_mut(rows).assign(&dpre_n);
                 (&d_rh * &st.h_q, &d_rh * &st.r)
             };
+            rh_ins
+                .slice_mut(rows)
+                .assign(st.inner_operand(self.linear_before_reset));
+            h_qs.slice_mut(rows).assign(&st.h_q);
             // the state's gradient through R passes the state quantizer's mask
             let masked = |mut g: Array2<f32>| {
                 if let Some(m) = &st.h_mask {
@@ -177,17 +206,30 @@ impl Layer for Gru {
             let mut dzr = concatenate![Axis(1), dpre_z, dpre_r];
             // the z and r gates' error, read by the W_zr and R_zr GEMMs
             step_error(&mut self.quant, &mut dzr);
-            dr.slice_mut(s![0..2 * hd, ..])
-                .scaled_add(1.0, &dzr.t().dot(&st.h_q));
             dbr.slice_mut(s![0..2 * hd])
                 .scaled_add(1.0, &dzr.sum_axis(Axis(0)));
-            dh_prev += &masked(dzr.dot(&rzr));
+            let mut d_zr_h = Array2::<f32>::zeros((batch, hd));
+            matmul_into(d_zr_h.view_mut(), dzr.view(), rzr, false)?;
+            dh_prev += &masked(d_zr_h);
             let dxw = concatenate![Axis(1), dzr, dpre_n];
-            dw += &dxw.t().dot(&ops.x.index_axis(Axis(0), t));
             dbw += &dxw.sum_axis(Axis(0));
-            dx.index_axis_mut(Axis(0), t).assign(&dxw.dot(&ops.w));
+            dxws.slice_mut(rows).assign(&dxw);
             dh_next = dh_prev;
         }
+        let (mut dw, dx) = ops.input_grads(dxws.view())?;
+        let mut dr = Array2::<f32>::zeros(ops.r.raw_dim());
+        matmul_tn_reduce_par(
+            dr.slice_mut(s![0..2 * hd, ..]),
+            dxws.slice(s![.., 0..2 * hd]),
+            h_qs.view(),
+            false,
+        )?;
+        matmul_tn_reduce_par(
+            dr.slice_mut(s![2 * hd.., ..]),
+            d_rhs.view(),
+            rh_ins.view(),
+            false,
+        )?;
         let dx = ops.finish(&mut dw, &mut dr, dx);
         self.cell.set_grads(dw, dr, dbw, dbr);
         Ok(vec![dx])
