@@ -217,8 +217,9 @@ pub fn erf(x: f64) -> f64 {
 pub struct Gelu {
     name: String,
     tanh_approx: bool,
-    /// Training pass: the input.
-    cache: Option<Tensor>,
+    /// Training pass: the input and, per element, `Φ(x)` (exact) or the approximation's
+    /// `tanh(u)`, which the derivative needs again (an exponential or a tanh per element saved).
+    cache: Option<(Tensor, Vec<f64>)>,
 }
 
 impl Gelu {
@@ -231,24 +232,36 @@ impl Gelu {
         }
     }
 
-    /// (value, derivative) at `x`.
-    fn at(&self, x: f32) -> (f32, f32) {
+    /// `c = √(2/π)` and `u = c·(x + 0.044715·x³)` of the tanh form.
+    fn tanh_arg(x: f64) -> (f64, f64) {
+        let c = (2.0 / std::f64::consts::PI).sqrt();
+        (c, c * (x + 0.044_715 * x * x * x))
+    }
+
+    /// The value at `x` and what the derivative reuses: `Φ(x)` or `tanh(u)`.
+    fn value(&self, x: f32) -> (f32, f64) {
         let x = f64::from(x);
-        let (y, dy) = if self.tanh_approx {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            let u = c * (x + 0.044_715 * x * x * x);
-            let th = u.tanh();
-            let du = c * (1.0 + 3.0 * 0.044_715 * x * x);
-            (
-                0.5 * x * (1.0 + th),
-                0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du,
-            )
+        if self.tanh_approx {
+            let th = Self::tanh_arg(x).1.tanh();
+            ((0.5 * x * (1.0 + th)) as f32, th)
         } else {
             let cdf = 0.5 * (1.0 + erf(x / std::f64::consts::SQRT_2));
+            ((x * cdf) as f32, cdf)
+        }
+    }
+
+    /// The derivative at `x`, given [`Gelu::value`]'s second result there.
+    fn slope(&self, x: f32, kept: f64) -> f32 {
+        let x = f64::from(x);
+        let dy = if self.tanh_approx {
+            let (c, th) = (Self::tanh_arg(x).0, kept);
+            let du = c * (1.0 + 3.0 * 0.044_715 * x * x);
+            0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du
+        } else {
             let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
-            (x * cdf, cdf + x * pdf)
+            kept + x * pdf
         };
-        (y as f32, dy as f32)
+        dy as f32
     }
 }
 
@@ -258,17 +271,28 @@ impl Layer for Gelu {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let y = x.mapv(|v| self.at(v).0);
-        self.cache = (mode == Mode::Train).then(|| x.clone());
+        let x = super::standard(expect_inputs(&self.name, inputs, 1)?[0].view());
+        let xs = x
+            .as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
+        let (y, kept): (Vec<f32>, Vec<f64>) = xs.iter().map(|&v| self.value(v)).unzip();
+        let y = Tensor::from_shape_vec(x.shape(), y)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        self.cache = (mode == Mode::Train).then_some((x, kept));
         Ok(y)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let x = cached(&self.name, &self.cache)?;
+        let (x, kept) = cached(&self.name, &self.cache)?;
         check_grad(&self.name, &grad_out, x.shape())?;
-        let mut dx = grad_out;
-        dx.zip_mut_with(x, |g, &v| *g *= self.at(v).1);
+        let mut dx = super::standard(grad_out);
+        let (xs, dxs) = (x.as_slice(), dx.as_slice_mut());
+        let (Some(xs), Some(dxs)) = (xs, dxs) else {
+            return Err(SimError::shape(&self.name, "gradient not contiguous"));
+        };
+        for ((g, &v), &k) in dxs.iter_mut().zip(xs).zip(kept) {
+            *g *= self.slope(v, k);
+        }
         Ok(vec![dx])
     }
 }
@@ -321,8 +345,8 @@ mod tests {
         let exact = Gelu::new("g", false);
         let approx = Gelu::new("g", true);
         // Φ(1) = 0.841344746
-        assert!((exact.at(1.0).0 - 0.841_344_7).abs() < 1e-6);
-        assert!((approx.at(1.0).0 - exact.at(1.0).0).abs() < 1e-3);
+        assert!((exact.value(1.0).0 - 0.841_344_7).abs() < 1e-6);
+        assert!((approx.value(1.0).0 - exact.value(1.0).0).abs() < 1e-3);
         for tanh in [false, true] {
             let x = rand_tensor(&[4, 7], 3.0, 9);
             check_layer(&mut Gelu::new("g", tanh), &[x], 1e-2, 2e-3, 40).unwrap();
