@@ -53,17 +53,19 @@ impl CausalMask {
         }
     }
 
-    /// `t` with every masked entry set to `fill`.
-    fn apply(&self, t: &Tensor, fill: f32) -> Result<Tensor> {
+    /// `t` with every masked entry set to `fill`: in row `i` of each `Tq × Tk` block, the
+    /// entries after column `i + Tk − Tq`.
+    fn apply(&self, t: Tensor, fill: f32) -> Result<Tensor> {
         let (tq, tk) = self.dims(t.shape())?;
-        let (shape, mut v) = contiguous(t);
-        for (k, e) in v.iter_mut().enumerate() {
-            let (i, j) = ((k / tk) % tq.max(1), k % tk);
-            if j > i + (tk - tq) {
-                *e = fill;
-            }
+        let mut t = super::standard(t);
+        let v = t
+            .as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "scores not contiguous"))?;
+        for (r, row) in v.chunks_exact_mut(tk.max(1)).enumerate() {
+            let i = r % tq.max(1);
+            row[(i + tk - tq + 1).min(tk)..].fill(fill);
         }
-        tensor(&self.name, shape, v)
+        Ok(t)
     }
 }
 
@@ -74,7 +76,7 @@ impl Layer for CausalMask {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let y = self.apply(x, f32::NEG_INFINITY)?;
+        let y = self.apply(x.clone(), f32::NEG_INFINITY)?;
         self.shape = (mode == Mode::Train).then(|| x.shape().to_vec());
         Ok(y)
     }
@@ -82,7 +84,7 @@ impl Layer for CausalMask {
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let shape = cached(&self.name, &self.shape)?;
         check_grad(&self.name, &grad_out, shape)?;
-        Ok(vec![self.apply(&grad_out, 0.0)?])
+        Ok(vec![self.apply(grad_out, 0.0)?])
     }
 }
 
