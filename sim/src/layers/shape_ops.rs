@@ -107,11 +107,46 @@ impl Transpose {
                 ),
             ));
         }
+        if let Some(out) = permute_rows(t, perm) {
+            return Ok(out);
+        }
         Ok(t.view()
             .permuted_axes(perm)
             .as_standard_layout()
             .into_owned())
     }
+}
+
+/// `t` (standard layout) with its axes permuted by `perm` when the last axis stays last (the
+/// heads of attention, `[B, T, H, d] ↔ [B, H, T, d]`): whole rows of the last axis copied at
+/// once. A dynamic-rank permuted copy moves value by value (4 % of a Transformer LM step).
+fn permute_rows(t: &Tensor, perm: &[usize]) -> Option<Tensor> {
+    let r = perm.len();
+    if r < 2 || perm[r - 1] != r - 1 || !t.is_standard_layout() {
+        return None;
+    }
+    let (src, shape) = (t.as_slice()?, t.shape());
+    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let row = shape[r - 1];
+    // Where one step along each leading output axis moves in the source.
+    let steps: Vec<usize> = perm[..r - 1]
+        .iter()
+        .map(|&p| shape[p + 1..].iter().product())
+        .collect();
+    let mut out = Vec::with_capacity(t.len());
+    let mut at = vec![0usize; r - 1];
+    for _ in 0..t.len().checked_div(row).unwrap_or(0) {
+        let off: usize = at.iter().zip(&steps).map(|(i, s)| i * s).sum();
+        out.extend_from_slice(src.get(off..off + row)?);
+        for a in (0..r - 1).rev() {
+            at[a] += 1;
+            if at[a] < out_shape[a] {
+                break;
+            }
+            at[a] = 0;
+        }
+    }
+    Tensor::from_shape_vec(out_shape, out).ok()
 }
 
 impl Layer for Transpose {
@@ -179,6 +214,28 @@ mod tests {
         assert!(y.is_standard_layout());
         assert_eq!(y[[3, 1, 2]], x[[1, 2, 3]]);
         check_layer(&mut t, &[x], 1e-2, 1e-3, 10).unwrap();
+    }
+
+    #[test]
+    fn permutations_keeping_the_last_axis_copy_rows_as_the_general_path_does() {
+        let x = rand_tensor(&[2, 3, 4, 5], 1.0, 3);
+        for perm in [
+            vec![0, 2, 1, 3],
+            vec![2, 0, 1, 3],
+            vec![0, 1, 2, 3],
+            vec![1, 2, 0, 3],
+        ] {
+            let fast = permute_rows(&x, &perm).unwrap();
+            let general = x
+                .view()
+                .permuted_axes(perm.as_slice())
+                .as_standard_layout()
+                .into_owned();
+            assert_eq!(fast, general, "{perm:?}");
+        }
+        assert!(permute_rows(&x, &[0, 1, 3, 2]).is_none());
+        let empty = Tensor::zeros(vec![2, 0, 3]);
+        assert_eq!(permute_rows(&empty, &[1, 0, 2]).unwrap().shape(), [0, 2, 3]);
     }
 
     #[test]
