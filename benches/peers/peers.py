@@ -137,13 +137,10 @@ class ResNet(nn.Module):
         self.fc.bits = 0
 
 
-def torch_train(depth, bits, steps):
-    torch.manual_seed(0)
-    net = ResNet(depth)
-    net.set_bits(bits)
+def sgd_rate(net, x, y, samples, steps):
+    """Samples per CPU-second of `steps` SGD steps (the paper's momentum and weight decay) of
+    `net` on one batch, after one warm-up step."""
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
-    x = torch.rand(BATCH, 3, 32, 32) * 4 - 2
-    y = torch.arange(BATCH) % CLASSES
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -154,7 +151,16 @@ def torch_train(depth, bits, steps):
     t0 = time.process_time()
     for _ in range(steps):
         step()
-    return BATCH * steps / (time.process_time() - t0)
+    return samples * steps / (time.process_time() - t0)
+
+
+def torch_train(depth, bits, steps):
+    torch.manual_seed(0)
+    net = ResNet(depth)
+    net.set_bits(bits)
+    x = torch.rand(BATCH, 3, 32, 32) * 4 - 2
+    y = torch.arange(BATCH) % CLASSES
+    return sgd_rate(net, x, y, BATCH, steps)
 
 
 # The zoo's `lstm-lm` (word_language_model form): without --data its vocabulary is 256.
@@ -179,29 +185,9 @@ class LstmLM(nn.Module):
 
 def torch_lm_train(batch, steps):
     torch.manual_seed(0)
-    net = LstmLM()
-    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     ids = torch.randint(0, LM_VOCAB, (LM_BPTT, batch))
     y = torch.randint(0, LM_VOCAB, (LM_BPTT * batch,))
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        F.cross_entropy(net(ids), y).backward()
-        opt.step()
-
-    step()
-    t0 = time.process_time()
-    for _ in range(steps):
-        step()
-    return batch * steps / (time.process_time() - t0)
-
-
-def cptsim_lm_train(exe, batch, steps):
-    cmd = [exe, "bench", "train", "--model", "zoo:lstm-lm", "--batch", str(batch), "--steps",
-           str(steps), "--threads", "1", "--quantizer", "none", "--peak-secs", "0.01",
-           "--shape-secs", "0", "--format", "json"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["images_per_cpu_s"]
+    return sgd_rate(LstmLM(), ids, y, batch, steps)
 
 
 # Timed passes per ImageNet eval, after one warm-up each. With 2, a first pass that ran slow
@@ -222,8 +208,9 @@ def ort_forward(path, x, reps):
     return len(x) * reps / (time.process_time() - t0)
 
 
-def cptsim_train(exe, depth, quantizer, steps):
-    cmd = [exe, "bench", "train", "--model", f"zoo:resnet{depth}", "--batch", str(BATCH), "--steps",
+def cptsim_train(exe, model, batch, quantizer, steps):
+    """`cptsim bench train` of `model` (samples per CPU-second: images, or an LM's sequences)."""
+    cmd = [exe, "bench", "train", "--model", model, "--batch", str(batch), "--steps",
            str(steps), "--threads", "1", "--quantizer", quantizer, "--peak-secs", "0.01",
            "--shape-secs", "0", "--format", "json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -281,9 +268,9 @@ def main():
         load = loadavg()
         row = {
             "torch_fp32": torch_train(d, 0, a.steps),
-            "cptsim_fp32": cptsim_train(a.cptsim, d, "none", a.steps),
+            "cptsim_fp32": cptsim_train(a.cptsim, f"zoo:resnet{d}", BATCH, "none", a.steps),
             "torch_fq8": torch_train(d, 8, a.steps),
-            "cptsim_sbm8": cptsim_train(a.cptsim, d, "sbm", a.steps),
+            "cptsim_sbm8": cptsim_train(a.cptsim, f"zoo:resnet{d}", BATCH, "sbm", a.steps),
             "ort_eval": ort_forward(onnx_path, x, a.steps * 3),
             "cptsim_eval": cptsim_eval(a.cptsim, onnx_path, a.steps * 3),
         }
@@ -293,7 +280,8 @@ def main():
         if a.lstm_batch:
             # An LM step is ~10 ms against ~150 for ResNet-20's: ten times the steps.
             row["torch_lstm_lm"] = torch_lm_train(a.lstm_batch, 10 * a.steps)
-            row["cptsim_lstm_lm"] = cptsim_lm_train(a.cptsim, a.lstm_batch, 10 * a.steps)
+            row["cptsim_lstm_lm"] = cptsim_train(a.cptsim, "zoo:lstm-lm", a.lstm_batch, "none",
+                                                 10 * a.steps)
         rows.append(row)
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))

@@ -53,14 +53,7 @@ fn bench_train_prints_the_issue_fields() {
             .any(|p| path.starts_with(p)),
         "{path}"
     );
-    let shapes = v["gemm_shapes"].as_array().expect("gemm_shapes");
-    let mut flops = 0.0;
-    for s in shapes {
-        let f = s["fraction_of_peak"].as_f64().unwrap_or(-1.0);
-        assert!(f > 0.0 && f.is_finite(), "{s}");
-        let dim = |k: &str| s[k].as_f64().unwrap_or(0.0);
-        flops += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
-    }
+    let flops = table_flops(&v);
     assert!((flops / 1e9 - v["gemm_gflop_per_step"].as_f64().unwrap()).abs() < 1e-9);
     // The same FLOPs as a profiled step ran them, with their share of the GEMM time.
     let flops = in_run_flops(&v, "step");
@@ -111,11 +104,7 @@ fn bench_times_language_models_on_token_ids_with_the_shapes_their_steps_run() {
         assert_eq!(v["samples"], "sequences", "{model}");
         assert_positive(&v, &["images_per_s", "gemm_gflop_per_step"]);
         let per_step = v["gemm_gflop_per_step"].as_f64().unwrap();
-        let mut table = 0.0;
-        for s in v["gemm_shapes"].as_array().expect("gemm_shapes") {
-            let dim = |k: &str| s[k].as_f64().unwrap_or(0.0);
-            table += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
-        }
+        let table = table_flops(&v);
         assert!(
             (table / 1e9 - per_step).abs() < 1e-9,
             "{model}: {table} vs {per_step}"
@@ -144,6 +133,19 @@ fn bench_times_language_models_on_token_ids_with_the_shapes_their_steps_run() {
         assert!(out.status.success(), "{model}: {}", stderr(&out));
         assert!(stdout(&out).contains("sequences/s"), "{}", stdout(&out));
     }
+}
+
+/// The FLOPs of one step by the shape table (`gemm_shapes`), after checking that every row has
+/// a positive rate.
+fn table_flops(v: &serde_json::Value) -> f64 {
+    let mut flops = 0.0;
+    for s in v["gemm_shapes"].as_array().expect("gemm_shapes") {
+        let f = s["fraction_of_peak"].as_f64().unwrap_or(-1.0);
+        assert!(f > 0.0 && f.is_finite(), "{s}");
+        let dim = |k: &str| s[k].as_f64().unwrap_or(0.0);
+        flops += 2.0 * dim("m") * dim("k") * dim("n") * dim("calls_per_step");
+    }
+    flops
 }
 
 /// The FLOPs of one profiled step or pass (`run`) in `gemm_shapes_in_RUN`, after checking that its
