@@ -171,15 +171,10 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                 // The recurrent weights' blocks: R whole (LSTM), or R_zr and R_h (GRU: R_h
                 // reads r ⊙ ĥ or is gated after it, so it is its own product).
                 let blocks_r: &[usize] = if gh == 3 * h { &[2 * h, h] } else { &[gh] };
-                // Forward: every step's x̂·Ŵᵀ at once; per step ĥ·R̂ᵀ (R̂ᵀ packed once).
-                for (r, count) in blocks(rows, ROW_TILE) {
-                    add(
-                        &l.name,
-                        (GemmPass::Forward, false, false),
-                        (r, i, gh),
-                        count,
-                    );
-                }
+                // Every step's x̂·Ŵᵀ at once, and after the steps dx = dg·Ŵ and dW = dgᵀ·x̂ over
+                // all steps' rows: a linear map over T·B rows.
+                linear_gemms(&mut add, &l.name, rows, (i, gh), true);
+                // Per step ĥ·R̂ᵀ (R̂ᵀ packed once) and, backward, the state's error through R.
                 for &g in blocks_r {
                     add(
                         &l.name,
@@ -187,7 +182,6 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                         (batch, h, g),
                         steps,
                     );
-                    // Backward per step: the state's error through R.
                     add(
                         &l.name,
                         (GemmPass::Error, false, false),
@@ -195,51 +189,46 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                         steps,
                     );
                 }
-                // After the steps: dx = dg·Ŵ, dW = dgᵀ·x̂, dR = dgᵀ·ĥ over all steps' rows.
-                for (r, count) in blocks(rows, ROW_TILE) {
-                    add(&l.name, (GemmPass::Error, false, false), (r, gh, i), count);
-                }
+                // After the steps: dR = dgᵀ·ĥ.
                 for (r, count) in blocks(rows, REDUCE_CHUNK) {
-                    add(&l.name, (GemmPass::Weight, false, false), (gh, r, i), count);
                     for &g in blocks_r {
                         add(&l.name, (GemmPass::Weight, false, false), (g, r, h), count);
                     }
                 }
             }
             LayerKind::Linear => {
-                let (i, o) = (l.in_channels(), l.out_channels());
                 // Every row of every sample (a Transformer's tokens; 1 for a classifier).
                 let rows = batch
                     .checked_mul(l.in_shape[1].max(1))
                     .ok_or_else(|| SimError::invalid(&l.name, "batch × rows overflows"))?;
-                for (rows, count) in blocks(rows, ROW_TILE) {
-                    add(
-                        &l.name,
-                        (GemmPass::Forward, false, false),
-                        (rows, i, o),
-                        count,
-                    );
-                    if input_grad {
-                        add(
-                            &l.name,
-                            (GemmPass::Error, false, false),
-                            (rows, o, i),
-                            count,
-                        );
-                    }
-                }
-                for (rows, count) in blocks(rows, REDUCE_CHUNK) {
-                    add(
-                        &l.name,
-                        (GemmPass::Weight, false, false),
-                        (o, rows, i),
-                        count,
-                    );
-                }
+                let features = (l.in_channels(), l.out_channels());
+                linear_gemms(&mut add, &l.name, rows, features, input_grad);
             }
         }
     }
     Ok(out)
+}
+
+/// The GEMMs of a linear map of `i` → `o` features over `rows` rows, as the trainer splits them:
+/// forward and (with `input_grad`) input gradient per tile of [`ROW_TILE`] rows, weight gradient
+/// per chunk of [`REDUCE_CHUNK`] rows.
+fn linear_gemms(
+    add: &mut impl FnMut(&str, (GemmPass, bool, bool), (usize, usize, usize), usize),
+    layer: &str,
+    rows: usize,
+    (i, o): (usize, usize),
+    input_grad: bool,
+) {
+    let blocks = |per: usize| [(per, rows / per), (rows % per, 1)];
+    for (r, count) in blocks(ROW_TILE) {
+        add(layer, (GemmPass::Forward, false, false), (r, i, o), count);
+        if input_grad {
+            add(layer, (GemmPass::Error, false, false), (r, o, i), count);
+        }
+    }
+    for (r, count) in blocks(REDUCE_CHUNK) {
+        add(layer, (GemmPass::Weight, false, false), (o, r, i), count);
+    }
 }
 
 /// Times each shape for at least `secs` on the calling thread with the operand layouts the
