@@ -13,6 +13,7 @@ pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod epilogue;
+mod fastexp;
 pub mod flatten;
 pub mod gru;
 pub mod lastaxis;
