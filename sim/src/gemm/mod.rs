@@ -531,8 +531,11 @@ fn strided_mut(c: &mut ArrayViewMut2<f32>) -> Strided<*mut f32> {
     Strided::new(c.as_mut_ptr(), &cs)
 }
 
-/// `C = A·B` (or `C += A·B`), with the rows of `C` split into fixed tiles of [`ROW_TILE`] rows
-/// computed in parallel on the rayon pool. Deterministic for any thread count.
+/// `C = A·B` (or `C += A·B`), with the rows of `C` split into tiles of [`ROW_TILE`] rows computed
+/// in parallel on the rayon pool; on more than one thread, a product with fewer than two tiles per
+/// thread takes smaller tiles (multiples of 24 rows, two per thread) so that every thread gets
+/// work — a language model's linear layers have a few hundred to a thousand rows. Every element
+/// is one chain whatever the tile, so the result does not depend on the thread count.
 pub fn matmul_rows_par(
     mut c: ArrayViewMut2<f32>,
     a: ArrayView2<f32>,
@@ -540,12 +543,18 @@ pub fn matmul_rows_par(
     accumulate: bool,
 ) -> Result<()> {
     check(&c, &a, &b)?;
-    if a.nrows() <= ROW_TILE {
+    let threads = rayon::current_num_threads();
+    let tile = if threads > 1 {
+        ROW_TILE.min(a.nrows().div_ceil(2 * threads).next_multiple_of(24))
+    } else {
+        ROW_TILE
+    };
+    if a.nrows() <= tile {
         return matmul_into(c, a, b, accumulate);
     }
     let tiles: Vec<_> = c
-        .axis_chunks_iter_mut(Axis(0), ROW_TILE)
-        .zip(a.axis_chunks_iter(Axis(0), ROW_TILE))
+        .axis_chunks_iter_mut(Axis(0), tile)
+        .zip(a.axis_chunks_iter(Axis(0), tile))
         .collect();
     tiles
         .into_par_iter()

@@ -5,6 +5,7 @@ use super::fastexp;
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::simd::multiversion;
+use rayon::prelude::*;
 
 /// The input as contiguous rows of its last axis: (data, row length).
 fn rows<'a>(name: &str, x: &'a Tensor) -> Result<(&'a [f32], usize)> {
@@ -223,6 +224,10 @@ pub fn normal_cdf(x: f32) -> f32 {
     }
 }
 
+/// Values per parallel task of the exact GELU's loops (element-wise: any split gives the same
+/// values).
+const GELU_CHUNK: usize = 1 << 14;
+
 /// `1/√(2π)`, the standard normal density's factor.
 const INV_SQRT_2PI: f32 = 0.5 * std::f32::consts::FRAC_2_SQRT_PI * std::f32::consts::FRAC_1_SQRT_2;
 
@@ -317,7 +322,10 @@ impl Layer for Gelu {
             xs.iter().map(|&v| self.value(v)).unzip()
         } else {
             let (mut y, mut kept) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
-            gelu_exact_forward(xs, &mut y, &mut kept);
+            xs.par_chunks(GELU_CHUNK)
+                .zip(y.par_chunks_mut(GELU_CHUNK))
+                .zip(kept.par_chunks_mut(GELU_CHUNK))
+                .for_each(|((x, y), k)| gelu_exact_forward(x, y, k));
             (y, kept)
         };
         let y = Tensor::from_shape_vec(x.shape(), y)
@@ -339,7 +347,10 @@ impl Layer for Gelu {
                 *g *= self.slope(v, k);
             }
         } else {
-            gelu_exact_backward(xs, kept, dxs);
+            xs.par_chunks(GELU_CHUNK)
+                .zip(kept.par_chunks(GELU_CHUNK))
+                .zip(dxs.par_chunks_mut(GELU_CHUNK))
+                .for_each(|((x, k), g)| gelu_exact_backward(x, k, g));
         }
         Ok(vec![dx])
     }

@@ -10,6 +10,7 @@
 
 use ndarray::linalg::general_mat_mul;
 use ndarray::{Array3, ArrayView3};
+use rayon::prelude::*;
 
 use super::qgemm::{mask_input_grad, quantize_error, reject_per_sample};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
@@ -70,13 +71,19 @@ fn view3<'a>(name: &str, t: &'a Tensor, dims: [usize; 3]) -> Result<ArrayView3<'
         .map_err(|e| SimError::shape(name, e.to_string()))
 }
 
-/// `out[i] = op_a(a[i]) · op_b(b[i])` for every batch slice, with `op` a transpose when asked.
+/// `out[i] = op_a(a[i]) · op_b(b[i])` for every batch slice, with `op` a transpose when asked;
+/// the slices (a batch's heads) in parallel, each computed as on one thread.
 fn batched(a: ArrayView3<f32>, b: ArrayView3<f32>, (ta, tb): (bool, bool), out: &mut Array3<f32>) {
-    for ((ai, bi), mut oi) in a.outer_iter().zip(b.outer_iter()).zip(out.outer_iter_mut()) {
+    let slices: Vec<_> = a
+        .outer_iter()
+        .zip(b.outer_iter())
+        .zip(out.outer_iter_mut())
+        .collect();
+    slices.into_par_iter().for_each(|((ai, bi), mut oi)| {
         let ai = if ta { ai.reversed_axes() } else { ai };
         let bi = if tb { bi.reversed_axes() } else { bi };
         general_mat_mul(1.0, &ai, &bi, 0.0, &mut oi);
-    }
+    });
 }
 
 /// A standard-layout copy of `t`, quantized in place by `q`; returns the gradient mask.
