@@ -122,8 +122,6 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
             });
         }
     };
-    // Full blocks of `per` of `items`, then the remainder: `(items, count)` pairs.
-    let blocks = |items: usize, per: usize| [(per, items / per), (items % per, 1)];
     for l in &summary.layers {
         let groups = l.groups.max(1);
         // The layer reading the network input computes no input gradient in training.
@@ -209,6 +207,11 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
     Ok(out)
 }
 
+/// `items` cut into full blocks of `per`, then the remainder: `(block size, count)` pairs.
+fn blocks(items: usize, per: usize) -> [(usize, usize); 2] {
+    [(per, items / per), (items % per, 1)]
+}
+
 /// The GEMMs of a linear map of `i` → `o` features over `rows` rows, as the trainer splits them:
 /// forward and (with `input_grad`) input gradient per tile of [`ROW_TILE`] rows, weight gradient
 /// per chunk of [`REDUCE_CHUNK`] rows.
@@ -219,14 +222,13 @@ fn linear_gemms(
     (i, o): (usize, usize),
     input_grad: bool,
 ) {
-    let blocks = |per: usize| [(per, rows / per), (rows % per, 1)];
-    for (r, count) in blocks(ROW_TILE) {
+    for (r, count) in blocks(rows, ROW_TILE) {
         add(layer, (GemmPass::Forward, false, false), (r, i, o), count);
         if input_grad {
             add(layer, (GemmPass::Error, false, false), (r, o, i), count);
         }
     }
-    for (r, count) in blocks(REDUCE_CHUNK) {
+    for (r, count) in blocks(rows, REDUCE_CHUNK) {
         add(layer, (GemmPass::Weight, false, false), (o, r, i), count);
     }
 }

@@ -319,25 +319,25 @@ unsafe fn cut_panels(
         let panel = unsafe { std::slice::from_raw_parts_mut(next, kc * NR) };
         next = next.wrapping_add(kc * NR);
         if b.rs == 1 && b.cs != 1 {
-            // A transposed matrix: each column is a run of adjacent values.
+            // A transposed matrix: each column is a run of adjacent values (the panel's columns
+            // past `cols` come back zero).
             // SAFETY: elements (p0..p0+kc, jp..jp+cols) are valid; `path` runs here.
             unsafe { transpose::columns_into_panel(path, src, b.cs, cols, panel) };
         } else {
             for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
                 let src = src.wrapping_offset(i as isize * b.rs);
+                let (values, zeros) = row.split_at_mut(cols);
                 if b.cs == 1 {
                     // SAFETY: elements (p0+i, jp..jp+cols) are valid and adjacent.
-                    row[..cols].copy_from_slice(unsafe { std::slice::from_raw_parts(src, cols) });
+                    values.copy_from_slice(unsafe { std::slice::from_raw_parts(src, cols) });
                 } else {
-                    for (j, x) in row[..cols].iter_mut().enumerate() {
+                    for (j, x) in values.iter_mut().enumerate() {
                         // SAFETY: element (p0+i, jp+j) is valid.
                         *x = unsafe { *src.offset(j as isize * b.cs) };
                     }
                 }
+                zeros.fill(0.0);
             }
-        }
-        for row in panel.chunks_exact_mut(NR) {
-            row[cols..].fill(0.0);
         }
         Panel {
             ptr: panel.as_ptr(),

@@ -3,7 +3,8 @@
 //! `x = k·ln 2 + r`, `|r| ≤ ln 2 / 2`, with `ln 2` split in two (Cody–Waite), and a degree-6
 //! polynomial for `eʳ` (Cephes' `expf` coefficients); `k` is rounded by the 1.5·2²³ trick, which
 //! needs no SSE4.1. Relative error below 2.5·10⁻⁷ on the normal range (unit test against f64);
-//! `x < −87.3` gives 0 (the result would be denormal), `x > 88.37` saturates at `e^88.37` (2ᵏ stays normal).
+//! `x < −87.3` gives 0 (the result would be denormal), `x > 88.37` saturates at `e^88.37` (2ᵏ
+//! stays normal).
 
 /// `eˣ` (module doc).
 #[inline(always)]

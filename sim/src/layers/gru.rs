@@ -19,7 +19,7 @@ use super::cell::{
 };
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
-use crate::gemm::{matmul_into, matmul_tn_reduce_par, PackedB};
+use crate::gemm::{matmul, matmul_tn_reduce_par, PackedB};
 use crate::quant::LayerQuant;
 
 /// What backward needs of one step.
@@ -35,17 +35,6 @@ struct StepCache {
     n: Array2<f32>,
     /// `R_h ĥ + Rb_h` (linear before reset) or `r ⊙ ĥ` (otherwise).
     inner: Array2<f32>,
-}
-
-impl StepCache {
-    /// What `R_h` multiplied at this step: `ĥ` (linear before reset) or `r ⊙ ĥ`.
-    fn inner_operand(&self, linear_before_reset: bool) -> &Array2<f32> {
-        if linear_before_reset {
-            &self.h_q
-        } else {
-            &self.inner
-        }
-    }
 }
 
 /// The GRU layer.
@@ -153,7 +142,8 @@ impl Layer for Gru {
         let (mut dbw, mut dbr) = (Array1::<f32>::zeros(3 * hd), Array1::<f32>::zeros(3 * hd));
         // Every step's (quantized) errors and the recurrent operands they multiply, for the
         // weight and input gradients computed over all steps at once after the loop: the
-        // `[z, r, h̃]` pre-activation errors (read by W), the error of R_h's product and its input.
+        // `[z, r, h̃]` pre-activation errors (read by W), the error of R_h's product, ĥ and
+        // (unless linear before reset) r ⊙ ĥ.
         let mut dxws = Array2::<f32>::zeros((t_len * batch, 3 * hd));
         let (mut d_rhs, mut rh_ins, mut h_qs) = (
             Array2::<f32>::zeros((t_len * batch, hd)),
@@ -176,22 +166,18 @@ impl Layer for Gru {
                 let da = &dpre_n * &st.r;
                 dbr.slice_mut(s![2 * hd..])
                     .scaled_add(1.0, &da.sum_axis(Axis(0)));
-                let mut d_h = Array2::<f32>::zeros((batch, hd));
-                matmul_into(d_h.view_mut(), da.view(), rh, false)?;
+                let d_h = matmul(da.view(), rh)?;
                 d_rhs.slice_mut(rows).assign(&da);
                 (&dpre_n * &st.inner, d_h)
             } else {
                 // rec = R_h (r ⊙ ĥ) + Rb_h
                 dbr.slice_mut(s![2 * hd..])
                     .scaled_add(1.0, &dpre_n.sum_axis(Axis(0)));
-                let mut d_rh = Array2::<f32>::zeros((batch, hd));
-                matmul_into(d_rh.view_mut(), dpre_n.view(), rh, false)?;
+                let d_rh = matmul(dpre_n.view(), rh)?;
                 d_rhs.slice_mut(rows).assign(&dpre_n);
+                rh_ins.slice_mut(rows).assign(&st.inner);
                 (&d_rh * &st.h_q, &d_rh * &st.r)
             };
-            rh_ins
-                .slice_mut(rows)
-                .assign(st.inner_operand(self.linear_before_reset));
             h_qs.slice_mut(rows).assign(&st.h_q);
             // the state's gradient through R passes the state quantizer's mask
             let masked = |mut g: Array2<f32>| {
@@ -208,9 +194,7 @@ impl Layer for Gru {
             step_error(&mut self.quant, &mut dzr);
             dbr.slice_mut(s![0..2 * hd])
                 .scaled_add(1.0, &dzr.sum_axis(Axis(0)));
-            let mut d_zr_h = Array2::<f32>::zeros((batch, hd));
-            matmul_into(d_zr_h.view_mut(), dzr.view(), rzr, false)?;
-            dh_prev += &masked(d_zr_h);
+            dh_prev += &masked(matmul(dzr.view(), rzr)?);
             let dxw = concatenate![Axis(1), dzr, dpre_n];
             dbw += &dxw.sum_axis(Axis(0));
             dxws.slice_mut(rows).assign(&dxw);
@@ -224,10 +208,16 @@ impl Layer for Gru {
             h_qs.view(),
             false,
         )?;
+        // R_h multiplied ĥ (linear before reset) or r ⊙ ĥ.
+        let rh_in = if self.linear_before_reset {
+            &h_qs
+        } else {
+            &rh_ins
+        };
         matmul_tn_reduce_par(
             dr.slice_mut(s![2 * hd.., ..]),
             d_rhs.view(),
-            rh_ins.view(),
+            rh_in.view(),
             false,
         )?;
         let dx = ops.finish(&mut dw, &mut dr, dx);

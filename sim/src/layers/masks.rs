@@ -205,10 +205,11 @@ impl Layer for Dropout {
         check_grad(&self.name, &grad_out, shape)?;
         // The gradient is ours: scaled in place once in standard layout.
         let mut g = super::standard(grad_out);
-        match g.as_slice_mut() {
-            Some(v) => v.iter_mut().zip(mask).for_each(|(e, m)| *e *= m),
-            None => g.iter_mut().zip(mask).for_each(|(e, m)| *e *= m),
-        }
+        g.as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?
+            .iter_mut()
+            .zip(mask)
+            .for_each(|(e, m)| *e *= m);
         Ok(vec![g])
     }
 

@@ -128,10 +128,11 @@ fn permute_rows(t: &Tensor, perm: &[usize]) -> Option<Tensor> {
     let (src, shape) = (t.as_slice()?, t.shape());
     let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let row = shape[r - 1];
-    // Where one step along each leading output axis moves in the source.
+    // Where one step along each leading output axis moves in the source (standard layout:
+    // non-negative strides).
     let steps: Vec<usize> = perm[..r - 1]
         .iter()
-        .map(|&p| shape[p + 1..].iter().product())
+        .map(|&p| t.strides()[p] as usize)
         .collect();
     let mut out = Vec::with_capacity(t.len());
     let mut at = vec![0usize; r - 1];
