@@ -138,6 +138,7 @@ fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
     if let Some(e) = cause.downcast_ref::<ModelError>() {
         return Some(match e {
             ModelError::Io { .. } | ModelError::Zoo(_) => return None,
+            ModelError::Request { .. } => Exit::Usage,
             _ => Exit::BadInput,
         });
     }

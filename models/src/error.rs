@@ -77,6 +77,15 @@ pub enum ModelError {
     /// `zoo:NAME` could not be built (unknown name, bad class count).
     #[error(transparent)]
     Zoo(#[from] crate::zoo::ZooError),
+    /// A size asked for fits no model (`--batch 0`, `--seq-len 0`): the request, not the file,
+    /// is wrong.
+    #[error("{file}: {msg}")]
+    Request {
+        /// File name or `zoo:NAME`.
+        file: String,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 impl ModelError {

@@ -26,6 +26,7 @@ pub fn load_graph_with(
     batch: usize,
     seq_len: Option<usize>,
 ) -> Result<Graph, ModelError> {
+    check_request(spec, batch, seq_len)?;
     let name = spec.strip_prefix("zoo:");
     let sequence = name.and_then(zoo::seq::entry);
     if let (Some(name), Some(seq_len)) = (name, seq_len) {
@@ -69,6 +70,7 @@ pub fn load_lm_graph(
     seq_len: Option<usize>,
     vocab: usize,
 ) -> Result<Graph, ModelError> {
+    check_request(spec, batch, seq_len)?;
     match spec.strip_prefix("zoo:") {
         Some(name) if zoo::seq::is_lm(name) => {
             zoo::seq::graph_with_vocab(name, spec, batch, seq_len, Some(vocab))
@@ -98,11 +100,25 @@ pub fn load_lm_graph(
     }
 }
 
+/// A batch of 0 or a sequence of 0 tokens fits no model: a usage error before anything loads.
+fn check_request(spec: &str, batch: usize, seq_len: Option<usize>) -> Result<(), ModelError> {
+    let msg = match (batch, seq_len) {
+        (0, _) => "batch must be at least 1",
+        (_, Some(0)) => "the sequence length must be at least 1",
+        _ => return Ok(()),
+    };
+    Err(ModelError::Request {
+        file: spec.to_string(),
+        msg: msg.into(),
+    })
+}
+
 /// The model `spec` names, for costing: a `zoo:` model is built without drawing weights (its
 /// conv and linear weights are zeros never written, see [`zoo::build_shapes`]), so shapes,
 /// MACs and costs come at a fraction of [`load_graph_with`]'s time and memory; an ONNX file is
 /// imported as by [`load_graph_with`]. Not for running the model.
 pub fn load_shapes(spec: &str, batch: usize, seq_len: Option<usize>) -> Result<Graph, ModelError> {
+    check_request(spec, batch, seq_len)?;
     match spec.strip_prefix("zoo:") {
         Some(name) if zoo::seq::entry(name).is_none() && seq_len.is_none() => {
             let proto = zoo::build_shapes(name, None)?;

@@ -203,6 +203,23 @@ fn bench_rejects_bad_flags() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("--batch") && err.contains("GiB"), "{err}");
+    // --seq-len: zero or on a model without a sequence axis (usage), missing where the file's
+    // input has a symbolic sequence axis (the file needs it: bad input).
+    let gru = "tests/fixtures/seq/gru_lm_legacy_opset14.onnx";
+    for (model, seq, code, want) in [
+        ("zoo:lstm-lm", Some("0"), 2, "at least 1"),
+        (gru, Some("0"), 2, "at least 1"),
+        ("zoo:lenet5", Some("5"), 2, "no sequence axis"),
+        (gru, None, 3, "--seq-len"),
+    ] {
+        let mut args = vec!["bench", "train", "--model", model, "--steps", "1"];
+        args.extend(seq.map(|s| ["--seq-len", s]).into_iter().flatten());
+        let out = run(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{model}: {err}");
+        assert!(err.contains(want), "{model}: {err}");
+        cptsim_e2e::assert_one_clear_line(&err);
+    }
 }
 
 #[test]
