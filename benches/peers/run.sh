@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Peer comparison (issue #14): cptsim vs PyTorch fp32 / fake-quant 8/8 and onnxruntime, one thread
-# each, interleaved. Usage: benches/peers/run.sh [PYTHON] — a Python with torch, onnx and
+# each, interleaved. Usage: benches/peers/run.sh [shapes] [PYTHON] — a Python with torch, onnx and
 # onnxruntime; without one a venv is created from PyPI under $PEERS_VENV (default
 # target/peers-venv). Skips (exit 0, printed reason) when the peers cannot be installed.
+# With `shapes`, runs shapes.py instead: cptsim's GEMM on ResNet-20's short shapes against MLAS,
+# MKL and oneDNN (ROUNDS, and SECS of CPU time per shape, default 0.3).
 # ROUNDS and STEPS (default 3 and 3) set the length; RESNET18_BATCH (default 0: skip) adds a
 # ResNet-18 eval comparison, LSTM_BATCH (default 20; 0 skips it) the LSTM LM training one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+script=peers
+if [[ "${1:-}" == shapes ]]; then
+    script=shapes
+    shift
+fi
 py="${1:-}"
 if [[ -z "$py" ]]; then
     venv="${PEERS_VENV:-$root/target/peers-venv}"
@@ -28,6 +35,11 @@ if ! "$py" -c "import torch, onnx, onnxruntime, numpy" 2>/dev/null; then
     exit 0
 fi
 (cd "$root" && cargo build --release -p cptsim --quiet)
+if [[ $script == shapes ]]; then
+    cd "$root/benches/peers"
+    exec "$py" shapes.py --cptsim "$root/target/release/cptsim" --rounds "${ROUNDS:-3}" \
+        --secs "${SECS:-0.3}"
+fi
 exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim" \
     --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet18-batch "${RESNET18_BATCH:-0}" \
     --lstm-batch "${LSTM_BATCH:-20}"
