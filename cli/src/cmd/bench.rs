@@ -12,6 +12,7 @@ use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use cptsim_models::load_graph_with;
+use cptsim_sim::bandwidth::StreamRates;
 use cptsim_sim::bench::{eval_passes, train_steps, EvalBench, TrainBench};
 use cptsim_sim::build::{build_network, BuildOptions, Network};
 use cptsim_sim::gemm::{self, ShapeTime};
@@ -225,9 +226,10 @@ fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     let threads = pool.current_num_threads();
     let unit = samples(&net);
     let r = pool.install(|| train_steps(&mut net, a.batch, a.steps, a.peak_secs, a.shape_secs))?;
+    let stream = StreamRates::measure(threads, a.peak_secs);
     match json {
-        true => writeln!(out, "{:#}", to_json(&r, a, threads, unit))?,
-        false => write!(out, "{}", table(&r, a, threads, unit))?,
+        true => writeln!(out, "{:#}", to_json(&r, a, threads, unit, &stream))?,
+        false => write!(out, "{}", table(&r, a, threads, unit, &stream))?,
     }
     Ok(())
 }
@@ -249,7 +251,13 @@ fn bench_bits(a: &TrainArgs) -> u32 {
     }
 }
 
-fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize, unit: &str) -> serde_json::Value {
+fn to_json(
+    r: &TrainBench,
+    a: &TrainArgs,
+    threads: usize,
+    unit: &str,
+    stream: &StreamRates,
+) -> serde_json::Value {
     json!({
         "model": a.model,
         "batch": a.batch,
@@ -282,6 +290,9 @@ fn to_json(r: &TrainBench, a: &TrainArgs, threads: usize, unit: &str) -> serde_j
             "fraction_of_peak": s.gflops / r.peak_gflops.max(1e-9),
         })).collect::<Vec<_>>(),
         "gemm_shapes_in_step": in_run_json(&r.step_shapes, r.peak_gflops, "step"),
+        "stream_gbs": stream.one,
+        "stream_gbs_all_threads": stream.all,
+        "stream_basis": STREAM_BASIS,
         "load_avg": r.load_avg[0],
         "load_avg_end": r.load_avg[1],
     })
@@ -354,7 +365,30 @@ fn gemm_path_note() -> String {
     }
 }
 
-fn table(r: &TrainBench, a: &TrainArgs, threads: usize, unit: &str) -> String {
+/// How the streaming rates are measured (the JSON's `stream_basis`).
+const STREAM_BASIS: &str = "c = a + b over 48 MiB per thread, bytes read and written per second of wall time: one thread alone, then every thread at once";
+
+/// The memory line: one thread's streaming rate, and all threads' with their gain over it.
+fn stream_line(s: &StreamRates) -> String {
+    let mut line = format!("{:9.1} GB/s streaming (c = a + b, one thread)", s.one);
+    if s.threads > 1 {
+        line.push_str(&format!(
+            "; {:.1} GB/s on {} at once ({:.2}×)",
+            s.all,
+            s.threads,
+            s.all / s.one.max(1e-9)
+        ));
+    }
+    line
+}
+
+fn table(
+    r: &TrainBench,
+    a: &TrainArgs,
+    threads: usize,
+    unit: &str,
+    stream: &StreamRates,
+) -> String {
     let q = match a.quantizer.method() {
         None => "fp32".to_string(),
         Some(_) => format!("{} {1}/{1}", a.quantizer.name().to_uppercase(), a.bits),
@@ -367,6 +401,7 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize, unit: &str) -> String {
          step (median)   {:9.1} ms\n\
          GEMM            {:9.1} GFLOP/s per core ({:.0} % of peak; {:.2} GFLOP per step, {:.0} % of CPU time)\n\
          peak            {:9.1} GFLOP/s (FMA-throughput loop, one thread, same run)\n\
+         memory          {}\n\
          load average    {} → {}\n",
         a.model,
         a.batch,
@@ -382,6 +417,7 @@ fn table(r: &TrainBench, a: &TrainArgs, threads: usize, unit: &str) -> String {
         r.gemm_gflop_per_step,
         100.0 * r.gemm_cpu_share,
         r.peak_gflops,
+        stream_line(stream),
         load(r.load_avg[0]),
         load(r.load_avg[1]),
     );

@@ -1,0 +1,97 @@
+//! The machine's streaming memory bandwidth on one thread and on several at once: what bounds
+//! the passes of a training step that only move data (padding copies, batch-norm applies,
+//! residual adds), and so how far such passes can gain from a second core.
+//!
+//! The loop is STREAM's "add", `c[i] = a[i] + b[i]`, over arrays well beyond the last-level
+//! cache, each thread on its own arrays; its rate counts the bytes the loop names (two read,
+//! one written), as STREAM does.
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::Instant;
+
+/// Floats per array: three arrays of 16 MiB per thread, 48 MiB, more than the 32 MiB L3 of the
+/// project's machines.
+const LEN: usize = 4 << 20;
+
+/// The streaming rate of one thread alone and of `threads` at once (the same when `threads` is
+/// 1), in GB/s.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamRates {
+    pub one: f64,
+    pub threads: usize,
+    pub all: f64,
+}
+
+impl StreamRates {
+    /// Measures both, each for at least `min_secs`.
+    pub fn measure(threads: usize, min_secs: f64) -> Self {
+        let one = stream_add(1, min_secs);
+        let threads = threads.max(1);
+        let all = match threads {
+            1 => one,
+            _ => stream_add(threads, min_secs),
+        };
+        StreamRates { one, threads, all }
+    }
+}
+
+/// Streaming rate of `threads` threads at once, in GB per second of wall time, each running
+/// `c = a + b` passes for at least `min_secs` (at least 0.01 s; one pass at least). `threads`
+/// is at least 1.
+pub fn stream_add(threads: usize, min_secs: f64) -> f64 {
+    let threads = threads.max(1);
+    let min_secs = min_secs.max(0.01);
+    let start = Barrier::new(threads);
+    let passes: Vec<(u64, f64)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let start = &start;
+                s.spawn(move || {
+                    // Written before timing, so no page is first touched inside it.
+                    let a = vec![1.0f32 + t as f32; LEN];
+                    let b = vec![2.0f32; LEN];
+                    let mut c = vec![0.0f32; LEN];
+                    start.wait();
+                    let t0 = Instant::now();
+                    let mut passes = 0u64;
+                    while passes == 0 || t0.elapsed().as_secs_f64() < min_secs {
+                        for ((c, a), b) in c.iter_mut().zip(&a).zip(&b) {
+                            *c = a + b;
+                        }
+                        black_box(&mut c);
+                        passes += 1;
+                    }
+                    (passes, t0.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or((0, 1.0)))
+            .collect()
+    });
+    let bytes_per_pass = (3 * LEN * size_of::<f32>()) as f64;
+    // Each thread's rate over its own time, summed: the threads start together and run about
+    // equally long.
+    passes
+        .iter()
+        .map(|&(n, secs)| n as f64 * bytes_per_pass / secs.max(1e-9) / 1e9)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaming_rates_are_positive_and_finite_on_one_and_two_threads() {
+        for threads in [1, 2] {
+            let gbs = stream_add(threads, 0.01);
+            assert!(
+                gbs.is_finite() && gbs > 0.1,
+                "{threads} threads: {gbs} GB/s"
+            );
+        }
+    }
+}
