@@ -1,8 +1,9 @@
 """Peer comparison for issue #14: cptsim against PyTorch (fp32 and fake-quant 8/8) and onnxruntime,
 one thread each, interleaved round by round, in images per CPU-second, with each round's
-/proc/loadavg; and, with --lstm-batch, the training of cptsim's small LSTM LM against the same
-model in PyTorch (nn.LSTM), in sequences per CPU-second. A benchmark, not a test: run through
-run.sh."""
+/proc/loadavg; and, with --lstm-batch / --transformer-batch / --gru-batch, the training of
+cptsim's small LSTM LM and Transformer LM and of a GRU LM's ONNX export against the same models
+in PyTorch (nn.LSTM, nn.TransformerEncoder, nn.GRU), in sequences per CPU-second. A benchmark,
+not a test: run through run.sh."""
 
 import argparse
 import json
@@ -190,6 +191,66 @@ def torch_lm_train(batch, steps):
     return sgd_rate(LstmLM(), ids, y, batch, steps)
 
 
+# The zoo's `transformer-lm`: 2 pre-norm causal layers (d 128, 4 heads, FFN 512, GELU, no
+# dropout), learned positions, final norm, a linear head; ids [B, 64].
+TLM_D, TLM_LAYERS, TLM_HEADS, TLM_FFN, TLM_T = 128, 2, 4, 512, 64
+
+
+class TransformerLM(nn.Module):
+    """cptsim's `zoo:transformer-lm` in PyTorch's own modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Embedding(LM_VOCAB, TLM_D)
+        self.pos = nn.Parameter(torch.zeros(TLM_T, TLM_D))
+        layer = nn.TransformerEncoderLayer(TLM_D, TLM_HEADS, TLM_FFN, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=True)
+        self.layers = nn.TransformerEncoder(layer, TLM_LAYERS, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(TLM_D)
+        self.head = nn.Linear(TLM_D, LM_VOCAB)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(TLM_T))
+
+    def forward(self, ids):
+        h = self.layers(self.enc(ids) + self.pos, mask=self.mask, is_causal=True)
+        return self.head(self.norm(h)).view(-1, LM_VOCAB)
+
+
+def torch_tlm_train(batch, steps):
+    torch.manual_seed(0)
+    ids = torch.randint(0, LM_VOCAB, (batch, TLM_T))
+    y = torch.randint(0, LM_VOCAB, (batch * TLM_T,))
+    return sgd_rate(TransformerLM(), ids, y, batch, steps)
+
+
+class GruLM(nn.Module):
+    """A 2-layer GRU LM (128 units, no dropout) over ids [T, B]: cptsim trains its ONNX export,
+    which has no dropout nodes to keep (an export is in eval mode), so neither side drops."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Embedding(LM_VOCAB, LM_UNITS)
+        self.rnn = nn.GRU(LM_UNITS, LM_UNITS, 2)
+        self.dec = nn.Linear(LM_UNITS, LM_VOCAB)
+
+    def forward(self, ids):
+        out, _ = self.rnn(self.enc(ids))
+        return self.dec(out).view(-1, LM_VOCAB)
+
+
+def torch_gru_train(batch, steps):
+    torch.manual_seed(0)
+    ids = torch.randint(0, LM_VOCAB, (LM_BPTT, batch))
+    y = torch.randint(0, LM_VOCAB, (LM_BPTT * batch,))
+    return sgd_rate(GruLM(), ids, y, batch, steps)
+
+
+def export_gru_lm(path, batch):
+    torch.manual_seed(0)
+    ids = torch.randint(0, LM_VOCAB, (LM_BPTT, batch))
+    torch.onnx.export(GruLM().eval(), ids, path, input_names=["ids"], opset_version=14,
+                      dynamo=False)
+
+
 # Timed passes per ImageNet eval, after one warm-up each. With 2, a first pass that ran slow
 # (cptsim's ResNet-50: 31.4 img/CPU-s for 1 pass, 33.8 for 3) weighed half the figure.
 IMAGENET_PASSES = 4
@@ -239,6 +300,10 @@ def main():
                     help="batch of a ResNet-18 eval comparison (0, the default: skip it)")
     ap.add_argument("--lstm-batch", type=int, default=0,
                     help="streams of the LSTM LM training comparison (0, the default: skip it)")
+    ap.add_argument("--transformer-batch", type=int, default=0,
+                    help="sequences of the Transformer LM training comparison (0: skip it)")
+    ap.add_argument("--gru-batch", type=int, default=0,
+                    help="streams of the GRU LM training comparison (0: skip it)")
     a = ap.parse_args()
     if a.depth < 8 or (a.depth - 2) % 6:
         ap.error(f"--depth {a.depth} is not 6n+2 with n >= 1")
@@ -261,6 +326,9 @@ def main():
                            capture_output=True)
             xi = np.random.default_rng(1).random((batch, 3, 224, 224), dtype=np.float32)
             imagenet.append((name, batch, path, xi))
+    gru_path = os.path.join(tmp, "gru_lm.onnx")
+    if a.gru_batch:
+        export_gru_lm(gru_path, a.gru_batch)
     rows = []
     print(f"torch {torch.__version__}, onnxruntime {ort.__version__}; batch {BATCH}, "
           f"{a.steps} timed steps per run, 1 thread each; images per CPU-second")
@@ -282,6 +350,14 @@ def main():
             row["torch_lstm_lm"] = torch_lm_train(a.lstm_batch, 10 * a.steps)
             row["cptsim_lstm_lm"] = cptsim_train(a.cptsim, "zoo:lstm-lm", a.lstm_batch, "none",
                                                  10 * a.steps)
+        if a.transformer_batch:
+            row["torch_transformer_lm"] = torch_tlm_train(a.transformer_batch, 10 * a.steps)
+            row["cptsim_transformer_lm"] = cptsim_train(
+                a.cptsim, "zoo:transformer-lm", a.transformer_batch, "none", 10 * a.steps)
+        if a.gru_batch:
+            row["torch_gru_lm"] = torch_gru_train(a.gru_batch, 10 * a.steps)
+            row["cptsim_gru_lm"] = cptsim_train(a.cptsim, gru_path, a.gru_batch, "none",
+                                                10 * a.steps)
         rows.append(row)
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
@@ -301,6 +377,14 @@ def main():
         c, p = med["cptsim_lstm_lm"], med["torch_lstm_lm"]
         print(f"| LSTM LM training ({a.lstm_batch} streams × {LM_BPTT} tokens, sequences per "
               f"CPU-second) vs PyTorch nn.LSTM | {c:.1f} | {p:.1f} | {c / p:.2f} |")
+    if a.transformer_batch:
+        c, p = med["cptsim_transformer_lm"], med["torch_transformer_lm"]
+        print(f"| Transformer LM training ({a.transformer_batch} × {TLM_T} tokens, sequences per "
+              f"CPU-second) vs PyTorch nn.TransformerEncoder | {c:.1f} | {p:.1f} | {c / p:.2f} |")
+    if a.gru_batch:
+        c, p = med["cptsim_gru_lm"], med["torch_gru_lm"]
+        print(f"| GRU LM training, its ONNX export ({a.gru_batch} streams × {LM_BPTT} tokens, "
+              f"sequences per CPU-second) vs PyTorch nn.GRU | {c:.1f} | {p:.1f} | {c / p:.2f} |")
     print(f"(medians over {a.rounds} rounds)")
 
 

@@ -6,7 +6,8 @@
 # With `shapes`, runs shapes.py instead: cptsim's GEMM on ResNet-20's short shapes against MLAS,
 # MKL and oneDNN (ROUNDS, and SECS of CPU time per shape, default 0.3).
 # ROUNDS and STEPS (default 3 and 3) set the length; RESNET18_BATCH (default 0: skip) adds a
-# ResNet-18 eval comparison, LSTM_BATCH (default 20; 0 skips it) the LSTM LM training one.
+# ResNet-18 eval comparison, LSTM_BATCH, TRANSFORMER_BATCH and GRU_BATCH (default 20 each; 0
+# skips one) the language models' training ones.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 script=peers
@@ -42,4 +43,5 @@ if [[ $script == shapes ]]; then
 fi
 exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim" \
     --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet18-batch "${RESNET18_BATCH:-0}" \
-    --lstm-batch "${LSTM_BATCH:-20}"
+    --lstm-batch "${LSTM_BATCH:-20}" --transformer-batch "${TRANSFORMER_BATCH:-20}" \
+    --gru-batch "${GRU_BATCH:-20}"
