@@ -19,10 +19,9 @@ use crate::error::{Result, SimError};
 use crate::gemm::{matmul_rows_par, matmul_tn_reduce_par, matmul_uninit, PackedB};
 use crate::quant::LayerQuant;
 
-/// The logistic sigmoid.
-pub(crate) fn sigmoid(v: f32) -> f32 {
-    1.0 / (1.0 + (-v).exp())
-}
+/// The logistic sigmoid and `tanh` of the cells' gates, without library calls (the cell loops
+/// then vectorise).
+pub(crate) use super::fastexp::{sigmoid, tanh};
 
 /// `W` `[G·H, I]`, `R` `[G·H, H]`, `Wb` and `Rb` `[G·H]` of a cell with `G` gates per unit.
 pub(crate) struct CellWeights {

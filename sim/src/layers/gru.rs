@@ -15,7 +15,7 @@
 use ndarray::{concatenate, s, Array1, Array2, Array3, Axis, Ix3};
 
 use super::cell::{
-    recurrent_product, sigmoid, state_operand, step_error, CellOperands, CellWeights,
+    recurrent_product, sigmoid, state_operand, step_error, tanh, CellOperands, CellWeights,
 };
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
@@ -107,7 +107,7 @@ impl Layer for Gru {
                 let rec = recurrent_product(rh_h.view(), &rh_t)? + br.slice(s![2 * hd..]);
                 (rh_h, rec)
             };
-            let n = (&xw.slice(s![.., 2 * hd..]) + &rec).mapv(f32::tanh);
+            let n = (&xw.slice(s![.., 2 * hd..]) + &rec).mapv(tanh);
             let h_new = &z.mapv(|v| 1.0 - v) * &n + &z * &h;
             y.index_axis_mut(Axis(0), t).assign(&h_new);
             if mode == Mode::Train {

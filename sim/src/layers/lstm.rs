@@ -10,7 +10,7 @@
 use ndarray::{s, Array1, Array2, Array3, Axis, Ix3};
 
 use super::cell::{
-    recurrent_product, sigmoid, state_operand, step_error, CellOperands, CellWeights,
+    recurrent_product, sigmoid, state_operand, step_error, tanh, CellOperands, CellWeights,
 };
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
@@ -68,23 +68,31 @@ fn cell_step(
         .zip(c.chunks_exact_mut(hd).zip(tanh_c.chunks_exact_mut(hd)))
         .zip(h.chunks_exact_mut(hd));
     for (((gates, c_prev), (c, tanh_c)), h) in rows {
-        let (gi, rest) = gates.split_at_mut(hd);
-        let (go, rest) = rest.split_at_mut(hd);
-        let (gf, gc) = rest.split_at_mut(hd);
-        for j in 0..hd {
-            let [i, o, f] = [&mut gi[j], &mut go[j], &mut gf[j]].map(|v| {
-                *v = sigmoid(*v);
-                *v
-            });
-            gc[j] = gc[j].tanh();
-            c[j] = f * c_prev[j] + i * gc[j];
-            tanh_c[j] = c[j].tanh();
-            h[j] = o * tanh_c[j];
-        }
+        cell_row(gates, c_prev, c, tanh_c, h);
     }
     let [c, tanh_c, h] = out.map(|v| Array2::from_shape_vec((batch, hd), v));
     let bad = |e: ndarray::ShapeError| SimError::shape(layer, e.to_string());
     Ok((c.map_err(bad)?, tanh_c.map_err(bad)?, h.map_err(bad)?))
+}
+
+crate::simd::multiversion! {
+    /// One batch row of [`cell_step`]: `gates` (`i, o, f, c̃`, `H` each) activated in place, then
+    /// `c`, `tanh c` and `h` (`H` each) from `c_prev`.
+    fn cell_row(gates: &mut [f32], c_prev: &[f32], c: &mut [f32], tanh_c: &mut [f32], h: &mut [f32]) {
+        let hd = c.len();
+        let (gi, rest) = gates.split_at_mut(hd);
+        let (go, rest) = rest.split_at_mut(hd);
+        let (gf, gc) = rest.split_at_mut(hd);
+        let gates = gi.iter_mut().zip(go.iter_mut()).zip(gf.iter_mut().zip(gc.iter_mut()));
+        let state = c_prev.iter().zip(c.iter_mut()).zip(tanh_c.iter_mut().zip(h.iter_mut()));
+        for (((gi, go), (gf, gc)), ((&cp, c), (tc, h))) in gates.zip(state) {
+            let (i, o, f, g) = (sigmoid(*gi), sigmoid(*go), sigmoid(*gf), tanh(*gc));
+            (*gi, *go, *gf, *gc) = (i, o, f, g);
+            *c = f * cp + i * g;
+            *tc = tanh(*c);
+            *h = o * *tc;
+        }
+    }
 }
 
 /// One step back through the cell: the pre-activation gradients `dg` `[B, 4H]` (σ' = s(1 − s),
