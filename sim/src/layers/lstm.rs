@@ -125,19 +125,45 @@ fn cell_step_back(
         .zip(dc.chunks_exact_mut(hd))
         .zip(state);
     for (((gates, dg), dc), (((tanh_c, c_prev), dy), dh_next)) in rows {
-        for j in 0..hd {
-            let [gi, go, gf, gc] = [0, 1, 2, 3].map(|k| gates[k * hd + j]);
-            let tc = tanh_c[j];
-            let dh = dy[j] + dh_next[j];
-            let dcj = dh * go * (1.0 - tc * tc) + dc[j];
-            dg[j] = dcj * gc * gi * (1.0 - gi);
-            dg[hd + j] = dh * tc * go * (1.0 - go);
-            dg[2 * hd + j] = dcj * c_prev[j] * gf * (1.0 - gf);
-            dg[3 * hd + j] = dcj * gi * (1.0 - gc * gc);
-            dc[j] = dcj * gf;
-        }
+        cell_row_back(gates, dg, dc, tanh_c, c_prev, dy, dh_next);
     }
     Ok(())
+}
+
+crate::simd::multiversion! {
+    /// One batch row of [`cell_step_back`]: `dg` (`4H`) from the activated `gates`, and `dc`
+    /// (`H`) replaced by this step's.
+    fn cell_row_back(
+        gates: &[f32],
+        dg: &mut [f32],
+        dc: &mut [f32],
+        tanh_c: &[f32],
+        c_prev: &[f32],
+        dy: &[f32],
+        dh_next: &[f32],
+    ) {
+        let hd = dc.len();
+        let (gi, rest) = gates.split_at(hd);
+        let (go, rest) = rest.split_at(hd);
+        let (gf, gc) = rest.split_at(hd);
+        let (di, rest) = dg.split_at_mut(hd);
+        let (d_o, rest) = rest.split_at_mut(hd);
+        let (df, dcc) = rest.split_at_mut(hd);
+        let gates = gi.iter().zip(go).zip(gf.iter().zip(gc));
+        let errors = di.iter_mut().zip(d_o.iter_mut()).zip(df.iter_mut().zip(dcc.iter_mut()));
+        let state = dc.iter_mut().zip(tanh_c).zip(c_prev.iter().zip(dy.iter().zip(dh_next)));
+        for ((((&gi, &go), (&gf, &gc)), ((di, d_o), (df, dcc))), ((dc, &tc), (&cp, (&dy, &dhn)))) in
+            gates.zip(errors).zip(state)
+        {
+            let dh = dy + dhn;
+            let dcj = dh * go * (1.0 - tc * tc) + *dc;
+            *di = dcj * gc * gi * (1.0 - gi);
+            *d_o = dh * tc * go * (1.0 - go);
+            *df = dcj * cp * gf * (1.0 - gf);
+            *dcc = dcj * gi * (1.0 - gc * gc);
+            *dc = dcj * gf;
+        }
+    }
 }
 
 impl Lstm {
