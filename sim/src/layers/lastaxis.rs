@@ -239,20 +239,20 @@ fn normal_pdf(x: f32) -> f32 {
 
 multiversion! {
     /// Exact GELU over a slice: `y = x·Φ(x)`, keeping `Φ(x)` for backward.
-    fn gelu_exact_forward(xs: &[f32], ys: &mut [f32], cdfs: &mut [f64]) {
+    fn gelu_exact_forward(xs: &[f32], ys: &mut [f32], cdfs: &mut [f32]) {
         for ((&x, y), c) in xs.iter().zip(ys.iter_mut()).zip(cdfs.iter_mut()) {
             let cdf = normal_cdf(x);
             *y = x * cdf;
-            *c = f64::from(cdf);
+            *c = cdf;
         }
     }
 }
 
 multiversion! {
     /// Its backward: `g ← g·(Φ(x) + x·φ(x))`.
-    fn gelu_exact_backward(xs: &[f32], cdfs: &[f64], gs: &mut [f32]) {
+    fn gelu_exact_backward(xs: &[f32], cdfs: &[f32], gs: &mut [f32]) {
         for ((g, &x), &c) in gs.iter_mut().zip(xs).zip(cdfs) {
-            *g *= c as f32 + x * normal_pdf(x);
+            *g *= c + x * normal_pdf(x);
         }
     }
 }
@@ -261,10 +261,16 @@ multiversion! {
 pub struct Gelu {
     name: String,
     tanh_approx: bool,
-    /// Training pass: the input and, per element, `Φ(x)` (exact, computed in f32: the fit's own
-    /// error, 1.2e-7, is f32's rounding) or the approximation's `tanh(u)`, which the derivative
-    /// needs again (an exponential or a tanh per element saved).
-    cache: Option<(Tensor, Vec<f64>)>,
+    /// Training pass: the input and what the derivative needs again per element.
+    cache: Option<(Tensor, Kept)>,
+}
+
+/// What a GELU's training pass keeps per element (an exponential or a tanh saved in backward).
+enum Kept {
+    /// The exact form's `Φ(x)`, computed in f32 (the fit's own error, 1.2e-7, is f32's rounding).
+    Cdf(Vec<f32>),
+    /// The approximation's `tanh(u)`, computed in f64.
+    Tanh(Vec<f64>),
 }
 
 impl Gelu {
@@ -308,15 +314,16 @@ impl Layer for Gelu {
         let xs = x
             .as_slice()
             .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
-        let (y, kept): (Vec<f32>, Vec<f64>) = if self.tanh_approx {
-            xs.iter().map(|&v| Self::tanh_value(v)).unzip()
+        let (y, kept) = if self.tanh_approx {
+            let (y, th): (Vec<f32>, Vec<f64>) = xs.iter().map(|&v| Self::tanh_value(v)).unzip();
+            (y, Kept::Tanh(th))
         } else {
-            let (mut y, mut kept) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
+            let (mut y, mut cdf) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
             xs.par_chunks(GELU_CHUNK)
                 .zip(y.par_chunks_mut(GELU_CHUNK))
-                .zip(kept.par_chunks_mut(GELU_CHUNK))
-                .for_each(|((x, y), k)| gelu_exact_forward(x, y, k));
-            (y, kept)
+                .zip(cdf.par_chunks_mut(GELU_CHUNK))
+                .for_each(|((x, y), c)| gelu_exact_forward(x, y, c));
+            (y, Kept::Cdf(cdf))
         };
         let y = Tensor::from_shape_vec(x.shape(), y)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
@@ -332,15 +339,17 @@ impl Layer for Gelu {
         let (Some(xs), Some(dxs)) = (xs, dxs) else {
             return Err(SimError::shape(&self.name, "gradient not contiguous"));
         };
-        if self.tanh_approx {
-            for ((g, &v), &k) in dxs.iter_mut().zip(xs).zip(kept) {
-                *g *= Self::tanh_slope(v, k);
+        match kept {
+            Kept::Tanh(th) => {
+                for ((g, &v), &k) in dxs.iter_mut().zip(xs).zip(th) {
+                    *g *= Self::tanh_slope(v, k);
+                }
             }
-        } else {
-            xs.par_chunks(GELU_CHUNK)
-                .zip(kept.par_chunks(GELU_CHUNK))
+            Kept::Cdf(cdf) => xs
+                .par_chunks(GELU_CHUNK)
+                .zip(cdf.par_chunks(GELU_CHUNK))
                 .zip(dxs.par_chunks_mut(GELU_CHUNK))
-                .for_each(|((x, k), g)| gelu_exact_backward(x, k, g));
+                .for_each(|((x, c), g)| gelu_exact_backward(x, c, g)),
         }
         Ok(vec![dx])
     }
