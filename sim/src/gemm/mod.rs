@@ -715,6 +715,9 @@ mod tests {
             (32, 17, 260),
             (10, 48, 20),
             (17, 64, 11),
+            // One panel on 27 and 54 rows: AVX-512's tiles of three groups of nine rows.
+            (27, 16, 40),
+            (54, 9, 300),
         ];
         for (s, &(m, n, k)) in shapes.iter().enumerate() {
             let s = s as u64;
@@ -775,9 +778,9 @@ mod tests {
             dilation_y: 1,
         };
         check_patches(g, 3, 16, (420, 144));
-        // conv1 of a CIFAR ResNet on output rows of 9 pixels: neither its rows (eight pixels
-        // fit in a row of 9 only from its start) nor, transposed, its 27 terms (kernel rows of
-        // 9) group by eight, so AVX-512 runs them on the 12-row kernel.
+        // conv1 of a CIFAR ResNet on output rows of 9 pixels: neither its rows nor, transposed,
+        // its 27 terms (kernel rows of 9) group by eight, so AVX-512 takes tiles of three groups
+        // of nine (`kernel::tall`).
         let g = PatchGeometry {
             padded: [7, 11, 3],
             out: (5, 9),

@@ -1,28 +1,28 @@
-//! AVX-512 tiles of 24 rows on one panel, for the products with at most 16 columns (a conv with
-//! 16 output channels, its error product against 16 input channels, their weight gradients).
+//! AVX-512 tiles of 24 or 27 rows on one panel, for the products with at most 16 columns (a conv
+//! with 16 output channels, its error product against 16 input channels, their weight gradients).
 //!
 //! A one-panel tile needs a broadcast of `A` per fused multiply-add, and on a Zen 5 core those
 //! loads, not the FMAs, set the pace: a loop held in L1 ran 12 rows at 85 % of the FMA peak,
 //! 16 at 88 % and 24 at 91 %. Twenty-four row pointers do not fit in the general registers, so
 //! these tiles take rows in three groups of eight equally spaced ones (a strided matrix; eight
 //! pixels of one output row; eight terms of one kernel row) and address each group from one
-//! pointer and the spacing's multiples, in assembly so that nothing spills. Tiles whose rows do
-//! not fall into such groups run the 12-row kernel. Both compute each element as one chain of
-//! fused multiply-adds in reduction order.
+//! pointer and the spacing's multiples, in assembly so that nothing spills. Where rows group by
+//! nine but not by eight (a 3-channel conv's kernel rows of 9 terms: conv1's weight gradient,
+//! whose 27 rows then make one tile), a strip takes three groups of nine instead. Tiles whose
+//! rows do not fall into such groups run the 12-row kernel. All compute each element as one
+//! chain of fused multiply-adds in reduction order.
 
 use std::arch::asm;
 
 use super::x86::{avx512, avx512_read, avx512_write};
 use super::{Patches, RowsA, Tile};
 
-/// Rows of a group, addressed from its first row.
-const GROUP: usize = 8;
-/// Rows of a tall tile.
-const TALL: usize = 3 * GROUP;
+/// Groups of a tall tile.
+const GROUPS: usize = 3;
 
-/// Walks the rows of a strip's `A` by groups of [`GROUP`]: where each group's first row lies,
-/// and whether its rows are equally spaced, with no division per group.
-enum Groups<'p> {
+/// Walks the rows of a strip's `A` by groups of `G` rows: where each group's first row lies, and
+/// whether its rows are equally spaced, with no division per group.
+enum Groups<'p, const G: usize> {
     /// Every group of a strided matrix: the next one at `next`, `step` floats apart.
     Strided { next: *const f32, step: isize },
     /// The group from pixel `x` of output row `y` of sample `n`: spaced when it ends in that row.
@@ -40,13 +40,13 @@ enum Groups<'p> {
     },
 }
 
-impl<'p> Groups<'p> {
+impl<'p, const G: usize> Groups<'p, G> {
     /// The groups from the strip's first row on.
     fn new(a: RowsA<'p>) -> Self {
         match a {
             RowsA::Strided { ptr, rs } => Groups::Strided {
                 next: ptr,
-                step: GROUP as isize * rs,
+                step: G as isize * rs,
             },
             RowsA::Patches { p, row0 } => {
                 let q = row0 % p.pixels;
@@ -97,8 +97,8 @@ impl<'p> Groups<'p> {
                 true
             }
             Groups::Pixels { p, n, y, x } => {
-                let spaced = *x + GROUP <= p.ow;
-                *x += GROUP;
+                let spaced = *x + G <= p.ow;
+                *x += G;
                 while *x >= p.ow {
                     *x -= p.ow;
                     *y += 1;
@@ -110,8 +110,8 @@ impl<'p> Groups<'p> {
                 spaced
             }
             Groups::Terms { p, row, off } => {
-                let spaced = *off + GROUP <= p.seg;
-                *off += GROUP;
+                let spaced = *off + G <= p.seg;
+                *off += G;
                 while *off >= p.seg {
                     *off -= p.seg;
                     *row += 1;
@@ -130,12 +130,41 @@ impl<'p> Groups<'p> {
 #[target_feature(enable = "avx512f")]
 #[inline(never)]
 pub(super) unsafe fn avx512_narrow(strip: &Tile) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match by_nine(strip) {
+            true => narrow::<9>(strip),
+            false => narrow::<8>(strip),
+        }
+    }
+}
+
+/// Whether the strip's rows group by nine but not by eight: the unit they must not cross (an
+/// output row of pixels, a kernel row of terms, or a strided strip's rows) is a multiple of 9
+/// and not of 8.
+fn by_nine(strip: &Tile) -> bool {
+    let unit = match strip.a {
+        RowsA::Strided { .. } => strip.rows,
+        RowsA::Patches { p, .. } => p.ow,
+        RowsA::Terms { p, .. } => p.seg,
+    };
+    unit % 9 == 0 && unit % 8 != 0
+}
+
+/// [`avx512_narrow`] with groups of `G` rows (8 or 9): tall tiles of `3·G`.
+///
+/// # Safety
+/// As [`avx512_narrow`].
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn narrow<const G: usize>(strip: &Tile) {
+    let tall = GROUPS * G;
     // Rows from `rest` on are not yet computed.
     let mut rest = 0;
-    let mut groups = Groups::new(strip.a);
-    let rs = Groups::spacing(strip.a);
-    let new_input = NewInput::of(strip.a);
-    for i0 in (0..strip.rows - strip.rows % TALL).step_by(TALL) {
+    let mut groups = Groups::<G>::new(strip.a);
+    let rs = Groups::<G>::spacing(strip.a);
+    let new_input = NewInput::of(strip.a, tall);
+    for i0 in (0..strip.rows - strip.rows % tall).step_by(tall) {
         let first = [groups.next(), groups.next(), groups.next()];
         let [Some(g0), Some(g1), Some(g2)] = first else {
             continue;
@@ -144,15 +173,21 @@ pub(super) unsafe fn avx512_narrow(strip: &Tile) {
             // SAFETY: rows rest..i0 of the valid strip.
             unsafe { avx512(&strip.sub(rest, i0 - rest)) };
         }
-        let t = strip.sub(i0, TALL);
+        let t = strip.sub(i0, tall);
         if let (Some(input), RowsA::Patches { p, row0 }) = (&new_input, t.a) {
-            if row0 + TALL < p.rows {
+            if row0 + tall < p.rows {
                 input.prefetch(groups.first());
             }
         }
-        // SAFETY: a whole tile of the strip, its rows grouped as `groups` found.
-        unsafe { tall_tile(&t, [g0, g1, g2], rs) };
-        rest = i0 + TALL;
+        // SAFETY: a whole tile of the strip, its rows grouped as `groups` found (direct calls,
+        // so each inlines here).
+        unsafe {
+            match G {
+                9 => tall_tile_27(&t, [g0, g1, g2], rs),
+                _ => tall_tile_24(&t, [g0, g1, g2], rs),
+            }
+        };
+        rest = i0 + tall;
     }
     if rest < strip.rows {
         // SAFETY: the strip's last rows.
@@ -174,14 +209,14 @@ struct NewInput {
 }
 
 impl NewInput {
-    /// For a strip of patches (computed once per strip).
-    fn of(a: RowsA) -> Option<Self> {
+    /// For a strip of patches in tiles of `tall` rows (computed once per strip).
+    fn of(a: RowsA, tall: usize) -> Option<Self> {
         let RowsA::Patches { p, .. } = a else {
             return None;
         };
         Some(NewInput {
             last: (p.terms / p.seg - 1) as isize * p.seg_step,
-            span: (TALL - 1) as isize * p.col_step + p.seg as isize,
+            span: (tall - 1) as isize * p.col_step + p.seg as isize,
         })
     }
 
@@ -199,106 +234,150 @@ impl NewInput {
     }
 }
 
-/// One tall tile: row `g·GROUP + r` of `A` at `first[g] + r·rs` bytes.
-///
-/// # Safety
-/// As [`avx512_narrow`], with exactly [`TALL`] valid rows at those addresses.
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn tall_tile(t: &Tile, first: [*const f32; TALL / GROUP], rs: isize) {
-    // SAFETY: the tile is valid.
-    let mut acc = unsafe { avx512_read::<TALL>(t) };
-    let bytes = size_of::<f32>() as isize;
-    let (csa, rsb) = (t.csa * bytes, t.rsb * bytes);
-    let mut b = t.b;
-    t.for_each_run(|off, n| {
-        debug_assert!(n >= 1);
-        let [g0, g1, g2] = first.map(|a| a.wrapping_offset(off));
-        // SAFETY: the loop reads `n ≥ 1` terms of each row (from `g + r·rs`, stepping `csa`
-        // bytes) and `n` rows of the panel (from `b`, stepping `rsb` bytes): valid elements by
-        // the caller's contract. It writes only its register operands.
-        unsafe {
-            asm!(
-                "2:",
-                "vmovups {bv}, zmmword ptr [{b}]",
-                "vfmadd231ps {c0}, {bv}, dword ptr [{g0}]{{1to16}}",
-                "vfmadd231ps {c1}, {bv}, dword ptr [{g0} + {rs}]{{1to16}}",
-                "vfmadd231ps {c2}, {bv}, dword ptr [{g0} + {rs}*2]{{1to16}}",
-                "vfmadd231ps {c3}, {bv}, dword ptr [{g0} + {rs3}]{{1to16}}",
-                "vfmadd231ps {c4}, {bv}, dword ptr [{g0} + {rs}*4]{{1to16}}",
-                "vfmadd231ps {c5}, {bv}, dword ptr [{g0} + {rs5}]{{1to16}}",
-                "vfmadd231ps {c6}, {bv}, dword ptr [{g0} + {rs3}*2]{{1to16}}",
-                "vfmadd231ps {c7}, {bv}, dword ptr [{g0} + {rs7}]{{1to16}}",
-                "vfmadd231ps {c8}, {bv}, dword ptr [{g1}]{{1to16}}",
-                "vfmadd231ps {c9}, {bv}, dword ptr [{g1} + {rs}]{{1to16}}",
-                "vfmadd231ps {c10}, {bv}, dword ptr [{g1} + {rs}*2]{{1to16}}",
-                "vfmadd231ps {c11}, {bv}, dword ptr [{g1} + {rs3}]{{1to16}}",
-                "vfmadd231ps {c12}, {bv}, dword ptr [{g1} + {rs}*4]{{1to16}}",
-                "vfmadd231ps {c13}, {bv}, dword ptr [{g1} + {rs5}]{{1to16}}",
-                "vfmadd231ps {c14}, {bv}, dword ptr [{g1} + {rs3}*2]{{1to16}}",
-                "vfmadd231ps {c15}, {bv}, dword ptr [{g1} + {rs7}]{{1to16}}",
-                "vfmadd231ps {c16}, {bv}, dword ptr [{g2}]{{1to16}}",
-                "vfmadd231ps {c17}, {bv}, dword ptr [{g2} + {rs}]{{1to16}}",
-                "vfmadd231ps {c18}, {bv}, dword ptr [{g2} + {rs}*2]{{1to16}}",
-                "vfmadd231ps {c19}, {bv}, dword ptr [{g2} + {rs3}]{{1to16}}",
-                "vfmadd231ps {c20}, {bv}, dword ptr [{g2} + {rs}*4]{{1to16}}",
-                "vfmadd231ps {c21}, {bv}, dword ptr [{g2} + {rs5}]{{1to16}}",
-                "vfmadd231ps {c22}, {bv}, dword ptr [{g2} + {rs3}*2]{{1to16}}",
-                "vfmadd231ps {c23}, {bv}, dword ptr [{g2} + {rs7}]{{1to16}}",
-                "add {g0}, {csa}",
-                "add {g1}, {csa}",
-                "add {g2}, {csa}",
-                "add {b}, {rsb}",
-                "dec {n}",
-                "jnz 2b",
-                g0 = inout(reg) g0 => _,
-                g1 = inout(reg) g1 => _,
-                g2 = inout(reg) g2 => _,
-                b = inout(reg) b,
-                n = inout(reg) n => _,
-                rs = in(reg) rs,
-                rs3 = in(reg) 3 * rs,
-                rs5 = in(reg) 5 * rs,
-                rs7 = in(reg) 7 * rs,
-                csa = in(reg) csa,
-                rsb = in(reg) rsb,
-                bv = out(zmm_reg) _,
-                c0 = inout(zmm_reg) acc[0][0],
-                c1 = inout(zmm_reg) acc[1][0],
-                c2 = inout(zmm_reg) acc[2][0],
-                c3 = inout(zmm_reg) acc[3][0],
-                c4 = inout(zmm_reg) acc[4][0],
-                c5 = inout(zmm_reg) acc[5][0],
-                c6 = inout(zmm_reg) acc[6][0],
-                c7 = inout(zmm_reg) acc[7][0],
-                c8 = inout(zmm_reg) acc[8][0],
-                c9 = inout(zmm_reg) acc[9][0],
-                c10 = inout(zmm_reg) acc[10][0],
-                c11 = inout(zmm_reg) acc[11][0],
-                c12 = inout(zmm_reg) acc[12][0],
-                c13 = inout(zmm_reg) acc[13][0],
-                c14 = inout(zmm_reg) acc[14][0],
-                c15 = inout(zmm_reg) acc[15][0],
-                c16 = inout(zmm_reg) acc[16][0],
-                c17 = inout(zmm_reg) acc[17][0],
-                c18 = inout(zmm_reg) acc[18][0],
-                c19 = inout(zmm_reg) acc[19][0],
-                c20 = inout(zmm_reg) acc[20][0],
-                c21 = inout(zmm_reg) acc[21][0],
-                c22 = inout(zmm_reg) acc[22][0],
-                c23 = inout(zmm_reg) acc[23][0],
-                options(nostack, readonly),
-            );
+/// `unsafe fn NAME(&Tile, first, rs)`, a tall tile of `R` rows: `[acc-name, group, offset,
+/// row]` per row, the offset from the group's first row in multiples of the spacing (`rs`, and
+/// `rs3`, `rs5`, `rs7` for 3, 5 and 7 times it).
+macro_rules! tall_tile {
+    ($name:ident, $r:literal, $([$c:ident, $g:ident, $off:literal, $i:literal]),* $(,)?) => {
+        /// # Safety
+        /// As [`avx512_narrow`], with exactly `R` valid rows, row `g·R/3 + r` of `A` at
+        /// `first[g] + r·rs` bytes.
+        #[target_feature(enable = "avx512f")]
+        #[inline]
+        unsafe fn $name(t: &Tile, first: [*const f32; GROUPS], rs: isize) {
+            // SAFETY: the tile is valid.
+            let mut acc = unsafe { avx512_read::<$r>(t) };
+            let bytes = size_of::<f32>() as isize;
+            let (csa, rsb) = (t.csa * bytes, t.rsb * bytes);
+            let mut b = t.b;
+            t.for_each_run(|off, n| {
+                debug_assert!(n >= 1);
+                let [g0, g1, g2] = first.map(|a| a.wrapping_offset(off));
+                // SAFETY: the loop reads `n ≥ 1` terms of each row (from `g + r·rs`, stepping
+                // `csa` bytes) and `n` rows of the panel (from `b`, stepping `rsb` bytes): valid
+                // elements by the caller's contract. It writes only its register operands.
+                unsafe {
+                    asm!(
+                        "2:",
+                        "vmovups {bv}, zmmword ptr [{b}]",
+                        $(concat!("vfmadd231ps {", stringify!($c), "}, {bv}, dword ptr [{",
+                            stringify!($g), "}", $off, "]{{1to16}}"),)*
+                        "add {g0}, {csa}",
+                        "add {g1}, {csa}",
+                        "add {g2}, {csa}",
+                        "add {b}, {rsb}",
+                        "dec {n}",
+                        "jnz 2b",
+                        g0 = inout(reg) g0 => _,
+                        g1 = inout(reg) g1 => _,
+                        g2 = inout(reg) g2 => _,
+                        b = inout(reg) b,
+                        n = inout(reg) n => _,
+                        rs = in(reg) rs,
+                        rs3 = in(reg) 3 * rs,
+                        rs5 = in(reg) 5 * rs,
+                        rs7 = in(reg) 7 * rs,
+                        csa = in(reg) csa,
+                        rsb = in(reg) rsb,
+                        bv = out(zmm_reg) _,
+                        $($c = inout(zmm_reg) acc[$i][0],)*
+                        options(nostack, readonly),
+                    );
+                }
+            });
+            // SAFETY: the tile is valid.
+            unsafe { avx512_write::<$r>(t, &acc) };
         }
-    });
-    // SAFETY: the tile is valid.
-    unsafe { avx512_write::<TALL>(t, &acc) };
+    };
 }
+
+tall_tile!(
+    tall_tile_24,
+    24,
+    [c0, g0, "", 0],
+    [c1, g0, " + {rs}", 1],
+    [c2, g0, " + {rs}*2", 2],
+    [c3, g0, " + {rs3}", 3],
+    [c4, g0, " + {rs}*4", 4],
+    [c5, g0, " + {rs5}", 5],
+    [c6, g0, " + {rs3}*2", 6],
+    [c7, g0, " + {rs7}", 7],
+    [c8, g1, "", 8],
+    [c9, g1, " + {rs}", 9],
+    [c10, g1, " + {rs}*2", 10],
+    [c11, g1, " + {rs3}", 11],
+    [c12, g1, " + {rs}*4", 12],
+    [c13, g1, " + {rs5}", 13],
+    [c14, g1, " + {rs3}*2", 14],
+    [c15, g1, " + {rs7}", 15],
+    [c16, g2, "", 16],
+    [c17, g2, " + {rs}", 17],
+    [c18, g2, " + {rs}*2", 18],
+    [c19, g2, " + {rs3}", 19],
+    [c20, g2, " + {rs}*4", 20],
+    [c21, g2, " + {rs5}", 21],
+    [c22, g2, " + {rs3}*2", 22],
+    [c23, g2, " + {rs7}", 23],
+);
+
+tall_tile!(
+    tall_tile_27,
+    27,
+    [c0, g0, "", 0],
+    [c1, g0, " + {rs}", 1],
+    [c2, g0, " + {rs}*2", 2],
+    [c3, g0, " + {rs3}", 3],
+    [c4, g0, " + {rs}*4", 4],
+    [c5, g0, " + {rs5}", 5],
+    [c6, g0, " + {rs3}*2", 6],
+    [c7, g0, " + {rs7}", 7],
+    [c8, g0, " + {rs}*8", 8],
+    [c9, g1, "", 9],
+    [c10, g1, " + {rs}", 10],
+    [c11, g1, " + {rs}*2", 11],
+    [c12, g1, " + {rs3}", 12],
+    [c13, g1, " + {rs}*4", 13],
+    [c14, g1, " + {rs5}", 14],
+    [c15, g1, " + {rs3}*2", 15],
+    [c16, g1, " + {rs7}", 16],
+    [c17, g1, " + {rs}*8", 17],
+    [c18, g2, "", 18],
+    [c19, g2, " + {rs}", 19],
+    [c20, g2, " + {rs}*2", 20],
+    [c21, g2, " + {rs3}", 21],
+    [c22, g2, " + {rs}*4", 22],
+    [c23, g2, " + {rs5}", 23],
+    [c24, g2, " + {rs3}*2", 24],
+    [c25, g2, " + {rs7}", 25],
+    [c26, g2, " + {rs}*8", 26],
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gemm::PatchGeometry;
+
+    /// Walks groups of `G` from several first rows of `p`'s pixels and of its terms, checking
+    /// each group's first row and whether it is flagged as equally spaced.
+    fn check_groups<const G: usize>(p: &Patches) {
+        let (rows, terms) = p.dim();
+        for row0 in [0, 3, 8, 11, 54, 60] {
+            let mut groups = Groups::<G>::new(RowsA::Patches { p, row0 });
+            for i in (row0..rows - G).step_by(G) {
+                let spaced = i % p.ow + G <= p.ow;
+                let want = spaced.then(|| p.row(i));
+                assert_eq!(groups.next(), want, "G {G}: pixel {i} from {row0}");
+            }
+        }
+        for row0 in [0, 5, 8, 9, 16] {
+            let mut groups = Groups::<G>::new(RowsA::Terms { p, row0 });
+            for t in (row0..terms - G).step_by(G) {
+                let at = p.row(0).wrapping_offset(p.term(t));
+                let spaced = t % p.seg + G <= p.seg;
+                assert_eq!(groups.next(), spaced.then_some(at), "G {G}: term {t}");
+            }
+        }
+    }
 
     #[test]
     fn groups_follow_the_rows_and_flag_each_one_that_stays_in_its_output_or_kernel_row() {
@@ -313,26 +392,22 @@ mod tests {
         };
         let x = vec![0.0f32; 3 * 13 * 12 * 4];
         let p = Patches::new(&x, 3, g).unwrap();
-        let (rows, terms) = p.dim();
-        for row0 in [0, 3, 8, 11, 54, 60] {
-            let mut groups = Groups::new(RowsA::Patches { p: &p, row0 });
-            for i in (row0..rows - GROUP).step_by(GROUP) {
-                let spaced = i % p.ow + GROUP <= p.ow;
-                assert_eq!(
-                    groups.next(),
-                    spaced.then(|| p.row(i)),
-                    "pixel {i} from {row0}"
-                );
-            }
-        }
-        for row0 in [0, 5, 8, 16] {
-            let mut groups = Groups::new(RowsA::Terms { p: &p, row0 });
-            for t in (row0..terms - GROUP).step_by(GROUP) {
-                let at = p.row(0).wrapping_offset(p.term(t));
-                assert_eq!(groups.next(), (t % p.seg == 0).then_some(at), "term {t}");
-            }
-        }
-        assert_eq!(Groups::spacing(RowsA::Patches { p: &p, row0: 0 }), 16);
-        assert_eq!(Groups::spacing(RowsA::Terms { p: &p, row0: 0 }), 4);
+        check_groups::<8>(&p);
+        check_groups::<9>(&p);
+        assert_eq!(Groups::<8>::spacing(RowsA::Patches { p: &p, row0: 0 }), 16);
+        assert_eq!(Groups::<9>::spacing(RowsA::Terms { p: &p, row0: 0 }), 4);
+        // conv1's geometry at a small size: 3 channels, 3 × 3 kernel (kernel rows of 9 terms),
+        // 6 × 9 outputs (rows of 9 pixels).
+        let g = PatchGeometry {
+            padded: [8, 11, 3],
+            out: (6, 9),
+            kernel: (3, 3),
+            stride: (1, 1),
+            dilation_y: 1,
+        };
+        let x = vec![0.0f32; 2 * 8 * 11 * 3];
+        let p = Patches::new(&x, 2, g).unwrap();
+        check_groups::<8>(&p);
+        check_groups::<9>(&p);
     }
 }
