@@ -2,17 +2,26 @@
 //! the passes of a training step that only move data (padding copies, batch-norm applies,
 //! residual adds), and so how far such passes can gain from a second core.
 //!
-//! The loop is STREAM's "add", `c[i] = a[i] + b[i]`, over arrays well beyond the last-level
-//! cache, each thread on its own arrays; its rate counts the bytes the loop names (two read,
-//! one written), as STREAM does.
+//! The loop is STREAM's "add", `c[i] = a[i] + b[i]`, over arrays beyond the last-level cache
+//! (48 MiB per thread, 192 MiB in all at most), each thread on its own arrays; its rate counts
+//! the bytes the loop names (two read, one written), as STREAM does.
 
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::Instant;
 
-/// Floats per array: three arrays of 16 MiB per thread, 48 MiB, more than the 32 MiB L3 of the
-/// project's machines.
+/// Floats per array on one or two threads: three arrays of 16 MiB per thread, 48 MiB, more than
+/// the 32 MiB L3 of the project's machines.
 const LEN: usize = 4 << 20;
+
+/// Floats of all threads' arrays together at most (192 MiB): with more than four threads each
+/// thread's arrays shrink, so `--threads 64` does not allocate 3 GiB.
+const TOTAL: usize = 4 * 3 * LEN;
+
+/// Floats per array for each of `threads` threads.
+fn per_thread(threads: usize) -> usize {
+    LEN.min(TOTAL / 3 / threads.max(1)).max(1)
+}
 
 /// The streaming rate of one thread alone and of `threads` at once (the same when `threads` is
 /// 1), in GB/s.
@@ -42,6 +51,7 @@ impl StreamRates {
 pub fn stream_add(threads: usize, min_secs: f64) -> f64 {
     let threads = threads.max(1);
     let min_secs = min_secs.max(0.01);
+    let len = per_thread(threads);
     let start = Barrier::new(threads);
     let passes: Vec<(u64, f64)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -49,9 +59,9 @@ pub fn stream_add(threads: usize, min_secs: f64) -> f64 {
                 let start = &start;
                 s.spawn(move || {
                     // Written before timing, so no page is first touched inside it.
-                    let a = vec![1.0f32 + t as f32; LEN];
-                    let b = vec![2.0f32; LEN];
-                    let mut c = vec![0.0f32; LEN];
+                    let a = vec![1.0f32 + t as f32; len];
+                    let b = vec![2.0f32; len];
+                    let mut c = vec![0.0f32; len];
                     start.wait();
                     let t0 = Instant::now();
                     let mut passes = 0u64;
@@ -71,7 +81,7 @@ pub fn stream_add(threads: usize, min_secs: f64) -> f64 {
             .map(|w| w.join().unwrap_or((0, 1.0)))
             .collect()
     });
-    let bytes_per_pass = (3 * LEN * size_of::<f32>()) as f64;
+    let bytes_per_pass = (3 * len * size_of::<f32>()) as f64;
     // Each thread's rate over its own time, summed: the threads start together and run about
     // equally long.
     passes
@@ -83,6 +93,14 @@ pub fn stream_add(threads: usize, min_secs: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrays_shrink_past_four_threads_so_memory_stays_bounded() {
+        assert_eq!(per_thread(1), LEN);
+        assert_eq!(per_thread(4), LEN);
+        assert_eq!(per_thread(8), LEN / 2);
+        assert!(3 * 64 * per_thread(64) <= TOTAL && per_thread(usize::MAX) == 1);
+    }
 
     #[test]
     fn streaming_rates_are_positive_and_finite_on_one_and_two_threads() {

@@ -366,7 +366,7 @@ fn gemm_path_note() -> String {
 }
 
 /// How the streaming rates are measured (the JSON's `stream_basis`).
-const STREAM_BASIS: &str = "c = a + b over 48 MiB per thread, bytes read and written per second of wall time: one thread alone, then every thread at once";
+const STREAM_BASIS: &str = "c = a + b over 48 MiB per thread (192 MiB in all at most), bytes read and written per second of wall time: one thread alone, then every thread at once";
 
 /// The memory line: one thread's streaming rate, and all threads' with their gain over it.
 fn stream_line(s: &StreamRates) -> String {
