@@ -45,23 +45,24 @@ impl StreamRates {
     }
 }
 
-/// Streaming rate of `threads` threads at once, in GB per second of wall time, each running
-/// `c = a + b` passes for at least `min_secs` (at least 0.01 s; one pass at least). `threads`
-/// is at least 1.
+/// Streaming rate of `threads` threads at once, in GB per second of wall time: all threads' bytes
+/// over the time from their common start to the last one's end, each running `c = a + b` passes
+/// for at least `min_secs` (at least 0.01 s; one pass at least). `threads` is at least 1.
 pub fn stream_add(threads: usize, min_secs: f64) -> f64 {
     let threads = threads.max(1);
     let min_secs = min_secs.max(0.01);
     let len = per_thread(threads);
-    let start = Barrier::new(threads);
-    let passes: Vec<(u64, f64)> = std::thread::scope(|s| {
+    let start = Barrier::new(threads + 1);
+    let (passes, t0): (Vec<u64>, Instant) = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let start = &start;
                 s.spawn(move || {
-                    // Written before timing, so no page is first touched inside it.
+                    // Every value written (calloc'd zeros would map `c`'s pages inside the timed
+                    // passes).
                     let a = vec![1.0f32 + t as f32; len];
                     let b = vec![2.0f32; len];
-                    let mut c = vec![0.0f32; len];
+                    let mut c = vec![-1.0f32; len];
                     start.wait();
                     let t0 = Instant::now();
                     let mut passes = 0u64;
@@ -72,22 +73,18 @@ pub fn stream_add(threads: usize, min_secs: f64) -> f64 {
                         black_box(&mut c);
                         passes += 1;
                     }
-                    (passes, t0.elapsed().as_secs_f64())
+                    passes
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or((0, 1.0)))
-            .collect()
+        start.wait();
+        let t0 = Instant::now();
+        let passes = workers.into_iter().map(|w| w.join().unwrap_or(0)).collect();
+        (passes, t0)
     });
-    let bytes_per_pass = (3 * len * size_of::<f32>()) as f64;
-    // Each thread's rate over its own time, summed: the threads start together and run about
-    // equally long.
-    passes
-        .iter()
-        .map(|&(n, secs)| n as f64 * bytes_per_pass / secs.max(1e-9) / 1e9)
-        .sum()
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    let bytes = (3 * len * size_of::<f32>()) as f64 * passes.iter().sum::<u64>() as f64;
+    bytes / secs / 1e9
 }
 
 #[cfg(test)]
