@@ -184,11 +184,13 @@ class LstmLM(nn.Module):
         return self.dec(self.drop(out)).view(-1, LM_VOCAB)
 
 
-def torch_lm_train(batch, steps):
+def lm_rate(model, ids_shape, batch, steps):
+    """Sequences per CPU-second of `model()` (a language model class) trained on random ids of
+    `ids_shape` with a label per token (seeded before the ids, labels and weights are drawn)."""
     torch.manual_seed(0)
-    ids = torch.randint(0, LM_VOCAB, (LM_BPTT, batch))
-    y = torch.randint(0, LM_VOCAB, (LM_BPTT * batch,))
-    return sgd_rate(LstmLM(), ids, y, batch, steps)
+    ids = torch.randint(0, LM_VOCAB, ids_shape)
+    y = torch.randint(0, LM_VOCAB, (ids.numel(),))
+    return sgd_rate(model(), ids, y, batch, steps)
 
 
 # The zoo's `transformer-lm`: 2 pre-norm causal layers (d 128, 4 heads, FFN 512, GELU, no
@@ -215,13 +217,6 @@ class TransformerLM(nn.Module):
         return self.head(self.norm(h)).view(-1, LM_VOCAB)
 
 
-def torch_tlm_train(batch, steps):
-    torch.manual_seed(0)
-    ids = torch.randint(0, LM_VOCAB, (batch, TLM_T))
-    y = torch.randint(0, LM_VOCAB, (batch * TLM_T,))
-    return sgd_rate(TransformerLM(), ids, y, batch, steps)
-
-
 class GruLM(nn.Module):
     """A 2-layer GRU LM (128 units, no dropout) over ids [T, B]: cptsim trains its ONNX export,
     which has no dropout nodes to keep (an export is in eval mode), so neither side drops."""
@@ -235,13 +230,6 @@ class GruLM(nn.Module):
     def forward(self, ids):
         out, _ = self.rnn(self.enc(ids))
         return self.dec(out).view(-1, LM_VOCAB)
-
-
-def torch_gru_train(batch, steps):
-    torch.manual_seed(0)
-    ids = torch.randint(0, LM_VOCAB, (LM_BPTT, batch))
-    y = torch.randint(0, LM_VOCAB, (LM_BPTT * batch,))
-    return sgd_rate(GruLM(), ids, y, batch, steps)
 
 
 def export_gru_lm(path, batch):
@@ -328,9 +316,23 @@ def main():
                            capture_output=True)
             xi = np.random.default_rng(1).random((batch, 3, 224, 224), dtype=np.float32)
             imagenet.append((name, batch, path, xi))
-    gru_path = os.path.join(tmp, "gru_lm.onnx")
+    # Language models: (key, batch, PyTorch class, its ids' shape, cptsim's model, table label).
+    lms = []
+    if a.lstm_batch:
+        lms.append(("lstm_lm", a.lstm_batch, LstmLM, (LM_BPTT, a.lstm_batch), "zoo:lstm-lm",
+                    f"LSTM LM training ({a.lstm_batch} streams × {LM_BPTT} tokens, sequences per "
+                    "CPU-second) vs PyTorch nn.LSTM"))
+    if a.transformer_batch:
+        lms.append(("transformer_lm", a.transformer_batch, TransformerLM,
+                    (a.transformer_batch, TLM_T), "zoo:transformer-lm",
+                    f"Transformer LM training ({a.transformer_batch} × {TLM_T} tokens, sequences "
+                    "per CPU-second) vs PyTorch nn.TransformerEncoder"))
     if a.gru_batch:
+        gru_path = os.path.join(tmp, "gru_lm.onnx")
         export_gru_lm(gru_path, a.gru_batch)
+        lms.append(("gru_lm", a.gru_batch, GruLM, (LM_BPTT, a.gru_batch), gru_path,
+                    f"GRU LM training, its ONNX export ({a.gru_batch} streams × {LM_BPTT} "
+                    "tokens, sequences per CPU-second) vs PyTorch nn.GRU"))
     rows = []
     print(f"torch {torch.__version__}, onnxruntime {ort.__version__}; batch {BATCH}, "
           f"{a.steps} timed steps per run, 1 thread each; images per CPU-second")
@@ -347,19 +349,10 @@ def main():
         for name, batch, path, xi in imagenet:
             row[f"ort_eval_{name}"] = ort_forward(path, xi, IMAGENET_PASSES)
             row[f"cptsim_eval_{name}"] = cptsim_eval(a.cptsim, path, IMAGENET_PASSES, batch)
-        if a.lstm_batch:
-            # An LM step is ~10 ms against ~150 for ResNet-20's: ten times the steps.
-            row["torch_lstm_lm"] = torch_lm_train(a.lstm_batch, 10 * a.steps)
-            row["cptsim_lstm_lm"] = cptsim_train(a.cptsim, "zoo:lstm-lm", a.lstm_batch, "none",
-                                                 10 * a.steps)
-        if a.transformer_batch:
-            row["torch_transformer_lm"] = torch_tlm_train(a.transformer_batch, 10 * a.steps)
-            row["cptsim_transformer_lm"] = cptsim_train(
-                a.cptsim, "zoo:transformer-lm", a.transformer_batch, "none", 10 * a.steps)
-        if a.gru_batch:
-            row["torch_gru_lm"] = torch_gru_train(a.gru_batch, 10 * a.steps)
-            row["cptsim_gru_lm"] = cptsim_train(a.cptsim, gru_path, a.gru_batch, "none",
-                                                10 * a.steps)
+        # An LM step is ~10 ms against ~150 for ResNet-20's: ten times the steps.
+        for key, batch, model, ids_shape, spec, _ in lms:
+            row[f"torch_{key}"] = lm_rate(model, ids_shape, batch, 10 * a.steps)
+            row[f"cptsim_{key}"] = cptsim_train(a.cptsim, spec, batch, "none", 10 * a.steps)
         rows.append(row)
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
@@ -375,18 +368,9 @@ def main():
         c, p = med[f"cptsim_eval_{name}"], med[f"ort_eval_{name}"]
         print(f"| ImageNet {name} eval (batch {batch}) vs onnxruntime (same ONNX file) | "
               f"{c:.1f} | {p:.1f} | {c / p:.2f} |")
-    if a.lstm_batch:
-        c, p = med["cptsim_lstm_lm"], med["torch_lstm_lm"]
-        print(f"| LSTM LM training ({a.lstm_batch} streams × {LM_BPTT} tokens, sequences per "
-              f"CPU-second) vs PyTorch nn.LSTM | {c:.1f} | {p:.1f} | {c / p:.2f} |")
-    if a.transformer_batch:
-        c, p = med["cptsim_transformer_lm"], med["torch_transformer_lm"]
-        print(f"| Transformer LM training ({a.transformer_batch} × {TLM_T} tokens, sequences per "
-              f"CPU-second) vs PyTorch nn.TransformerEncoder | {c:.1f} | {p:.1f} | {c / p:.2f} |")
-    if a.gru_batch:
-        c, p = med["cptsim_gru_lm"], med["torch_gru_lm"]
-        print(f"| GRU LM training, its ONNX export ({a.gru_batch} streams × {LM_BPTT} tokens, "
-              f"sequences per CPU-second) vs PyTorch nn.GRU | {c:.1f} | {p:.1f} | {c / p:.2f} |")
+    for key, _, _, _, _, label in lms:
+        c, p = med[f"cptsim_{key}"], med[f"torch_{key}"]
+        print(f"| {label} | {c:.1f} | {p:.1f} | {c / p:.2f} |")
     print(f"(medians over {a.rounds} rounds)")
 
 

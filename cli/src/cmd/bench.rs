@@ -91,7 +91,8 @@ pub struct TrainArgs {
     /// Rayon threads (default: rayon's choice, one per core).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// CPU seconds spent measuring the core's FMA peak.
+    /// CPU seconds spent measuring the core's FMA peak, and seconds for each of the two
+    /// streaming-rate measurements (one thread, all threads).
     #[arg(long, default_value_t = 0.5)]
     pub peak_secs: f64,
     /// CPU seconds spent timing each GEMM shape of the step (0: no per-shape table).

@@ -1,6 +1,6 @@
 //! `eˣ` in f32 without a library call (and the logistic function and `tanh` built on it), so
-//! that element loops using it vectorise (glibc's `expf`
-//! is a call per element: a quarter of a Transformer LM step inside GELU). Range reduction
+//! that element loops using it vectorise (glibc's `expf` is a call per element: a quarter of a
+//! Transformer LM step inside GELU). Range reduction
 //! `x = k·ln 2 + r`, `|r| ≤ ln 2 / 2`, with `ln 2` split in two (Cody–Waite), and a degree-6
 //! polynomial for `eʳ` (Cephes' `expf` coefficients); `k` is rounded by the 1.5·2²³ trick, which
 //! needs no SSE4.1. Relative error below 2.5·10⁻⁷ on the normal range (unit test against f64);

@@ -310,7 +310,8 @@ impl Layer for Gelu {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = super::standard(expect_inputs(&self.name, inputs, 1)?[0].view());
+        // Borrowed when already in standard layout: only a training pass keeps (copies) it.
+        let x = expect_inputs(&self.name, inputs, 1)?[0].as_standard_layout();
         let xs = x
             .as_slice()
             .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
@@ -327,7 +328,7 @@ impl Layer for Gelu {
         };
         let y = Tensor::from_shape_vec(x.shape(), y)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        self.cache = (mode == Mode::Train).then_some((x, kept));
+        self.cache = (mode == Mode::Train).then(|| (x.into_owned(), kept));
         Ok(y)
     }
 
