@@ -42,8 +42,11 @@ fn bench_train_prints_the_issue_fields() {
             "step_ms_median",
             "gemm_gflops",
             "peak_gflops",
+            "stream_gbs",
         ],
     );
+    // One thread: the all-threads streaming rate is the one-thread figure.
+    assert_eq!(v["stream_gbs_all_threads"], v["stream_gbs"]);
     assert!(v.get("load_avg").is_some());
     // The peak comes from its own FMA kernel on a named vector path, not from the GEMM.
     let path = v["vector_path"].as_str().unwrap_or("");
