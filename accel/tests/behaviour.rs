@@ -8,7 +8,7 @@ mod cifar_models;
 #[path = "support/cosine_trace.rs"]
 mod cosine_trace;
 
-use cptsim_accel::gemm::{ConvProblem, GemmKind, OperandBits};
+use cptsim_accel::workload::gemm::{ConvProblem, GemmKind, OperandBits};
 use cptsim_accel::{cost_trace, Accelerator, RunSummary, RunTrace};
 use cptsim_traces::row::{Bits, TraceRow};
 
@@ -94,7 +94,7 @@ fn bitfusion_no_gain_when_ic_fits_the_rows() {
 }
 
 fn bits_pf(a: u32, w: u32) -> f64 {
-    cptsim_accel::bitfusion::throughput_factor(bits(a, w))
+    cptsim_accel::architecture::bitfusion::throughput_factor(bits(a, w))
 }
 
 #[test]
@@ -501,7 +501,7 @@ fn residual_adds_are_charged_once_per_iteration_on_zc706() {
     let res: Vec<_> = c
         .per_layer_gemm
         .iter()
-        .filter(|l| l.name == cptsim_accel::trace_cost::RESIDUAL_ADD)
+        .filter(|l| l.name == cptsim_accel::cost::trace::RESIDUAL_ADD)
         .collect();
     assert_eq!(res.len(), 2);
     for r in res {

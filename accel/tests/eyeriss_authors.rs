@@ -4,7 +4,7 @@
 //! (ALU + RF + array + buffer + 0.15 × DRAM) × 3.2 pJ / 16, their pooling rows included; DRAM
 //! words × 2 bytes without the pools). Reference data read off their files, nothing fitted to it.
 
-use cptsim_accel::inference::{cost_inference, geomean};
+use cptsim_accel::cost::inference::{cost_inference, geomean};
 use cptsim_accel::Accelerator;
 
 /// (benchmark, time ms, energy mJ, DRAM MB) per image.

@@ -59,8 +59,8 @@ fn calibrate() {
     let predict = |util: f64, eff: f64| -> [f64; 2] {
         let mut c = base.clone();
         c.dram.efficiency = Some(eff);
-        if let Some(z) = c.zc706.as_mut() {
-            z.utilisation = util;
+        if let config::EngineConfig::Zc706BitLinear(z) = &mut c.engine {
+            z.zc706.utilisation = util;
         }
         let acc = Accelerator::new(c);
         TARGETS.map(|(b, t)| static_hours(&model, &acc, b) / t)

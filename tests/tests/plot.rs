@@ -368,6 +368,35 @@ fn run_report_index_and_breakdowns() {
     }
     assert_eq!(html.matches("<svg").count(), 4);
     assert!(html.contains("--report") && !html.contains("<script"));
+    // The same page from the run's saved JSON report: only the command line differs.
+    let json = dir.path().join("run.json");
+    let doc = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--schedule",
+        "cosine",
+        "--iters",
+        "800",
+        "--cycles",
+        "2",
+        "--accel",
+        "zc706,stripes",
+        "--format",
+        "json",
+    ]);
+    assert!(doc.status.success(), "{}", stderr(&doc));
+    std::fs::write(&json, &doc.stdout).unwrap();
+    ok(&["plot", "run-index", &s(&rep), "--run", &s(&json)]);
+    let again = std::fs::read_to_string(rep.join("index.html")).unwrap();
+    let without_command = |h: &str| h.split("<pre>").next().unwrap_or_default().to_string();
+    assert_eq!(without_command(&again), without_command(&html));
+    assert!(again.contains("plot run-index"));
+    std::fs::write(&json, "{\"model\": 3}").unwrap();
+    fails(
+        &["plot", "run-index", &s(&rep), "--run", &s(&json)],
+        &["run.json", "not a `cptsim run --format json` report"],
+    );
     let png = dir.path().join("b.png");
     ok(&[
         "plot",

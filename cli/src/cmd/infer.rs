@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use cptsim_accel::inference::{cost_inference, geomean, InferenceCost};
-use cptsim_accel::report::write_inference_report;
+use cptsim_accel::cost::inference::{cost_inference, geomean, InferenceCost};
+use cptsim_accel::cost::report::write_inference_report;
 use cptsim_accel::Accelerator;
 use cptsim_models::ModelSummary;
 use serde::Serialize;
@@ -64,7 +64,7 @@ struct Line {
 fn baseline(accels: &[Accelerator]) -> Option<usize> {
     accels
         .iter()
-        .position(|a| a.config.engine == cptsim_accel::config::Engine::Eyeriss)
+        .position(|a| a.config.engine.kind() == cptsim_accel::config::Engine::Eyeriss)
 }
 
 /// Per-layer (activation, weight) bits of `model` (named `spec` on the command line).
@@ -190,7 +190,7 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         })
         .collect();
     // Geometric means over the models, per accelerator.
-    let means: Vec<(String, Option<f64>, Option<f64>)> = accels
+    let means: Vec<Mean> = accels
         .iter()
         .enumerate()
         .map(|(i, a)| {
@@ -218,6 +218,22 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
+    let baseline = base.map(|b| accels[b].name());
+    print_table(&lines, &means, baseline, out)
+}
+
+/// Geometric means over the models of one accelerator: (accelerator, speed-up, energy
+/// reduction) over the baseline.
+type Mean = (String, Option<f64>, Option<f64>);
+
+/// The terminal table: one line per model and accelerator, then the geometric means against
+/// `baseline` when there is one.
+fn print_table(
+    lines: &[(String, Vec<Line>)],
+    means: &[Mean],
+    baseline: Option<&str>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     writeln!(
         out,
         "{:<16} {:<24} {:>14} {:>14} {:>12} {:>10} {:>10}",
@@ -230,7 +246,7 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         "energy red."
     )?;
     let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}x"));
-    for (m, ls) in &lines {
+    for (m, ls) in lines {
         for l in ls {
             writeln!(
                 out,
@@ -245,14 +261,13 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             )?;
         }
     }
-    if let Some(b) = base {
+    if let Some(b) = baseline {
         writeln!(
             out,
-            "geometric mean over {} model(s), against {}:",
+            "geometric mean over {} model(s), against {b}:",
             lines.len(),
-            accels[b].name()
         )?;
-        for (a, s, e) in &means {
+        for (a, s, e) in means {
             writeln!(
                 out,
                 "  {a:<24} speed-up {}  energy reduction {}",

@@ -1,31 +1,56 @@
 //! An accelerator: a validated configuration and its array law, costing one GEMM problem at given
-//! operand bits (tiling search + roofline + energy) and the training GEMMs of a layer.
+//! operand bits (the engine's mapping: tiling search, channel lanes or row stationary; roofline;
+//! energy) and the training GEMMs of a layer.
 
 use cptsim_models::summary::{LayerInfo, LayerRole};
 use cptsim_traces::row::Bits;
 
-use crate::bitfusion::BitFusionLaw;
-use crate::config::{self, AccelConfig, ConfigError, DepthwiseMapping, Engine};
-pub use crate::cost::{CostError, GemmCost, GemmSummary};
-use crate::depthwise::channel_lanes_cost;
-use crate::dram::{transfer_cycles, Timing};
-use crate::energy::{energy_of, EnergySplit};
-use crate::eyeriss::RowStationary;
-use crate::gemm::{training_gemm, ConvProblem, GemmKind, OperandBits};
-use crate::stripes::StripesLaw;
-use crate::tiling::{search, ArrayLaw, BufferBits, Mapping, SearchSpace};
-use crate::zc706::{pass_bits, SystolicLaw};
+use crate::architecture::bitfusion::BitFusionLaw;
+use crate::architecture::config::{self, AccelConfig, ConfigError, DepthwiseMapping, EngineConfig};
+use crate::architecture::dram::{transfer_cycles, Timing};
+use crate::architecture::energy::{energy_of, EnergySplit};
+use crate::architecture::eyeriss::RowStationary;
+use crate::architecture::law::ArrayLaw;
+use crate::architecture::stripes::StripesLaw;
+use crate::architecture::zc706::{pass_bits, SystolicLaw};
+pub use crate::cost::gemm_cost::{CostError, GemmCost, GemmSummary};
+use crate::mapping::depthwise::channel_lanes;
+use crate::mapping::tiling::{search, Mapping, SearchSpace};
+use crate::workload::gemm::{training_gemm, ConvProblem, GemmKind, OperandBits};
 
 /// Widest operand any model accepts, even with the multi-pass extension.
 pub const MAX_BITS: u32 = 32;
 
-/// The array law of a configuration.
+/// The array law of a configuration's engine.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Law {
     BitFusion(BitFusionLaw),
     Stripes(StripesLaw),
     Eyeriss(RowStationary),
     Systolic(SystolicLaw),
+}
+
+impl Law {
+    /// The law of `config`'s engine on its array.
+    fn of(config: &AccelConfig) -> Self {
+        let a = &config.array;
+        let kind = config.engine.kind();
+        match &config.engine {
+            EngineConfig::BitFusion(_) => Law::BitFusion(BitFusionLaw {
+                n: a.rows,
+                m: a.cols,
+            }),
+            EngineConfig::Stripes(_) | EngineConfig::DaDianNao(_) => Law::Stripes(StripesLaw {
+                input_lanes: a.rows,
+                filter_lanes: a.cols,
+                serial: matches!(config.engine, EngineConfig::Stripes(_)),
+            }),
+            EngineConfig::Eyeriss(e) => Law::Eyeriss(RowStationary::new(a, &e.row_stationary)),
+            EngineConfig::Zc706BitLinear(z) | EngineConfig::Zc706DspPacking(z) => {
+                Law::Systolic(SystolicLaw::new(a, kind, &z.zc706))
+            }
+        }
+    }
 }
 
 /// A ready-to-use accelerator model.
@@ -38,28 +63,7 @@ pub struct Accelerator {
 impl Accelerator {
     /// Builds the model of a validated configuration.
     pub fn new(config: AccelConfig) -> Self {
-        let (rows, cols) = (config.array.rows, config.array.cols);
-        let law = match (config.engine, &config.zc706) {
-            (Engine::BitFusion, _) => Law::BitFusion(BitFusionLaw { n: rows, m: cols }),
-            (Engine::Eyeriss, _) => Law::Eyeriss(RowStationary::of(&config)),
-            (Engine::Stripes | Engine::DaDianNao, _) => Law::Stripes(StripesLaw {
-                input_lanes: rows,
-                filter_lanes: cols,
-                serial: config.engine == Engine::Stripes,
-            }),
-            (engine, Some(z)) => Law::Systolic(SystolicLaw::new(rows, cols, engine, z)),
-            // Validation requires the [zc706] section for these engines; without it (a config
-            // built in code) the engine runs at full utilisation with no extra passes.
-            (engine, None) => Law::Systolic(SystolicLaw {
-                rows,
-                cols,
-                engine,
-                dataflow: config::Dataflow::Os,
-                utilisation: 1.0,
-                dsp_port_bits: 25,
-                guard_bits: 2,
-            }),
-        };
+        let law = Law::of(&config);
         Self { config, law }
     }
 
@@ -79,11 +83,11 @@ impl Accelerator {
     }
 
     /// The operand bits the mapping search and every cost term see: Eyeriss stores and moves
-    /// whole 16-bit words ([`crate::eyeriss::stored_bits`]); the other models use the bits as
-    /// given. A problem's cost depends on its bits only through this.
+    /// whole 16-bit words ([`crate::architecture::eyeriss::stored_bits`]); the other models use
+    /// the bits as given. A problem's cost depends on its bits only through this.
     pub fn mapped_bits(&self, bits: OperandBits) -> OperandBits {
         match self.law {
-            Law::Eyeriss(_) => crate::eyeriss::stored_bits(bits),
+            Law::Eyeriss(_) => crate::architecture::eyeriss::stored_bits(bits),
             _ => bits,
         }
     }
@@ -95,7 +99,7 @@ impl Accelerator {
         match self.law {
             Law::Eyeriss(_) => problem.compulsory_bits_at(
                 self.mapped_bits(bits),
-                u64::from(crate::eyeriss::output_bits(bits)),
+                u64::from(crate::architecture::eyeriss::output_bits(bits)),
             ),
             _ => problem.compulsory_bits(bits),
         }
@@ -103,7 +107,7 @@ impl Accelerator {
 
     /// Checks that the configuration runs these operand bits.
     pub fn check_bits(&self, bits: OperandBits) -> Result<(), CostError> {
-        let native = self.config.engine.native_max_bits();
+        let native = self.config.engine.kind().native_max_bits();
         for p in [bits.stream, bits.stationary] {
             if p > MAX_BITS {
                 return Err(CostError::Bits {
@@ -128,8 +132,9 @@ impl Accelerator {
     /// Costs one problem at `bits`; a depthwise problem takes the configuration's `depthwise`
     /// mapping (an error without one). `first_layer` marks the network's first conv, which Bit
     /// Fusion receives im2col'ed from the host; Stripes/DaDianNao run 3-channel strided convs
-    /// space-to-depth (DNNsim's rule, [`crate::stripes::space_to_depth`]). Grouped convs take the faster of two mappings:
-    /// groups back to back, or one dense conv with block-diagonal (zero-padded) weights.
+    /// space-to-depth (DNNsim's rule, [`crate::architecture::stripes::space_to_depth`]). Grouped
+    /// convs take the faster of two mappings: groups back to back, or one dense conv with
+    /// block-diagonal (zero-padded) weights.
     pub fn cost_problem(
         &self,
         problem: &ConvProblem,
@@ -154,7 +159,7 @@ impl Accelerator {
             return Err(CostError::TooLarge(why));
         }
         if problem.depthwise {
-            match (self.config.depthwise, &self.law) {
+            match (self.config.engine.depthwise(), &self.law) {
                 (None, _) => {
                     return Err(CostError::NoDepthwise {
                         channels: problem.groups,
@@ -162,14 +167,14 @@ impl Accelerator {
                     })
                 }
                 (Some(DepthwiseMapping::ChannelLanes), Law::Systolic(law)) => {
-                    return channel_lanes_cost(law, &self.config, problem, bits)
+                    return self.channel_lanes_cost(law, problem, bits)
                 }
                 _ => {}
             }
         }
         let problem = match self.law {
             Law::BitFusion(_) if first_layer => problem.im2col(),
-            Law::Stripes(_) => crate::stripes::space_to_depth(problem),
+            Law::Stripes(_) => crate::architecture::stripes::space_to_depth(problem),
             _ => *problem,
         };
         let serial = self.grouped_cost(&problem, bits)?;
@@ -183,7 +188,7 @@ impl Accelerator {
             in_ch: problem.in_ch * problem.groups,
             out_ch: problem.out_ch * problem.groups,
             groups: 1,
-            weight_scale: crate::gemm::Ratio {
+            weight_scale: crate::workload::gemm::Ratio {
                 num: 1,
                 den: problem.groups,
             },
@@ -193,6 +198,44 @@ impl Accelerator {
             Ok(d) if d.timing.total_cycles < serial.timing.total_cycles => Ok(d),
             _ => Ok(serial),
         }
+    }
+
+    /// A depthwise problem (all channels) on the ZC706 engines' channel lanes.
+    fn channel_lanes_cost(
+        &self,
+        law: &SystolicLaw,
+        problem: &ConvProblem,
+        bits: OperandBits,
+    ) -> Result<GemmCost, CostError> {
+        let buffers = self.buffer_bits();
+        let m = channel_lanes(
+            law,
+            buffers,
+            self.config.dram_bits_per_cycle(),
+            problem,
+            bits,
+        )?;
+        let energy = energy_of(&self.config.energy, &m.timing, &m.dram, &m.sram);
+        Ok(GemmCost {
+            timing: m.timing,
+            dram_bits: m.dram.total(),
+            sram_bits: m.sram.total(),
+            energy,
+            mapping: m,
+            groups: 1,
+        })
+    }
+
+    /// The tiled engines' buffers in bits (zero for Eyeriss, whose storage is not tiled).
+    fn buffer_bits(&self) -> config::BufferBits {
+        self.config.engine.buffers().map_or(
+            config::BufferBits {
+                input: 0,
+                weight: 0,
+                output: 0,
+            },
+            config::Buffers::bits,
+        )
     }
 
     /// Cost of `problem` with its groups run back to back, each with the same mapping.
@@ -233,16 +276,10 @@ impl Accelerator {
             Law::Stripes(l) => l,
             Law::Systolic(l) => l,
         };
-        let kib = 8 * 1024;
-        let b = self.config.buffers();
         let energy = |t: &Timing, d: &_, s: &_| energy_of(constants, t, d, s).total_j();
         let space = SearchSpace {
             law,
-            buffers: BufferBits {
-                input: b.input_kib * kib,
-                weight: b.weight_kib * kib,
-                output: b.output_kib * kib,
-            },
+            buffers: self.buffer_bits(),
             dram_bits_per_cycle: per_cycle,
             energy: &energy,
         };
@@ -275,7 +312,7 @@ impl Accelerator {
         samples: u64,
         bits: OperandBits,
     ) -> GemmCost {
-        if let Some(z) = &self.config.zc706 {
+        if let Some(z) = self.config.engine.zc706() {
             let extra = pass_bits(z, layer, gemm, samples, bits);
             let cycles = transfer_cycles(extra, self.config.dram_bits_per_cycle());
             cost.timing = cost.timing.with_overlapped_memory(cycles);
@@ -289,7 +326,7 @@ impl Accelerator {
     /// adds) over `elements` per sample for one iteration of `samples`, in one direction: DRAM
     /// time that no GEMM hides.
     pub fn residual_pass(&self, elements: u64, samples: u64) -> Option<GemmSummary> {
-        let z = self.config.zc706.as_ref()?;
+        let z = self.config.engine.zc706()?;
         let bits = elements
             .saturating_mul(samples)
             .saturating_mul(z.residual_bits_per_element);
@@ -342,10 +379,14 @@ mod tests {
     }
 
     fn conv3(cin: usize, cout: usize, hw: usize, stride: usize) -> LayerInfo {
-        crate::gemm::tests::conv_layer(LayerRole::Body, cin, cout, hw, stride)
+        crate::workload::gemm::tests::conv_layer(LayerRole::Body, cin, cout, hw, stride)
     }
 
-    fn gemm_traffic(acc: &Accelerator, l: &LayerInfo, gemm: GemmKind) -> crate::tiling::Traffic {
+    fn gemm_traffic(
+        acc: &Accelerator,
+        l: &LayerInfo,
+        gemm: GemmKind,
+    ) -> crate::architecture::energy::Traffic {
         let b = Bits { w: 8, a: 8, g: 8 };
         let (p, ob, first) = Accelerator::training_problem(l, gemm, 2, b).unwrap();
         acc.cost_problem(&p, ob, first).unwrap().mapping.dram
@@ -394,9 +435,9 @@ mod tests {
 
     #[test]
     fn a_depthwise_layer_without_a_depthwise_mapping_is_an_error_naming_the_key() {
-        let text = crate::config::builtin_text("stripes").unwrap();
+        let text = crate::architecture::config::builtin_text("stripes").unwrap();
         let none = text.replacen("depthwise = \"dense\"", "", 1);
-        let acc = Accelerator::new(crate::config::parse(&none, "s").unwrap());
+        let acc = Accelerator::new(crate::architecture::config::parse(&none, "s").unwrap());
         let dw = ConvProblem {
             groups: 32,
             depthwise: true,
@@ -418,8 +459,13 @@ mod tests {
         assert!(acc.cost_problem(&grouped, bits(8, 8), false).is_ok());
         // channel lanes are the ZC706 engines' mode only
         let lanes = text.replacen("depthwise = \"dense\"", "depthwise = \"channel-lanes\"", 1);
-        let e = crate::config::parse(&lanes, "s").unwrap_err().to_string();
-        assert!(e.contains("`depthwise`"), "{e}");
+        let e = crate::architecture::config::parse(&lanes, "s")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown variant `channel-lanes`, expected `dense`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -492,20 +538,22 @@ mod tests {
 
     #[test]
     fn dsp_packing_engine_respects_the_board_and_gains_from_packing() {
-        let text = crate::config::builtin_text("zc706").unwrap();
+        let text = crate::architecture::config::builtin_text("zc706").unwrap();
         let packed = text.replacen(
             "engine = \"zc706-bit-linear\"",
             "engine = \"zc706-dsp-packing\"",
             1,
         );
         // 64×32 PEs do not fit 900 DSP48E1 slices
-        let e = crate::config::parse(&packed, "z").unwrap_err().to_string();
+        let e = crate::architecture::config::parse(&packed, "z")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`array`") && e.contains("900"), "{e}");
         let fitted =
             packed
                 .replacen("rows = 64", "rows = 30", 1)
                 .replacen("cols = 32", "cols = 30", 1);
-        let acc = Accelerator::new(crate::config::parse(&fitted, "z").unwrap());
+        let acc = Accelerator::new(crate::architecture::config::parse(&fitted, "z").unwrap());
         let p = ConvProblem::conv(16, 64, 64, 16, 3, 1, 1);
         let c8 = acc
             .cost_problem(&p, bits(8, 8), false)

@@ -3,15 +3,15 @@
 use cptsim_models::summary::ModelSummary;
 use cptsim_traces::row::{Bits, TraceRow};
 use cptsim_traces::{absent_layers_as_fp32, static_rows};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::accelerator::{Accelerator, CostError};
-use crate::cache::{GemmCache, GemmSummary};
-use crate::energy::EnergySplit;
-use crate::gemm::GemmKind;
+use crate::architecture::energy::EnergySplit;
+use crate::cost::accelerator::{Accelerator, CostError};
+use crate::cost::cache::{GemmCache, GemmSummary};
+use crate::workload::gemm::GemmKind;
 
 /// Accumulated cost of some part of a run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CostTotals {
     /// Accelerator cycles (compute + stalls).
     pub cycles: f64,
@@ -57,7 +57,7 @@ impl CostTotals {
 }
 
 /// The cost of one GEMM of one layer over the whole trace.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LayerGemmCost {
     /// Index in `ModelSummary::layers`; the number of layers for the residual-add pass.
     pub layer: usize,
@@ -68,7 +68,7 @@ pub struct LayerGemmCost {
 }
 
 /// The cost of one epoch (`iters_per_epoch` iterations; the last may be shorter).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EpochCost {
     /// 0-based epoch.
     pub epoch: u64,
@@ -92,8 +92,9 @@ pub struct TraceCost {
     pub evaluations: usize,
 }
 
-/// One accelerator's line in `cptsim run --accel` JSON: a run against its static baseline.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One accelerator's line in `cptsim run --accel` JSON: a run against its static baseline, with
+/// the run's per-layer × GEMM and per-epoch rows when they were asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub name: String,
     pub latency_s: f64,
@@ -103,6 +104,12 @@ pub struct RunSummary {
     pub static_energy_j: f64,
     pub static_dram_bytes: f64,
     pub breakdown: EnergySplit,
+    /// One entry per (layer, GEMM) that ran, in layer then GEMM order (empty unless asked for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_layer_gemm: Vec<LayerGemmCost>,
+    /// One entry per epoch (empty unless asked for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_epoch: Vec<EpochCost>,
 }
 
 impl RunSummary {
@@ -117,6 +124,8 @@ impl RunSummary {
             static_energy_j: baseline.totals.energy_j(),
             static_dram_bytes: baseline.totals.dram_bytes,
             breakdown: cost.totals.energy,
+            per_layer_gemm: Vec::new(),
+            per_epoch: Vec::new(),
         }
     }
 
@@ -319,36 +328,7 @@ fn cost_rows(
             add(li, gi, &s);
         }
     }
-    for (li, gs) in per_lg.iter().enumerate() {
-        for (gi, t) in gs.iter().enumerate() {
-            if let Some(what) = t.as_ref().and_then(CostTotals::non_finite) {
-                return Err(TraceCostError::NotFinite {
-                    layer: layer_name(model, li),
-                    gemm: GemmKind::ALL[gi].label(),
-                    accel: acc.name().to_string(),
-                    what,
-                });
-            }
-        }
-    }
-    let per_layer_gemm = per_lg
-        .into_iter()
-        .enumerate()
-        .flat_map(|(li, gs)| {
-            let name = layer_name(model, li);
-            GemmKind::ALL
-                .into_iter()
-                .zip(gs)
-                .filter_map(move |(gemm, t)| {
-                    t.map(|totals| LayerGemmCost {
-                        layer: li,
-                        name: name.clone(),
-                        gemm,
-                        totals,
-                    })
-                })
-        })
-        .collect();
+    let per_layer_gemm = layer_rows(model, per_lg, acc)?;
     let per_epoch = epochs
         .into_iter()
         .enumerate()
@@ -369,6 +349,36 @@ fn cost_rows(
         per_epoch,
         evaluations: cache.evaluations() - searched,
     })
+}
+
+/// The per-layer × GEMM rows of `per_lg` (one slot per layer and the residual-add pass), in
+/// layer then GEMM order; a non-finite total is an error naming its layer and GEMM.
+fn layer_rows(
+    model: &ModelSummary,
+    per_lg: Vec<[Option<CostTotals>; 3]>,
+    acc: &Accelerator,
+) -> Result<Vec<LayerGemmCost>, TraceCostError> {
+    let mut rows = Vec::new();
+    for (li, gs) in per_lg.into_iter().enumerate() {
+        for (gemm, t) in GemmKind::ALL.into_iter().zip(gs) {
+            let Some(totals) = t else { continue };
+            if let Some(what) = totals.non_finite() {
+                return Err(TraceCostError::NotFinite {
+                    layer: layer_name(model, li),
+                    gemm: gemm.label(),
+                    accel: acc.name().to_string(),
+                    what,
+                });
+            }
+            rows.push(LayerGemmCost {
+                layer: li,
+                name: layer_name(model, li),
+                gemm,
+                totals,
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// A run's trace ready to cost against its static baseline: the layers the trace does not list

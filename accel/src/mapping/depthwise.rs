@@ -18,22 +18,23 @@
 //! step's operands load before compute starts, and the last fold's outputs store after it ends;
 //! the rest overlaps compute.
 
-use crate::config::AccelConfig;
-use crate::cost::{CostError, GemmCost};
-use crate::dram::overlap_total;
-use crate::energy::energy_of;
-use crate::gemm::PSUM_BITS;
-use crate::gemm::{ConvProblem, OperandBits};
-use crate::tiling::{Mapping, SramAccess, Tile, TilingError, Traffic};
-use crate::zc706::SystolicLaw;
+use crate::architecture::config::BufferBits;
+use crate::architecture::dram::overlap_total;
+use crate::architecture::energy::{SramAccess, Traffic};
+use crate::architecture::zc706::SystolicLaw;
+use crate::mapping::tiling::{Mapping, TilingError};
+use crate::workload::gemm::{ConvProblem, OperandBits, PSUM_BITS};
+use crate::workload::tile::Tile;
 
-/// Cost of a depthwise problem (all channels) on the channel-lanes mapping of `law`.
-pub fn channel_lanes_cost(
+/// The channel-lanes mapping of a depthwise problem (all channels) on `law`'s lanes with
+/// `buffers` and DRAM at `dram_bits_per_cycle`.
+pub fn channel_lanes(
     law: &SystolicLaw,
-    config: &AccelConfig,
+    buffers: BufferBits,
+    dram_bits_per_cycle: f64,
     p: &ConvProblem,
     bits: OperandBits,
-) -> Result<GemmCost, CostError> {
+) -> Result<Mapping, TilingError> {
     let (rows, cols) = (law.rows, law.cols);
     let channels = p.groups.max(1);
     let outputs = p.batch * p.pixels() * p.out_ch;
@@ -58,18 +59,13 @@ pub fn channel_lanes_cost(
     } else {
         0
     };
-    let half_input = config.buffers().input_kib * 8 * 1024 / 2;
-    if line_bits > half_input {
-        return Err(CostError::Tiling(TilingError::NoFit {
+    if line_bits > buffers.input / 2 {
+        return Err(TilingError::NoFit {
             input: line_bits,
             weight: 0,
             output: 0,
-            buffers: crate::tiling::BufferBits {
-                input: config.buffers().input_kib * 8 * 1024,
-                weight: config.buffers().weight_kib * 8 * 1024,
-                output: config.buffers().output_kib * 8 * 1024,
-            },
-        }));
+            buffers,
+        });
     }
     let one = ConvProblem { groups: 1, ..*p };
     let input = channels
@@ -95,7 +91,7 @@ pub fn channel_lanes_cost(
         dram.total(),
         first_load,
         last_store,
-        config.dram_bits_per_cycle(),
+        dram_bits_per_cycle,
     );
     let macs = p.macs();
     let sram = SramAccess {
@@ -108,39 +104,39 @@ pub fn channel_lanes_cost(
         output_read: output,
         output_write: output,
     };
-    let energy = energy_of(&config.energy, &timing, &dram, &sram);
-    Ok(GemmCost {
-        timing,
-        dram_bits: dram.total(),
-        sram_bits: sram.total(),
-        energy,
-        mapping: Mapping {
-            tile: Tile {
-                b: p.batch,
-                oc: cols.min(channels),
-                oh: p.out_h,
-                ow: p.out_w,
-                ic: p.in_ch,
-            },
-            order: Vec::new(),
-            timing,
-            dram,
-            sram,
+    Ok(Mapping {
+        tile: Tile {
+            b: p.batch,
+            oc: cols.min(channels),
+            oh: p.out_h,
+            ow: p.out_w,
+            ic: p.in_ch,
         },
-        groups: 1,
+        order: Vec::new(),
+        timing,
+        dram,
+        sram,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accelerator::Accelerator;
+    use crate::cost::accelerator::Accelerator;
 
-    fn zc706() -> (SystolicLaw, AccelConfig) {
-        let config = crate::config::load("zc706").unwrap();
-        let z = config.zc706.clone().unwrap();
-        let law = SystolicLaw::new(config.array.rows, config.array.cols, config.engine, &z);
+    fn zc706() -> (SystolicLaw, crate::architecture::config::AccelConfig) {
+        let config = crate::architecture::config::load("zc706").unwrap();
+        let z = config.engine.zc706().unwrap();
+        let law = SystolicLaw::new(&config.array, config.engine.kind(), z);
         (law, config)
+    }
+
+    fn lanes(
+        (law, config): &(SystolicLaw, crate::architecture::config::AccelConfig),
+        p: &ConvProblem,
+    ) -> Mapping {
+        let buffers = config.engine.buffers().unwrap().bits();
+        channel_lanes(law, buffers, config.dram_bits_per_cycle(), p, B8).unwrap()
     }
 
     fn dw(batch: u64, ch: u64, hw: u64) -> ConvProblem {
@@ -160,8 +156,9 @@ mod tests {
     fn forward_cycles_by_hand() {
         // 64 channels of 16×16 at batch 4 on 64×32 lanes, 8×8 bits (8 cycles per MAC step):
         // 2 channel folds · 16 output folds (1024 outputs / 64 rows) · 9 · 8 + 94 fill
-        let (law, config) = zc706();
-        let c = channel_lanes_cost(&law, &config, &dw(4, 64, 16), B8).unwrap();
+        let z = zc706();
+        let law = z.0;
+        let c = lanes(&z, &dw(4, 64, 16));
         let raw = 2 * 16 * 72 + 94;
         assert_eq!(
             c.timing.compute_cycles,
@@ -169,7 +166,7 @@ mod tests {
         );
         // compulsory traffic: 4·64·18·18 inputs, 64·9 weights at 8 bits, 4·64·256 outputs at 32
         assert_eq!(
-            c.dram_bits,
+            c.dram.total(),
             4 * 64 * 324 * 8 + 64 * 9 * 8 + 4 * 64 * 256 * 32
         );
     }
@@ -177,7 +174,8 @@ mod tests {
     #[test]
     fn weight_gradient_splits_the_reduction_over_rows() {
         // 9 outputs per channel on 64 rows: 7 row groups share the 4·16·16 = 1024-long reduction
-        let (law, config) = zc706();
+        let z = zc706();
+        let law = z.0;
         let layer_like = ConvProblem {
             batch: 1,
             in_ch: 1024,
@@ -188,7 +186,7 @@ mod tests {
             kernel_w: 1,
             ..dw(4, 32, 16)
         };
-        let c = channel_lanes_cost(&law, &config, &layer_like, B8).unwrap();
+        let c = lanes(&z, &layer_like);
         let raw = 147 * 8 + 94 + 3; // ⌈1024/7⌉ = 147 steps, adder tree of 7 → 3 levels
         assert_eq!(
             c.timing.compute_cycles,

@@ -1,13 +1,14 @@
 //! The ZC706 training engines (accelerators.md §3): an R×C systolic array (timing from
-//! [`crate::systolic`]) whose MAC step time follows the operand bits, plus the memory-only passes a
+//! [`crate::architecture::systolic`]) whose MAC step time follows the operand bits, plus the memory-only passes a
 //! training step needs (BN / ReLU / quantisation, FP32 master weights).
 
 use cptsim_models::summary::LayerInfo;
 
-use crate::config::{Dataflow, Engine, Zc706Params};
-use crate::gemm::{ConvProblem, GemmKind, OperandBits};
-use crate::systolic::{os_cycles, ws_cycles};
-use crate::tiling::{ArrayLaw, Tile};
+use crate::architecture::config::{ArrayShape, Dataflow, Engine, Zc706Params};
+use crate::architecture::law::ArrayLaw;
+use crate::architecture::systolic::{os_cycles, ws_cycles};
+use crate::workload::gemm::{ConvProblem, GemmKind, OperandBits};
+use crate::workload::tile::Tile;
 
 /// How long one MAC step takes at given bits: `num / den` cycles per step (`den` steps per `num`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,11 +38,11 @@ pub struct SystolicLaw {
 }
 
 impl SystolicLaw {
-    /// The law of a ZC706 configuration's engine.
-    pub fn new(rows: u64, cols: u64, engine: Engine, z: &Zc706Params) -> Self {
+    /// The law of a ZC706 engine on `array`.
+    pub fn new(array: &ArrayShape, engine: Engine, z: &Zc706Params) -> Self {
         Self {
-            rows,
-            cols,
+            rows: array.rows,
+            cols: array.cols,
             engine,
             dataflow: z.dataflow,
             utilisation: z.utilisation,

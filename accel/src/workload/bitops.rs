@@ -20,8 +20,9 @@ use cptsim_traces::{static_bits, Bits, TraceRow};
 /// Bit-operations of one fp32 layer-sample per MAC: three GEMMs at 32 × 32 bits.
 pub const FP32_COST: u64 = 3 * 32 * 32;
 
-/// Which accounting rule to report.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// Which accounting rule to report (`paper` or `hardware` in a report).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Accounting {
     /// The papers' rule (§2.3).
     #[default]

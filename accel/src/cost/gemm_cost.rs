@@ -1,11 +1,12 @@
 //! What costing a GEMM yields — its cost, the part traces accumulate, and why it can fail — shared by
-//! the accelerator models, the depthwise engine and the cost cache.
+//! the accelerator model and the cost cache.
 
 use serde::Serialize;
 
-use crate::dram::Timing;
-use crate::energy::EnergySplit;
-use crate::tiling::{Mapping, TilingError};
+use crate::architecture::dram::Timing;
+use crate::architecture::energy::EnergySplit;
+use crate::mapping::row_stationary::NoRowStationaryMapping;
+use crate::mapping::tiling::{Mapping, TilingError};
 
 /// Why a GEMM cannot be costed.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -20,8 +21,8 @@ pub enum CostError {
     #[error(transparent)]
     Tiling(#[from] TilingError),
     /// No row-stationary mapping fits the array, its scratchpads and its global buffer.
-    #[error("no row-stationary mapping fits {0}")]
-    NoRowStationaryMapping(String),
+    #[error(transparent)]
+    RowStationary(#[from] NoRowStationaryMapping),
     /// A depthwise conv on a configuration without a depthwise mapping.
     #[error("depthwise conv ({channels} channels): accelerator `{accel}` has no depthwise mapping; set key `depthwise` in its config (\"dense\", or \"channel-lanes\" on the zc706-* engines)")]
     NoDepthwise { channels: u64, accel: String },

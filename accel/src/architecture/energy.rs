@@ -1,13 +1,14 @@
-//! Energy split into compute, on-chip SRAM and DRAM, from per-cycle and per-bit constants.
+//! What a mapped problem moves (DRAM traffic and on-chip buffer accesses, in bits) and its energy,
+//! split into compute, on-chip SRAM and DRAM, from the configuration's per-cycle and per-bit
+//! constants.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::EnergyConstants;
-use crate::dram::Timing;
-use crate::tiling::{SramAccess, Traffic};
+use super::config::EnergyConstants;
+use super::dram::Timing;
 
 /// Energy in joules, split by where it is spent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EnergySplit {
     /// The array (core energy per computing cycle).
     pub compute_j: f64,
@@ -28,6 +29,49 @@ impl EnergySplit {
         self.compute_j += other.compute_j * k;
         self.sram_j += other.sram_j * k;
         self.dram_j += other.dram_j * k;
+    }
+}
+
+/// DRAM traffic of a mapping in bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Traffic {
+    /// Streamed-operand (activation) reads.
+    pub input: u64,
+    /// Stationary-operand (weight) reads.
+    pub weight: u64,
+    /// Partial sums read back.
+    pub output_read: u64,
+    /// Outputs / partial sums written.
+    pub output_write: u64,
+}
+
+impl Traffic {
+    /// All DRAM bits moved.
+    pub fn total(&self) -> u64 {
+        self.input + self.weight + self.output_read + self.output_write
+    }
+}
+
+/// On-chip buffer accesses of a mapping in bits (array side plus DRAM fills and drains).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SramAccess {
+    pub input_read: u64,
+    pub input_write: u64,
+    pub weight_read: u64,
+    pub weight_write: u64,
+    pub output_read: u64,
+    pub output_write: u64,
+}
+
+impl SramAccess {
+    /// All SRAM bits accessed.
+    pub fn total(&self) -> u64 {
+        self.input_read
+            + self.input_write
+            + self.weight_read
+            + self.weight_write
+            + self.output_read
+            + self.output_write
     }
 }
 

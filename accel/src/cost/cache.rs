@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use cptsim_models::summary::LayerInfo;
 use cptsim_traces::row::Bits;
 
-use crate::accelerator::Accelerator;
-pub use crate::cost::GemmSummary;
-use crate::cost::{CostError, GemmCost};
-use crate::gemm::{ConvProblem, GemmKind, OperandBits};
+use crate::cost::accelerator::Accelerator;
+pub use crate::cost::gemm_cost::GemmSummary;
+use crate::cost::gemm_cost::{CostError, GemmCost};
+use crate::workload::gemm::{ConvProblem, GemmKind, OperandBits};
 
 type ProblemKey = (ConvProblem, OperandBits, bool);
 type LayerKey = (usize, GemmKind, u64, Bits);
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn widths_an_accelerator_stores_alike_share_one_search_and_cost() {
-        let layer = crate::gemm::tests::conv_layer(LayerRole::Body, 16, 32, 8, 1);
+        let layer = crate::workload::gemm::tests::conv_layer(LayerRole::Body, 16, 32, 8, 1);
         let at = |w: u8| Bits { w, a: w, g: 8 };
         for (name, searches) in [("eyeriss", 1), ("bitfusion", 2)] {
             let acc = Accelerator::load(name).unwrap();

@@ -1,8 +1,9 @@
 //! Bit Fusion's precision→throughput law (accelerators.md §1): an N×M array of Fusion Units, each
 //! fusing 16 BitBricks into `pf(p_a, p_w)` products per cycle along the reduction axis.
 
-use crate::gemm::{ConvProblem, OperandBits};
-use crate::tiling::{ArrayLaw, Tile};
+use crate::architecture::law::ArrayLaw;
+use crate::workload::gemm::{ConvProblem, OperandBits};
+use crate::workload::tile::Tile;
 
 /// Widest operand one Fusion Unit multiplies in one pass.
 pub const NATIVE_BITS: u32 = 8;

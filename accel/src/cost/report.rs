@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use cptsim_models::atomic::write_atomically;
 use cptsim_traces::TraceError;
 
-use crate::inference::InferenceCost;
-use crate::trace_cost::{CostTotals, LayerGemmCost, TraceCost};
+use crate::cost::inference::InferenceCost;
+use crate::cost::trace::{CostTotals, EpochCost, LayerGemmCost};
 
 /// Column names shared by both files after their leading key columns.
 const COST_COLUMNS: [&str; 9] = [
@@ -129,16 +129,22 @@ pub fn write_inference_report(
     Ok(path)
 }
 
-/// Writes the two CSV files of `cost` into `dir` (created if missing); returns their paths.
-pub fn write_report(dir: &Path, cost: &TraceCost) -> Result<Vec<PathBuf>, TraceError> {
+/// Writes the two CSV files of accelerator `name`'s `per_layer_gemm` and `per_epoch` rows into
+/// `dir` (created if missing); returns their paths.
+pub fn write_report(
+    dir: &Path,
+    name: &str,
+    per_layer_gemm: &[LayerGemmCost],
+    per_epoch: &[EpochCost],
+) -> Result<Vec<PathBuf>, TraceError> {
     std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
-    let stem = file_stem(&cost.accelerator);
-    let layers = layers_csv(&cost.per_layer_gemm);
+    let stem = file_stem(name);
+    let layers = layers_csv(per_layer_gemm);
     let mut head = vec!["epoch", "iter_start", "iter_end"];
     head.extend(COST_COLUMNS);
     let epochs = csv(
         &head,
-        cost.per_epoch.iter().map(|e| {
+        per_epoch.iter().map(|e| {
             let mut r = vec![
                 e.epoch.to_string(),
                 e.iter_start.to_string(),
@@ -169,23 +175,17 @@ mod tests {
 
     #[test]
     fn report_files_have_the_documented_columns() {
-        let cost = TraceCost {
-            accelerator: "my accel".into(),
-            totals: CostTotals::default(),
-            per_layer_gemm: vec![crate::trace_cost::LayerGemmCost {
-                layer: 3,
-                name: "a,b".into(),
-                gemm: crate::gemm::GemmKind::WeightGrad,
-                totals: CostTotals {
-                    cycles: 10.0,
-                    ..CostTotals::default()
-                },
-            }],
-            per_epoch: vec![],
-            evaluations: 0,
-        };
+        let rows = [LayerGemmCost {
+            layer: 3,
+            name: "a,b".into(),
+            gemm: crate::workload::gemm::GemmKind::WeightGrad,
+            totals: CostTotals {
+                cycles: 10.0,
+                ..CostTotals::default()
+            },
+        }];
         let dir = tempfile::tempdir().unwrap();
-        let paths = write_report(dir.path(), &cost).unwrap();
+        let paths = write_report(dir.path(), "my accel", &rows, &[]).unwrap();
         let layers = std::fs::read_to_string(&paths[0]).unwrap();
         assert!(paths[0].ends_with("my_accel-layers.csv"));
         let mut lines = layers.lines();

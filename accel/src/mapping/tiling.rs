@@ -14,7 +14,7 @@
 //!   enclosing loop multiplies its traffic. Partial sums are read from DRAM as often as written
 //!   (Bit Fusion), or only when the reduction is split across tiles (the other models).
 //! - Time: the resident blocks are the first load and the last store (not overlapped); the rest of
-//!   the traffic overlaps compute ([`crate::dram`]).
+//!   the traffic overlaps compute ([`crate::architecture::dram`]).
 //! - On-chip accesses: the inner loops run input-, output- or weight-stationary, whichever moves
 //!   fewest bits, plus the DRAM fills and drains.
 //! - Every order of the five loops is tried (loops with one trip cannot change anything and are
@@ -22,127 +22,12 @@
 
 use serde::Serialize;
 
-use crate::dram::{overlap_total, Timing};
-use crate::gemm::{ConvProblem, OperandBits, PSUM_BITS};
-
-/// Tile loops, indexed 0..5 in this order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Loop {
-    /// Batch.
-    B,
-    /// Output channels.
-    Oc,
-    /// Output rows.
-    Oh,
-    /// Output columns.
-    Ow,
-    /// Input (reduction) channels.
-    Ic,
-}
-
-const LOOPS: [Loop; 5] = [Loop::B, Loop::Oc, Loop::Oh, Loop::Ow, Loop::Ic];
-
-/// Tile sizes along the five loops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Tile {
-    pub b: u64,
-    pub oc: u64,
-    pub oh: u64,
-    pub ow: u64,
-    pub ic: u64,
-}
-
-impl Tile {
-    /// The whole problem (one group) as one tile.
-    pub fn whole(p: &ConvProblem) -> Tile {
-        Tile {
-            b: p.batch,
-            oc: p.out_ch,
-            oh: p.out_h,
-            ow: p.out_w,
-            ic: p.in_ch,
-        }
-    }
-
-    fn as_array(&self) -> [u64; 5] {
-        [self.b, self.oc, self.oh, self.ow, self.ic]
-    }
-}
-
-/// How an array computes a tile: the precision→throughput law of one accelerator.
-pub trait ArrayLaw {
-    /// Cycles to compute one tile of `problem` at `bits`.
-    fn tile_cycles(&self, problem: &ConvProblem, tile: &Tile, bits: OperandBits) -> u64;
-    /// Filters computed side by side: output-channel tiles are multiples of it and partial-sum
-    /// tiles are padded to it.
-    fn oc_granule(&self) -> u64;
-    /// A reduction length padded to a multiple of the lanes that reduce in parallel.
-    fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64;
-    /// Cycles added once per problem on top of its tiles (a pipeline fill); 0 by default.
-    fn fixed_cycles(&self, _problem: &ConvProblem, _bits: OperandBits) -> u64 {
-        0
-    }
-    /// Whether DRAM follows Bit Fusion's published simulator: weights and partial sums move padded
-    /// to the lanes and filter granule as the buffers hold them, and partial sums are read back as
-    /// often as written. Otherwise (every other model) DRAM moves only real elements, and partial
-    /// sums are read back only when the reduction is split across tiles (each output's first
-    /// store has nothing to add to).
-    fn reference_dram_rules(&self) -> bool {
-        false
-    }
-}
-
-/// On-chip buffer capacities in bits (whole buffer; tiles may use half).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct BufferBits {
-    pub input: u64,
-    pub weight: u64,
-    pub output: u64,
-}
-
-/// DRAM traffic of a mapping in bits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Traffic {
-    /// Streamed-operand (activation) reads.
-    pub input: u64,
-    /// Stationary-operand (weight) reads.
-    pub weight: u64,
-    /// Partial sums read back.
-    pub output_read: u64,
-    /// Outputs / partial sums written.
-    pub output_write: u64,
-}
-
-impl Traffic {
-    /// All DRAM bits moved.
-    pub fn total(&self) -> u64 {
-        self.input + self.weight + self.output_read + self.output_write
-    }
-}
-
-/// On-chip buffer accesses of a mapping in bits (array side plus DRAM fills and drains).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct SramAccess {
-    pub input_read: u64,
-    pub input_write: u64,
-    pub weight_read: u64,
-    pub weight_write: u64,
-    pub output_read: u64,
-    pub output_write: u64,
-}
-
-impl SramAccess {
-    /// All SRAM bits accessed.
-    pub fn total(&self) -> u64 {
-        self.input_read
-            + self.input_write
-            + self.weight_read
-            + self.weight_write
-            + self.output_read
-            + self.output_write
-    }
-}
+use crate::architecture::config::BufferBits;
+use crate::architecture::dram::{overlap_total, Timing};
+use crate::architecture::energy::{SramAccess, Traffic};
+use crate::architecture::law::ArrayLaw;
+use crate::workload::gemm::{ConvProblem, OperandBits, PSUM_BITS};
+use crate::workload::tile::{Loop, Tile, LOOPS};
 
 /// A chosen tiling with its cost (one group of the problem).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -300,6 +185,48 @@ fn all_permutations() -> &'static [Vec<Vec<usize>>] {
     PERMS.get_or_init(|| (0..=5).map(permutations).collect())
 }
 
+/// DRAM traffic of one tile's tensors under loop `order` (innermost first), with the resident
+/// blocks loaded before compute starts and stored after it ends: (traffic, first load, last
+/// store). `tile_bits` are the buffer footprints that promotion follows, `moved` the bits DRAM
+/// moves per footprint tile (both scale with the same trip counts).
+fn order_traffic(
+    tile_bits: &[u64; 3],
+    moved: &[u64; 3],
+    trips: &[u64; 5],
+    order: &[usize],
+    half: &[u64; 3],
+    law: &dyn ArrayLaw,
+) -> (Traffic, u64, u64) {
+    let mut traffic = Traffic::default();
+    let mut first_load = 0;
+    let mut last_store = 0;
+    for (k, depends) in DEPENDS.iter().enumerate() {
+        let (fit_moved, fit_resident) =
+            promoted_traffic(tile_bits[k], trips, order, depends, half[k]);
+        let per_tile = |b: u64| b / tile_bits[k].max(1) * moved[k];
+        let (bits_moved, resident) = (per_tile(fit_moved), per_tile(fit_resident));
+        match k {
+            0 => traffic.input = bits_moved,
+            1 => traffic.weight = bits_moved,
+            _ => {
+                let unique = moved[2] * trips[0] * trips[1] * trips[2] * trips[3];
+                traffic.output_read = if law.reference_dram_rules() {
+                    bits_moved
+                } else {
+                    bits_moved.saturating_sub(unique)
+                };
+                traffic.output_write = bits_moved;
+                last_store = resident;
+            }
+        }
+        // resident partial sums are loaded first only if they are read back
+        if k < 2 || traffic.output_read > 0 {
+            first_load += resident;
+        }
+    }
+    (traffic, first_load, last_store)
+}
+
 /// Searches tile sizes and loop orders for `problem` (one group) at `bits`.
 pub fn search(
     problem: &ConvProblem,
@@ -369,37 +296,8 @@ pub fn search(
                             *slot = active[i];
                         }
                         let order = &order_buf[..n_active];
-                        let mut traffic = Traffic::default();
-                        let mut first_load = 0;
-                        let mut last_store = 0;
-                        for (k, depends) in DEPENDS.iter().enumerate() {
-                            // promotion follows the buffer footprint; DRAM moves `moved`
-                            // bits per footprint tile (both scale with the same trip counts)
-                            let (fit_moved, fit_resident) =
-                                promoted_traffic(tile_bits[k], &trips, order, depends, half[k]);
-                            let per_tile = |b: u64| b / tile_bits[k].max(1) * moved[k];
-                            let (bits_moved, resident) =
-                                (per_tile(fit_moved), per_tile(fit_resident));
-                            match k {
-                                0 => traffic.input = bits_moved,
-                                1 => traffic.weight = bits_moved,
-                                _ => {
-                                    let unique =
-                                        moved[2] * trips[0] * trips[1] * trips[2] * trips[3];
-                                    traffic.output_read = if law.reference_dram_rules() {
-                                        bits_moved
-                                    } else {
-                                        bits_moved.saturating_sub(unique)
-                                    };
-                                    traffic.output_write = bits_moved;
-                                    last_store = resident;
-                                }
-                            }
-                            // resident partial sums are loaded first only if they are read back
-                            if k < 2 || traffic.output_read > 0 {
-                                first_load += resident;
-                            }
-                        }
+                        let (traffic, first_load, last_store) =
+                            order_traffic(&tile_bits, &moved, &trips, order, &half, law);
                         let timing = overlap_total(
                             compute,
                             traffic.total(),

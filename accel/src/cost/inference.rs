@@ -4,10 +4,10 @@
 use cptsim_models::summary::{LayerRole, ModelSummary};
 use serde::Serialize;
 
-use crate::accelerator::{Accelerator, CostError};
-use crate::cache::GemmSummary;
-use crate::gemm::{training_gemm, GemmKind, OperandBits};
-use crate::trace_cost::{CostTotals, LayerGemmCost};
+use crate::cost::accelerator::{Accelerator, CostError};
+use crate::cost::cache::GemmSummary;
+use crate::cost::trace::{CostTotals, LayerGemmCost};
+use crate::workload::gemm::{training_gemm, GemmKind, OperandBits};
 
 /// One model's inference on one accelerator.
 #[derive(Clone, Debug, PartialEq, Serialize)]

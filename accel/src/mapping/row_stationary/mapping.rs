@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::shape::Shape;
-use super::RowStationary;
+use crate::architecture::eyeriss::RowStationary;
 
 /// Mapping parameters of one group of a problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -106,7 +106,7 @@ impl RsMapping {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gemm::{ConvProblem, OperandBits};
+    use crate::workload::gemm::{ConvProblem, OperandBits};
 
     const B16: OperandBits = OperandBits {
         stream: 16,
@@ -114,7 +114,7 @@ mod tests {
     };
 
     fn chip() -> RowStationary {
-        RowStationary::of(&crate::config::load("eyeriss").unwrap())
+        RowStationary::of(&crate::architecture::config::load("eyeriss").unwrap()).unwrap()
     }
 
     #[test]

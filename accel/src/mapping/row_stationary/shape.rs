@@ -1,9 +1,9 @@
 //! One group of a GEMM problem in row-stationary terms: Eyeriss's shape names (N, C, M, R, S,
 //! E, F, U), the filter folded onto the array and the scratchpads, and the stored word widths.
 
-use crate::gemm::{ConvProblem, OperandBits, Ratio};
+use crate::workload::gemm::{ConvProblem, OperandBits, Ratio};
 
-use super::{output_bits, stored_bits, RowStationary, NATIVE_BITS};
+use crate::architecture::eyeriss::{output_bits, stored_bits, RowStationary, NATIVE_BITS};
 
 /// One group of a problem, as the RS model maps it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -101,7 +101,7 @@ mod tests {
 
     /// The shape of `p` at `a`/`w` bits on the Eyeriss chip.
     fn on_chip(p: &ConvProblem, a: u32, w: u32) -> Shape {
-        let hw = RowStationary::of(&crate::config::load("eyeriss").unwrap());
+        let hw = RowStationary::of(&crate::architecture::config::load("eyeriss").unwrap()).unwrap();
         let bits = OperandBits {
             stream: a,
             stationary: w,

@@ -29,13 +29,13 @@
 use cptsim_models::ir::shape::window_out;
 use cptsim_models::summary::{LayerInfo, LayerKind, LayerRole};
 use cptsim_traces::row::Bits;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Bits of one partial sum / output element in flight.
 pub const PSUM_BITS: u64 = 32;
 
 /// Which training GEMM of a layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GemmKind {
     /// `Y = X ⊛ W`: activations × weights.

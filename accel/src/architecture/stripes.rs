@@ -7,8 +7,9 @@
 //! a `⌈K/s⌉` kernel ([`space_to_depth`]); a Stripes FC layer takes DaDianNao's cycles plus `p − 1`
 //! (the bit-serial pipeline's fill, [`StripesLaw::fixed_cycles`]).
 
-use crate::gemm::{ConvProblem, OperandBits};
-use crate::tiling::{ArrayLaw, Tile};
+use crate::architecture::law::ArrayLaw;
+use crate::workload::gemm::{ConvProblem, OperandBits};
+use crate::workload::tile::Tile;
 
 /// Width of the bit-parallel operands.
 pub const NATIVE_BITS: u32 = 16;

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::tiling::{SramAccess, Traffic};
+use crate::architecture::energy::{SramAccess, Traffic};
 
 use super::mapping::RsMapping;
 use super::shape::Shape;
@@ -142,8 +142,8 @@ pub fn movement(s: &Shape, mp: &RsMapping) -> Movement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eyeriss::RowStationary;
-    use crate::gemm::{ConvProblem, OperandBits};
+    use crate::architecture::eyeriss::RowStationary;
+    use crate::workload::gemm::{ConvProblem, OperandBits};
 
     const B8: OperandBits = OperandBits {
         stream: 8,
@@ -151,7 +151,7 @@ mod tests {
     };
 
     fn shape(p: &ConvProblem) -> Shape {
-        let hw = RowStationary::of(&crate::config::load("eyeriss").unwrap());
+        let hw = RowStationary::of(&crate::architecture::config::load("eyeriss").unwrap()).unwrap();
         Shape::new(p, B8, &hw).unwrap()
     }
 

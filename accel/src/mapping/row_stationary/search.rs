@@ -5,17 +5,17 @@
 
 use serde::Serialize;
 
-use crate::config::EnergyConstants;
-use crate::cost::CostError;
-use crate::dram::{overlap_total, Timing};
-use crate::energy::{energy_of, EnergySplit};
-use crate::gemm::{ConvProblem, OperandBits};
-use crate::tiling::{Loop, Mapping, Tile};
+use crate::architecture::config::EnergyConstants;
+use crate::architecture::dram::{overlap_total, Timing};
+use crate::architecture::energy::{energy_of, EnergySplit};
+use crate::mapping::tiling::Mapping;
+use crate::workload::gemm::{ConvProblem, OperandBits};
+use crate::workload::tile::{Loop, Tile};
 
 use super::mapping::RsMapping;
 use super::movement::{movement, Movement};
 use super::shape::Shape;
-use super::RowStationary;
+use crate::architecture::eyeriss::RowStationary;
 
 /// The chosen mapping of one group of a problem and its cost.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -27,6 +27,11 @@ pub struct RsCost {
     /// added by the caller for the whole problem.
     pub energy: EnergySplit,
 }
+
+/// No row-stationary mapping fits the array, its scratchpads and its global buffer: what did not.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("no row-stationary mapping fits {0}")]
+pub struct NoRowStationaryMapping(pub String);
 
 /// `1, 2, 4, …` below `n`, then `n`.
 fn sizes(n: u64) -> impl Iterator<Item = u64> {
@@ -44,9 +49,9 @@ impl RowStationary {
         bits: OperandBits,
         dram_bits_per_cycle: f64,
         energy: &EnergyConstants,
-    ) -> Result<RsCost, CostError> {
+    ) -> Result<RsCost, NoRowStationaryMapping> {
         let no_fit = || {
-            CostError::NoRowStationaryMapping(format!(
+            NoRowStationaryMapping(format!(
                 "a {}×{} filter over {} output columns on {}×{} PEs with {} ifmap, {} filter and \
                  {} psum spad words and {} global-buffer banks of {} bits",
                 problem.kernel_h,
@@ -199,9 +204,9 @@ mod tests {
     use super::*;
 
     fn chip() -> (RowStationary, EnergyConstants, f64) {
-        let c = crate::config::load("eyeriss").unwrap();
+        let c = crate::architecture::config::load("eyeriss").unwrap();
         let w = c.dram_bits_per_cycle();
-        (RowStationary::of(&c), c.energy.clone(), w)
+        (RowStationary::of(&c).unwrap(), c.energy.clone(), w)
     }
 
     const B16: OperandBits = OperandBits {
@@ -239,8 +244,8 @@ mod tests {
     #[test]
     fn on_16x16_pes_convs_take_the_bit_fusion_authors_eyeriss_cycles() {
         // eyeriss-256pe: the authors' Eyeriss results list these compute cycles (batch 16)
-        let c = crate::config::load("eyeriss-256pe").unwrap();
-        let hw = RowStationary::of(&c);
+        let c = crate::architecture::config::load("eyeriss-256pe").unwrap();
+        let hw = RowStationary::of(&c).unwrap();
         let w = c.dram_bits_per_cycle();
         for (p, cycles) in [
             // SVHN conv2, conv5; LeNet-5 conv1; CIFAR-10 conv3
@@ -294,9 +299,15 @@ mod tests {
 
     #[test]
     fn nothing_maps_onto_an_array_without_storage() {
-        let mut c = crate::config::load("eyeriss").unwrap();
-        c.row_stationary = None;
-        let hw = RowStationary::of(&c);
+        let c = crate::architecture::config::load("eyeriss").unwrap();
+        let hw = RowStationary {
+            banks: 0,
+            bank_bits: 0,
+            ifmap_spad: 0,
+            filter_spad: 0,
+            psum_spad: 0,
+            ..RowStationary::of(&c).unwrap()
+        };
         let p = ConvProblem::fc(1, 8, 8);
         let e = hw.map(&p, B16, 192.0, &c.energy).unwrap_err().to_string();
         assert!(e.contains("row-stationary"), "{e}");

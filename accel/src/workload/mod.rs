@@ -1,0 +1,7 @@
+//! What is computed: the three training GEMMs of every conv / linear layer as convolution
+//! problems ([`gemm`]), the tiles a mapping cuts them into ([`tile`]), and the papers' BitOPs of a
+//! precision trace ([`bitops`]).
+
+pub mod bitops;
+pub mod gemm;
+pub mod tile;
