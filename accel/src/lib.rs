@@ -10,10 +10,13 @@
 //! - [`cost`]: the numbers — an [`Accelerator`] costing problems and layers, whole traces and
 //!   inferences through a memo, the CSV reports, and [`cost()`], a run's whole report
 //!   ([`RunReport`]) as one library call.
+//!
+//! [`validation`] recomputes every published figure cptsim claims to match (`cptsim validate`).
 
 pub mod architecture;
 pub mod cost;
 pub mod mapping;
+pub mod validation;
 pub mod workload;
 
 pub use architecture::config;
