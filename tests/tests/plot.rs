@@ -320,23 +320,24 @@ fn pareto_from_a_results_fixture_and_its_errors() {
     );
 }
 
+/// The run of the report tests: a short cosine run of ResNet-20 on two accelerators.
+const RUN: &[&str] = &[
+    "run",
+    "--model",
+    "zoo:resnet20",
+    "--schedule",
+    "cosine",
+    "--iters",
+    "800",
+    "--cycles",
+    "2",
+    "--accel",
+    "zc706,stripes",
+];
+
 /// `run --report` into `dir` on two accelerators; returns the terminal table.
 fn report(dir: &Path) -> String {
-    let out = run(&[
-        "run",
-        "--model",
-        "zoo:resnet20",
-        "--schedule",
-        "cosine",
-        "--iters",
-        "800",
-        "--cycles",
-        "2",
-        "--accel",
-        "zc706,stripes",
-        "--report",
-        &s(dir),
-    ]);
+    let out = run(&[RUN, &["--report", &s(dir)]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     cptsim_e2e::stdout(&out)
 }
@@ -370,21 +371,7 @@ fn run_report_index_and_breakdowns() {
     assert!(html.contains("--report") && !html.contains("<script"));
     // The same page from the run's saved JSON report: only the command line differs.
     let json = dir.path().join("run.json");
-    let doc = run(&[
-        "run",
-        "--model",
-        "zoo:resnet20",
-        "--schedule",
-        "cosine",
-        "--iters",
-        "800",
-        "--cycles",
-        "2",
-        "--accel",
-        "zc706,stripes",
-        "--format",
-        "json",
-    ]);
+    let doc = run(&[RUN, &["--format", "json"]].concat());
     assert!(doc.status.success(), "{}", stderr(&doc));
     std::fs::write(&json, &doc.stdout).unwrap();
     ok(&["plot", "run-index", &s(&rep), "--run", &s(&json)]);

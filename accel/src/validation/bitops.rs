@@ -135,12 +135,12 @@ const GROUP_STATIC: &str = "BitOPs: static GBitOPs (methods §2.3)";
 const GROUP_CPT: &str = "BitOPs: CPT reductions (§2.4)";
 const GROUP_WK: &str = "BitOPs: Wolfe & Kyrillidis ratios (§4.2)";
 
-/// A one-layer stand-in for model `name` carrying `macs` and `bn_elements` per image.
-pub fn totals_model(name: &str, macs: u64, bn_elements: u64) -> ModelSummary {
-    let layer = LayerInfo {
-        name: "all".into(),
+/// A conv layer of role `role` carrying `macs` per sample (shapes unused by BitOPs).
+pub fn layer(name: &str, role: LayerRole, macs: u64) -> LayerInfo {
+    LayerInfo {
+        name: name.into(),
         kind: LayerKind::Conv,
-        role: LayerRole::Body,
+        role,
         in_shape: [1, 1, 1],
         out_shape: [1, 1, 1],
         kernel: [1, 1],
@@ -151,11 +151,15 @@ pub fn totals_model(name: &str, macs: u64, bn_elements: u64) -> ModelSummary {
         params: 0,
         macs,
         hidden: None,
-    };
+    }
+}
+
+/// A one-layer stand-in for model `name` carrying `macs` and `bn_elements` per image.
+pub fn totals_model(name: &str, macs: u64, bn_elements: u64) -> ModelSummary {
     ModelSummary {
         name: name.into(),
         input: vec![1, 3, 32, 32],
-        layers: vec![layer],
+        layers: vec![layer("all", LayerRole::Body, macs)],
         bn_elements,
         residual_elements: 0,
         params: 0,

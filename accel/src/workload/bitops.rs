@@ -258,28 +258,10 @@ impl BitOpsCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cptsim_models::{LayerInfo, LayerKind, LayerRole};
+    use crate::validation::bitops::layer;
+    use cptsim_models::LayerRole;
     use cptsim_traces::schedule::{BitRange, ScheduleArgs};
     use cptsim_traces::{synthesize, QuantScope};
-
-    /// A conv layer carrying `macs` per sample.
-    fn layer(name: &str, role: LayerRole, macs: u64) -> LayerInfo {
-        LayerInfo {
-            name: name.into(),
-            kind: LayerKind::Conv,
-            role,
-            in_shape: [1, 1, 1],
-            out_shape: [1, 1, 1],
-            kernel: [1, 1],
-            stride: [1, 1],
-            pads: [0; 4],
-            dilation: [1, 1],
-            groups: 1,
-            params: 0,
-            macs,
-            hidden: None,
-        }
-    }
 
     #[test]
     fn the_papers_bitops_figures_hold() {
