@@ -12,7 +12,7 @@ Columns (each failing cell carries the first line of cptsim's error):
   on a seeded input: standard normal images, token ids in [0, vocab);
 - train: a tiny overfit: `cptsim train` on one fixed batch for 10 iterations, SBM 8/8 static
   (synthetic images with `--subset` = the batch; a language model on a periodic text whose every
-  window is the same), `--lr 0.01`, loss of iteration 10 ≤ 0.7 × that of iteration 1;
+  window is the same), `--lr 0.1 --clip-grad 2`, loss of iteration 10 ≤ 0.7 × that of iteration 1;
 - run: `cptsim run --model F --accel zc706,bitfusion,stripes` (`--seq-len T` as for imports).
 
 Usage: check_corpus.py --cptsim BIN --dir DIR [--subset ci|all] [--only SUBSTRING]
@@ -41,11 +41,15 @@ from forward_common import cptsim_forward, data_input, matches  # noqa: E402
 COLUMNS = ("export", "imports", "macs", "forward", "train", "run")
 ACCELS = "zc706,bitfusion,stripes"
 TRAIN_ITERS = 10
+# Below this max|y| the forward comparison drops the tolerance's absolute floor.
+VANISHING = 1e-3
 # Loss of the last iteration at most this fraction of the first one's.
 TRAIN_DROP = 0.7
-# SGD's rate for the overfit: the default 0.1 (the CIFAR recipe) diverges on a batch of 2 of
-# ImageNet-sized models (ResNet-18: loss 1469 at iteration 5); 0.01 brings it from 6.95 to 3.60.
-TRAIN_LR = "0.01"
+# The overfit's optimizer: SGD at the default rate 0.1 with the global gradient norm clipped to 2.
+# Unclipped, a batch of 2 diverges on ImageNet-sized models (torchvision ResNet-18: loss 1469 at
+# iteration 5); 0.01 unclipped is too slow for LeNet-5 (2.27 → 2.18); clipped at 2, LeNet-5 goes
+# 2.27 → 0.72 and ResNet-18 6.95 → 0.44.
+TRAIN_OPT = ["--lr", "0.1", "--clip-grad", "2"]
 
 
 def cell(ok, msg=""):
@@ -125,18 +129,25 @@ class FileCheck:
             return cell(False, first_line(err))
         ref = self.reference()[0]
         scale = float(np.max(np.abs(ref)))
-        if not scale > 1e-6 or float(np.std(ref)) == 0.0:
-            return cell(False, f"onnxruntime's output vanishes (max|y| {scale:.3g}): pick "
-                               "another input")
-        ok, msg = matches(y, ref)
-        return cell(ok, msg)
+        if scale >= VANISHING:
+            return cell(*matches(y, ref))
+        # A random-init model whose output vanishes on any input (EfficientNet in eval mode:
+        # BN at its initial running statistics is an identity, and the signal decays through
+        # the blocks to ~1e-14): the absolute floor of the tolerance would pass anything, so
+        # compare relatively only.
+        if y.shape != ref.shape or not np.all(np.isfinite(y)):
+            return cell(*matches(y, ref))
+        diff = float(np.max(np.abs(y.astype(np.float64) - ref)))
+        ok = diff <= 1e-4 * scale
+        return cell(ok, f"max|diff| {diff:.3g}, relative tolerance only {1e-4 * scale:.3g} "
+                        f"(onnxruntime's output vanishes: max|y| {scale:.3g})")
 
     def train(self):
         out = self.work / "run"
         flags = ["train", "--model", str(self.path), "--iters", str(TRAIN_ITERS),
                  "--batch", str(self.batch), "--eval-every", str(TRAIN_ITERS),
                  "--schedule", "static", "--bits", "8", "--grad-bits", "8",
-                 "--quantizer", "sbm", "--lr", TRAIN_LR, "--out", str(out)]
+                 "--quantizer", "sbm", *TRAIN_OPT, "--out", str(out)]
         if self.tokens and self.entry["family"] in ("wlm",) or self.entry["case"] == "hf_gpt2":
             text = self.work / "periodic.txt"
             text.write_text(periodic_text(self.seq, self.batch))
@@ -238,6 +249,15 @@ def check_file(args, stem, entry):
     return row
 
 
+def not_exported(stem):
+    case, exporter = stem.rsplit("_", 1)
+    row = {"file": stem, "family": "", "exporter": exporter, "note": ""}
+    row["export"] = cell(False, "not exported: make_corpus.py has not written this file")
+    for c in COLUMNS[1:]:
+        row[c] = cell(False, "no file")
+    return row
+
+
 def cached(args, stem, entry):
     """The cached row of `stem` if it was checked on this manifest entry and is newer than its
     file and the cptsim binary."""
@@ -275,9 +295,16 @@ def totals(rows):
     return out
 
 
+def short(msg, limit=240):
+    """A cell's message for the table: the import error's list of supported ops (the same in
+    every cell) left out, at most `limit` characters (the JSON keeps the whole line)."""
+    msg = msg.split("; supported ops:")[0]
+    return msg if len(msg) <= limit else msg[: limit - 1] + "…"
+
+
 def markdown(rows, meta):
     esc = lambda s: s.replace("|", "\\|").replace("\n", " ")
-    mark = lambda c: ("✅ " if c["ok"] else "❌ ") + esc(c["msg"])
+    mark = lambda c: ("✅ " if c["ok"] else "❌ ") + esc(short(c["msg"]))
     lines = [
         "# cptsim on users' PyTorch exports",
         "",
@@ -312,18 +339,18 @@ def main():
                     "newer than their file and the cptsim binary (default: no reuse)")
     args = ap.parse_args()
     manifest = json.loads((args.dir / "manifest.json").read_text())
-    stems = [s for s in sorted(manifest) if args.only in s
-             and (args.subset == "all" or s in corpus_models.CI_SUBSET)]
-    if args.subset == "ci":
-        missing = sorted(set(corpus_models.CI_SUBSET) - set(manifest))
-        if missing:
-            sys.exit(f"{args.dir}: not in the manifest (run make_corpus.py --subset ci): {missing}")
+    # Every file of the selection, also those the exporter has not reached (listed as such).
+    stems = [s for s in corpus_models.stems(args.subset) if args.only in s]
     started = time.monotonic()
     rows = []
     if args.cache:
         args.cache.mkdir(parents=True, exist_ok=True)
     for stem in stems:
         t0 = time.monotonic()
+        if stem not in manifest:
+            rows.append(not_exported(stem))
+            print(f"{stem:<44} not in {args.dir}/manifest.json", flush=True)
+            continue
         row = cached(args, stem, manifest[stem])
         if row is None:
             row = check_file(args, stem, manifest[stem])

@@ -70,17 +70,17 @@ def _tv_case(label, builder, kwargs, note=""):
         torch.manual_seed(0)
         return torchvision.models.get_model(builder, weights=None, **kwargs).eval()
 
-    def inputs(model):
-        size = _smallest_image(model)
+    def inputs(model, above=0):
+        size = _smallest_image(model, above)
         return (torch.randn(BATCH, 3, size, size),)
 
     return Case(label, "torchvision", build, inputs, "image", [], note=note)
 
 
-def _smallest_image(model):
-    """The first size of IMAGE_LADDER the model's forward pass accepts."""
+def _smallest_image(model, above=0):
+    """The first size of IMAGE_LADDER above `above` that the model's forward pass accepts."""
     last = None
-    for size in IMAGE_LADDER:
+    for size in [s for s in IMAGE_LADDER if s > above]:
         try:
             with torch.no_grad():
                 model(torch.randn(BATCH, 3, size, size))
@@ -297,6 +297,12 @@ def all_cases():
     cases = torchvision_cases() + hf_cases() + wlm_cases() + seqcls_cases()
     ci = {stem.rsplit("_", 1)[0] for stem in CI_SUBSET}
     return sorted(cases, key=lambda c: (c.name not in ci, c.name in LARGE))
+
+
+def stems(subset="all"):
+    """Every file name (without .onnx) of the corpus or of its CI subset, in export order."""
+    every = [f"{c.name}_{e}" for c in all_cases() for e in ("legacy", "dynamo")]
+    return [s for s in every if subset == "all" or s in CI_SUBSET]
 
 
 # ≈ 15 files covering every family and both exporters, cheap enough for CI.

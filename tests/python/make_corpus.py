@@ -16,6 +16,7 @@ Usage: make_corpus.py --dir DIR [--subset ci|all] [--only SUBSTRING] [--force]
 
 import argparse
 import json
+import re
 import sys
 import time
 import traceback
@@ -32,9 +33,18 @@ EXPORTERS = ("legacy", "dynamo")
 EXTERNAL_BYTES = 1_800_000_000
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def first_line(e):
-    text = f"{type(e).__name__}: {e}".strip()
-    return next((line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
+    """`Type: first line of the message`, and the same of its cause (the dynamo exporter wraps
+    the real reason in a generic TorchExportError)."""
+    def line(x):
+        text = ANSI.sub("", f"{type(x).__name__}: {x}").strip()
+        return next((t.strip() for t in text.splitlines() if t.strip()), type(x).__name__)
+
+    cause = e.__cause__ or e.__context__
+    return line(e) + (f" (cause: {line(cause)})" if cause is not None else "")
 
 
 def names(inputs):
@@ -88,18 +98,39 @@ def export_one(case, exporter, model, inputs, path, attn_note):
     return {"export_seconds": round(time.monotonic() - start, 1), "note": "; ".join(notes)}
 
 
-def export_case(case, exporter, path):
-    """Builds and exports; returns the manifest fields (file or export_error)."""
-    attn_note = ""
+def export_case(case, exporter, path, built):
+    """Builds (once per case and attention choice: `built` keeps them) and exports; returns the
+    manifest fields (file or export_error).
+
+    The legacy exporter cannot write an adaptive average pool whose output size does not divide
+    its input (AlexNet's and VGG's 6×6 and 7×7 pools on 64×64 images): such an image model is
+    exported at the next size of IMAGE_LADDER that works, and the note says so."""
+    attn_note, refused = "", None
     attempts = [None, "eager"] if getattr(case, "attn_choice", False) else [None]
     for attn in attempts:
         try:
-            model = case.build(attn) if attn else case.build()
-            with torch.no_grad():
-                inputs = case.inputs(model)
-            shape = list(inputs[0].shape)
-            fields = export_one(case, exporter, model, inputs, path, attn_note)
-            return dict(fields, file=path.name, shape=shape)
+            if attn not in built:
+                model = case.build(attn) if attn else case.build()
+                with torch.no_grad():
+                    built[attn] = (model, case.inputs(model))
+            model, inputs = built[attn]
+            while True:
+                try:
+                    fields = export_one(case, exporter, model, inputs, path, attn_note)
+                    break
+                except Exception as e:
+                    if case.kind != "image" or "adaptive_avg_pool2d" not in str(e):
+                        raise
+                    size = inputs[0].shape[-1]
+                    refused = refused or (size, first_line(e))
+                    with torch.no_grad():
+                        inputs = case.inputs(model, above=size)
+            if refused:
+                side = inputs[0].shape[-1]
+                note = (f"exported at {side}x{side}, the first size from {refused[0]} up that "
+                        f"exports (at {refused[0]}x{refused[0]}: {refused[1]})")
+                fields["note"] = "; ".join(n for n in (fields["note"], note) if n)
+            return dict(fields, file=path.name, shape=list(inputs[0].shape))
         except Exception as e:
             err = first_line(e)
             if attn is None and len(attempts) > 1:
@@ -125,6 +156,7 @@ def main():
     started = time.monotonic()
     wrote = kept = failed = 0
     for case in corpus_models.all_cases():
+        built = {}
         for exporter in EXPORTERS:
             stem = f"{case.name}_{exporter}"
             if args.subset == "ci" and stem not in corpus_models.CI_SUBSET:
@@ -137,7 +169,7 @@ def main():
                 kept += 1
                 continue
             t0 = time.monotonic()
-            fields = export_case(case, exporter, path)
+            fields = export_case(case, exporter, path, built)
             entry = {"case": case.name, "family": case.family, "exporter": exporter,
                      "kind": case.kind, "vocab": case.vocab, "batch_axis": case.batch_axis,
                      **fields}
