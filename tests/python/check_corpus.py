@@ -17,7 +17,7 @@ Columns (each failing cell carries the first line of cptsim's error):
 
 Usage: check_corpus.py --cptsim BIN --dir DIR [--subset ci|all] [--only SUBSTRING]
                        [--markdown OUT.md] [--json OUT.json] [--timeout SECONDS]
-                       [--cache DIR]
+                       [--cache DIR] [--baseline corpus-results.json]
 """
 
 import argparse
@@ -335,6 +335,8 @@ def main():
     ap.add_argument("--json", type=Path, help="write the rows and totals here")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cptsim command "
                     "(train: three times this)")
+    ap.add_argument("--baseline", type=Path, help="a --json output: exit 1 if a cell that "
+                    "passed there fails now (cells that failed there may pass)")
     ap.add_argument("--cache", type=Path, help="keep each file's row here and reuse the rows "
                     "newer than their file and the cptsim binary (default: no reuse)")
     args = ap.parse_args()
@@ -373,7 +375,22 @@ def main():
     t = meta["totals"]["all"]
     print(f"corpus check: {t['files']} files, " + ", ".join(f"{c} {t[c]}" for c in COLUMNS)
           + f" passed; {meta['seconds']} s")
+    if args.baseline:
+        lost = regressions(json.loads(args.baseline.read_text())["rows"], rows)
+        for line in lost:
+            print(f"REGRESSION {line}")
+        print(f"corpus regressions: {len(rows) - len({x.split()[0] for x in lost})} passed, "
+              f"{len({x.split()[0] for x in lost})} failed")
+        return 1 if lost else 0
+    return 0
+
+
+def regressions(baseline, rows):
+    """'file column: message' for every cell that passed in `baseline` and fails in `rows`."""
+    before = {r["file"]: r for r in baseline}
+    return [f"{r['file']} {c}: {r[c]['msg']}" for r in rows if r["file"] in before
+            for c in COLUMNS if before[r["file"]][c]["ok"] and not r[c]["ok"]]
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -293,10 +293,12 @@ LARGE = {"vgg11", "vgg11_bn", "vgg13", "vgg13_bn", "vgg16", "vgg16_bn", "vgg19",
 
 
 def all_cases():
-    """Every case: those with a file in CI_SUBSET first, the LARGE ones last."""
+    """Every case: those with a file in CI_SUBSET first, then the other families, then
+    torchvision's, the LARGE ones last."""
     cases = torchvision_cases() + hf_cases() + wlm_cases() + seqcls_cases()
     ci = {stem.rsplit("_", 1)[0] for stem in CI_SUBSET}
-    return sorted(cases, key=lambda c: (c.name not in ci, c.name in LARGE))
+    return sorted(cases, key=lambda c: (c.name not in ci, c.name in LARGE,
+                                        c.family == "torchvision"))
 
 
 def stems(subset="all"):

@@ -16,6 +16,7 @@ Usage: make_corpus.py --dir DIR [--subset ci|all] [--only SUBSTRING] [--force]
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -142,6 +143,16 @@ def export_case(case, exporter, path, built):
     raise AssertionError("unreachable")
 
 
+def write_entry(manifest_path, stem, entry):
+    """Adds one entry to the manifest on disk (re-read first, so that runs on other --only
+    selections writing the same directory keep each other's entries), atomically."""
+    on_disk = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    on_disk[stem] = entry
+    tmp = manifest_path.with_name(f".manifest-{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(on_disk, indent=1, sort_keys=True))
+    tmp.replace(manifest_path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", required=True, type=Path, help="output directory (outside the repo)")
@@ -174,9 +185,7 @@ def main():
                      "kind": case.kind, "vocab": case.vocab, "batch_axis": case.batch_axis,
                      **fields}
             manifest[stem] = entry
-            tmp = manifest_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            tmp.replace(manifest_path)
+            write_entry(manifest_path, stem, entry)
             status = entry["file"] or f"EXPORT FAILED: {entry['export_error']}"
             print(f"{stem:<45} {time.monotonic() - t0:6.1f} s  {status}", flush=True)
             failed += entry["file"] is None

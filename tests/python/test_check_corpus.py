@@ -148,3 +148,11 @@ def test_count_follows_the_rules_on_a_hand_built_graph(tmp_path):
         "att": b * t * t * i,
         "lstm": t * b * 4 * h * (i + h),
     }
+
+
+def test_regressions_name_only_cells_that_passed_before():
+    ok, bad = {"ok": True, "msg": ""}, {"ok": False, "msg": "error: x"}
+    row = lambda f, **cells: {"file": f, **{c: cells.get(c, ok) for c in check_corpus.COLUMNS}}
+    before = [row("a", train=bad), row("b")]
+    after = [row("a"), row("b", forward=bad), row("c", imports=bad)]
+    assert check_corpus.regressions(before, after) == ["b forward: error: x"]
