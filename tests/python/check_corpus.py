@@ -252,7 +252,8 @@ def check_file(args, stem, entry):
 def not_exported(stem):
     case, exporter = stem.rsplit("_", 1)
     row = {"file": stem, "family": "", "exporter": exporter, "note": ""}
-    row["export"] = cell(False, "not exported: make_corpus.py has not written this file")
+    row["export"] = cell(False, "not in the manifest: the make_corpus.py run this table "
+                                "comes from did not reach this file")
     for c in COLUMNS[1:]:
         row[c] = cell(False, "no file")
     return row
