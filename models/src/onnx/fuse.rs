@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::{AttributeProto, NodeProto, TensorProto, ValueInfoProto};
 
+use super::node::read_attr;
+use super::ops::constant;
 use super::tensor;
 
 /// The graph's nodes with the fusable chains replaced (file order otherwise kept).
@@ -119,16 +121,7 @@ impl<'a> Chains<'a> {
     fn scalar(&self, name: &str) -> Option<f32> {
         let c = match self.initializers.get(name) {
             Some(t) => tensor::decode(t).ok()?,
-            None => {
-                let n = &self.nodes[self.made_by(name, "Constant")?];
-                let a = n.attribute.iter().find(|a| a.name.starts_with("value"))?;
-                match a.name.as_str() {
-                    "value_float" => return Some(a.f),
-                    "value_int" => return Some(a.i as f32),
-                    "value" => tensor::decode(a.t.as_ref()?).ok()?,
-                    _ => return None,
-                }
-            }
+            None => constant::value_of(&self.nodes[self.made_by(name, "Constant")?]).ok()?,
         };
         match c.floats().as_slice() {
             [v] => Some(*v),
@@ -188,15 +181,15 @@ impl<'a> Chains<'a> {
         Some((vec![scale, e, add, m1], m2, fused))
     }
 
-    /// The single reduced axis of a `ReduceMean` (attribute or input 1), with keepdims on.
+    /// The single reduced axis of a `ReduceMean` (attribute or input 1), with keepdims on. An
+    /// invalid attribute leaves the chain unfused, for the `ReduceMean` handler to report.
     fn mean_axis(&self, i: usize) -> Option<i64> {
         let n = &self.nodes[i];
-        let int = |name: &str| n.attribute.iter().find(|a| a.name == name);
-        if int("keepdims").is_some_and(|a| a.i == 0) {
+        if !read_attr(n, "keepdims").ok()?.unwrap_or(true) {
             return None;
         }
-        let axes = match int("axes") {
-            Some(a) => a.ints.clone(),
+        let axes = match read_attr::<Vec<i64>>(n, "axes").ok()? {
+            Some(a) => a,
             None => {
                 let name = n.input.get(1)?;
                 let t = self.initializers.get(name.as_str())?;
