@@ -17,6 +17,7 @@ impl Graph {
     /// 1×1 conv is `Shortcut` when its input also feeds another node and its output reaches an
     /// `Add` through nothing but BatchNorm (a projection on a residual branch); the rest `Body`.
     pub fn summary(&self) -> ModelSummary {
+        let users = self.consumer_index();
         let mut layers: Vec<LayerInfo> = Vec::new();
         let mut bn_elements = 0u64;
         let mut residual_elements = 0u64;
@@ -31,7 +32,7 @@ impl Graph {
             };
             if let Some(mut layer) = node.op.layer(&io) {
                 let one_by_one = layer.kind == LayerKind::Conv && layer.kernel == [1, 1];
-                if layer.role == LayerRole::Body && one_by_one && self.is_shortcut(i) {
+                if layer.role == LayerRole::Body && one_by_one && self.is_shortcut(i, &users) {
                     layer.role = LayerRole::Shortcut;
                 }
                 layers.push(layer);
@@ -66,19 +67,19 @@ impl Graph {
         }
     }
 
-    /// Whether node `i` (a 1×1 conv) is a projection on a residual shortcut.
-    fn is_shortcut(&self, i: usize) -> bool {
+    /// Whether node `i` (a 1×1 conv) is a projection on a residual shortcut; `users` is the
+    /// graph's [`Graph::consumer_index`].
+    fn is_shortcut(&self, i: usize, users: &super::Consumers) -> bool {
         let node = &self.nodes[i];
         let Some(&input) = node.inputs.first() else {
             return false;
         };
-        if self.consumers(input).len() < 2 {
+        if users.of(input).len() < 2 {
             return false;
         }
         let mut cur: ValueId = node.output;
         loop {
-            let users = self.consumers(cur);
-            let [u] = users.as_slice() else {
+            let [u] = users.of(cur) else {
                 return false;
             };
             match &self.nodes[*u].op {

@@ -33,7 +33,7 @@ impl Importer {
         graph: Graph,
         vals: HashMap<String, Val>,
         file_batch: Option<usize>,
-        nodes: &[NodeProto],
+        nodes: &[&NodeProto],
         outputs: &[ValueInfoProto],
     ) -> Self {
         let mut readers = HashMap::new();

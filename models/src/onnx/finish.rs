@@ -62,7 +62,11 @@ pub fn finish(mut graph: Graph, source: &str) -> Result<Graph, ModelError> {
 /// Gives a bias-free `Linear` (ONNX `MatMul` with a constant) the bias of the `Add` of a
 /// constant `[out]` that alone reads it — how exporters write `nn.Linear` on a rank-3 input — so
 /// that the bias counts as the layer's parameter; the `Add` is left dead for `prune`.
+///
+/// One consumer index serves the whole pass: a rewiring moves the readers of an `Add`'s output to
+/// the output of the linear layer before it, which changes no other linear layer's readers.
 fn absorb_linear_biases(graph: &mut Graph) {
+    let users = graph.consumer_index();
     for i in 0..graph.nodes.len() {
         let out = graph.nodes[i].output;
         let Op::Linear(l) = &graph.nodes[i].op else {
@@ -72,7 +76,7 @@ fn absorb_linear_biases(graph: &mut Graph) {
             continue;
         }
         let features = l.out_features();
-        let [user] = graph.consumers(out)[..] else {
+        let [user] = users.of(out)[..] else {
             continue;
         };
         let bias = match &graph.nodes[user].op {
@@ -89,8 +93,9 @@ fn absorb_linear_biases(graph: &mut Graph) {
         if let Op::Linear(l) = &mut graph.nodes[i].op {
             l.bias = Some(bias);
         }
-        for n in &mut graph.nodes {
-            n.inputs
+        for &r in users.of(added) {
+            graph.nodes[r]
+                .inputs
                 .iter_mut()
                 .filter(|v| **v == added)
                 .for_each(|v| *v = out);

@@ -9,7 +9,8 @@
 //! - `Div(x, √2) | Mul(x, 1/√2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)` (the two `Mul`s in
 //!   either order) becomes `Gelu(x)`.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 
 use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::{AttributeProto, NodeProto, TensorProto, ValueInfoProto};
@@ -18,12 +19,20 @@ use super::node::read_attr;
 use super::ops::constant;
 use super::tensor;
 
-/// The graph's nodes with the fusable chains replaced (file order otherwise kept).
-pub fn fuse(
-    nodes: &[NodeProto],
-    initializers: &[TensorProto],
-    outputs: &[ValueInfoProto],
-) -> Vec<NodeProto> {
+/// The graph's nodes with the fusable chains replaced (file order otherwise kept); the nodes
+/// that stay are borrowed, not copied.
+pub fn fuse<'a>(
+    nodes: &'a [NodeProto],
+    initializers: &'a [TensorProto],
+    outputs: &'a [ValueInfoProto],
+) -> Vec<Cow<'a, NodeProto>> {
+    // Every fused chain starts at an `Erf` or a `ReduceMean`: without one, nothing to index.
+    if !nodes
+        .iter()
+        .any(|n| matches!(n.op_type.as_str(), "Erf" | "ReduceMean"))
+    {
+        return nodes.iter().map(Cow::Borrowed).collect();
+    }
     let g = Chains::new(nodes, initializers, outputs);
     let mut replaced: HashMap<usize, NodeProto> = HashMap::new();
     let mut dropped = vec![false; nodes.len()];
@@ -52,7 +61,7 @@ pub fn fuse(
         .iter()
         .enumerate()
         .filter(|(k, _)| !dropped[*k])
-        .map(|(k, n)| replaced.remove(&k).unwrap_or_else(|| n.clone()))
+        .map(|(k, n)| replaced.remove(&k).map_or(Cow::Borrowed(n), Cow::Owned))
         .collect()
 }
 
@@ -63,7 +72,7 @@ struct Chains<'a> {
     nodes: &'a [NodeProto],
     producer: HashMap<&'a str, usize>,
     consumers: HashMap<&'a str, Vec<usize>>,
-    graph_outputs: Vec<&'a str>,
+    graph_outputs: HashSet<&'a str>,
     initializers: HashMap<&'a str, &'a TensorProto>,
 }
 
@@ -100,7 +109,7 @@ impl<'a> Chains<'a> {
     /// graph output.
     fn only_consumer(&self, i: usize, op: &str) -> Option<usize> {
         let out = self.out(i);
-        if self.graph_outputs.contains(&out) {
+        if self.graph_outputs.contains(out) {
             return None;
         }
         match self.consumers.get(out).map(Vec::as_slice) {
@@ -117,9 +126,11 @@ impl<'a> Chains<'a> {
             .filter(|&p| self.nodes[p].op_type == op)
     }
 
-    /// The value of a one-element constant (an initializer or a `Constant` node's output).
+    /// The value of a one-element constant (an initializer or a `Constant` node's output);
+    /// larger initializers are not decoded.
     fn scalar(&self, name: &str) -> Option<f32> {
         let c = match self.initializers.get(name) {
+            Some(t) if t.dims.iter().any(|&d| d != 1) => return None,
             Some(t) => tensor::decode(t).ok()?,
             None => constant::value_of(&self.nodes[self.made_by(name, "Constant")?]).ok()?,
         };

@@ -150,12 +150,11 @@ pub fn binding_for_shape(
         return Ok(fallback);
     };
     let state_only = initial_state_inputs(&g.node);
+    let weights: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
     let data: Vec<&ValueInfoProto> = g
         .input
         .iter()
-        .filter(|i| {
-            !state_only.contains(i.name.as_str()) && !g.initializer.iter().any(|t| t.name == i.name)
-        })
+        .filter(|i| !state_only.contains(i.name.as_str()) && !weights.contains(i.name.as_str()))
         .collect();
     let [input] = data.as_slice() else {
         return Ok(fallback);

@@ -227,7 +227,8 @@ pub fn import_proto_opts(
         .ok_or_else(|| fail("the model has no graph"))?;
     let mut vals = initializers(g, source, opts.shapes_only)?;
     let (graph, file_batch) = input::bind_graph_input(g, source, batch, opts.seq_len, &mut vals)?;
-    let nodes = fuse::fuse(&g.node, &g.initializer, &g.output);
+    let fused = fuse::fuse(&g.node, &g.initializer, &g.output);
+    let nodes: Vec<&NodeProto> = fused.iter().map(|n| n.as_ref()).collect();
     let mut imp = Importer::new(graph, vals, file_batch, &nodes, &g.output);
     let order = order::topological(&nodes).map_err(|m| fail(&m))?;
     import_nodes(&mut imp, &order, source, opset(proto), batch)?;

@@ -154,86 +154,46 @@ pub trait AttrValue: Sized {
     fn read(a: &AttributeProto) -> Result<Self, String>;
 }
 
-impl AttrValue for i64 {
-    const TYPE: AttributeType = AttributeType::INT;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        Ok(a.i)
-    }
-}
-
-impl AttrValue for bool {
-    const TYPE: AttributeType = AttributeType::INT;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        match a.i {
-            0 => Ok(false),
-            1 => Ok(true),
-            v => Err(format!("expected a boolean (0 or 1), got {v}")),
+/// `impl AttrValue for $t` stored as `$kind`, its value `$read` of the attribute `$a`.
+macro_rules! attr_value {
+    ($t:ty, $kind:ident, |$a:ident| $read:expr) => {
+        impl AttrValue for $t {
+            const TYPE: AttributeType = AttributeType::$kind;
+            fn read($a: &AttributeProto) -> Result<Self, String> {
+                $read
+            }
         }
-    }
+    };
 }
 
-impl AttrValue for usize {
-    const TYPE: AttributeType = AttributeType::INT;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        usize::try_from(a.i).map_err(|_| format!("expected a non-negative int, got {}", a.i))
-    }
-}
-
-impl AttrValue for f32 {
-    const TYPE: AttributeType = AttributeType::FLOAT;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        Ok(a.f)
-    }
-}
-
-impl AttrValue for String {
-    const TYPE: AttributeType = AttributeType::STRING;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        Ok(String::from_utf8_lossy(&a.s).into_owned())
-    }
-}
-
-impl AttrValue for Vec<i64> {
-    const TYPE: AttributeType = AttributeType::INTS;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        Ok(a.ints.clone())
-    }
-}
-
-impl AttrValue for Vec<usize> {
-    const TYPE: AttributeType = AttributeType::INTS;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        a.ints
-            .iter()
-            .map(|&x| usize::try_from(x))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| format!("negative value in {:?}", a.ints))
-    }
-}
-
-impl AttrValue for Vec<f32> {
-    const TYPE: AttributeType = AttributeType::FLOATS;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        Ok(a.floats.clone())
-    }
-}
-
-impl AttrValue for Vec<String> {
-    const TYPE: AttributeType = AttributeType::STRINGS;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        Ok(a.strings
-            .iter()
-            .map(|s| String::from_utf8_lossy(s).into_owned())
-            .collect())
-    }
-}
-
-impl AttrValue for Const {
-    const TYPE: AttributeType = AttributeType::TENSOR;
-    fn read(a: &AttributeProto) -> Result<Self, String> {
-        tensor::decode(a.t.as_ref().ok_or("tensor is missing")?)
-    }
-}
+attr_value!(i64, INT, |a| Ok(a.i));
+attr_value!(f32, FLOAT, |a| Ok(a.f));
+attr_value!(String, STRING, |a| Ok(
+    String::from_utf8_lossy(&a.s).into_owned()
+));
+attr_value!(Vec<i64>, INTS, |a| Ok(a.ints.clone()));
+attr_value!(Vec<f32>, FLOATS, |a| Ok(a.floats.clone()));
+attr_value!(Vec<String>, STRINGS, |a| Ok(a
+    .strings
+    .iter()
+    .map(|s| String::from_utf8_lossy(s).into_owned())
+    .collect()));
+attr_value!(bool, INT, |a| match a.i {
+    0 => Ok(false),
+    1 => Ok(true),
+    v => Err(format!("expected a boolean (0 or 1), got {v}")),
+});
+attr_value!(usize, INT, |a| usize::try_from(a.i)
+    .map_err(|_| format!("expected a non-negative int, got {}", a.i)));
+attr_value!(Vec<usize>, INTS, |a| a
+    .ints
+    .iter()
+    .map(|&x| usize::try_from(x))
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(|_| format!("negative value in {:?}", a.ints)));
+attr_value!(Const, TENSOR, |a| tensor::decode(
+    a.t.as_ref().ok_or("tensor is missing")?
+));
 
 /// Attribute `name` of `node` as a `T`, `None` when absent; the error is the message only (the
 /// caller names node and attribute). [`NodeView::attr_opt`] is the form op handlers use; this

@@ -34,18 +34,23 @@ pub fn registry() -> &'static Registry {
 /// Registers every family's op types (the first two, `Conv` and `BatchNormalization`, lead the
 /// list of supported ops in errors).
 fn register_all(reg: &mut Registry) {
-    conv::register(reg);
-    norm::register(reg);
-    activation::register(reg);
-    recurrent::register(reg);
-    select::register(reg);
-    mask::register(reg);
-    arith::register(reg);
-    elementwise::register(reg);
-    pool::register(reg);
-    reshape::register(reg);
-    linear::register(reg);
-    constant::register(reg);
+    let families: [fn(&mut Registry); 12] = [
+        conv::register,
+        norm::register,
+        activation::register,
+        recurrent::register,
+        select::register,
+        mask::register,
+        arith::register,
+        elementwise::register,
+        pool::register,
+        reshape::register,
+        linear::register,
+        constant::register,
+    ];
+    for register in families {
+        register(reg);
+    }
 }
 
 /// `(strides, pads [top, left, bottom, right], dilations)` of a 2-D window op.

@@ -2,5 +2,6 @@
 
 mod attrs;
 mod import;
+mod scale;
 mod sequence;
 pub(crate) mod testutil;
