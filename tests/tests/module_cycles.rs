@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use cptsim_e2e::workspace_root;
 
-const CRATES: [&str; 8] = [
-    "models", "traces", "sim", "accel", "plot", "cli", "tests", "testdata",
+const CRATES: [&str; 11] = [
+    "models", "traces", "kernels", "nn", "train", "bench", "accel", "plot", "cli", "tests",
+    "testdata",
 ];
 
 /// Module path of a source file (`src/a/mod.rs` and `src/a.rs` → `["a"]`; `lib.rs` → `[]`).

@@ -1,0 +1,15 @@
+//! The compute kernels under cptsim's layers: the blocked fp32 GEMM with its packing and
+//! AVX-512 / AVX2 / portable microkernels ([`gemm`]), the vector path they run with
+//! ([`VectorPath`]) and run-time AVX2 dispatch for element-wise loops ([`simd`]), fast
+//! elementwise functions ([`fastexp`]) and the CPU-time clocks the GEMM profile reads
+//! ([`cputime`]). They take slices and matrix views; they know nothing of layers, networks or
+//! quantizers.
+
+pub mod cputime;
+pub mod error;
+pub mod fastexp;
+pub mod gemm;
+pub mod simd;
+
+pub use error::{KernelError, Result};
+pub use simd::VectorPath;
