@@ -1,26 +1,21 @@
 //! Training: the seeded, deterministic loop ([`Trainer`]), the precision-policy seam ([`Policy`])
-//! with the schedule, PFQ, PRT, DFQ/FracTrain and LDP policies and the plateau indicator, the
-//! run-length-encoded trace recorder and exact-resume checkpoints.
+//! with every policy under [`policy`] (static and cyclic schedules, PFQ, PRT, DFQ/FracTrain,
+//! LDP, the plateau indicator), the run-length-encoded trace recorder and exact-resume
+//! checkpoints.
 
 pub mod checkpoint;
-pub mod dfq;
 pub mod feed;
-pub mod ldp;
 pub mod net;
-pub mod pfq;
-pub mod plateau;
 pub mod policy;
-pub mod prt;
 pub mod recorder;
-pub mod schedule;
 mod snapshot;
 pub mod trainer;
 
 pub use net::{QuantSlot, TrainNet};
-pub use pfq::{Pfq, PfqConfig};
-pub use plateau::{Plateau, PlateauConfig};
+pub use policy::pfq::{Pfq, PfqConfig};
+pub use policy::plateau::{Plateau, PlateauConfig};
+pub use policy::prt::{Prt, PrtConfig, PrtPolicy, PrtStep};
+pub use policy::schedule::SchedulePolicy;
 pub use policy::{apply_uniform, LayerBits, LayerBitsReport, Policy, PolicyReport};
-pub use prt::{Prt, PrtConfig, PrtPolicy, PrtStep};
 pub use recorder::Recorder;
-pub use schedule::SchedulePolicy;
 pub use trainer::{EvalBits, EvalRecord, RunState, StepReport, TrainConfig, TrainData, Trainer};

@@ -6,7 +6,7 @@ use super::plan::TrainPlan;
 use anyhow::Context;
 use cptsim_models::{Graph as IrGraph, ModelSummary};
 use cptsim_nn::build::{build_network, BuildOptions};
-use cptsim_train::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig};
+use cptsim_train::policy::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig};
 use cptsim_train::TrainNet;
 
 /// The DFQ controller for `--policy dfq|fractrain`, attached to `net`; `None` for schedules.

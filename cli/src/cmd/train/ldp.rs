@@ -8,7 +8,7 @@ use cptsim_models::ModelSummary;
 use cptsim_plot::trace::{heatmap, HeatmapOptions, Operand};
 use cptsim_traces::schedule::BitRange;
 use cptsim_traces::{TraceMeta, TraceRow};
-use cptsim_train::ldp::{BitMap, Ldp, LdpConfig, Mapping};
+use cptsim_train::policy::ldp::{BitMap, Ldp, LdpConfig, Mapping};
 use cptsim_train::{Policy, TrainNet, Trainer};
 
 use super::args::MappingArg;

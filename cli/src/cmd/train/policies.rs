@@ -3,7 +3,7 @@
 
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::BitRange;
-use cptsim_train::dfq::Dfq;
+use cptsim_train::policy::dfq::Dfq;
 use cptsim_train::{Policy, TrainNet};
 
 use super::args::PolicyArg;

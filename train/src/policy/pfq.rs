@@ -5,8 +5,8 @@ use cptsim_traces::schedule::Precision;
 use serde::{Deserialize, Serialize};
 
 use super::plateau::{Plateau, PlateauConfig};
-use super::policy::{from_state, to_state, Policy, PolicyReport};
-use super::TrainNet;
+use super::{from_state, to_state, Policy, PolicyReport};
+use crate::TrainNet;
 use cptsim_nn::error::{Result, SimError};
 use cptsim_traces::TraceRow;
 

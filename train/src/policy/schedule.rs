@@ -3,7 +3,7 @@
 
 use cptsim_traces::schedule::{Precision, Schedule};
 
-use super::policy::Policy;
+use super::Policy;
 use cptsim_nn::error::{Result, SimError};
 
 /// A schedule as a [`Policy`].

@@ -14,8 +14,8 @@ use cptsim_traces::schedule::{BitRange, Precision, Schedule, ScheduleArgs};
 use cptsim_traces::TraceRow;
 use serde::{Deserialize, Serialize};
 
-use super::policy::{from_state, to_state, Policy, PolicyReport};
-use super::TrainNet;
+use super::{from_state, to_state, Policy, PolicyReport};
+use crate::TrainNet;
 use cptsim_nn::error::{Result, SimError};
 
 /// Parameters of the test.

@@ -1,11 +1,16 @@
-//! The precision-policy seam of the trainer: [`Policy`] is everything [`super::Trainer`] asks of
+//! The precision-policy seam of the trainer: [`Policy`] is everything [`crate::Trainer`] asks of
 //! whatever decides the bits — set the layers' bits for iteration `t` and record the trace rows,
 //! optionally run the forward/backward pass itself (gated execution), observe each step's loss
 //! and accuracy, own trainable parameters, save and restore its state, report target/achieved and
 //! write its own files. The trainer has no branch on which policy runs.
 //!
-//! Adding a policy: one module implementing [`Policy`], one argument struct in the CLI and one
-//! line in its registry (`cli/src/cmd/train/policies.rs`); see README "Adding a precision policy".
+//! The policies, one module (or folder) each: [`schedule`] (static and cyclic/CPT schedules),
+//! [`pfq`], [`prt`] (the Precision Range Test), [`dfq`] (DFQ and FracTrain), [`ldp`], and the
+//! [`plateau`] indicator that PFQ and FracTrain share.
+//!
+//! Adding a policy: one module here implementing [`Policy`], one argument struct in the CLI and
+//! one line in its registry (`cli/src/cmd/train/policies.rs`); see README "Adding a precision
+//! policy".
 
 use std::any::Any;
 use std::path::Path;
@@ -14,8 +19,15 @@ use cptsim_traces::schedule::Precision;
 use cptsim_traces::{Bits, TraceRow};
 use serde::Serialize;
 
-use super::net::TrainNet;
-use super::recorder::Recorder;
+pub mod dfq;
+pub mod ldp;
+pub mod pfq;
+pub mod plateau;
+pub mod prt;
+pub mod schedule;
+
+use crate::net::TrainNet;
+use crate::recorder::Recorder;
 use cptsim_nn::error::{Result, SimError};
 use cptsim_nn::layers::{Mode, Param, Tensor};
 
@@ -23,7 +35,7 @@ use cptsim_nn::layers::{Mode, Param, Tensor};
 /// [`Policy::apply`], [`Policy::forward`], [`Policy::backward`], optimiser step (over the
 /// network's and [`Policy::params_mut`]'s parameters), [`Policy::record`], [`Policy::observe`],
 /// then (at check points) [`Policy::check`]. A `&dyn Policy` upcasts to `&dyn Any` for callers
-/// that need the concrete policy ([`super::Trainer::policy_as`]).
+/// that need the concrete policy ([`crate::Trainer::policy_as`]).
 pub trait Policy: Any {
     /// The policy's name (stored in checkpoints with its state).
     fn name(&self) -> &'static str;

@@ -189,7 +189,7 @@ mod tests {
                 close(name, a[[r, k]] as f64, (up - down) / (2.0 * eps as f64));
             }
         }
-        let checked = crate::dfq::check_param_grads(
+        let checked = crate::policy::dfq::tests::check_param_grads(
             &mut cell,
             LstmCell::params_mut,
             |cell| loss(cell, &x, &h, &c),

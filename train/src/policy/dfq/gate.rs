@@ -277,7 +277,7 @@ mod tests {
             assert!(m.iter().all(|&k| k < 5));
         }
         g.backward(&rs).unwrap();
-        let checked = crate::dfq::check_param_grads(
+        let checked = crate::policy::dfq::tests::check_param_grads(
             &mut g,
             Gate::params_mut,
             |g| surrogate(g, &xs, &rs),
