@@ -5,6 +5,7 @@
 //! ([`cputime`]). They take slices and matrix views; they know nothing of layers, networks or
 //! quantizers.
 
+pub mod conv;
 pub mod cputime;
 pub mod error;
 pub mod fastexp;

@@ -243,7 +243,7 @@ mod tests {
         (0..3)
             .map(|i| {
                 let c = [6, 6, 8][i];
-                cptsim_nn::layers::gradcheck::rand_tensor(&[4, 3, 3, c], 1.0, 20 + i as u64)
+                cptsim_testdata::rand_tensor(&[4, 3, 3, c], 1.0, 20 + i as u64)
             })
             .collect()
     }
@@ -264,7 +264,7 @@ mod tests {
         let xs = inputs();
         let rs: Vec<Array2<f32>> = (0..3)
             .map(|i| {
-                cptsim_nn::layers::gradcheck::rand_tensor(&[4, 5], 1.0, 40 + i)
+                cptsim_testdata::rand_tensor(&[4, 5], 1.0, 40 + i)
                     .into_dimensionality()
                     .unwrap()
             })

@@ -313,10 +313,10 @@ impl Ldp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cptsim_nn::layers::gradcheck::rand_tensor;
     use cptsim_nn::layers::{Conv2d, Conv2dSpec, Layer, Linear, Mode, Tensor};
     use cptsim_nn::quant::affine::{fake_quant, min_max};
     use cptsim_nn::quant::{LayerQuant, QuantMethod};
+    use cptsim_testdata::rand_tensor;
 
     /// `(e, R)` of one quantized group: the frozen normalised rounding error
     /// `e = rne(u) − u = (Q − I)/s` at `bits`, and the range.

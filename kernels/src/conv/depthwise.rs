@@ -6,7 +6,7 @@ use super::im2col::Im2col;
 impl Im2col<'_> {
     /// Depthwise forward (one input channel per group, multiplier 1) for the samples in `x`:
     /// `y[pos, c] = Σ_taps x[src, c]·w[tap, c]` with weights `w` laid out `[taps, C]`.
-    pub(super) fn depthwise_forward(&self, x: &[f32], w: &[f32], y: &mut [f32]) {
+    pub fn depthwise_forward(&self, x: &[f32], w: &[f32], y: &mut [f32]) {
         let c = self.spec.in_channels;
         let taps = self.spec.kernel[0] * self.spec.kernel[1];
         let rows = self.rows_per_sample();
@@ -27,7 +27,7 @@ impl Im2col<'_> {
 
     /// Depthwise backward for the samples in `x` / `g`: adds into `dx` and into the weight
     /// gradient `dw` laid out `[taps, C]`.
-    pub(super) fn depthwise_backward(
+    pub fn depthwise_backward(
         &self,
         x: &[f32],
         g: &[f32],

@@ -12,10 +12,10 @@ use std::mem::MaybeUninit;
 use std::ops::{Add, Mul, Neg, Sub};
 
 /// Floats per group.
-pub(super) const WIDTH: usize = 8;
+pub const WIDTH: usize = 8;
 
 /// What a lane-wise formula may do: add, subtract, negate and scale by a constant.
-pub(super) trait Lane:
+pub trait Lane:
     Copy + Add<Output = Self> + Sub<Output = Self> + Mul<f32, Output = Self> + Neg<Output = Self>
 {
 }
@@ -24,7 +24,7 @@ impl Lane for f32 {}
 
 /// A group of 8 lanes, operated on element by element.
 #[derive(Clone, Copy)]
-pub(super) struct F32x8([f32; WIDTH]);
+pub struct F32x8([f32; WIDTH]);
 
 impl Lane for F32x8 {}
 
@@ -78,7 +78,7 @@ impl Neg for F32x8 {
 }
 
 /// A lane-wise formula from `I` inputs to `O` outputs, at any [`Lane`] type.
-pub(super) trait Formula<const I: usize, const O: usize> {
+pub trait Formula<const I: usize, const O: usize> {
     fn apply<T: Lane>(x: [T; I]) -> [T; O];
 }
 
@@ -89,7 +89,7 @@ pub(super) trait Formula<const I: usize, const O: usize> {
     clippy::needless_range_loop,
     reason = "index loops, no iterator adapters"
 )]
-pub(super) fn lanewise<F: Formula<I, O>, const I: usize, const O: usize>(
+pub fn lanewise<F: Formula<I, O>, const I: usize, const O: usize>(
     out: [&mut [MaybeUninit<f32>]; O],
     ins: [&[f32]; I],
 ) {
@@ -129,7 +129,7 @@ pub(super) fn lanewise<F: Formula<I, O>, const I: usize, const O: usize>(
 }
 
 /// `s` as written-to `MaybeUninit`s.
-pub(super) fn uninit(s: &mut [f32]) -> &mut [MaybeUninit<f32>] {
+pub fn uninit(s: &mut [f32]) -> &mut [MaybeUninit<f32>] {
     // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and only floats are written through it.
     unsafe { &mut *(std::ptr::from_mut(s) as *mut [MaybeUninit<f32>]) }
 }

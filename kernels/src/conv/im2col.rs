@@ -5,34 +5,20 @@
 use std::mem::MaybeUninit;
 
 use super::Conv2dSpec;
-use crate::error::{Result, SimError};
-use cptsim_kernels::gemm::{block_samples, PatchGeometry, Patches};
+use crate::error::{KernelError, Result};
+use crate::gemm::{block_samples, PatchGeometry, Patches};
 
 /// Geometry of one im2col transform.
-pub(super) struct Im2col<'a> {
-    pub(super) spec: &'a Conv2dSpec,
-    pub(super) in_hw: (usize, usize),
-    pub(super) out_hw: (usize, usize),
+pub struct Im2col<'a> {
+    pub spec: &'a Conv2dSpec,
+    pub in_hw: (usize, usize),
+    pub out_hw: (usize, usize),
 }
 
 impl Im2col<'_> {
-    /// The geometry of `spec`'s conv on inputs of `in_hw` pixels.
-    pub(super) fn of<'s>(
-        spec: &'s Conv2dSpec,
-        layer: &str,
-        in_hw: (usize, usize),
-    ) -> Result<Im2col<'s>> {
-        let out_hw = spec.output_hw(layer, in_hw.0, in_hw.1)?;
-        Ok(Im2col {
-            spec,
-            in_hw,
-            out_hw,
-        })
-    }
-
-    /// The geometry of the transposed conv `t` ([`Im2col::transposed_spec`]): from this conv's
+    /// The geometry of the transposed conv `t` (`cptsim_nn`'s `transposed_spec`): from this conv's
     /// output back to its input.
-    pub(super) fn transposed<'t>(&self, t: &'t Conv2dSpec) -> Im2col<'t> {
+    pub fn transposed<'t>(&self, t: &'t Conv2dSpec) -> Im2col<'t> {
         Im2col {
             spec: t,
             in_hw: self.out_hw,
@@ -41,35 +27,29 @@ impl Im2col<'_> {
     }
 
     /// For each (output position, kernel tap) the input pixel it reads, or `None` in the padding.
-    pub(super) fn source(
-        &self,
-        oy: usize,
-        ox: usize,
-        ky: usize,
-        kx: usize,
-    ) -> Option<(usize, usize)> {
+    pub fn source(&self, oy: usize, ox: usize, ky: usize, kx: usize) -> Option<(usize, usize)> {
         let sp = self.spec;
         let iy = (oy * sp.stride[0] + ky * sp.dilation[0]).checked_sub(sp.pads[0])?;
         let ix = (ox * sp.stride[1] + kx * sp.dilation[1]).checked_sub(sp.pads[1])?;
         (iy < self.in_hw.0 && ix < self.in_hw.1).then_some((iy, ix))
     }
 
-    pub(super) fn in_per_sample(&self) -> usize {
+    pub fn in_per_sample(&self) -> usize {
         self.in_hw.0 * self.in_hw.1 * self.spec.in_channels
     }
 
-    pub(super) fn rows_per_sample(&self) -> usize {
+    pub fn rows_per_sample(&self) -> usize {
         self.out_hw.0 * self.out_hw.1
     }
 
     /// Samples per work block ([`block_samples`]).
-    pub(super) fn samples_per_block(&self) -> usize {
+    pub fn samples_per_block(&self) -> usize {
         block_samples(self.rows_per_sample())
     }
 
     /// Visits every (row of a sample, kernel tap) with the input offset it reads (or `None`).
     #[inline(always)]
-    pub(super) fn for_each_tap(&self, mut f: impl FnMut(usize, Option<usize>)) {
+    pub fn for_each_tap(&self, mut f: impl FnMut(usize, Option<usize>)) {
         let (w, c) = (self.in_hw.1, self.spec.in_channels);
         let mut t = 0;
         for oy in 0..self.out_hw.0 {
@@ -90,7 +70,7 @@ impl Im2col<'_> {
 
     /// True when the column matrix of a block is its input as it lies (a 1×1 kernel at stride 1,
     /// no padding, one group: channels-last rows are the patches), so no im2col is needed.
-    pub(super) fn input_is_columns(&self) -> bool {
+    pub fn input_is_columns(&self) -> bool {
         let sp = self.spec;
         sp.kernel == [1, 1] && sp.stride == [1, 1] && sp.pads == [0; 4] && sp.groups == 1
     }
@@ -98,13 +78,13 @@ impl Im2col<'_> {
     /// True when the kernel columns of one kernel row read consecutive input pixels whose
     /// channels are all in the patch (one group, no horizontal dilation): each row of taps is then
     /// one contiguous run in both the input and the column matrix.
-    pub(super) fn rows_are_runs(&self) -> bool {
+    pub fn rows_are_runs(&self) -> bool {
         self.spec.groups == 1 && self.spec.dilation[1] == 1
     }
 
     /// Per output column: its valid kernel columns `kx0..kx1` (the others are in the horizontal
     /// padding) and the input column that kernel column `kx0` reads (0 for an empty run).
-    pub(super) fn run_columns(&self) -> Vec<(usize, usize, usize)> {
+    pub fn run_columns(&self) -> Vec<(usize, usize, usize)> {
         let sp = self.spec;
         let (w, kw) = (self.in_hw.1, sp.kernel[1]);
         (0..self.out_hw.1)
@@ -125,7 +105,7 @@ impl Im2col<'_> {
 
     /// The input row that kernel row `ky` of output row `oy` reads, or `None` in the padding.
     #[inline(always)]
-    pub(super) fn input_row(&self, oy: usize, ky: usize) -> Option<usize> {
+    pub fn input_row(&self, oy: usize, ky: usize) -> Option<usize> {
         let sp = self.spec;
         (oy * sp.stride[0] + ky * sp.dilation[0])
             .checked_sub(sp.pads[0])
@@ -136,7 +116,7 @@ impl Im2col<'_> {
     /// the kernel row lies in the vertical padding, the valid kernel columns `kx0..kx1` and the
     /// input offset of tap `kx0`. Only for geometries where [`Self::rows_are_runs`] holds.
     #[inline(always)]
-    pub(super) fn for_each_run(&self, mut f: impl FnMut(usize, Option<(usize, usize, usize)>)) {
+    pub fn for_each_run(&self, mut f: impl FnMut(usize, Option<(usize, usize, usize)>)) {
         let (w, c) = (self.in_hw.1, self.spec.in_channels);
         let (kh, kw) = (self.spec.kernel[0], self.spec.kernel[1]);
         let cols = self.run_columns();
@@ -155,67 +135,39 @@ impl Im2col<'_> {
         }
     }
 
-    /// The convolution whose forward pass gives this one's input gradient from its output
-    /// gradient, where that is a plain one doing the same multiply-adds: stride 1, no dilation,
-    /// one group, output as large as the input (a "full" convolution, padded by kernel − 1 − pad
-    /// on each side, of the output gradient with the weights of [`flipped_weights`]; for a
-    /// smaller output it would multiply the padding's zeros). `None` otherwise.
-    pub(super) fn transposed_spec(&self) -> Option<Conv2dSpec> {
-        let sp = self.spec;
-        let [kh, kw] = sp.kernel;
-        let plain = sp.stride == [1, 1]
-            && sp.dilation == [1, 1]
-            && sp.groups == 1
-            && self.out_hw == self.in_hw;
-        let pads = [
-            (kh - 1).checked_sub(sp.pads[0])?,
-            (kw - 1).checked_sub(sp.pads[1])?,
-            (kh - 1).checked_sub(sp.pads[2])?,
-            (kw - 1).checked_sub(sp.pads[3])?,
-        ];
-        let t = Conv2dSpec {
-            in_channels: sp.out_channels,
-            out_channels: sp.in_channels,
-            pads,
-            ..*sp
-        };
-        let fits = t.output_hw("", self.out_hw.0, self.out_hw.1).ok() == Some(self.in_hw);
-        (plain && fits && !self.input_is_columns()).then_some(t)
-    }
-
     /// Height and width of an input with the spec's padding added.
-    pub(super) fn padded_hw(&self) -> (usize, usize) {
+    pub fn padded_hw(&self) -> (usize, usize) {
         let p = self.spec.pads;
         (self.in_hw.0 + p[0] + p[2], self.in_hw.1 + p[1] + p[3])
     }
 
     /// Floats of one padded sample, or `None` when that overflows.
-    pub(super) fn padded_per_sample(&self) -> Option<usize> {
+    pub fn padded_per_sample(&self) -> Option<usize> {
         let (hp, wp) = self.padded_hw();
         hp.checked_mul(wp)?.checked_mul(self.spec.in_channels)
     }
 
     /// The scratch [`Self::patches`] needs for `samples` samples: none without padding.
-    pub(super) fn patch_scratch(&self, layer: &str, samples: usize) -> Result<usize> {
+    pub fn patch_scratch(&self, layer: &str, samples: usize) -> Result<usize> {
         if self.spec.pads == [0; 4] {
             return Ok(0);
         }
         self.padded_per_sample()
             .and_then(|per| per.checked_mul(samples))
-            .ok_or_else(|| SimError::shape(layer, "padded input size overflows"))
+            .ok_or_else(|| KernelError::shape(layer, "padded input size overflows"))
     }
 
     /// True when the forward GEMM and the weight gradient read the patches in place: one group
     /// (not depthwise), runs of kernel rows, and a kernel that is not pointwise at stride 1 (whose
     /// columns are the input itself).
-    pub(super) fn reads_patches(&self) -> bool {
+    pub fn reads_patches(&self) -> bool {
         !self.input_is_columns() && self.rows_are_runs()
     }
 
     /// The patches of the samples in `x` as the GEMM reads them in place (see
     /// [`Self::reads_patches`]): from `x` itself when there is no padding, else from a padded
     /// copy in `scratch` (`samples` × [`Self::padded_per_sample`] floats, all overwritten).
-    pub(super) fn patches<'a>(
+    pub fn patches<'a>(
         &self,
         layer: &str,
         x: &'a [f32],
@@ -227,7 +179,7 @@ impl Im2col<'_> {
         let len = self.patch_scratch(layer, x.len() / self.in_per_sample().max(1))?;
         let scratch = scratch
             .get_mut(..len)
-            .ok_or_else(|| SimError::shape(layer, "padded input does not fit its buffer"))?;
+            .ok_or_else(|| KernelError::shape(layer, "padded input does not fit its buffer"))?;
         // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and `pad_into` writes only
         // initialised values.
         let out = unsafe { &mut *(std::ptr::from_mut(scratch) as *mut [MaybeUninit<f32>]) };
@@ -237,7 +189,7 @@ impl Im2col<'_> {
 
     /// The patches of `input`: the samples as they lie when the spec has no padding, else
     /// already padded (as [`Self::pad_into`] writes them).
-    pub(super) fn patches_of<'a>(&self, layer: &str, input: &'a [f32]) -> Result<Patches<'a>> {
+    pub fn patches_of<'a>(&self, layer: &str, input: &'a [f32]) -> Result<Patches<'a>> {
         let sp = self.spec;
         let per = if sp.pads == [0; 4] {
             self.in_per_sample()
@@ -255,13 +207,13 @@ impl Im2col<'_> {
             dilation_y: sp.dilation[0],
         };
         Patches::new(input, input.len() / per.max(1), geometry)
-            .map_err(|e| SimError::shape(layer, e.to_string()))
+            .map_err(|e| KernelError::shape(layer, e.to_string()))
     }
 
     /// Writes the samples of `x` with the spec's zero padding around each into `out`, which must
     /// hold exactly as many padded samples ([`Self::padded_per_sample`] floats each), and
     /// returns it, every value written.
-    pub(super) fn pad_into<'o>(
+    pub fn pad_into<'o>(
         &self,
         layer: &str,
         x: &[f32],
@@ -277,7 +229,7 @@ impl Im2col<'_> {
             || !x.len().is_multiple_of(per_in)
             || Some(out.len()) != samples.checked_mul(per_out)
         {
-            return Err(SimError::shape(
+            return Err(KernelError::shape(
                 layer,
                 "padded input does not fit its buffer",
             ));
@@ -304,19 +256,19 @@ impl Im2col<'_> {
     }
 
     /// Fills `col` `[samples·OH·OW, K]` with the group-`g` patches of the samples in `x`.
-    pub(super) fn gather(&self, x: &[f32], g: usize, col: &mut [f32]) {
+    pub fn gather(&self, x: &[f32], g: usize, col: &mut [f32]) {
         gather_kernel(self, x, g, col);
     }
 
     /// Adds the group-`g` columns `dcol` back into `dx` (the same samples as `gather`).
-    pub(super) fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
+    pub fn scatter_add(&self, dcol: &[f32], g: usize, dx: &mut [f32]) {
         scatter_add_kernel(self, dcol, g, dx);
     }
 }
 
-cptsim_kernels::simd::multiversion! {
+crate::simd::multiversion! {
     /// The body of [`Im2col::gather`].
-    pub(super) fn gather_kernel(geo: &Im2col<'_>, x: &[f32], g: usize, col: &mut [f32]) {
+    pub fn gather_kernel(geo: &Im2col<'_>, x: &[f32], g: usize, col: &mut [f32]) {
         let cpg = geo.spec.in_channels / geo.spec.groups;
         let taps = geo.rows_per_sample() * geo.spec.kernel[0] * geo.spec.kernel[1];
         for (cs, xs) in col
@@ -389,9 +341,9 @@ fn copy_run(dst: &mut [f32], src: &[f32]) {
     }
 }
 
-cptsim_kernels::simd::multiversion! {
+crate::simd::multiversion! {
     /// The body of [`Im2col::scatter_add`].
-    pub(super) fn scatter_add_kernel(geo: &Im2col<'_>, dcol: &[f32], g: usize, dx: &mut [f32]) {
+    pub fn scatter_add_kernel(geo: &Im2col<'_>, dcol: &[f32], g: usize, dx: &mut [f32]) {
         let cpg = geo.spec.in_channels / geo.spec.groups;
         let taps = geo.rows_per_sample() * geo.spec.kernel[0] * geo.spec.kernel[1];
         for (cs, xs) in dcol
@@ -428,8 +380,9 @@ mod tests {
     use ndarray::ArrayView2;
 
     use super::*;
-    use crate::layers::gradcheck::rand_tensor;
-    use cptsim_kernels::gemm::{matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit};
+    use crate::conv::testing::output_hw;
+    use crate::gemm::{matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit};
+    use cptsim_testdata::rand_tensor;
 
     /// The per-tap im2col of one group (the general path), as the reference for the run path.
     fn gather_per_tap(geo: &Im2col, x: &[f32]) -> Vec<f32> {
@@ -469,7 +422,7 @@ mod tests {
         cases.push(odd);
         for (i, sp) in cases.into_iter().enumerate() {
             let (h, w) = (7, 6);
-            let Ok(out_hw) = sp.output_hw("t", h, w) else {
+            let Some(out_hw) = output_hw(&sp, h, w) else {
                 continue;
             };
             let geo = Im2col {
