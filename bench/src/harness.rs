@@ -90,8 +90,8 @@ pub struct GemmShape {
 
 /// The distinct GEMM shapes of one training step of `summary` at `batch`: per conv layer (not
 /// depthwise, which runs no GEMM) per block of [`block_samples`] samples and per group, as
-/// [`block_gemms`](cptsim_nn::layers::conv2d::block_gemms) gives them; per linear layer per row tile ([`ROW_TILE`]) and, for
-/// the weight gradient, per reduction chunk ([`REDUCE_CHUNK`]). The layer reading the network
+/// [`block_gemms`](cptsim_nn::layers::conv2d::block_gemms) gives them; per linear layer per row
+/// tile ([`ROW_TILE`]) and, for the weight gradient, per reduction chunk ([`REDUCE_CHUNK`]). The layer reading the network
 /// input runs no input-gradient GEMM. Shapes repeated across layers are merged, in first-seen
 /// order.
 pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<GemmShape>> {
