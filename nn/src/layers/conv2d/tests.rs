@@ -66,7 +66,7 @@ fn summed_forward_gives_batch_norms_own_sums_bit_for_bit() {
     ] {
         let x = rand_tensor(&shape, 1.0, 71);
         let (mut a, mut b) = (conv(spec.clone(), true, 72), conv(spec.clone(), true, 72));
-        let (y, sums) = a.forward_summed(&[&x]).unwrap();
+        let (y, sums) = a.forward_summed(ndarray::CowArray::from(x.view())).unwrap();
         assert_eq!(y, b.forward(&[&x], Mode::Train).unwrap());
         let rows = train_sum_rows(y.shape()).unwrap();
         assert!(rows * spec.out_channels < y.len(), "several blocks");
