@@ -2,9 +2,10 @@
 //! AVX-512 / AVX2 / portable microkernels ([`gemm`]), a convolution's inner loops (im2col,
 //! depthwise, Winograd: [`conv`]), the vector path they run with ([`VectorPath`]) and run-time
 //! AVX2 dispatch for element-wise loops ([`simd`]), the element-wise loops of sums, clamps and
-//! batch norm ([`elementwise`]), fast elementwise functions ([`fastexp`]) and
-//! the CPU-time clocks the GEMM profile reads ([`cputime`]). They take slices, matrix views and
-//! a conv's geometry; they know nothing of layers, networks or quantizers.
+//! batch norm ([`elementwise`]), per-channel sums in a fixed order ([`reduce`]), fast elementwise
+//! functions ([`fastexp`]) and the CPU-time clocks the GEMM profile reads ([`cputime`]). They
+//! take slices, matrix views and a conv's geometry; they know nothing of layers, networks or
+//! quantizers.
 
 pub mod conv;
 pub mod cputime;
@@ -12,6 +13,7 @@ pub mod elementwise;
 pub mod error;
 pub mod fastexp;
 pub mod gemm;
+pub mod reduce;
 pub mod simd;
 
 pub use error::{KernelError, Result};

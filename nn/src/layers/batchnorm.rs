@@ -6,11 +6,11 @@ use rayon::prelude::*;
 
 use super::epilogue::EpilogueStep;
 use super::from_ir::{unsupported, Ctx, Init, Val};
-use super::reduce::{chunk_sums, chunk_sums_by, sums_and_squares, ROWS_PER_CHUNK};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_kernels::elementwise::{clamp_passes, normalize};
 use cptsim_kernels::gemm::block_samples;
+use cptsim_kernels::reduce::{chunk_sums, chunk_sums_by, sums_and_squares, ROWS_PER_CHUNK};
 use cptsim_models::ir::{self, Node};
 use rand::Rng;
 

@@ -10,11 +10,11 @@
 use ndarray::{Array2, CowArray, Ix2};
 
 use super::from_ir::{one, owned, Ctx, Init, Layout, Val};
+use super::qgemm::bias_grad;
 use super::qgemm::{
     input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
     scale_weight_grad, QuantOperands,
 };
-use super::reduce::bias_grad;
 use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::init::linear_weight_bias;

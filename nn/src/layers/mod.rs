@@ -25,7 +25,6 @@ pub mod matmul;
 pub mod pointwise;
 pub mod pool;
 mod qgemm;
-mod reduce;
 pub mod shape_ops;
 pub mod tensor_ops;
 pub mod tokens;

@@ -10,10 +10,9 @@ use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, CowArray, Ix4, I
 use rayon::prelude::*;
 
 use super::qgemm::{
-    input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
-    scale_weight_grad, QuantOperands,
+    bias_grad, input_grad_read, mask_input_grad, quantize_error, quantize_operands,
+    record_step_grad, scale_weight_grad, QuantOperands,
 };
-use super::reduce::{add_in_order, bias_grad, sums_and_squares};
 use super::{
     as4, block_of, cached, check_grad, expect_inputs, filled_by_blocks, weight_and_bias, Epilogue,
     Layer, Mode, Param, Tensor,
@@ -24,6 +23,7 @@ use cptsim_kernels::gemm::{
     add_partials, matmul_into, matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit,
     PackedB, B,
 };
+use cptsim_kernels::reduce::{add_in_order, sums_and_squares};
 
 mod plan;
 
