@@ -2,7 +2,8 @@
 
 use rand::Rng;
 
-use crate::layers::Tensor;
+/// The tensor type (the layers' [`crate::layers::Tensor`]).
+type Tensor = ndarray::ArrayD<f32>;
 
 /// One standard-normal sample (Box–Muller; uses two uniforms).
 pub fn standard_normal<R: Rng>(rng: &mut R) -> f32 {

@@ -10,6 +10,28 @@ use crate::quant::QuantMethod;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+impl Graph {
+    /// The evaluation epilogue the fusion pass finds at node `i`, with the last node it covers.
+    fn epilogue_after(
+        &mut self,
+        i: usize,
+        end: usize,
+        last_use: &[usize],
+        start: usize,
+        values: &mut [Option<Tensor>],
+    ) -> Result<(Epilogue, usize)> {
+        let scope = Scope {
+            start,
+            end,
+            last_use,
+        };
+        match Fusion::find(&mut self.nodes, i, &scope, Mode::Eval, values)? {
+            (Fusion::Epilogue(e), last) => Ok((e, last)),
+            _ => panic!("evaluation finds an epilogue"),
+        }
+    }
+}
+
 /// conv-bn-relu → conv-bn → +skip → relu → gap → flatten → fc.
 fn tiny_resnet(classes: usize, method: QuantMethod, seed: u64) -> Graph {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

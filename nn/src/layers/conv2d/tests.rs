@@ -54,7 +54,7 @@ fn evaluation_keeps_prepared_weights_only_while_weights_and_bits_stand() {
 #[test]
 fn summed_forward_gives_batch_norms_own_sums_bit_for_bit() {
     use crate::layers::batchnorm::train_sum_rows;
-    use crate::layers::reduce::{chunk_sums_by, sums_and_squares};
+    use cptsim_kernels::reduce::{chunk_sums_by, sums_and_squares};
     // Three blocks of one 32×32 sample; three of 4, 4 and 1 16×16 samples; F(4×4) Winograd
     // convs, whose blocks of work (16 samples of 16×16) hold several of the sums' blocks
     // (4 samples): one block of work of 5 samples, and blocks of 16 and 4 samples.
@@ -66,7 +66,7 @@ fn summed_forward_gives_batch_norms_own_sums_bit_for_bit() {
     ] {
         let x = rand_tensor(&shape, 1.0, 71);
         let (mut a, mut b) = (conv(spec.clone(), true, 72), conv(spec.clone(), true, 72));
-        let (y, sums) = a.forward_summed(&[&x]).unwrap();
+        let (y, sums) = a.forward_summed(ndarray::CowArray::from(x.view())).unwrap();
         assert_eq!(y, b.forward(&[&x], Mode::Train).unwrap());
         let rows = train_sum_rows(y.shape()).unwrap();
         assert!(rows * spec.out_channels < y.len(), "several blocks");
