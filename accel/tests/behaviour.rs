@@ -235,6 +235,27 @@ fn stripes_speedup_over_dadiannao_is_16_over_pa_on_convs_and_fc_is_dadiannao_plu
     }
 }
 
+/// A memory-bound FC layer (16-bit weights stream in slower than the array uses them) still
+/// steps its reduction 16 input lanes at a time: DaDianNao computes `⌈C_in/16⌉·⌈C_out/256⌉`
+/// cycles and Stripes that plus `p − 1`, as in the Stripes group's simulator, instead of
+/// splitting the reduction into tiles narrower than the lanes to start a few cycles earlier.
+#[test]
+fn memory_bound_fc_layers_keep_their_lanes_full() {
+    let (s, d) = (acc("stripes"), acc("dadiannao"));
+    for (ic, oc) in [(4096u64, 1000u64), (4096, 1024), (1024, 1024), (8192, 1024)] {
+        let fc = ConvProblem::fc(1, ic, oc);
+        let lanes = ic.div_ceil(16) * oc.div_ceil(256);
+        let cd = d.cost_problem(&fc, bits(16, 16), false).unwrap();
+        assert!(
+            cd.timing.stall_cycles > cd.timing.compute_cycles,
+            "{ic}x{oc} memory-bound"
+        );
+        assert_eq!(cd.timing.compute_cycles, lanes, "DaDianNao {ic}x{oc}");
+        let cs = s.cost_problem(&fc, bits(8, 16), false).unwrap();
+        assert_eq!(cs.timing.compute_cycles, lanes + 7, "Stripes {ic}x{oc}");
+    }
+}
+
 #[test]
 fn trace_totals_split_consistently() {
     let model = cifar_models::cifar_resnet(3, 100);
