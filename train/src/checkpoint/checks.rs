@@ -34,6 +34,16 @@ pub(super) fn header(h: &Header, values: usize) -> Result<(), String> {
         }
         last = e.iteration;
     }
+    if h.state.pending.is_some() && (done == 0 || last == done) {
+        return Err(format!(
+            "an evaluation is pending at iteration {done}, which has {}",
+            if done == 0 {
+                "no iteration before it"
+            } else {
+                "its evaluation"
+            }
+        ));
+    }
     match stored_values(h) {
         Some(n) if n == values => Ok(()),
         Some(n) => Err(format!(
