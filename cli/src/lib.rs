@@ -127,4 +127,7 @@ pub mod sweep_plan {
     pub use crate::cmd::sweep::grid::{expand, CellSpec};
     pub use crate::cmd::sweep::plan::Plan;
     pub use crate::cmd::sweep::study::Study;
+    /// The readers of a cell's files, for the fuzz target `sweep_cells`: the results row
+    /// ([`cell_rows`]) and `sweep status` ([`print_status`]).
+    pub use crate::cmd::sweep::{collect::cell_rows, status::print as print_status};
 }

@@ -23,13 +23,18 @@ pub fn shared_data(sub: &str) -> Option<PathBuf> {
 /// A dataset the running test needs is missing: a failure under `CPTSIM_REQUIRE_DATA=1`, else a
 /// printed skip.
 fn missing(what: &str) {
+    skip_unless_required("CPTSIM_REQUIRE_DATA", what);
+}
+
+/// Something the running test needs (a dataset, a program, a service) is missing, as `reason`
+/// says: the test fails when the environment variable `require` is `1` (CI sets those of what it
+/// installs), else it prints a [`skip`] naming the variable; the caller then returns.
+pub fn skip_unless_required(require: &str, reason: &str) {
     assert!(
-        std::env::var("CPTSIM_REQUIRE_DATA").as_deref() != Ok("1"),
-        "CPTSIM_REQUIRE_DATA=1 but {what}"
+        std::env::var(require).as_deref() != Ok("1"),
+        "{require}=1 but {reason}"
     );
-    skip(&format!(
-        "{what} (set CPTSIM_REQUIRE_DATA=1 to fail instead)"
-    ));
+    skip(&format!("{reason} (set {require}=1 to fail instead)"));
 }
 
 /// Where Debian's `fortunes` package keeps its English text (≈ 2.6 MB).
@@ -108,6 +113,22 @@ pub fn with_threads<R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_required_dependency_fails_instead_of_skipping() {
+        let var = "CPTSIM_REQUIRE_TESTDATA_SELFTEST";
+        std::env::set_var(var, "1");
+        let failed = std::panic::catch_unwind(|| skip_unless_required(var, "no widget"));
+        std::env::remove_var(var);
+        let msg = failed
+            .err()
+            .and_then(|e| e.downcast_ref::<String>().cloned());
+        assert_eq!(
+            msg.as_deref(),
+            Some("CPTSIM_REQUIRE_TESTDATA_SELFTEST=1 but no widget")
+        );
+        skip_unless_required(var, "no widget (this skip line is expected)");
+    }
 
     #[test]
     fn a_skip_names_the_test_and_the_reason() {

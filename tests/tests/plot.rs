@@ -507,12 +507,9 @@ fn screenshot(chromium: &Path, html: &Path, png: &Path) -> Vec<String> {
 #[test]
 fn index_pages_render_in_headless_chromium() {
     let Some(chromium) = chromium() else {
-        if std::env::var("CPTSIM_REQUIRE_CHROMIUM").as_deref() == Ok("1") {
-            panic!("CPTSIM_REQUIRE_CHROMIUM=1 but no chromium on PATH");
-        }
-        eprintln!(
-            "SKIP index_pages_render_in_headless_chromium: no chromium on PATH \
-             (apt-get install chromium; CPTSIM_REQUIRE_CHROMIUM=1 makes this fail)"
+        cptsim_testdata::skip_unless_required(
+            "CPTSIM_REQUIRE_CHROMIUM",
+            "no chromium on PATH (apt-get install chromium)",
         );
         return;
     };

@@ -224,27 +224,50 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     // iteration reached instead of losing the work since the last evaluation (a Slurm job at
     // its time limit, a sweep stopped by hand); a staged run is simply discarded.
     let _deferred = (work.is_some() && !is_staged).then(crate::interrupt::defer);
+    if _deferred.is_some() {
+        // An evaluation stops between batches too (a large model's takes minutes).
+        tr.stop_when(crate::interrupt::requested);
+    }
+    let interrupted = |tr: &mut Trainer<'_>, progress: &Progress| -> anyhow::Error {
+        if let Err(e) = save(tr, progress) {
+            return e;
+        }
+        Stopped {
+            exit: Exit::Interrupted,
+            message: format!(
+                "interrupted at iteration {}/{iterations}{}: checkpoint written; continue with \
+                 --resume {}",
+                tr.state.iteration,
+                match tr.state.pending {
+                    Some(_) => " during its evaluation",
+                    None => "",
+                },
+                out.as_deref()
+                    .map_or("DIR".into(), |d| d.display().to_string())
+            ),
+        }
+        .into()
+    };
+    match tr.finish_evaluation() {
+        Ok(Some(e)) => {
+            collapsed |= collapse.observe(e.test_loss, e.test_acc).is_some();
+            save(&mut tr, &progress)?;
+        }
+        Ok(None) => {}
+        Err(SimError::Interrupted { .. }) => return Err(interrupted(&mut tr, &progress)),
+        Err(e) => return Err(e.into()),
+    }
     // Between evaluations, a checkpoint every --checkpoint-minutes (not for a staged run, whose
     // outputs only count once it completes).
     let every = inv.checkpoint_every.filter(|_| !is_staged);
     let mut last_save = std::time::Instant::now();
     while tr.state.iteration < stop {
         if crate::interrupt::requested() {
-            save(&mut tr, &progress)?;
-            return Err(Stopped {
-                exit: Exit::Interrupted,
-                message: format!(
-                    "interrupted at iteration {}/{iterations}: checkpoint written; continue with \
-                     --resume {}",
-                    tr.state.iteration,
-                    out.as_deref()
-                        .map_or("DIR".into(), |d| d.display().to_string())
-                ),
-            }
-            .into());
+            return Err(interrupted(&mut tr, &progress));
         }
         let report = match tr.step() {
             Ok(r) => r,
+            Err(SimError::Interrupted { .. }) => return Err(interrupted(&mut tr, &progress)),
             Err(e @ SimError::Diverged { .. }) => {
                 let kept = match (&out, tr.state.evals.last()) {
                     (Some(dir), _) if is_staged => format!(
