@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use cptsim_accel::{RunReport, RunSummary};
+use cptsim_accel::{AccelTable, RunReport};
 use cptsim_models::ModelSummary;
 use cptsim_traces::{read_trace, TraceRow};
 use serde_json::Value;
@@ -250,13 +250,10 @@ pub fn write_run_index(dir: &Path, run: &RunReport, prov: &Provenance) -> Result
     page.heading("Run");
     page.table(&["quantity", "value"], &rows);
     if !run.accelerators.is_empty() {
-        let rows: Vec<Vec<String>> = run
-            .accelerators
-            .iter()
-            .map(|a| a.table_row().to_vec())
-            .collect();
+        let table = AccelTable::of(&run.accelerators);
+        let header: Vec<&str> = table.header.iter().map(String::as_str).collect();
         page.heading("Accelerators");
-        page.table(&RunSummary::TABLE_HEADER, &rows);
+        page.table(&header, &table.rows);
     }
     let size = Size {
         height: 640,
