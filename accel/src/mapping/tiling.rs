@@ -1,5 +1,5 @@
 //! Loop tiling of one convolution problem against the on-chip buffers, shared by every array model.
-//! It follows the published Bit Fusion simulator's optimiser (accelerators.md §1):
+//! It follows the published Bit Fusion simulator's optimiser (docs/src/accelerators/bitfusion.md):
 //!
 //! - Tile sizes: batch, output rows/cols (one size for both) and input channels are powers of two
 //!   clipped to the dimension; output channels are the array's filter granule times a power of two
