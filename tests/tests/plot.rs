@@ -17,11 +17,22 @@ fn ok(args: &[&str]) {
     assert!(out.status.success(), "{args:?}: {}", stderr(&out));
 }
 
-/// Runs `args`, expects exit 2 and one error line containing every `want`.
+/// Runs `args`, expects exit 2 (usage) and one error line containing every `want`.
 fn fails(args: &[&str], want: &[&str]) {
+    fails_with(2, args, want);
+}
+
+/// Runs `args`, expects exit 3 (a file that exists but is malformed) and one error line
+/// containing every `want`.
+fn bad_input(args: &[&str], want: &[&str]) {
+    fails_with(3, args, want);
+}
+
+/// Runs `args`, expects exit `code` and one error line containing every `want`.
+fn fails_with(code: i32, args: &[&str], want: &[&str]) {
     let out = run(args);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     assert_one_clear_line(&err);
     for w in want {
         assert!(err.contains(w), "{args:?}: want {w:?} in {err}");
@@ -224,7 +235,7 @@ fn trace_heat_map_of_an_ldp_run_and_bad_traces() {
     )
     .unwrap();
     let out_png = dir.path().join("e.png");
-    fails(
+    bad_input(
         &[
             "plot",
             "trace",
@@ -314,7 +325,7 @@ fn pareto_from_a_results_fixture_and_its_errors() {
     );
     let cut = dir.path().join("cut.csv");
     std::fs::write(&cut, "schedule,seed,gbitops,static_gbitops\ncosine,0,1,2\n").unwrap();
-    fails(
+    bad_input(
         &["plot", "pareto", &s(&cut), "-o", &s(&svg)],
         &["cut.csv", "no column 'final_test_acc'"],
     );
@@ -380,7 +391,7 @@ fn run_report_index_and_breakdowns() {
     assert_eq!(without_command(&again), without_command(&html));
     assert!(again.contains("plot run-index"));
     std::fs::write(&json, "{\"model\": 3}").unwrap();
-    fails(
+    bad_input(
         &["plot", "run-index", &s(&rep), "--run", &s(&json)],
         &["run.json", "not a `cptsim run --format json` report"],
     );
@@ -424,7 +435,7 @@ fn run_report_index_and_breakdowns() {
         "layer_index,layer,gemm,latency_s\n0,a,fw,1\n",
     )
     .unwrap();
-    fails(
+    bad_input(
         &["plot", "breakdown", &s(&cut), "-o", &s(&png)],
         &["x-layers.csv", "no column 'cycles'"],
     );
