@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use cptsim_models::export::ExportError;
 use cptsim_models::ModelError;
+use cptsim_nn::SimError;
 use cptsim_plot::PlotError;
-use cptsim_sim::SimError;
 use cptsim_traces::TraceError;
 
 /// Exit codes of `cptsim` (README "Exit codes").

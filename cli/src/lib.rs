@@ -62,7 +62,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     interrupt::install();
     // The GEMMs' vector path (`CPTSIM_VECTOR_PATH`) is fixed before any work starts.
-    let chosen = cptsim_sim::gemm::choose_vector_path().map_err(anyhow::Error::from);
+    let chosen = cptsim_kernels::gemm::choose_vector_path()
+        .map_err(cptsim_nn::SimError::from)
+        .map_err(anyhow::Error::from);
     let result: anyhow::Result<()> = chosen.and_then(|_| match cli.command {
         // The commands that train or run forward passes run on a thread of their rayon pool.
         Command::Forward(args) => in_pool(move || cmd::forward::run(&args)),
