@@ -162,6 +162,7 @@ fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
             PlotError::Io { error, .. } => io_kind(error),
             PlotError::MissingColumn { .. }
             | PlotError::BadValue { .. }
+            | PlotError::Malformed { .. }
             | PlotError::Empty { .. } => Exit::BadInput,
             PlotError::Invalid(_) => Exit::Usage,
             PlotError::Trace(t) => return kind(t),

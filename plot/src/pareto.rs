@@ -19,7 +19,7 @@ use crate::error::{PlotError, Result};
 use crate::figure::{chart, legend, span, Axes, Drawn, Figure, Look};
 use crate::marker::Marker;
 use crate::palette;
-use crate::table::Table;
+use crate::table::{Column, Range, Table};
 
 /// The cost on the x axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,16 +149,22 @@ const KEY_COLUMNS: [&str; 5] = ["model", "schedule", "bits", "grad_bits", "accel
 
 /// Reads `path` and builds the figure's data.
 pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
-    let t = Table::read(path)?;
+    pareto_of(&Table::read(path)?, x, y, by)
+}
+
+/// Builds the figure's data from the results table `t`, checking it: seeds are whole numbers,
+/// costs not negative, accuracies in [0, 1], and no row repeats another's run (its `cell` and
+/// `accel`, or without a `cell` column its configuration and seed).
+pub fn pareto_of(t: &Table, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
     let schedule = t.column("schedule")?;
-    t.column("seed")?;
-    let xs = t.numbers(x.column())?;
-    let statics = t.numbers(x.static_column())?;
-    let ys = t.numbers(y.column())?;
+    let seed = t.column("seed")?;
+    let xs = t.numbers(x.column(), Range::NonNegative)?;
+    let statics = t.numbers(x.static_column(), Range::NonNegative)?;
+    let ys = t.numbers(y.column(), Range::Fraction)?;
     if !t.has(by) {
         return Err(PlotError::Invalid(format!(
             "--by {by}: {} has no column '{by}' (columns: {})",
-            path.display(),
+            t.path().display(),
             t.headers().join(", ")
         )));
     }
@@ -167,12 +173,29 @@ pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
     if t.is_empty() {
         return Err(t.empty_error());
     }
+    for r in 0..t.len() {
+        t.checked(r, &seed, Range::Count)?;
+    }
     let mut keys: Vec<_> = KEY_COLUMNS
         .iter()
         .filter(|k| t.has(k) && **k != by)
         .map(|k| t.column(k))
         .collect::<Result<_>>()?;
     keys.push(t.column(by)?);
+    let run_key: Vec<Column> = match t.has("cell") {
+        true => ["cell", "accel"]
+            .iter()
+            .filter(|k| t.has(k))
+            .map(|k| t.column(k))
+            .collect::<Result<_>>()?,
+        false => KEY_COLUMNS
+            .iter()
+            .filter(|k| t.has(k) && **k != by)
+            .chain([&by, &"seed"])
+            .map(|k| t.column(k))
+            .collect::<Result<_>>()?,
+    };
+    t.unique(&run_key.iter().collect::<Vec<_>>())?;
     let mut configs: BTreeMap<String, Runs> = BTreeMap::new();
     let mut groups: Vec<String> = Vec::new();
     let mut accels: Vec<String> = Vec::new();
@@ -504,11 +527,60 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
     }
 
     #[test]
+    fn repeated_runs_and_out_of_range_cells_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.csv");
+        let err = |rows: &str| {
+            let head = "cell,schedule,seed,accel,gbitops,static_gbitops,final_test_acc\n";
+            std::fs::write(&path, format!("{head}{rows}")).unwrap();
+            pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule")
+                .unwrap_err()
+                .to_string()
+        };
+        let e =
+            err("a,cosine,0,zc706,1,2,0.5\nb,cosine,1,zc706,1,2,0.5\na,cosine,0,zc706,1,2,0.6\n");
+        assert!(
+            e.ends_with("r.csv: line 4, column 'cell, accel': the row repeats line 2"),
+            "{e}"
+        );
+        let e = err("a,cosine,0,zc706,1,2,1.5\n");
+        assert!(
+            e.ends_with("line 2, column 'final_test_acc': 1.5 is outside [0, 1]"),
+            "{e}"
+        );
+        let e = err("a,cosine,0,zc706,-1,2,0.5\n");
+        assert!(
+            e.ends_with("line 2, column 'gbitops': -1 is negative"),
+            "{e}"
+        );
+        let e = err("a,cosine,zero,zc706,1,2,0.5\n");
+        assert!(
+            e.ends_with("line 2, column 'seed': 'zero' is not a number"),
+            "{e}"
+        );
+        // the same cell on another accelerator is another run
+        std::fs::write(
+            &path,
+            "cell,schedule,seed,accel,gbitops,static_gbitops,final_test_acc\n\
+             a,cosine,0,zc706,1,2,0.5\na,cosine,0,stripes,1,2,0.5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule")
+                .unwrap()
+                .accels
+                .len(),
+            2
+        );
+    }
+
+    #[test]
     fn missing_columns_and_bad_flags_are_named() {
         let (dir, path) = fixture();
         let e = pareto(&path, XAxis::Gbitops, YAxis::Final, "policy").unwrap_err();
         assert!(
-            e.to_string().contains("results.csv: no column 'policy'"),
+            e.to_string().starts_with("--by policy: ")
+                && e.to_string().contains("results.csv has no column 'policy'"),
             "{e}"
         );
         let cut = dir.path().join("cut.csv");

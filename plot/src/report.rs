@@ -306,10 +306,9 @@ pub fn write_run_index(dir: &Path, run: &RunReport, prov: &Provenance) -> Result
 /// Reads a run's report from `path`, a `cptsim run --format json` document.
 pub fn read_run_report(path: &Path) -> Result<RunReport> {
     let text = std::fs::read_to_string(path).map_err(|e| PlotError::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| PlotError::BadValue {
+    serde_json::from_str(&text).map_err(|e| PlotError::Malformed {
         path: path.to_path_buf(),
         line: e.line() as u64,
-        column: String::new(),
         problem: format!("not a `cptsim run --format json` report: {e}"),
     })
 }
@@ -320,10 +319,9 @@ pub fn read_run_report(path: &Path) -> Result<RunReport> {
 pub fn write_train_index(dir: &Path, model: &ModelSummary, prov: &Provenance) -> Result<PathBuf> {
     let path = dir.join("summary.json");
     let text = std::fs::read_to_string(&path).map_err(|e| PlotError::io(&path, e))?;
-    let summary: Value = serde_json::from_str(&text).map_err(|e| PlotError::BadValue {
+    let summary: Value = serde_json::from_str(&text).map_err(|e| PlotError::Malformed {
         path: path.clone(),
         line: e.line() as u64,
-        column: String::new(),
         problem: e.to_string(),
     })?;
     let policy = summary.get("policy").map(num).unwrap_or_default();

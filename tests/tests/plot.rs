@@ -321,7 +321,7 @@ fn pareto_from_a_results_fixture_and_its_errors() {
     );
     fails(
         &["plot", "pareto", &r, "--by", "policy", "-o", &s(&svg)],
-        &["results.csv", "no column 'policy'"],
+        &["--by policy", "results.csv has no column 'policy'"],
     );
     let cut = dir.path().join("cut.csv");
     std::fs::write(&cut, "schedule,seed,gbitops,static_gbitops\ncosine,0,1,2\n").unwrap();
@@ -557,5 +557,58 @@ fn index_pages_render_in_headless_chromium() {
             page.display()
         );
         assert_not_blank(&png);
+    }
+}
+
+#[test]
+fn plot_validates_what_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("p.svg");
+    let head =
+        "cell,model,schedule,bits,grad_bits,seed,accel,gbitops,static_gbitops,final_test_acc\n";
+    let row = "c0,resnet20,cosine,3:8,8,0,zc706,127,200,0.9\n";
+    let cases: [(&str, String, &[&str]); 6] = [
+        (
+            "dup-row",
+            format!("{head}{row}{row}"),
+            &["line 3", "the row repeats line 2"],
+        ),
+        (
+            "dup-col",
+            format!("seed,{head}0,{row}"),
+            &["line 1, column 'seed'", "named twice"],
+        ),
+        (
+            "seed",
+            format!("{head}c0,resnet20,cosine,3:8,8,x1,zc706,127,200,0.9\n"),
+            &["line 2, column 'seed'", "'x1' is not a number"],
+        ),
+        (
+            "acc",
+            format!("{head}c0,resnet20,cosine,3:8,8,0,zc706,127,200,91\n"),
+            &["line 2, column 'final_test_acc'", "outside [0, 1]"],
+        ),
+        (
+            "cost",
+            format!("{head}c0,resnet20,cosine,3:8,8,0,zc706,-127,200,0.9\n"),
+            &["line 2, column 'gbitops'", "negative"],
+        ),
+        (
+            "long",
+            format!(
+                "{head}c0,resnet20,{},3:8,8,0,zc706,127,200,0.9\n",
+                "x".repeat(1 << 20)
+            ),
+            &["line 2, column 'schedule'", "1048576 bytes"],
+        ),
+    ];
+    for (name, text, want) in cases {
+        let csv = dir.path().join(format!("{name}.csv"));
+        std::fs::write(&csv, text).unwrap();
+        let mut want = want.to_vec();
+        let file = format!("{name}.csv");
+        want.push(&file);
+        bad_input(&["plot", "pareto", &s(&csv), "-o", &s(&svg)], &want);
+        assert!(!svg.exists(), "{name}: a figure was written");
     }
 }
