@@ -1,4 +1,4 @@
-//! Behaviours of accelerators.md §1–§2 checked through the public API, plus whole-trace costing.
+//! Behaviours of the Bit Fusion and Stripes models (docs/src/accelerators/) checked through the public API, plus whole-trace costing.
 #![allow(clippy::manual_is_multiple_of)] // MSRV 1.85: `is_multiple_of` is 1.87
 
 #[allow(dead_code)]
@@ -521,7 +521,7 @@ fn mobilenetv2_depthwise_layers_no_longer_dominate_zc706() {
 
 #[test]
 fn a_16_channel_layer_on_stripes_moves_about_its_compulsory_bytes() {
-    // Issue #15: output channels padded to the 256-filter granule in DRAM made a 16-channel layer
+    // Output channels once padded to the 256-filter granule in DRAM made a 16-channel layer
     // move 25× its compulsory bytes (a ResNet-74 run: ~1.3 PB).
     let model = cifar_models::cifar_resnet(3, 10);
     let layer = &model.layers[1]; // layer1.0.conv1: 16 → 16, 32×32

@@ -4,8 +4,10 @@
 use std::io::ErrorKind;
 use std::process::ExitCode;
 
+use cptsim_models::export::ExportError;
 use cptsim_models::ModelError;
 use cptsim_nn::SimError;
+use cptsim_plot::PlotError;
 use cptsim_traces::TraceError;
 
 /// Exit codes of `cptsim` (README "Exit codes").
@@ -34,10 +36,21 @@ impl Exit {
     pub fn code(self) -> ExitCode {
         ExitCode::from(self as u8)
     }
+
+    /// An error saying `message` that exits with this code (a check of the CLI's own whose
+    /// kind is not usage: a NaN in an input file is bad input).
+    pub fn error(self, message: impl Into<String>) -> anyhow::Error {
+        Stopped {
+            exit: self,
+            message: message.into(),
+        }
+        .into()
+    }
 }
 
-/// A training run that stopped itself — diverged, or collapsed under `--stop-on-collapse` — with
-/// the exit code that says which; its message says where and what was kept.
+/// An error whose exit code is decided: a training run that stopped itself — diverged, or
+/// collapsed under `--stop-on-collapse` — its message saying where and what was kept, or any
+/// error made by [`Exit::error`] or [`relabel`].
 #[derive(Debug)]
 pub struct Stopped {
     /// [`Exit::Diverged`] or [`Exit::Collapsed`].
@@ -114,6 +127,8 @@ fn io_kind(e: &std::io::Error) -> Exit {
     match e.kind() {
         ErrorKind::BrokenPipe => Exit::Ok,
         ErrorKind::NotFound => Exit::Usage,
+        // a file that is not UTF-8 text, or ends early: the file is at fault, not the program
+        ErrorKind::InvalidData | ErrorKind::UnexpectedEof => Exit::BadInput,
         _ => Exit::Runtime,
     }
 }
@@ -140,6 +155,24 @@ fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
             ModelError::Io { .. } | ModelError::Zoo(_) => return None,
             ModelError::Request { .. } => Exit::Usage,
             _ => Exit::BadInput,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<PlotError>() {
+        return Some(match e {
+            PlotError::Io { error, .. } => io_kind(error),
+            PlotError::MissingColumn { .. }
+            | PlotError::BadValue { .. }
+            | PlotError::Malformed { .. }
+            | PlotError::Empty { .. } => Exit::BadInput,
+            PlotError::Invalid(_) => Exit::Usage,
+            PlotError::Trace(t) => return kind(t),
+            PlotError::Draw(_) => Exit::Runtime,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<ExportError>() {
+        return Some(match e {
+            ExportError::Io { cause, .. } => io_kind(cause),
+            _ => Exit::Runtime,
         });
     }
     if let Some(e) = cause.downcast_ref::<TraceError>() {
@@ -221,6 +254,29 @@ mod tests {
         assert_eq!(classify(&data), Exit::BadInput);
         let full = anyhow::Error::from(std::io::Error::other("disk full"));
         assert_eq!(classify(&full), Exit::Runtime);
+        let no_room = || std::io::Error::from(ErrorKind::StorageFull);
+        let plot = anyhow::Error::from(PlotError::io(std::path::Path::new("a.svg"), no_room()));
+        assert_eq!(classify(&plot), Exit::Runtime);
+        let export = anyhow::Error::from(ExportError::Io {
+            path: "m.onnx".into(),
+            cause: no_room(),
+        });
+        assert_eq!(classify(&export), Exit::Runtime);
+        let cell = anyhow::Error::from(PlotError::BadValue {
+            path: "r.csv".into(),
+            line: 2,
+            column: "seed".into(),
+            problem: "'zero' is not a number".into(),
+        });
+        assert_eq!(classify(&cell), Exit::BadInput);
+        assert_eq!(
+            classify(&Exit::BadInput.error("x.npy: NaN")),
+            Exit::BadInput
+        );
+        // what read_to_string says of a file that is not UTF-8
+        let not_utf8 = anyhow::Error::from(std::io::Error::from(ErrorKind::InvalidData))
+            .context("plan p.toml");
+        assert_eq!(classify(&not_utf8), Exit::BadInput);
         assert_eq!(classify(&anyhow::anyhow!("--batch: 0")), Exit::Usage);
     }
 }

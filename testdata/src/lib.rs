@@ -1,7 +1,7 @@
 //! Test-only helper shared by the unit tests of the library crates and the end-to-end tests: where
 //! the shared datasets are, whether a missing one skips the test or fails it, seeded random
-//! tensors, and a pool of a given number of threads for tests of thread-count independence. A leaf crate, so depending on
-//! it adds no upward edge.
+//! tensors, a pool of a given number of threads for tests of thread-count independence, and a
+//! small tmpfs for the full-disk tests. A leaf crate, so depending on it adds no upward edge.
 
 use std::path::PathBuf;
 
@@ -89,6 +89,79 @@ pub fn skip(reason: &str) {
 /// The line [`skip`] prints for test `name` (libtest names each test's thread after the test).
 fn skip_line(name: Option<&str>, reason: &str) -> String {
     format!("SKIPPED: {}: {reason}\n", name.unwrap_or("(unnamed test)"))
+}
+
+/// A tmpfs mounted on a directory for the running test (a disk that fills up), unmounted and
+/// removed when dropped.
+pub struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    /// The mount point.
+    pub fn path(&self) -> &std::path::Path {
+        &self.dir
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Nothing sensible to do if the unmount fails: the directory stays, the test is over.
+        let _ = std::process::Command::new("umount").arg(&self.dir).status();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Mounts a tmpfs of `bytes` on `dir` (created), or `None` with a printed `SKIPPED:` reason when
+/// this process may not mount (not root, no `mount`) — unless `CPTSIM_REQUIRE_TMPFS=1` (CI, which
+/// runs as root), which fails instead.
+pub fn small_tmpfs(dir: &std::path::Path, bytes: u64) -> Option<Tmpfs> {
+    let why = match std::fs::create_dir_all(dir) {
+        Err(e) => format!("cannot create {}: {e}", dir.display()),
+        Ok(()) => match std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .stderr(std::process::Stdio::piped())
+            .output()
+        {
+            Ok(out) if out.status.success() => {
+                return Some(Tmpfs {
+                    dir: dir.to_path_buf(),
+                })
+            }
+            Ok(out) => format!(
+                "mount -t tmpfs failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => format!("cannot run mount: {e}"),
+        },
+    };
+    assert!(
+        std::env::var("CPTSIM_REQUIRE_TMPFS").as_deref() != Ok("1"),
+        "CPTSIM_REQUIRE_TMPFS=1 but {why}"
+    );
+    skip(&format!(
+        "{why} (a full-disk test needs root; set CPTSIM_REQUIRE_TMPFS=1 to fail instead)"
+    ));
+    None
+}
+
+/// The file [`fill`] writes.
+pub const FILLER: &str = "filler";
+
+/// Fills the file system `dir` is on: writes [`FILLER`] in `dir` until the disk is full (the
+/// write that fails for lack of room ends it); any other error is returned.
+pub fn fill(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(dir.join(FILLER))?;
+    let block = [0u8; 4096];
+    loop {
+        match f.write_all(&block) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A tensor of uniform values in `[-a, a]`, seeded (the layer and kernel tests' operands).

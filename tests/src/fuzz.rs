@@ -13,7 +13,7 @@ use cptsim_traces::schedule::{parse_bit_range, ScheduleArgs};
 pub type Entry = fn(&[u8]) -> bool;
 
 /// The fuzz targets by name, each with its entry point.
-pub const TARGETS: [(&str, Entry); 11] = [
+pub const TARGETS: [(&str, Entry); 12] = [
     ("onnx_import", onnx_import),
     ("trace_csv", trace_csv),
     ("trace_pb", trace_pb),
@@ -25,6 +25,7 @@ pub const TARGETS: [(&str, Entry); 11] = [
     ("npy", npy),
     ("checkpoint", checkpoint),
     ("sweep_cells", sweep_cells),
+    ("plot_csv", plot_csv),
 ];
 
 /// The model trace inputs are read against (LeNet-5, whose layer names the seed traces use).
@@ -230,4 +231,22 @@ pub fn sweep_cells(data: &[u8]) -> bool {
         let status = print_status(study, &mut std::io::sink()).is_ok();
         rows && status
     })
+/// A CSV file `cptsim plot` reads: as a sweep's results table (Pareto data, and its SVG when
+/// small), a training run's `metrics.csv` and a report's `*-layers.csv`. Accepted when any of
+/// the three takes it.
+pub fn plot_csv(data: &[u8]) -> bool {
+    use cptsim_plot::pareto::{pareto_of, XAxis, YAxis};
+    let Ok(t) = cptsim_plot::table::Table::parse(data, Path::new("fuzz.csv")) else {
+        return false;
+    };
+    let pareto = pareto_of(&t, XAxis::Gbitops, YAxis::Final, "schedule");
+    if let Ok(p) = &pareto {
+        // drawing is slow: only small tables, which reach the same code
+        if p.points.len() <= 16 {
+            let _ = cptsim_plot::render_svg(p, cptsim_plot::Size::default());
+        }
+    }
+    let metrics = cptsim_plot::curves::RunMetrics::of(&t, "fuzz".into());
+    let layers = cptsim_plot::layers::LayerRows::of(&t);
+    pareto.is_ok() || metrics.is_ok() || layers.is_ok()
 }

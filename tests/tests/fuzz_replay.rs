@@ -72,6 +72,12 @@ fn the_seeds_that_must_parse_do() {
         );
     }
     assert!(f::accel_config(&read("accel/configs/zc706.toml")));
+    for t in ["results.csv", "metrics.csv", "layers.csv"] {
+        assert!(
+            f::plot_csv(&read(&format!("fuzz/replay/plot_csv/{t}"))),
+            "{t}"
+        );
+    }
     assert!(f::idx(&read("fuzz/replay/idx/images.idx")));
     assert!(f::cifar(&read("fuzz/replay/cifar/two_records.bin")));
     assert!(f::schedule(b"cosine\n3:8\n8\n1000\n8\n"));

@@ -1,4 +1,4 @@
-//! Stripes and its DaDianNao baseline (accelerators.md §2): 16 tiles × 16 filter lanes × 16 input
+//! Stripes and its DaDianNao baseline (docs/src/accelerators/stripes.md): 16 tiles × 16 filter lanes × 16 input
 //! lanes. DaDianNao computes one window per tile per cycle with 16-bit bit-parallel MACs; Stripes
 //! computes 16 windows per tile bit-serially in the streamed operand (one step takes `p` cycles).
 //!

@@ -1,5 +1,5 @@
 //! Loop tiling of one convolution problem against the on-chip buffers, shared by every array model.
-//! It follows the published Bit Fusion simulator's optimiser (accelerators.md §1):
+//! It follows the published Bit Fusion simulator's optimiser (docs/src/accelerators/bitfusion.md):
 //!
 //! - Tile sizes: batch and output rows/cols (one size for both) are powers of two clipped to the
 //!   dimension; input channels are the array's input granule times a power of two (Bit Fusion's

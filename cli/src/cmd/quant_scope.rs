@@ -1,6 +1,7 @@
-//! Flags choosing which conv/linear layers are quantized (spec §1.4), shared by every command that
-//! decides it (`run`, `train`, `forward`, `bench`). An unset flag leaves its role to the command's
-//! base scope: the reference code's default for the model family, or `run --policy`'s preset.
+//! Flags choosing which conv/linear layers are quantized (docs/src/guide/shared-flags.md), shared
+//! by every command that decides it (`run`, `train`, `forward`, `bench`). An unset flag leaves its
+//! role to the command's base scope: the reference code's default for the model family, or `run
+//! --policy`'s preset.
 
 use clap::Args;
 use cptsim_traces::QuantScope;

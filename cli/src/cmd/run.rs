@@ -52,12 +52,13 @@ pub struct RunArgs {
     /// text:|ptb:|wikitext:` run fitted it to (its summary.json `vocab`) [default: the model's].
     #[arg(long)]
     vocab: Option<usize>,
-    /// Cost rule: `paper` (methods.md §2.3) or `hardware` (fp32 layers at 32 bits, BN apart).
+    /// Cost rule: `paper` (every operation at the scheduled bits, as the papers count) or
+    /// `hardware` (fp32 layers at 32 bits, BN apart); see docs/src/methods/cost.md.
     #[arg(long, value_enum, default_value_t = AccountingArg::Paper)]
     accounting: AccountingArg,
     /// Which layers follow the schedule: all (the papers' accounting), cifar (FC fp32), imagenet
-    /// (stem, shortcuts, FC fp32), family (spec §1.4's default for the model's input size, as
-    /// `train` does); the --quantize-* flags override single roles of it.
+    /// (stem, shortcuts, FC fp32), family (the default for the model's input size, as `train`
+    /// does; see docs/src/guide/shared-flags.md); the --quantize-* flags override single roles.
     #[arg(long, value_enum, default_value_t = PolicyArg::All, conflicts_with = "trace")]
     policy: PolicyArg,
     /// Single roles in or out of scope, over --policy.
@@ -76,12 +77,14 @@ pub struct RunArgs {
     /// To compare methods of different scope, cost each trace and a common static trace.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
-    /// Also cost the run and its static baseline on these accelerators (comma-separated built-in
-    /// names or TOML config paths; see `cptsim accel list`).
+    /// Cost the run and its static baseline on these accelerators: comma-separated built-in
+    /// names (`cptsim accel list`) or TOML config paths; `none` for BitOPs alone
+    /// [`run` default: zc706,bitfusion,stripes].
     #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "NAME|PATH")]
     pub(crate) accel: Vec<String>,
-    /// Write per-layer × GEMM and per-epoch CSVs for each `--accel` accelerator into DIR.
-    #[arg(long, value_name = "DIR", requires = "accel")]
+    /// Write per-layer × GEMM and per-epoch CSVs for each accelerator, and index.html, into DIR
+    /// (columns in docs/src/formats/reports.md).
+    #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
     /// Iterations per epoch for the per-epoch accelerator report (CIFAR, batch 128: 391).
     #[arg(long, default_value_t = 391)]
@@ -192,7 +195,10 @@ pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(RunReport, ModelSummar
     if let (Some(_), Some(flag)) = (&args.trace, args.scope.first_given()) {
         bail!("{flag}: a --trace file carries its own scope (the layers it ran in fp32)");
     }
-    let accels = accel_costs::load_all(&args.accel)?;
+    let accels = accel_costs::load_all(&accel_costs::run_accels(&args.accel)?)?;
+    if accels.is_empty() && args.report.is_some() {
+        bail!("--report: needs an accelerator to report on (drop --accel none)");
+    }
     // Check the schedule flags before the (slower) model load.
     let schedule = match &args.trace {
         Some(_) => None,
