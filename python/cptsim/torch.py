@@ -69,6 +69,7 @@ class PrecisionRecorder:
             options = dict(
                 dynamo=True,
                 optimize=False,
+                verbose=False,
                 external_data=False,
                 dynamic_shapes=tuple({0: "batch"} for _ in args),
             )
