@@ -128,7 +128,7 @@ def cost(
     policy: str = "all",
     accounting: str = "paper",
     convention: str = "cpt",
-    epoch_iters: int = 391,
+    epoch_iters: Optional[int] = 391,
     seq_len: Optional[int] = None,
 ) -> Report:
     """Costs a training run of ``model`` as ``cptsim run`` does: the ``schedule`` synthesised
@@ -136,7 +136,8 @@ def cost(
     over ``iters`` iterations of ``batch`` samples, or a ``trace`` (a ``Trace`` or a ``.csv`` /
     ``.pb`` path) whose bits give the baseline unless ``bits`` / ``grad_bits`` are given. Each
     ``accel`` entry is a built-in name, a TOML path or an ``AccelConfig``; their per-epoch rows
-    have ``epoch_iters`` iterations each."""
+    have ``epoch_iters`` iterations each (``None``: no per-layer × GEMM and per-epoch rows, as
+    ``cptsim run`` without ``--report``)."""
     accels = [
         (a if isinstance(a, AccelConfig) else _load_accel(a))._cost_arg() for a in accel
     ]

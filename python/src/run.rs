@@ -20,12 +20,13 @@ use crate::trace::{check_rows, Row};
 /// A trace built in Python: its rows, iterations, batch, layer names and what names it.
 type MemoryTrace = (Vec<Row>, u64, u64, Vec<String>, String);
 
-/// The run's report as JSON (the document of `cptsim run --format json`, with the breakdowns).
+/// The run's report as JSON (the document of `cptsim run --format json`), with each
+/// accelerator's per-layer × GEMM and per-epoch rows unless `epoch_iters` is `None`.
 #[pyfunction]
 #[pyo3(signature = (
     model, schedule="cosine", bits=None, grad_bits=None, cycles=32, iters=None, batch=None,
     accel=Vec::new(), trace_path=None, trace=None, policy="all", accounting="paper",
-    convention="cpt", epoch_iters=391, seq_len=None,
+    convention="cpt", epoch_iters=Some(391), seq_len=None,
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn cost_json(
@@ -42,15 +43,16 @@ pub fn cost_json(
     policy: &str,
     accounting: &str,
     convention: &str,
-    epoch_iters: u64,
+    epoch_iters: Option<u64>,
     seq_len: Option<usize>,
 ) -> PyResult<String> {
     let seq = model
         .strip_prefix("zoo:")
         .and_then(cptsim_models::zoo::seq::entry);
+    let (iters_given, batch_given) = (iters.is_some(), batch.is_some());
     let batch = batch.or(seq.map(|e| e.batch)).unwrap_or(128);
     let iters = iters.or(seq.map(|e| e.iters)).unwrap_or(64_000);
-    if epoch_iters == 0 {
+    if epoch_iters == Some(0) {
         return Err(Failure::usage("epoch_iters: an epoch needs at least 1 iteration").into());
     }
     let accounting = match accounting {
@@ -58,8 +60,23 @@ pub fn cost_json(
         "hardware" => Accounting::Hardware,
         a => return Err(Failure::usage(format!("accounting {a}: paper or hardware")).into()),
     };
-    let accels = crate::accel::load_all(&accel)?;
     let from_trace = trace_path.is_some() || trace.is_some();
+    if from_trace {
+        let given = [
+            ("iters", iters_given),
+            ("batch", batch_given),
+            ("cycles", cycles != 32),
+            ("policy", policy != "all"),
+            ("convention", convention != "cpt"),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(Failure::usage(format!(
+                "{name}: a trace carries its own iterations, batch and scope"
+            ))
+            .into());
+        }
+    }
+    let accels = crate::accel::load_all(&accel)?;
     let schedule = match from_trace {
         true => None,
         false => Some(build_schedule(
@@ -83,7 +100,7 @@ pub fn cost_json(
     };
     let options = CostOptions {
         accounting,
-        breakdown_epoch_iters: Some(epoch_iters),
+        breakdown_epoch_iters: epoch_iters,
     };
     let report = coster
         .finish(&spec, &accels, &options)
@@ -217,12 +234,12 @@ fn read_memory(
 }
 
 /// The program's message for a run that cannot be costed: the argument at fault named.
-fn run_failure(e: RunError, spec: &RunSpec, epoch_iters: u64) -> Failure {
-    let context = match &e {
-        RunError::Trace(TraceCostError::TooManyEpochs { .. }) => {
-            format!("epoch_iters {epoch_iters}")
+fn run_failure(e: RunError, spec: &RunSpec, epoch_iters: Option<u64>) -> Failure {
+    let context = match (&e, epoch_iters) {
+        (RunError::Trace(TraceCostError::TooManyEpochs { .. }), Some(n)) => {
+            format!("epoch_iters {n}")
         }
-        RunError::NoQuantizedRows => spec.schedule.replacen("trace:", "trace ", 1),
+        (RunError::NoQuantizedRows, _) => spec.schedule.replacen("trace:", "trace ", 1),
         _ => String::new(),
     };
     Failure::of(&context, &e)

@@ -65,3 +65,11 @@ def test_bad_accelerator_edits_are_usage_errors():
     with pytest.raises(cptsim.UsageError, match="nosuch-accel"):
         cptsim.accel.load("nosuch-accel")
     assert "zc706" in cptsim.accel.builtins()
+
+
+def test_without_breakdowns_the_totals_are_the_same():
+    full = cptsim.cost("zoo:lenet5", iters=40, cycles=2, accel=["zc706"], epoch_iters=10)
+    assert len(full.accelerators[0].per_epoch) == 4
+    plain = cptsim.cost("zoo:lenet5", iters=40, cycles=2, accel=["zc706"], epoch_iters=None)
+    assert plain.to_dict() == full.to_dict(breakdowns=False)
+    assert plain.to_dicts() == []

@@ -21,10 +21,10 @@ def test_a_bad_model_path_raises_the_class_of_the_programs_exit_code(cli, tmp_pa
     path = tmp_path / "model.onnx"
     if content is not None:
         path.write_bytes(content)
-    code = cli.run("run", "--model", path, "--iters", 10, check=False).returncode
+    code = cli.run("run", "--model", path, "--iters", 100, check=False).returncode
     assert code in (2, 3)
     with pytest.raises(CLASSES[code]) as raised:
-        cptsim.cost(str(path), iters=10)
+        cptsim.cost(str(path), iters=100)
     assert str(path) in str(raised.value)
     with pytest.raises(CLASSES[code]):
         cptsim.inspect(str(path))
@@ -50,3 +50,8 @@ def test_bad_arguments_are_usage_errors_naming_them():
         cptsim.cost("zoo:lenet5", policy="some")
     with pytest.raises(cptsim.UsageError, match="trace format"):
         cptsim.cost("zoo:lenet5", trace="run.txt")
+
+
+def test_a_trace_with_run_arguments_is_a_usage_error(tmp_path):
+    with pytest.raises(cptsim.UsageError, match="iters: a trace carries its own"):
+        cptsim.cost("zoo:lenet5", trace=str(tmp_path / "t.csv"), iters=10)
