@@ -26,6 +26,8 @@ fn stopped_run(dir: &Path) -> Vec<u8> {
         "cosine",
         "--bits",
         "3:8",
+        "--cycles",
+        "2",
         "--stop-at",
         "4",
         "--out",
