@@ -231,6 +231,8 @@ pub fn sweep_cells(data: &[u8]) -> bool {
         let status = print_status(study, &mut std::io::sink()).is_ok();
         rows && status
     })
+}
+
 /// A CSV file `cptsim plot` reads: as a sweep's results table (Pareto data, and its SVG when
 /// small), a training run's `metrics.csv` and a report's `*-layers.csv`. Accepted when any of
 /// the three takes it.
