@@ -183,7 +183,10 @@ pub fn build(
             None
         }
     };
-    if !spec.accel.is_empty() {
+    if spec.accel.is_empty() {
+        // a plan without `accel` costs in BitOPs alone, whatever `run`'s own default
+        cost.push(format!("--{ACCEL}=none"));
+    } else {
         cost.push(format!("--{ACCEL}={}", spec.accel.join(",")));
         cost.push(format!("--report={}", cell_dir.join("report").display()));
     }
