@@ -173,7 +173,8 @@ pub fn pareto_of(t: &Table, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
     if t.is_empty() {
         return Err(t.empty_error());
     }
-    for r in 0..t.len() {
+    // an empty seed is a cell that set none (the sweep's table leaves it blank)
+    for r in (0..t.len()).filter(|&r| !t.text(r, &seed).trim().is_empty()) {
         t.checked(r, &seed, Range::Count)?;
     }
     let mut keys: Vec<_> = KEY_COLUMNS
@@ -498,6 +499,16 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
         let path = dir.path().join("results.csv");
         std::fs::write(&path, RESULTS).unwrap();
         (dir, path)
+    }
+
+    #[test]
+    fn a_blank_seed_is_a_run_without_one() {
+        let csv = "schedule,seed,gbitops,static_gbitops,final_test_acc\ncosine,,1,2,0.5\nstatic,,2,2,0.6\n";
+        let t = Table::parse(csv.as_bytes(), Path::new("r.csv")).map_err(|e| e.to_string());
+        let p = t.and_then(|t| {
+            pareto_of(&t, XAxis::Gbitops, YAxis::Final, "schedule").map_err(|e| e.to_string())
+        });
+        assert_eq!(p.map(|p| p.points.len()), Ok(2));
     }
 
     #[test]
