@@ -56,6 +56,14 @@ pub fn load_all(configs: &[(String, String)]) -> Result<Vec<Accelerator>, Failur
         .iter()
         .map(|(text, origin)| {
             let mut acc = Accelerator::new(parse(text, origin)?);
+            // a built-in named by an alias (`bitfusion`) is reported under that name, as the
+            // program reports it
+            if let Some(typed) = origin
+                .strip_prefix("built-in `")
+                .and_then(|o| o.strip_suffix('`'))
+            {
+                acc.config.name = typed.to_string();
+            }
             let base = acc.config.name.clone();
             let mut k = 1;
             while !seen.insert(acc.config.name.clone()) {

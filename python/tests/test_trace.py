@@ -47,7 +47,7 @@ def test_a_built_trace_costs_as_the_program_costs_its_file(cli, tmp_path):
             breakdowns=False
         ) == expected, name
     # the baseline from given bits, as --bits/--grad-bits do
-    expected = cli.json("run", "--model", MODEL, "--trace", path, "--bits", "2:16")
+    expected = cli.json("run", "--model", MODEL, "--trace", path, "--bits", "2:16", "--accel", "none")
     assert cptsim.cost(MODEL, trace=trace, bits="2:16").to_dict() == expected | {
         "schedule": f"trace:{path}"
     }
