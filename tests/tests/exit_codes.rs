@@ -200,26 +200,27 @@ fn row_4_an_output_that_cannot_be_written() {
     let svg = mnt.join("s.svg");
     exits(&["plot", "schedule", "-o", &s(&svg)], 4, "s.svg");
     let report = mnt.join("rep");
-    exits(
-        &[
-            "run",
-            "--model",
-            "zoo:lenet5",
-            "--iters",
-            "100",
-            "--accel",
-            "zc706",
-            "--report",
-            &s(&report),
-        ],
-        4,
-        "rep",
-    );
+    exits(&report_run(&s(&report)), 4, "rep");
     // nothing half-written is left behind
     let left: Vec<_> = std::fs::read_dir(&mnt)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert_eq!(left, [std::ffi::OsString::from(cptsim_testdata::FILLER)]);
+}
+
+/// `run` of LeNet-5 costed on ZC706 with its report written to `report`.
+fn report_run(report: &str) -> [&str; 9] {
+    [
+        "run",
+        "--model",
+        "zoo:lenet5",
+        "--iters",
+        "100",
+        "--accel",
+        "zc706",
+        "--report",
+        report,
+    ]
 }
 
 /// `run --report`'s index.html is the last thing written: with room for the CSVs but not for the
@@ -235,17 +236,7 @@ fn row_4_a_report_page_that_does_not_fit() {
     let report = mnt.join("rep");
     let out = Command::new(cptsim_e2e::cptsim_path())
         .current_dir(workspace_root())
-        .args([
-            "run",
-            "--model",
-            "zoo:lenet5",
-            "--iters",
-            "100",
-            "--accel",
-            "zc706",
-            "--report",
-            &s(&report),
-        ])
+        .args(report_run(&s(&report)))
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let (got, err) = code(&out);
