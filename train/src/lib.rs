@@ -1,6 +1,7 @@
 //! Training: the seeded, deterministic loop ([`Trainer`]), the precision-policy seam ([`Policy`])
 //! with the schedule, PFQ, PRT, DFQ/FracTrain and LDP policies and the plateau indicator, the
-//! run-length-encoded trace recorder and exact-resume checkpoints.
+//! run-length-encoded trace recorder and exact-resume checkpoints; and the typed plans of a run
+//! ([`TrainPlan`], [`CostPlan`]), which validate themselves.
 
 pub mod checkpoint;
 pub mod dfq;
@@ -8,6 +9,7 @@ pub mod feed;
 pub mod ldp;
 pub mod net;
 pub mod pfq;
+pub mod plan;
 pub mod plateau;
 pub mod policy;
 pub mod prt;
@@ -18,6 +20,7 @@ pub mod trainer;
 
 pub use net::{QuantSlot, TrainNet};
 pub use pfq::{Pfq, PfqConfig};
+pub use plan::{CostPlan, PlanError, TrainPlan};
 pub use plateau::{Plateau, PlateauConfig};
 pub use policy::{apply_uniform, LayerBits, LayerBitsReport, Policy, PolicyReport};
 pub use prt::{Prt, PrtConfig, PrtPolicy, PrtStep};
