@@ -85,16 +85,8 @@ fn upgrade_v1(header: &mut serde_json::Value) -> std::result::Result<(), String>
     Ok(())
 }
 
-fn io_err(path: &Path, e: impl std::fmt::Display) -> SimError {
-    SimError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    }
-}
-
-fn put(out: &mut impl Write, values: &[f32]) -> std::io::Result<()> {
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    out.write_all(&bytes)
+fn put(out: &mut Vec<u8>, values: &[f32]) {
+    out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
 }
 
 fn tensor_values(t: &Tensor) -> Vec<f32> {
@@ -111,6 +103,22 @@ fn param_shapes(tr: &mut Trainer<'_>) -> Vec<Vec<usize>> {
 
 /// Writes the trainer's complete state with the caller's `settings` to `path` (atomically).
 pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<()> {
+    let bytes = encode(tr, settings)?;
+    write(path, &bytes)
+}
+
+/// Writes checkpoint bytes ([`encode`]) to `path` (atomically).
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let write = |out: &mut std::io::BufWriter<std::fs::File>| {
+        out.write_all(bytes)
+            .map_err(|e: std::io::Error| SimError::output(path, e))
+    };
+    cptsim_models::atomic::write_atomically(path, write, SimError::output)
+}
+
+/// The trainer's complete state with the caller's `settings`, as the bytes of a checkpoint file
+/// (kept in memory to go back to, or written with [`write`]).
+pub fn encode(tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<Vec<u8>> {
     let quant = tr
         .net
         .graph
@@ -138,25 +146,22 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         velocity: !tr.opt.velocity.is_empty(),
         buffers: buffers.iter().map(Vec::len).collect(),
     };
-    let json = serde_json::to_vec(&header).map_err(|e| io_err(path, e))?;
-    let write = |out: &mut std::io::BufWriter<std::fs::File>| {
-        let werr = |e: std::io::Error| SimError::output(path, e);
-        out.write_all(MAGIC).map_err(werr)?;
-        out.write_all(&(json.len() as u64).to_le_bytes())
-            .map_err(werr)?;
-        out.write_all(&json).map_err(werr)?;
-        for p in &params {
-            put(out, p).map_err(werr)?;
-        }
-        for v in &tr.opt.velocity {
-            put(out, &tensor_values(v)).map_err(werr)?;
-        }
-        for b in &buffers {
-            put(out, b).map_err(werr)?;
-        }
-        Ok(())
-    };
-    cptsim_models::atomic::write_atomically(path, write, SimError::output)
+    let json = serde_json::to_vec(&header)
+        .map_err(|e| SimError::invalid("checkpoint header", e.to_string()))?;
+    let mut out = Vec::with_capacity(16 + json.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    out.extend_from_slice(&json);
+    for p in &params {
+        put(&mut out, p);
+    }
+    for v in &tr.opt.velocity {
+        put(&mut out, &tensor_values(v));
+    }
+    for b in &buffers {
+        put(&mut out, b);
+    }
+    Ok(out)
 }
 
 /// A loaded checkpoint.
@@ -219,6 +224,11 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
             path: path.to_path_buf(),
             source,
         })?;
+    decode(&bytes, path)
+}
+
+/// The checkpoint in `bytes` (as [`encode`] made them; `path` names it in errors).
+pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint> {
     if bytes.len() < 16 || &bytes[..8] != MAGIC {
         return Err(bad(path, 0, "not a cptsim checkpoint (bad magic)"));
     }

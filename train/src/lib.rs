@@ -1,7 +1,8 @@
 //! Training: the seeded, deterministic loop ([`Trainer`]), the precision-policy seam ([`Policy`])
 //! with the schedule, PFQ, PRT, DFQ/FracTrain and LDP policies and the plateau indicator, the
-//! run-length-encoded trace recorder and exact-resume checkpoints; and the typed plans of a run
-//! ([`TrainPlan`], [`CostPlan`]), which validate themselves.
+//! run-length-encoded trace recorder and exact-resume checkpoints; and a whole run as a library
+//! call: a typed [`TrainPlan`] (or [`CostPlan`]) validated by itself, then [`Run::new`] and
+//! [`Run::execute`] with an [`Observer`].
 
 pub mod checkpoint;
 pub mod dfq;
@@ -14,6 +15,7 @@ pub mod plateau;
 pub mod policy;
 pub mod prt;
 pub mod recorder;
+pub mod run;
 pub mod schedule;
 mod snapshot;
 pub mod trainer;
@@ -25,5 +27,6 @@ pub use plateau::{Plateau, PlateauConfig};
 pub use policy::{apply_uniform, LayerBits, LayerBitsReport, Policy, PolicyReport};
 pub use prt::{Prt, PrtConfig, PrtPolicy, PrtStep};
 pub use recorder::Recorder;
+pub use run::{ErrorKind, Observer, Run, RunError, RunResult, SavedRun};
 pub use schedule::SchedulePolicy;
 pub use trainer::{EvalBits, EvalRecord, RunState, StepReport, TrainConfig, TrainData, Trainer};

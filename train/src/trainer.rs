@@ -211,6 +211,8 @@ pub struct Trainer<'a> {
     loss: SoftmaxCrossEntropy,
     /// The policy's last recovery point ([`Policy::recovery_point`]).
     snapshot: Option<Snapshot>,
+    /// Whether the last step's evaluation was cut short by its `stop` ([`Trainer::step_until`]).
+    eval_stopped: bool,
 }
 
 impl<'a> Trainer<'a> {
@@ -312,6 +314,7 @@ impl<'a> Trainer<'a> {
             feed,
             loss: SoftmaxCrossEntropy::new(),
             snapshot: None,
+            eval_stopped: false,
         })
     }
 
@@ -357,6 +360,14 @@ impl<'a> Trainer<'a> {
 
     /// Runs one iteration (and the evaluation due after it).
     pub fn step(&mut self) -> Result<StepReport> {
+        self.step_until(&|| false)
+    }
+
+    /// [`Trainer::step`], whose evaluation checks `stop` between batches: once it says true the
+    /// evaluation ends with an error and [`Trainer::evaluation_stopped`] is true (the iteration's
+    /// training is done, its evaluation and check point are not).
+    pub fn step_until(&mut self, stop: &dyn Fn() -> bool) -> Result<StepReport> {
+        self.eval_stopped = false;
         let t = self.state.iteration;
         if self.done() {
             return Err(SimError::invalid(
@@ -392,7 +403,7 @@ impl<'a> Trainer<'a> {
                         "{note} (restored the state before iteration {})",
                         snap.iteration
                     );
-                    let mut report = self.step()?;
+                    let mut report = self.step_until(stop)?;
                     report.notes.insert(0, note);
                     return Ok(report);
                 }
@@ -432,7 +443,7 @@ impl<'a> Trainer<'a> {
         };
         let eval = if evaluate {
             let (wall, cpu) = (std::time::Instant::now(), process_cpu_seconds());
-            let e = self.evaluation(precision, lr)?;
+            let e = self.evaluation(precision, lr, stop)?;
             eval_seconds = (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu);
             Some(e)
         } else {
@@ -453,7 +464,12 @@ impl<'a> Trainer<'a> {
         })
     }
 
-    fn evaluation(&mut self, p: Precision, lr: f32) -> Result<EvalRecord> {
+    /// Whether the last [`Trainer::step_until`] ended because its `stop` cut the evaluation short.
+    pub fn evaluation_stopped(&self) -> bool {
+        self.eval_stopped
+    }
+
+    fn evaluation(&mut self, p: Precision, lr: f32, stop: &dyn Fn() -> bool) -> Result<EvalRecord> {
         // The next step's `Policy::apply` sets the training bits again.
         let p = match self.config.eval_bits {
             EvalBits::Current => p,
@@ -469,16 +485,16 @@ impl<'a> Trainer<'a> {
         };
         let (test_loss, test_acc, val_acc, test_ppl, val_ppl) = match self.feed {
             Feed::Images { data, .. } => {
-                let (test_loss, test_acc) = self.evaluate(&data.test)?;
+                let (test_loss, test_acc) = self.evaluate_until(&data.test, stop)?;
                 let val_acc = match &data.val {
-                    Some(v) => Some(self.evaluate(v)?.1),
+                    Some(v) => Some(self.evaluate_until(v, stop)?.1),
                     None => None,
                 };
                 (test_loss, test_acc, val_acc, None, None)
             }
             Feed::Text { data, .. } => {
-                let (test_loss, test_acc) = self.evaluate_text(data, &data.test)?;
-                let (val_loss, val_acc) = self.evaluate_text(data, &data.valid)?;
+                let (test_loss, test_acc) = self.evaluate_text_until(data, &data.test, stop)?;
+                let (val_loss, val_acc) = self.evaluate_text_until(data, &data.valid, stop)?;
                 let ppl = |l: f64| l.exp();
                 (
                     test_loss,
@@ -510,6 +526,16 @@ impl<'a> Trainer<'a> {
 
     /// Mean loss and accuracy on `data` in evaluation mode at the current bits.
     pub fn evaluate(&mut self, data: &Dataset) -> Result<(f64, f64)> {
+        self.evaluate_until(data, &|| false)
+    }
+
+    /// The error that ends an evaluation `stop` cut short.
+    fn stopped(&mut self) -> SimError {
+        self.eval_stopped = true;
+        SimError::invalid("evaluation", "stopped before its end")
+    }
+
+    fn evaluate_until(&mut self, data: &Dataset, stop: &dyn Fn() -> bool) -> Result<(f64, f64)> {
         let (mut loss, mut correct) = (0.0f64, 0usize);
         let chunk = self.config.eval_batch;
         let mut start = 0;
@@ -517,6 +543,9 @@ impl<'a> Trainer<'a> {
             let end = (start + chunk).min(data.len());
             let part = data.select(&(start..end).collect::<Vec<_>>());
             for b in eval_batches(&part, chunk, self.net.input)? {
+                if stop() {
+                    return Err(self.stopped());
+                }
                 let out = self.policy.forward(&mut self.net, b.images, Mode::Eval)?;
                 let (l, c) = self.loss.forward(&out, &b.labels)?;
                 loss += f64::from(l) * b.labels.len() as f64;
@@ -531,8 +560,20 @@ impl<'a> Trainer<'a> {
     /// Mean loss per token and next-token accuracy over the whole windows of `streams`, in
     /// evaluation mode at the current bits.
     pub fn evaluate_text(&mut self, data: &TextData, streams: &Streams) -> Result<(f64, f64)> {
+        self.evaluate_text_until(data, streams, &|| false)
+    }
+
+    fn evaluate_text_until(
+        &mut self,
+        data: &TextData,
+        streams: &Streams,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(f64, f64)> {
         let (mut loss, mut correct, mut tokens) = (0.0f64, 0usize, 0usize);
         for k in 0..data.windows(streams) {
+            if stop() {
+                return Err(self.stopped());
+            }
             let b = data.batch(streams, k as u64)?;
             let out = self.policy.forward(&mut self.net, b.ids, Mode::Eval)?;
             let (out, _) = logits_rows(out)?;

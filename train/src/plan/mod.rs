@@ -6,6 +6,7 @@
 
 mod configs;
 mod cost;
+mod legacy;
 mod resume;
 mod validate;
 pub mod values;
@@ -16,6 +17,7 @@ use cptsim_traces::QuantScope;
 use serde::{Deserialize, Serialize};
 
 pub use cost::{CostPlan, DEFAULT_COST_BATCH, DEFAULT_COST_ITERATIONS};
+pub(crate) use legacy::upgrade as upgrade_v2;
 pub use validate::PlanError;
 pub use values::{
     AccountingKind, CandidatesKind, Choice, Convention, DfqExecKind, EvalBitsKind, FwBw, InitKind,
