@@ -1,12 +1,9 @@
 //! Exit codes and how an error maps to one. A closed stdout (`cptsim … | head -1`) is not an
 //! error: the command stops quietly with 0.
 
-use std::io::ErrorKind;
 use std::process::ExitCode;
 
-use cptsim_models::ModelError;
-use cptsim_nn::SimError;
-use cptsim_traces::TraceError;
+use cptsim_train::ErrorKind;
 
 /// Exit codes of `cptsim` (README "Exit codes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +33,11 @@ impl Exit {
     }
 }
 
-/// A training run that stopped itself — diverged, or collapsed under `--stop-on-collapse` — with
-/// the exit code that says which; its message says where and what was kept.
+/// A command that stopped itself with an exit code of its own (a sweep interrupted), or an error
+/// relabelled ([`relabel`]) keeping its code; the message says what happened and what was kept.
 #[derive(Debug)]
 pub struct Stopped {
-    /// [`Exit::Diverged`] or [`Exit::Collapsed`].
+    /// The exit code.
     pub exit: Exit,
     /// What happened and what was kept.
     pub message: String,
@@ -110,53 +107,34 @@ pub fn classify(e: &anyhow::Error) -> Exit {
     e.chain().find_map(kind).unwrap_or(Exit::Usage)
 }
 
-fn io_kind(e: &std::io::Error) -> Exit {
-    match e.kind() {
-        ErrorKind::BrokenPipe => Exit::Ok,
-        ErrorKind::NotFound => Exit::Usage,
-        _ => Exit::Runtime,
+impl From<ErrorKind> for Exit {
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::Usage => Exit::Usage,
+            ErrorKind::BadInput => Exit::BadInput,
+            ErrorKind::Runtime => Exit::Runtime,
+            ErrorKind::Diverged => Exit::Diverged,
+            ErrorKind::Collapsed => Exit::Collapsed,
+            ErrorKind::Interrupted => Exit::Interrupted,
+            ErrorKind::PipeClosed => Exit::Ok,
+        }
     }
 }
 
+/// The exit of one cause: a [`Stopped`]'s own, else the kind the library crates give their
+/// errors ([`ErrorKind::of_cause`]: a training run's, an I/O, model, trace or engine error).
 fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
-    if let Some(e) = cause.downcast_ref::<std::io::Error>() {
-        return Some(io_kind(e));
-    }
     if let Some(s) = cause.downcast_ref::<Stopped>() {
         return Some(s.exit);
     }
-    if let Some(e) = cause.downcast_ref::<SimError>() {
-        return Some(match e {
-            SimError::Diverged { .. } => Exit::Diverged,
-            // data that does not fit the network is bad input too
-            SimError::Data { .. } | SimError::Shape { .. } => Exit::BadInput,
-            SimError::Io { source, .. } => io_kind(source),
-            SimError::Invalid { .. } => Exit::Usage,
-            _ => Exit::Runtime,
-        });
-    }
-    if let Some(e) = cause.downcast_ref::<ModelError>() {
-        return Some(match e {
-            ModelError::Io { .. } | ModelError::Zoo(_) => return None,
-            ModelError::Request { .. } => Exit::Usage,
-            _ => Exit::BadInput,
-        });
-    }
-    if let Some(e) = cause.downcast_ref::<TraceError>() {
-        return Some(match e {
-            TraceError::Io { error, .. } => io_kind(error),
-            TraceError::Malformed { .. }
-            | TraceError::ModelMismatch { .. }
-            | TraceError::Rejected { .. } => Exit::BadInput,
-            TraceError::UnknownFormat { .. } => Exit::Usage,
-        });
-    }
-    None
+    ErrorKind::of_cause(cause).map(Exit::from)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cptsim_nn::SimError;
+    use std::io::ErrorKind;
 
     #[test]
     fn a_cause_is_said_once_and_relabelling_keeps_the_code() {

@@ -211,7 +211,8 @@ pub fn check(commands: &Commands) -> anyhow::Result<()> {
         {
             // The flags parse; the plan they make must validate too (ranges, combinations).
             train
-                .resolve()
+                .to_plan()
+                .and_then(|p| p.validate())
                 .map_err(|e| anyhow::anyhow!("`cptsim train` rejects it: {e:#}"))?;
         }
         if let Err(e) = parsed {

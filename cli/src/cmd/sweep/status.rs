@@ -7,7 +7,8 @@ use std::io::Write;
 use super::cell::{Cell, ERROR, LOCK, STDERR_LOG};
 use super::lock::live_owner;
 use super::study::Study;
-use crate::cmd::train::{parse_progress, CHECKPOINT};
+use crate::cmd::train::parse_progress;
+use cptsim_train::run::CHECKPOINT;
 
 /// Where a cell stands.
 #[derive(Debug, Clone, PartialEq)]
