@@ -1,7 +1,7 @@
 //! The `cptsim` command line: argument parsing, progress and printing. All work happens in the
 //! library crates; each subcommand lives in its own module under `cmd/`. `src/main.rs` only calls
-//! [`main`]. This is a library too so the sweep plan checks, which need the binary's own clap
-//! definition, can be fuzzed and tested from outside ([`sweep_plan`]; `tests/src/fuzz.rs`).
+//! [`main`]. This is a library too so the sweep plan checks can be fuzzed and tested from outside
+//! ([`sweep_plan`]; `tests/src/fuzz.rs`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -118,8 +118,9 @@ fn in_pool(f: impl FnOnce() -> anyhow::Result<()> + Send) -> anyhow::Result<()> 
 
 /// Sweep plans checked without running them, for the fuzz target `sweep_plan` and tests:
 /// [`Plan::parse`] reads the TOML, [`expand`] lists the cells, [`Study::check`] makes every check
-/// `cptsim sweep run` makes before anything runs (keys against the flags of `run` / `train`, each
-/// cell's command lines through the binary's parser) short of loading models and accelerators.
+/// `cptsim sweep run` makes before anything runs (keys against the keys of the train crate's
+/// `TrainPlan` / `CostPlan`, each cell read into those plans and validated) short of loading
+/// models and accelerators.
 pub mod sweep_plan {
     pub use crate::cmd::sweep::grid::{expand, CellSpec};
     pub use crate::cmd::sweep::plan::Plan;

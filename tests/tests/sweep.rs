@@ -588,3 +588,36 @@ fn the_table2_example_runs() {
     let reduction: f64 = cpt[col("reduction")].parse().unwrap();
     assert!((reduction - 0.3667).abs() < 5e-4, "{reduction}");
 }
+
+/// Values that differ only in spelling or TOML type (`cycles = 4` and `"4"`, `grad_bits` and
+/// `grad-bits`, a default given or left out) mean one run: one cell, one row, and no cell of the
+/// sweep "running elsewhere" under its own PID.
+#[test]
+fn cells_that_mean_the_same_run_are_one_cell() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_plan(
+        tmp.path(),
+        "name = \"d\"\n[grid]\nmodel = \"zoo:lenet5\"\nschedule = \"cosine\"\nbits = \"3:8\"\n\
+         iters = 200\ncycles = [4, \"4\"]\naccel = [\"zc706\"]\n\
+         [[cell]]\ngrad_bits = 8\n[[cell]]\ngrad-bits = \"8\"\n[[cell]]\nbits = [\"3:8\", 3]\n",
+    );
+    let dry = sweep(
+        tmp.path(),
+        &["run", "plan.toml", "--out", "out", "--dry-run"],
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let listing = stdout(&dry);
+    assert!(listing.contains(": 2 cells in "), "{listing}");
+    let out = sweep(
+        tmp.path(),
+        &["run", "plan.toml", "--out", "out", "--jobs", "2"],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("running elsewhere"), "{err}");
+    let rows = csv_rows(&tmp.path().join("out/results.csv"));
+    assert_eq!(rows.len(), 1 + 2, "{rows:?}");
+    let col = rows[0].iter().position(|c| c == "cell").unwrap();
+    assert_ne!(rows[1][col], rows[2][col]);
+    assert_eq!(cell_dirs(&tmp.path().join("out")).len(), 2);
+}

@@ -1,6 +1,7 @@
-//! `cptsim sweep`: studies, not single runs. A plan (TOML) expands to cells — each a set of
-//! `cptsim run` / `cptsim train` flags run as `cptsim` child processes in `DIR/cells/<id>/` —
-//! run by an executor (a local pool or a Slurm job array), resumable, collected into one tidy
+//! `cptsim sweep`: studies, not single runs. A plan (TOML) expands to cells — each a typed
+//! training and/or cost plan of the train crate, run as `cptsim train` / `cptsim run` child
+//! processes in `DIR/cells/<id>/` (a crash stays in its cell; Slurm runs the same commands) — by
+//! an executor (a local pool or a Slurm job array), resumable, collected into one tidy
 //! `DIR/results.csv`.
 
 pub mod cell;
@@ -14,6 +15,7 @@ pub mod plan;
 pub mod select;
 pub mod status;
 pub mod study;
+pub mod typed;
 
 use std::io::Write;
 use std::path::PathBuf;

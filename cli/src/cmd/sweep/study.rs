@@ -1,16 +1,20 @@
 //! A study: the plan, its output directory and its cells, every one checked before anything
-//! runs — plan keys against the binary's flags, each command line through the binary's parser,
-//! each model and accelerator loaded once.
+//! runs — plan keys against the keys of the train crate's plans, each cell's keys read into a
+//! typed [`TrainPlan`](cptsim_train::TrainPlan) / [`CostPlan`](cptsim_train::CostPlan) and
+//! validated, each model and accelerator loaded once. Cells that mean the same run (values
+//! spelled differently: `8` and `"8"`, `grad_bits` and `grad-bits`, a default given or not) are
+//! one cell; [`Study::merged`] lists the others.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
 use super::cell::{cell_id, Cell};
-use super::command::{self, Flags};
-use super::grid::{expand, plan_keys};
+use super::command;
+use super::grid::{expand, plan_keys, CellSpec};
 use super::plan::Plan;
+use super::typed::{check_keys, plans, KeyError};
 
 /// Where a study keeps its copy of the plan (what Slurm tasks, `status` and `collect` read).
 pub const PLAN_COPY: &str = "plan.toml";
@@ -24,6 +28,8 @@ pub struct Study {
     /// The plan's keys, in plan order.
     pub keys: Vec<String>,
     pub cells: Vec<Cell>,
+    /// Cells of the expansion that are the same run as one of [`Study::cells`] (its index).
+    pub merged: Vec<(CellSpec, usize)>,
 }
 
 impl Study {
@@ -66,26 +72,42 @@ impl Study {
         Self::read(&copy, Some(dir))
     }
 
-    /// The study of a parsed plan in `dir`: keys checked against the binary's flags, cells
-    /// expanded, each cell's command lines built and parsed (no file is read or written).
+    /// The study of a parsed plan in `dir`: keys checked, cells expanded, each cell's plans
+    /// read, validated and made command lines (no file is read or written).
     pub fn check(plan: Plan, dir: PathBuf) -> anyhow::Result<Self> {
-        let flags = Flags::of_cli()?;
         let keys = plan_keys(&plan);
-        flags.check_keys(&keys, plan.train.is_some())?;
+        check_keys(&keys, plan.train.is_some())?;
         let specs = expand(&plan)?;
+        // Every cell's values read first, then every cell validated: a value that does not read
+        // is reported before a combination that does not run.
+        let mut read = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.into_iter().enumerate() {
+            let typed = plans(plan.train.as_ref(), &spec).map_err(|e| at(&spec, i, &e))?;
+            read.push((spec, typed));
+        }
         let cells_dir = dir.join("cells");
-        let mut cells = Vec::with_capacity(specs.len());
-        for (index, spec) in specs.into_iter().enumerate() {
+        let mut cells: Vec<Cell> = Vec::with_capacity(read.len());
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut merged = Vec::new();
+        for (i, (spec, typed)) in read.into_iter().enumerate() {
+            typed.validate().map_err(|e| at(&spec, i, &e))?;
+            let identity = typed.identity();
+            if let Some(&first) = seen.get(&identity) {
+                merged.push((spec, first));
+                continue;
+            }
+            let index = cells.len();
+            seen.insert(identity, index);
             let id = cell_id(&spec, plan.train.as_deref());
             let cell_dir = cells_dir.join(&id);
-            let commands = command::build(&flags, plan.train.as_ref(), &spec, &cell_dir)
-                .and_then(|c| command::check(&c).map(|()| c))
-                .with_context(|| format!("cell #{index} ({})", spec.describe()))?;
+            let typed = typed.in_dir(&cell_dir);
+            let commands = command::build(&typed, plan.train.as_ref(), &spec);
             cells.push(Cell {
                 index,
                 id,
                 spec,
                 commands,
+                plans: typed,
                 dir: cell_dir,
             });
         }
@@ -94,6 +116,7 @@ impl Study {
             dir,
             keys,
             cells,
+            merged,
         })
     }
 
@@ -119,4 +142,9 @@ impl Study {
         }
         Ok(())
     }
+}
+
+/// The error of cell `index` of the expansion (`spec`).
+fn at(spec: &CellSpec, index: usize, e: &KeyError) -> anyhow::Error {
+    anyhow::anyhow!("cell #{index} ({}): {e}", spec.describe())
 }
