@@ -621,3 +621,66 @@ fn cells_that_mean_the_same_run_are_one_cell() {
     assert_ne!(rows[1][col], rows[2][col]);
     assert_eq!(cell_dirs(&tmp.path().join("out")).len(), 2);
 }
+
+/// Plan errors say where, as accelerator configs' do: a TOML syntax error, an unknown key, a
+/// value a cell's plan cannot read and a combination it rejects each name the line and column.
+#[test]
+fn plan_errors_name_the_line_and_column() {
+    let grid = "name = \"p\"\n[grid]\nmodel = \"zoo:lenet5\"\n";
+    let cases: [(String, &[&str]); 9] = [
+        (
+            format!("{grid}iters = [\"10\",\n  \"many\"]\n"),
+            &["line 5, column 3: ", "key `iters`", "'many'"],
+        ),
+        (
+            "name = \"p\"\n[grid\nmodel = 1\n".into(),
+            &["line 2, column "],
+        ),
+        (
+            format!("{grid}bitz = 8\n"),
+            &["line 4, column 1: ", "`bitz`"],
+        ),
+        (
+            format!("{grid}schedule = \"cosine\"\niters = 100\n[[cell]]\ncycles = 200\n"),
+            &[
+                "line 7, column 1: ",
+                "key `cycles`",
+                "200 cycles do not fit",
+            ],
+        ),
+        (
+            format!("{grid}[train]\ndata = \"synthetic\"\nbatch = 0\n"),
+            &["line 6, column 1: ", "key `batch`", "--batch"],
+        ),
+        (
+            "name = \"p\"\n[grid]\nmodel = [\"zoo:lenet5\",\n  \"zoo:lenet6\"]\n".into(),
+            &["line 4, column 3: ", "zoo:lenet6", "unknown zoo model"],
+        ),
+        (
+            format!("{grid}accel = [\"zc706\"]\n[[cell]]\naccel = \"zc707\"\n"),
+            &["line 6, column 1: ", "`accel` = zc707"],
+        ),
+        (
+            format!("{grid}[[exclude]]\nbitz = 8\n"),
+            &["line 5, column 1: ", "[[exclude]] key `bitz`"],
+        ),
+        (
+            format!("{grid}grad_bits = 8\n[[cell]]\niters = 9\ngrad-bits = 6\niters = 8\n"),
+            &["line 8, column 1: ", "duplicate key"],
+        ),
+    ];
+    for (plan, expected) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        write_plan(tmp.path(), &plan);
+        let out = sweep(
+            tmp.path(),
+            &["run", "plan.toml", "--out", "out", "--dry-run"],
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{plan}: {err}");
+        assert!(err.starts_with("error: plan plan.toml: line "), "{err}");
+        for part in expected {
+            assert!(err.contains(part), "{plan}: `{part}` not in: {err}");
+        }
+    }
+}

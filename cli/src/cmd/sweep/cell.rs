@@ -136,6 +136,8 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
             accel: vec!["zc706".into()],
+            origins: Vec::new(),
+            accel_from: None,
         }
     }
 

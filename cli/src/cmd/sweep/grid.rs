@@ -6,7 +6,9 @@ use std::collections::HashSet;
 
 use anyhow::bail;
 
-use super::plan::{Axes, Fixed, Plan, Scalar};
+pub use super::plan::same_key;
+use super::plan::{Fixed, Plan, Scalar};
+use super::spans::{Spans, Table};
 
 /// The key whose values are a list per cell, not an axis.
 pub const ACCEL: &str = "accel";
@@ -14,16 +16,47 @@ pub const ACCEL: &str = "accel";
 /// Most cells one plan may expand to.
 const MAX_CELLS: usize = 100_000;
 
-/// One cell's settings before they become command lines.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One cell's settings before they become command lines. Two specs are equal when their keys
+/// and values are (where each value came from does not count).
+#[derive(Clone, Debug)]
 pub struct CellSpec {
     /// Grid and `[[cell]]` keys with this cell's values, in plan key order (`accel` apart).
     pub keys: Fixed,
     /// Accelerators the cell is costed on.
     pub accel: Vec<String>,
+    /// Where each key's value is in the plan: its table and its place in the key's list.
+    pub origins: Vec<(Table, usize)>,
+    /// The table whose `accel` the cell is costed on.
+    pub accel_from: Option<Table>,
 }
 
+impl PartialEq for CellSpec {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.keys, &self.accel) == (&other.keys, &other.accel)
+    }
+}
+
+impl Eq for CellSpec {}
+
+impl std::hash::Hash for CellSpec {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.keys, &self.accel).hash(state);
+    }
+}
+
+/// One key's values and the table they are from.
+type Axis<'a> = (&'a String, &'a Vec<Scalar>, Table);
+
 impl CellSpec {
+    /// Where the value of `key` is in the plan (its table, its place in the key's list).
+    pub fn origin(&self, key: &str) -> Option<(Table, usize)> {
+        if key == ACCEL {
+            return self.accel_from.map(|t| (t, 0));
+        }
+        let i = self.keys.iter().position(|(k, _)| same_key(k, key))?;
+        self.origins.get(i).copied()
+    }
+
     /// The value of `key`, if the cell sets it (`-` and `_` alike in the name: `grad-bits`,
     /// `grad_bits`).
     pub fn get(&self, key: &str) -> Option<&Scalar> {
@@ -47,13 +80,14 @@ impl CellSpec {
     }
 }
 
-/// Every key of the plan's `[grid]`, `[train]` and `[[cell]]` tables once, in plan order.
+/// Every key of the plan's `[grid]`, `[train]` and `[[cell]]` tables once (as first spelled),
+/// in plan order.
 pub fn plan_keys(plan: &Plan) -> Vec<String> {
     let mut keys: Vec<String> = Vec::new();
     let train = plan.train.iter().flatten().map(|(k, _)| k);
     let cells = plan.cells.iter().flatten().map(|(k, _)| k);
     for key in plan.grid.iter().map(|(k, _)| k).chain(train).chain(cells) {
-        if !keys.contains(key) {
+        if !keys.iter().any(|k| same_key(k, key)) {
             keys.push(key.clone());
         }
     }
@@ -63,32 +97,36 @@ pub fn plan_keys(plan: &Plan) -> Vec<String> {
 /// The plan's cells, in a stable order: the grid's (first key slowest), then each `[[cell]]`'s.
 pub fn expand(plan: &Plan) -> anyhow::Result<Vec<CellSpec>> {
     let order = plan_keys(plan);
-    let mut tables: Vec<Axes> = Vec::new();
+    let mut tables: Vec<(Table, Vec<Axis<'_>>)> = Vec::new();
     if !plan.grid.is_empty() {
-        tables.push(plan.grid.clone());
+        let axes = plan.grid.iter().map(|(k, v)| (k, v, Table::Grid)).collect();
+        tables.push((Table::Grid, axes));
     }
-    for cell in &plan.cells {
+    for (i, cell) in plan.cells.iter().enumerate() {
         // The cell's own values, and the grid's for the keys it does not set, in plan order.
-        let mut axes: Axes = Vec::new();
+        let mut axes: Vec<Axis<'_>> = Vec::new();
         for key in &order {
-            let own = cell.iter().find(|(k, _)| k == key);
-            let grid = plan.grid.iter().find(|(k, _)| k == key);
-            if let Some(axis) = own.or(grid) {
-                axes.push(axis.clone());
+            let own = cell.iter().find(|(k, _)| same_key(k, key));
+            let grid = plan.grid.iter().find(|(k, _)| same_key(k, key));
+            match (own, grid) {
+                (Some((k, v)), _) => axes.push((k, v, Table::Cell(i))),
+                (None, Some((k, v))) => axes.push((k, v, Table::Grid)),
+                (None, None) => {}
             }
         }
-        tables.push(axes);
+        tables.push((Table::Cell(i), axes));
     }
     if tables.is_empty() {
         bail!("the plan has no cells: [grid] is empty and there is no [[cell]]");
     }
-    for exclude in &plan.exclude {
+    for (i, exclude) in plan.exclude.iter().enumerate() {
         for (key, _) in exclude {
-            if !order.contains(key) {
-                bail!(
+            if !order.iter().any(|k| same_key(k, key)) {
+                let message = format!(
                     "[[exclude]] key `{key}` is not a [grid] or [[cell]] key (those are: {})",
                     order.join(", ")
                 );
+                bail!(plan.spans.at(Table::Exclude(i), key, None, &message));
             }
         }
     }
@@ -97,8 +135,8 @@ pub fn expand(plan: &Plan) -> anyhow::Result<Vec<CellSpec>> {
     // minutes of checking before any error).
     let mut seen: HashSet<CellSpec> = HashSet::new();
     let mut excluded = 0usize;
-    for axes in &tables {
-        for spec in product(axes)? {
+    for (_, axes) in &tables {
+        for spec in product(axes, &plan.spans)? {
             if plan.exclude.iter().any(|ex| matches(&spec, ex)) {
                 excluded += 1;
             } else if seen.insert(spec.clone()) {
@@ -113,12 +151,14 @@ pub fn expand(plan: &Plan) -> anyhow::Result<Vec<CellSpec>> {
 }
 
 /// The cross product of `axes` (first key slowest); `accel` values form each cell's list.
-fn product(axes: &Axes) -> anyhow::Result<Vec<CellSpec>> {
+fn product(axes: &[Axis<'_>], spans: &Spans) -> anyhow::Result<Vec<CellSpec>> {
     let mut accel: Vec<String> = Vec::new();
-    let mut crossed: Vec<&(String, Vec<Scalar>)> = Vec::new();
+    let mut accel_from = None;
+    let mut crossed: Vec<&Axis<'_>> = Vec::new();
     for axis in axes {
         if axis.0 == ACCEL {
-            for v in &axis.1 {
+            accel_from = Some(axis.2);
+            for (i, v) in axis.1.iter().enumerate() {
                 match v {
                     Scalar::Str(s) => accel.extend(
                         s.split(',')
@@ -126,17 +166,20 @@ fn product(axes: &Axes) -> anyhow::Result<Vec<CellSpec>> {
                             .filter(|a| !a.is_empty())
                             .map(String::from),
                     ),
-                    other => bail!(
-                        "key `accel`: expected accelerator names or config paths, found {}",
-                        other.text()
-                    ),
+                    other => {
+                        let message = format!(
+                            "key `accel`: expected accelerator names or config paths, found {}",
+                            other.text()
+                        );
+                        bail!(spans.at(axis.2, ACCEL, Some(i), &message))
+                    }
                 }
             }
         } else {
             crossed.push(axis);
         }
     }
-    let total = crossed.iter().try_fold(1usize, |n, (_, values)| {
+    let total = crossed.iter().try_fold(1usize, |n, (_, values, _)| {
         n.checked_mul(values.len()).filter(|&n| n <= MAX_CELLS)
     });
     let Some(total) = total else {
@@ -145,30 +188,25 @@ fn product(axes: &Axes) -> anyhow::Result<Vec<CellSpec>> {
     let mut cells = Vec::with_capacity(total);
     for mut rest in 0..total {
         let mut keys: Fixed = Vec::with_capacity(crossed.len());
+        let mut origins = Vec::with_capacity(crossed.len());
         // Mixed radix, last key fastest.
         let mut picks = vec![0usize; crossed.len()];
-        for (i, (_, values)) in crossed.iter().enumerate().rev() {
+        for (i, (_, values, _)) in crossed.iter().enumerate().rev() {
             picks[i] = rest % values.len();
             rest /= values.len();
         }
-        for ((key, values), pick) in crossed.iter().zip(picks) {
-            keys.push((key.clone(), values[pick].clone()));
+        for ((key, values, table), pick) in crossed.iter().zip(picks) {
+            keys.push((key.to_string(), values[pick].clone()));
+            origins.push((*table, pick));
         }
         cells.push(CellSpec {
             keys,
             accel: accel.clone(),
+            origins,
+            accel_from,
         });
     }
     Ok(cells)
-}
-
-/// Whether `a` and `b` name the same key, `-` and `_` alike.
-fn same_key(a: &str, b: &str) -> bool {
-    let sep = |c: u8| c == b'-' || c == b'_';
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .all(|(x, y)| x == y || sep(x) && sep(y))
 }
 
 /// Whether the cell has every value of `exclude` (compared as command-line text).
@@ -252,6 +290,14 @@ bits = "3:8"
             );
         }
         assert!(c[0].get("grad_bit").is_none() && c[0].get("gradxbits").is_none());
+        // A [[cell]]'s `grad-bits` replaces the grid's `grad_bits`, and excludes match either.
+        let c = cells(
+            "name = \"t\"\n[grid]\ngrad_bits = [6, 7]\n[[cell]]\ngrad-bits = 8\n\
+             [[exclude]]\ngrad-bits = 7",
+        )
+        .unwrap();
+        let described: Vec<String> = c.iter().map(CellSpec::describe).collect();
+        assert_eq!(described, ["grad_bits=6", "grad-bits=8"]);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod grid;
 pub mod lock;
 pub mod plan;
 pub mod select;
+pub mod spans;
 pub mod status;
 pub mod study;
 pub mod typed;

@@ -374,6 +374,8 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
             accel: Vec::new(),
+            origins: Vec::new(),
+            accel_from: None,
         }
     }
 
