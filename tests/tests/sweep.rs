@@ -590,15 +590,17 @@ fn the_table2_example_runs() {
 }
 
 /// Values that differ only in spelling or TOML type (`cycles = 4` and `"4"`, `grad_bits` and
-/// `grad-bits`, a default given or left out) mean one run: one cell, one row, and no cell of the
-/// sweep "running elsewhere" under its own PID.
+/// `grad-bits`, a default given or left out) mean one run: one cell, one row per accelerator
+/// (an accelerator named twice, or by its alias, is costed once), and no cell of the sweep
+/// "running elsewhere" under its own PID.
 #[test]
 fn cells_that_mean_the_same_run_are_one_cell() {
     let tmp = tempfile::tempdir().unwrap();
     write_plan(
         tmp.path(),
         "name = \"d\"\n[grid]\nmodel = \"zoo:lenet5\"\nschedule = \"cosine\"\nbits = \"3:8\"\n\
-         iters = 200\ncycles = [4, \"4\"]\naccel = [\"zc706\"]\n\
+         iters = 200\ncycles = [4, \"4\"]\n\
+         accel = [\"zc706\", \"zc706,bitfusion\", \"bitfusion-eyeriss-iso\"]\n\
          [[cell]]\ngrad_bits = 8\n[[cell]]\ngrad-bits = \"8\"\n[[cell]]\nbits = [\"3:8\", 3]\n",
     );
     let dry = sweep(
@@ -615,10 +617,17 @@ fn cells_that_mean_the_same_run_are_one_cell() {
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("running elsewhere"), "{err}");
+    // Two cells, each costed once on each of its two accelerators (the alias counts once).
     let rows = csv_rows(&tmp.path().join("out/results.csv"));
-    assert_eq!(rows.len(), 1 + 2, "{rows:?}");
-    let col = rows[0].iter().position(|c| c == "cell").unwrap();
-    assert_ne!(rows[1][col], rows[2][col]);
+    assert_eq!(rows.len(), 1 + 2 * 2, "{rows:?}");
+    let col = |name: &str| rows[0].iter().position(|c| c == name).unwrap();
+    let mut pairs: Vec<(&str, &str)> = rows[1..]
+        .iter()
+        .map(|r| (r[col("cell")].as_str(), r[col("accel")].as_str()))
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    assert_eq!(pairs.len(), 4, "{rows:?}");
     assert_eq!(cell_dirs(&tmp.path().join("out")).len(), 2);
 }
 

@@ -160,12 +160,13 @@ fn product(axes: &[Axis<'_>], spans: &Spans) -> anyhow::Result<Vec<CellSpec>> {
             accel_from = Some(axis.2);
             for (i, v) in axis.1.iter().enumerate() {
                 match v {
-                    Scalar::Str(s) => accel.extend(
-                        s.split(',')
-                            .map(str::trim)
-                            .filter(|a| !a.is_empty())
-                            .map(String::from),
-                    ),
+                    Scalar::Str(s) => {
+                        for name in s.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+                            if !accel.iter().any(|a| same_accelerator(a, name)) {
+                                accel.push(name.to_string());
+                            }
+                        }
+                    }
                     other => {
                         let message = format!(
                             "key `accel`: expected accelerator names or config paths, found {}",
@@ -207,6 +208,13 @@ fn product(axes: &[Axis<'_>], spans: &Spans) -> anyhow::Result<Vec<CellSpec>> {
         });
     }
     Ok(cells)
+}
+
+/// Whether two accelerator names are one accelerator: the same name, or a built-in and its
+/// alias (`bitfusion`, `bitfusion-eyeriss-iso`). Costing one twice would give twice its rows.
+fn same_accelerator(a: &str, b: &str) -> bool {
+    let builtin = cptsim_accel::config::builtin_text;
+    a == b || builtin(a).is_some_and(|text| builtin(b) == Some(text))
 }
 
 /// Whether the cell has every value of `exclude` (compared as command-line text).
@@ -298,6 +306,16 @@ bits = "3:8"
         .unwrap();
         let described: Vec<String> = c.iter().map(CellSpec::describe).collect();
         assert_eq!(described, ["grad_bits=6", "grad-bits=8"]);
+    }
+
+    #[test]
+    fn an_accelerator_named_twice_is_costed_once() {
+        let c = cells(
+            "name = \"t\"\n[grid]\nlr = 1\n\
+             accel = [\"zc706\", \"zc706,bitfusion\", \"bitfusion-eyeriss-iso\", \"stripes\"]",
+        )
+        .unwrap();
+        assert_eq!(c[0].accel, ["zc706", "bitfusion", "stripes"]);
     }
 
     #[test]

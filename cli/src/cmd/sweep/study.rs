@@ -108,6 +108,16 @@ impl Study {
             let index = cells.len();
             seen.insert(identity, index);
             let id = cell_id(&spec, plan.train.as_deref());
+            // Two runs in one directory would take each other's lock and rows.
+            if let Some(other) = cells.iter().find(|c| c.id == id) {
+                anyhow::bail!(
+                    "cells #{} ({}) and #{index} ({}) are different runs with one id, {id}: \
+                     change a value of one of them",
+                    other.index,
+                    other.spec.describe(),
+                    spec.describe()
+                );
+            }
             let cell_dir = cells_dir.join(&id);
             let typed = typed.in_dir(&cell_dir);
             let commands = command::build(&typed, plan.train.as_ref(), &spec);
