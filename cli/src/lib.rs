@@ -50,7 +50,7 @@ enum Command {
     Plot(cmd::plot::PlotArgs),
     /// Studies: run a plan's grid of run/train cells on a local pool or a Slurm job array,
     /// resumably, into one results table.
-    Sweep(cmd::sweep::SweepArgs),
+    Sweep(cmd::sweep_args::SweepArgs),
 }
 
 /// The `cptsim` program: parses the process's arguments, runs the subcommand, maps its error to
@@ -79,7 +79,7 @@ pub fn main() -> ExitCode {
         Command::Accel(args) => to_stdout(|out| cmd::accel::run(args, out)),
         Command::Compare(args) => to_stdout(|out| cmd::compare::run(args, out)),
         Command::Plot(args) => cmd::plot::run(args),
-        Command::Sweep(args) => to_stdout(|out| cmd::sweep::run(args, out)),
+        Command::Sweep(args) => to_stdout(|out| cmd::sweep_args::run(args, out)),
     });
     let result = result.and_then(|()| Ok(std::io::stdout().flush()?));
     match result {

@@ -30,6 +30,10 @@ pub use values::{
 /// 3: one flat table of keys, each named as its `cptsim train` flag.
 pub const PLAN_VERSION: u32 = 3;
 
+/// The `data` kinds.
+pub const DATA_KINDS: &str = "mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR, \
+     synthetic, text:FILE, ptb:DIR, wikitext:DIR";
+
 /// Iterations when neither `iters` nor `epochs` is given, and the default `eval_every`.
 pub const DEFAULT_ITERATIONS: u64 = 390;
 

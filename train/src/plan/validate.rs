@@ -209,6 +209,39 @@ impl TrainPlan {
         })
     }
 
+    /// Checks that the data `data` names is there: a known kind, and its directory (or a text
+    /// corpus's file or directory) present. The files themselves are read when the run loads.
+    pub fn check_data_present(&self) -> Result<(), PlanError> {
+        let spec = self.data.as_str();
+        let (kind, path) = match spec.split_once(':') {
+            Some((k, p)) => (k, Some(std::path::Path::new(p))),
+            None => (spec, None),
+        };
+        let missing = |what: &str| PlanError::new("data", format!("--data {spec}: {what}"));
+        match (kind, path) {
+            ("synthetic", None) => Ok(()),
+            ("synthetic", Some(_)) => Err(missing("synthetic takes no directory")),
+            ("mnist" | "fashion-mnist" | "cifar10" | "cifar100" | "ptb" | "wikitext", None) => {
+                Err(missing(&format!("needs a directory ({kind}:DIR)")))
+            }
+            ("mnist" | "fashion-mnist" | "cifar10" | "cifar100", Some(dir)) if !dir.is_dir() => {
+                Err(missing(&format!("directory {} not found", dir.display())))
+            }
+            ("text" | "ptb" | "wikitext", Some(p)) if !p.exists() => {
+                Err(missing(&format!("{} not found", p.display())))
+            }
+            ("text", None) => Err(missing("needs a file (text:FILE)")),
+            (
+                "mnist" | "fashion-mnist" | "cifar10" | "cifar100" | "text" | "ptb" | "wikitext",
+                _,
+            ) => Ok(()),
+            _ => Err(missing(&format!(
+                "unknown dataset kind `{kind}` (expected {})",
+                super::DATA_KINDS
+            ))),
+        }
+    }
+
     fn validate_invocation(&self) -> Result<(), PlanError> {
         let minutes = self.checkpoint_minutes;
         check(
@@ -369,6 +402,30 @@ mod tests {
             model: "zoo:lenet5".into(),
             data: "synthetic".into(),
             ..TrainPlan::default()
+        }
+    }
+
+    #[test]
+    fn data_is_checked_where_it_says_it_is() {
+        let with = |data: &str| TrainPlan {
+            data: data.into(),
+            ..plan()
+        };
+        assert_eq!(with("synthetic").check_data_present(), Ok(()));
+        let dir = std::env::temp_dir();
+        assert_eq!(
+            with(&format!("mnist:{}", dir.display())).check_data_present(),
+            Ok(())
+        );
+        for (data, says) in [
+            ("mnist:/no/such/dir", "directory /no/such/dir not found"),
+            ("cifar10", "needs a directory (cifar10:DIR)"),
+            ("text:/no/such/file.txt", "/no/such/file.txt not found"),
+            ("imagenet:/x", "unknown dataset kind `imagenet`"),
+            ("synthetic:/x", "takes no directory"),
+        ] {
+            let e = with(data).check_data_present().unwrap_err();
+            assert!(e.key == "data" && e.message.contains(says), "{data}: {e:?}");
         }
     }
 

@@ -21,9 +21,7 @@ use crate::{TrainData, TrainNet};
 const SYNTHETIC_TRAIN: usize = 4096;
 const SYNTHETIC_TEST: usize = 1024;
 
-/// The `data` kinds.
-pub const DATA_KINDS: &str = "mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR, \
-     synthetic, text:FILE, ptb:DIR, wikitext:DIR";
+pub use crate::plan::DATA_KINDS;
 
 /// Reads the corpus a text `data` names (`None` for image data).
 pub(crate) fn load_corpus(plan: &TrainPlan) -> anyhow::Result<Option<Corpus>> {

@@ -138,6 +138,7 @@ mod tests {
             accel: vec!["zc706".into()],
             origins: Vec::new(),
             accel_from: None,
+            table: crate::cmd::sweep::spans::Table::Grid,
         }
     }
 

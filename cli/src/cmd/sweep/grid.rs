@@ -28,6 +28,30 @@ pub struct CellSpec {
     pub origins: Vec<(Table, usize)>,
     /// The table whose `accel` the cell is costed on.
     pub accel_from: Option<Table>,
+    /// The table whose product the cell is of: `[grid]` or a `[[cell]]`.
+    pub table: Table,
+}
+
+/// How one table's product became cells.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableCount {
+    pub table: Table,
+    /// The crossed keys, how many values each has and the table they are from (a `[[cell]]`'s
+    /// own, or `[grid]`'s for the keys it does not set), in plan order.
+    pub axes: Vec<(String, usize, Table)>,
+    /// The product's size.
+    pub combinations: usize,
+    /// Combinations an `[[exclude]]` dropped.
+    pub excluded: usize,
+    /// Combinations with the same settings as an earlier cell of the plan.
+    pub repeated: usize,
+}
+
+/// A plan's cells and how each table contributed to them.
+#[derive(Clone, Debug)]
+pub struct Expansion {
+    pub cells: Vec<CellSpec>,
+    pub tables: Vec<TableCount>,
 }
 
 impl PartialEq for CellSpec {
@@ -96,6 +120,11 @@ pub fn plan_keys(plan: &Plan) -> Vec<String> {
 
 /// The plan's cells, in a stable order: the grid's (first key slowest), then each `[[cell]]`'s.
 pub fn expand(plan: &Plan) -> anyhow::Result<Vec<CellSpec>> {
+    Ok(expand_counted(plan)?.cells)
+}
+
+/// The plan's cells ([`expand`]) with each table's count.
+pub fn expand_counted(plan: &Plan) -> anyhow::Result<Expansion> {
     let order = plan_keys(plan);
     let mut tables: Vec<(Table, Vec<Axis<'_>>)> = Vec::new();
     if !plan.grid.is_empty() {
@@ -134,24 +163,43 @@ pub fn expand(plan: &Plan) -> anyhow::Result<Vec<CellSpec>> {
     // Cells seen so far: a hash set, since a plan may have 10^5 cells (a linear search each was
     // minutes of checking before any error).
     let mut seen: HashSet<CellSpec> = HashSet::new();
-    let mut excluded = 0usize;
-    for (_, axes) in &tables {
-        for spec in product(axes, &plan.spans)? {
+    let mut counts = Vec::with_capacity(tables.len());
+    for (table, axes) in &tables {
+        let specs = product(*table, axes, &plan.spans)?;
+        let mut count = TableCount {
+            table: *table,
+            axes: axes
+                .iter()
+                .filter(|a| a.0 != ACCEL)
+                .map(|a| (a.0.clone(), a.1.len(), a.2))
+                .collect(),
+            combinations: specs.len(),
+            excluded: 0,
+            repeated: 0,
+        };
+        for spec in specs {
             if plan.exclude.iter().any(|ex| matches(&spec, ex)) {
-                excluded += 1;
+                count.excluded += 1;
             } else if seen.insert(spec.clone()) {
                 cells.push(spec);
+            } else {
+                count.repeated += 1;
             }
         }
+        counts.push(count);
     }
     if cells.is_empty() {
+        let excluded: usize = counts.iter().map(|c| c.excluded).sum();
         bail!("every one of the plan's {excluded} cells is excluded by [[exclude]]");
     }
-    Ok(cells)
+    Ok(Expansion {
+        cells,
+        tables: counts,
+    })
 }
 
 /// The cross product of `axes` (first key slowest); `accel` values form each cell's list.
-fn product(axes: &[Axis<'_>], spans: &Spans) -> anyhow::Result<Vec<CellSpec>> {
+fn product(table: Table, axes: &[Axis<'_>], spans: &Spans) -> anyhow::Result<Vec<CellSpec>> {
     let mut accel: Vec<String> = Vec::new();
     let mut accel_from = None;
     let mut crossed: Vec<&Axis<'_>> = Vec::new();
@@ -205,6 +253,7 @@ fn product(axes: &[Axis<'_>], spans: &Spans) -> anyhow::Result<Vec<CellSpec>> {
             accel: accel.clone(),
             origins,
             accel_from,
+            table,
         });
     }
     Ok(cells)
@@ -254,6 +303,8 @@ bits = "3:8"
         .unwrap();
         // 2·2·2 = 8 grid cells, 2 excluded, plus the explicit cell over both seeds.
         assert_eq!(c.len(), 8);
+        assert!(c[..6].iter().all(|s| s.table == Table::Grid));
+        assert!(c[6..].iter().all(|s| s.table == Table::Cell(0)));
         assert_eq!(
             c[0].describe(),
             "schedule=static bits=8 seed=0 accel=zc706,stripes"
@@ -320,9 +371,18 @@ bits = "3:8"
 
     #[test]
     fn duplicate_cells_count_once() {
-        let c = cells("name = \"t\"\n[grid]\nlr = [0.0, -0.0, 1]\n[[cell]]\nlr = 1").unwrap();
-        let lr: Vec<String> = c.iter().map(|s| s.describe()).collect();
+        let plan = Plan::parse("name = \"t\"\n[grid]\nlr = [0.0, -0.0, 1]\n[[cell]]\nlr = 1");
+        let e = expand_counted(&plan.unwrap()).unwrap();
+        let lr: Vec<String> = e.cells.iter().map(|s| s.describe()).collect();
         assert_eq!(lr, ["lr=0", "lr=1"]);
+        let grid = &e.tables[0];
+        assert_eq!((grid.combinations, grid.repeated), (3, 1));
+        assert_eq!(grid.axes, [("lr".to_string(), 3, Table::Grid)]);
+        let cell = &e.tables[1];
+        assert_eq!(
+            (cell.table, cell.combinations, cell.repeated),
+            (Table::Cell(0), 1, 1)
+        );
     }
 
     #[test]

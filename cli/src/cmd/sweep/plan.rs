@@ -297,7 +297,7 @@ fn axes(table: &toml::Table, what: Table, spans: &Spans) -> anyhow::Result<Axes>
                     .enumerate()
                     .map(|(i, item)| Scalar::from_toml(item, &place(Some(i))))
                     .collect::<anyhow::Result<Vec<_>>>()?,
-                scalar => vec![Scalar::from_toml(scalar, &place(None))?],
+                scalar => vec![Scalar::from_toml(scalar, &place(Some(0)))?],
             };
             if values.is_empty() {
                 bail!(
@@ -315,10 +315,12 @@ fn fixed(table: &toml::Table, what: Table, spans: &Spans) -> anyhow::Result<Fixe
     table
         .iter()
         .map(|(key, v)| {
-            let place = spans.at(what, key, None, &format!("{what} key `{key}`"));
+            let place = |i| spans.at(what, key, i, &format!("{what} key `{key}`"));
             if v.is_array() {
+                let place = place(None);
                 bail!("{place}: takes one value (put lists of values in [grid])");
             }
+            let place = place(Some(0));
             Ok((key.clone(), Scalar::from_toml(v, &place)?))
         })
         .collect()

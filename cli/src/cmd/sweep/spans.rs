@@ -121,7 +121,10 @@ impl Spans {
                         }
                     }
                 }
-                _ => {}
+                _ => {
+                    let value_pos = Pos::of(text, value.span().start);
+                    self.items.insert((at, name, 0), value_pos);
+                }
             }
         }
     }
@@ -140,8 +143,8 @@ impl Spans {
         }
     }
 
-    /// Where `key` of `table` is; with `item`, its `item`th list value (the key itself when its
-    /// value is not a list).
+    /// Where `key` of `table` is; with `item`, its `item`th list value (a value that is not a
+    /// list is item 0).
     pub fn key(&self, table: Table, key: &str, item: Option<usize>) -> Option<Pos> {
         let own = item.and_then(|i| self.items.get(&(table, key.to_string(), i)));
         own.or_else(|| self.keys.get(&(table, key.to_string())))
@@ -171,8 +174,8 @@ mod tests {
         );
         assert_eq!(s.key(Table::Grid, "bits", Some(1)).map(|p| p.line), Some(4));
         assert_eq!(
-            s.key(Table::Cell(0), "lr", Some(0)).map(|p| p.line),
-            Some(6)
+            s.key(Table::Cell(0), "lr", Some(0)),
+            Some(Pos { line: 6, column: 6 })
         );
         assert_eq!(s.table(Table::Grid).map(|p| p.line), Some(2));
         assert_eq!(s.table(Table::Cell(0)).map(|p| p.line), Some(5));

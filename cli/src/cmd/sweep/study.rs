@@ -12,7 +12,7 @@ use anyhow::Context;
 
 use super::cell::{cell_id, Cell};
 use super::command;
-use super::grid::{expand, plan_keys, same_key, CellSpec, ACCEL};
+use super::grid::{expand_counted, plan_keys, same_key, CellSpec, Expansion, TableCount, ACCEL};
 use super::plan::Plan;
 use super::spans::{Pos, Table};
 use super::typed::{check_keys, plans, KeyError};
@@ -31,6 +31,8 @@ pub struct Study {
     pub cells: Vec<Cell>,
     /// Cells of the expansion that are the same run as one of [`Study::cells`] (its index).
     pub merged: Vec<(CellSpec, usize)>,
+    /// How each table's product became cells.
+    pub tables: Vec<TableCount>,
 }
 
 impl Study {
@@ -86,7 +88,10 @@ impl Study {
                 None => e,
             }
         })?;
-        let specs = expand(&plan)?;
+        let Expansion {
+            cells: specs,
+            tables,
+        } = expand_counted(&plan)?;
         // Every cell's values read first, then every cell validated: a value that does not read
         // is reported before a combination that does not run.
         let mut read = Vec::with_capacity(specs.len());
@@ -136,6 +141,7 @@ impl Study {
             keys,
             cells,
             merged,
+            tables,
         })
     }
 
@@ -156,6 +162,17 @@ impl Study {
         let pos = |spec: &CellSpec, key: &str| {
             locate(&self.plan, spec, key).map_or(String::new(), |p| format!("{p}: "))
         };
+        let mut data: BTreeMap<&str, &Cell> = BTreeMap::new();
+        for cell in &self.cells {
+            if let Some(t) = &cell.plans.train {
+                data.entry(t.data.as_str()).or_insert(cell);
+            }
+        }
+        for cell in data.into_values() {
+            if let Some(Err(e)) = cell.plans.train.as_ref().map(|t| t.check_data_present()) {
+                anyhow::bail!("{}key `data`: {}", pos(&cell.spec, "data"), e.message);
+            }
+        }
         for (model, spec) in models {
             cptsim_models::load_summary(&model, 1)
                 .with_context(|| format!("{}key `model` = {model}", pos(spec, "model")))?;
@@ -189,7 +206,7 @@ pub fn locate(plan: &Plan, spec: &CellSpec, key: &str) -> Option<Pos> {
         .iter()
         .flatten()
         .find(|(k, _)| same_key(k, key))?;
-    plan.spans.key(Table::Train, &train.0, None)
+    plan.spans.key(Table::Train, &train.0, Some(0))
 }
 
 /// Where `key` is first set in the plan.

@@ -376,6 +376,7 @@ mod tests {
             accel: Vec::new(),
             origins: Vec::new(),
             accel_from: None,
+            table: crate::cmd::sweep::spans::Table::Grid,
         }
     }
 
