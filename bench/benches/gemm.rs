@@ -8,9 +8,10 @@
 use std::time::Instant;
 
 use cptsim_bench::harness::{random_matrix as random, time_it};
-use cptsim_bench::peak::{fma_peak, VectorPath};
+use cptsim_bench::peak::fma_peak;
 use cptsim_kernels::cputime::{load_average_1min, process_cpu_seconds};
 use cptsim_kernels::gemm::{matmul_into, ROW_TILE};
+use cptsim_kernels::VectorPath;
 use ndarray::{s, Array2, Axis};
 
 /// Which GEMM of a conv layer a shape belongs to.

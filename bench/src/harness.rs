@@ -18,6 +18,7 @@ use cptsim_kernels::VectorPath;
 use cptsim_models::{LayerKind, LayerRole, ModelSummary};
 use cptsim_nn::build::Network;
 use cptsim_nn::error::{Result, SimError};
+use cptsim_nn::layers::conv2d::batch_gemms;
 use cptsim_nn::layers::{Conv2dSpec, Mode, SoftmaxCrossEntropy, Tensor};
 use cptsim_nn::memory::{available_bytes, check_batch, Pass};
 use cptsim_nn::optim::Sgd;
@@ -89,8 +90,8 @@ pub struct GemmShape {
 
 /// The distinct GEMM shapes of one training step of `summary` at `batch`: per conv layer (not
 /// depthwise, which runs no GEMM) per block of [`block_samples`] samples and per group, as
-/// [`Conv2dSpec::block_gemms`] gives them; per linear layer per row tile ([`ROW_TILE`]) and, for
-/// the weight gradient, per reduction chunk ([`REDUCE_CHUNK`]). The layer reading the network
+/// [`block_gemms`](cptsim_nn::layers::conv2d::block_gemms) gives them; per linear layer per row
+/// tile ([`ROW_TILE`]) and, for the weight gradient, per reduction chunk ([`REDUCE_CHUNK`]). The layer reading the network
 /// input runs no input-gradient GEMM. Shapes repeated across layers are merged, in first-seen
 /// order.
 pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<GemmShape>> {
@@ -139,7 +140,7 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                     groups,
                 };
                 let in_hw = (l.in_shape[1], l.in_shape[2]);
-                let Some(g) = spec.batch_gemms(&l.name, in_hw, batch, input_grad)? else {
+                let Some(g) = batch_gemms(&spec, &l.name, in_hw, batch, input_grad)? else {
                     continue;
                 };
                 let calls = groups;

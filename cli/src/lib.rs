@@ -35,6 +35,8 @@ enum Command {
     Layer(cmd::layer::Args),
     /// List the built-in accelerators or print one's TOML config.
     Accel(cmd::accel::Args),
+    /// Recompute every published figure cptsim claims to match; fail if one is off.
+    Validate(cmd::validate::ValidateArgs),
     /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
     Inspect(cmd::inspect::InspectArgs),
     /// List the built-in models and export them as ONNX files.
@@ -77,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Zoo(args) => to_stdout(|out| cmd::zoo::run(args, out)),
         Command::Layer(args) => to_stdout(|out| cmd::layer::run(args, out)),
         Command::Accel(args) => to_stdout(|out| cmd::accel::run(args, out)),
+        Command::Validate(args) => to_stdout(|out| cmd::validate::run(&args, out)),
         Command::Compare(args) => to_stdout(|out| cmd::compare::run(args, out)),
         Command::Plot(args) => cmd::plot::run(args),
         Command::Sweep(args) => to_stdout(|out| cmd::sweep_args::run(args, out)),

@@ -878,3 +878,25 @@ fn dry_run_lists_each_tables_cells_and_checks_them_all() {
         stderr(&bad)
     );
 }
+
+/// The sweep is a library of its own: its modules name no argument-parser type (the command
+/// line is read in `cmd/sweep_args.rs`).
+#[test]
+fn the_sweep_modules_know_no_argument_parser() {
+    let dir = workspace_root().join("cli/src/cmd/sweep");
+    let mut stack = vec![dir];
+    let mut files = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files += 1;
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert!(!text.contains("clap"), "{} names clap", path.display());
+            }
+        }
+    }
+    assert!(files > 10, "{files} files");
+}

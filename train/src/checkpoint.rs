@@ -368,9 +368,9 @@ impl Checkpoint {
 
 #[cfg(test)]
 mod tests {
-    use super::super::schedule::SchedulePolicy;
     use super::super::trainer::tests::{config, small_data, small_net};
     use super::*;
+    use crate::SchedulePolicy;
     use cptsim_traces::schedule::ScheduleArgs;
 
     fn trainer<'a>(data: &'a super::super::trainer::TrainData) -> Trainer<'a> {

@@ -15,4 +15,5 @@ pub mod shared;
 pub mod sweep;
 pub mod sweep_args;
 pub mod train;
+pub mod validate;
 pub mod zoo;

@@ -14,7 +14,7 @@
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, Ix1, Ix2, Ix3};
 
 use super::qgemm::{mask_input_grad, reject_per_sample, scale_weight_grad};
-use super::{Mode, Param, Tensor};
+use super::{cached, check_grad, expect_inputs, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul_rows_par, matmul_tn_reduce_par, matmul_uninit, PackedB};
@@ -117,6 +117,64 @@ impl CellWeights {
     pub(crate) fn params_mut(&mut self) -> Vec<&mut Param> {
         vec![&mut self.w, &mut self.r, &mut self.bw, &mut self.br]
     }
+}
+
+/// What an LSTM or a GRU layer holds: its name, weights and quantizer, and from a training
+/// pass the GEMM operands and each step's cache `S` (what its backward needs of one step).
+pub(crate) struct Recurrent<S> {
+    pub(crate) name: String,
+    pub(crate) cell: CellWeights,
+    /// Quantization state (fp32 unless bits are set).
+    pub(crate) quant: LayerQuant,
+    pub(crate) cache: Option<(CellOperands, Vec<S>)>,
+}
+
+impl<S> Recurrent<S> {
+    /// A layer of `gates` gates per unit with `w` `[G·H, I]`, `r` `[G·H, H]` and biases `[G·H]`.
+    pub(crate) fn new(
+        name: &str,
+        gates: usize,
+        [w, r, bw, br]: [Tensor; 4],
+        quant: LayerQuant,
+    ) -> Result<Self> {
+        Ok(Self {
+            name: name.to_string(),
+            cell: CellWeights::new(name, gates, w, r, bw, br)?,
+            quant,
+            cache: None,
+        })
+    }
+
+    /// The forward pass's start: the one input as `[T, B, I]` and its quantized GEMM operands.
+    pub(crate) fn start_forward<'x>(
+        &mut self,
+        inputs: &[&'x Tensor],
+        mode: Mode,
+    ) -> Result<(ArrayView3<'x, f32>, CellOperands)> {
+        let x = self
+            .cell
+            .input(&self.name, expect_inputs(&self.name, inputs, 1)?[0])?;
+        let ops = self.cell.operands(&self.name, &mut self.quant, x, mode)?;
+        Ok((x, ops))
+    }
+}
+
+/// The backward pass's start of recurrent layer `name`: its training pass's operands and steps
+/// (from `cache`), and the output gradient checked against the output's `[T, B, H]`. Borrows
+/// only the cache, so the layer's quantizer and weights stay free for the pass.
+pub(crate) fn start_backward<'c, S>(
+    name: &str,
+    cache: &'c Option<(CellOperands, Vec<S>)>,
+    hidden: usize,
+    grad_out: Tensor,
+) -> Result<(&'c CellOperands, &'c [S], Array3<f32>)> {
+    let (ops, steps) = cached(name, cache)?;
+    let (t_len, batch, _) = ops.x.dim();
+    check_grad(name, &grad_out, &[t_len, batch, hidden])?;
+    let gy = grad_out
+        .into_dimensionality::<Ix3>()
+        .map_err(|e| SimError::shape(name, e.to_string()))?;
+    Ok((ops, steps, gy))
 }
 
 /// The GEMM operands of one forward pass: `W`, `R` and the input `x̂` `[T, B, I]`, quantized at

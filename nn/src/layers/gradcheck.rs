@@ -1,4 +1,4 @@
-//! Finite-difference gradient checks of a layer's backward pass, for the layer and policy tests.
+//! Finite-difference gradient checks shared by the layer tests.
 //!
 //! For a random upstream gradient `R`, the scalar `L = Σ R·f(inputs)` is accumulated in f64; its
 //! central differences with step `eps` are compared with what `backward` returns, for sampled
@@ -10,11 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use super::{Layer, Mode, Tensor};
 use crate::quant::hook::QuantHook;
 
-/// A tensor of uniform values in `[-a, a]`, seeded.
-pub fn rand_tensor(shape: &[usize], a: f32, seed: u64) -> Tensor {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    Tensor::from_shape_simple_fn(shape.to_vec(), || rng.random_range(-a..=a))
-}
+pub use cptsim_testdata::rand_tensor;
 
 type Check<T> = Result<T, String>;
 

@@ -12,13 +12,13 @@
 //! that of the `z`, `r` gates `[B, 2H]` (two error quantizations per step), each before the
 //! GEMMs that read it.
 
-use ndarray::{concatenate, s, Array1, Array2, Array3, Axis, Ix3};
+use ndarray::{concatenate, s, Array1, Array2, Array3, Axis};
 
 use super::cell::{
-    recurrent_product, sigmoid, state_operand, step_error, tanh, CellOperands, CellWeights,
+    recurrent_product, sigmoid, start_backward, state_operand, step_error, tanh, Recurrent,
 };
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
-use crate::error::{Result, SimError};
+use super::{Layer, Mode, Param, Tensor};
+use crate::error::Result;
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul, matmul_tn_reduce_par, PackedB};
 
@@ -39,13 +39,9 @@ struct StepCache {
 
 /// The GRU layer.
 pub struct Gru {
-    name: String,
-    cell: CellWeights,
+    /// Name, weights, quantizer and the training pass's cache.
+    rec: Recurrent<StepCache>,
     linear_before_reset: bool,
-    /// Quantization state (fp32 unless bits are set).
-    pub quant: LayerQuant,
-    /// Training pass: the GEMM operands and each step's state.
-    cache: Option<(CellOperands, Vec<StepCache>)>,
 }
 
 impl Gru {
@@ -60,28 +56,22 @@ impl Gru {
         quant: LayerQuant,
     ) -> Result<Self> {
         Ok(Self {
-            name: name.to_string(),
-            cell: CellWeights::new(name, 3, w, r, bw, br)?,
+            rec: Recurrent::new(name, 3, [w, r, bw, br], quant)?,
             linear_before_reset,
-            quant,
-            cache: None,
         })
     }
 }
 
 impl Layer for Gru {
     fn name(&self) -> &str {
-        &self.name
+        &self.rec.name
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = self
-            .cell
-            .input(&self.name, expect_inputs(&self.name, inputs, 1)?[0])?;
-        let ops = self.cell.operands(&self.name, &mut self.quant, x, mode)?;
-        let (_, _, bw, br) = self.cell.views(&self.name)?;
+        let (x, ops) = self.rec.start_forward(inputs, mode)?;
+        let (_, _, bw, br) = self.rec.cell.views(&self.rec.name)?;
         let (t_len, batch, _) = x.dim();
-        let hd = self.cell.hidden;
+        let hd = self.rec.cell.hidden;
         // Every step's x̂·Ŵᵀ + Wb in one product; R̂_zrᵀ and R̂_hᵀ packed once for the steps.
         let xws = ops.input_projection(bw)?;
         let rzr_t = PackedB::new(ops.r.slice(s![0..2 * hd, ..]).t());
@@ -91,7 +81,7 @@ impl Layer for Gru {
         let mut steps = Vec::with_capacity(if mode == Mode::Train { t_len } else { 0 });
         for t in 0..t_len {
             let xw = xws.slice(s![t * batch..(t + 1) * batch, ..]);
-            let (h_q, h_mask) = state_operand(&mut self.quant, &h, mode);
+            let (h_q, h_mask) = state_operand(&mut self.rec.quant, &h, mode);
             let hr = recurrent_product(h_q.view(), &rzr_t)?;
             let zr = (&xw.slice(s![.., 0..2 * hd]) + &hr + br.slice(s![0..2 * hd])).mapv(sigmoid);
             let (z, rg) = (
@@ -123,18 +113,14 @@ impl Layer for Gru {
             }
             h = h_new;
         }
-        self.cache = (mode == Mode::Train).then_some((ops, steps));
+        self.rec.cache = (mode == Mode::Train).then_some((ops, steps));
         Ok(y.into_dyn())
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let (ops, steps) = cached(&self.name, &self.cache)?;
-        let hd = self.cell.hidden;
+        let hd = self.rec.cell.hidden;
+        let (ops, steps, gy) = start_backward(&self.rec.name, &self.rec.cache, hd, grad_out)?;
         let (t_len, batch, _) = ops.x.dim();
-        check_grad(&self.name, &grad_out, &[t_len, batch, hd])?;
-        let gy = grad_out
-            .into_dimensionality::<Ix3>()
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         let (rzr, rh) = (
             ops.r.slice(s![0..2 * hd, ..]),
             ops.r.slice(s![2 * hd.., ..]),
@@ -157,7 +143,7 @@ impl Layer for Gru {
             let dn = &dh * &st.z.mapv(|v| 1.0 - v);
             let mut dpre_n = &dn * &st.n.mapv(|v| 1.0 - v * v);
             // the candidate's error, read by the W_h and R_h GEMMs and by the reset gate's error
-            step_error(&mut self.quant, &mut dpre_n);
+            step_error(&mut self.rec.quant, &mut dpre_n);
             let dpre_z = &dh * &(&st.h_prev - &st.n) * &st.z * &st.z.mapv(|v| 1.0 - v);
             let mut dh_prev = &dh * &st.z;
             // the candidate's recurrent path: gradient of r and of R_h's product
@@ -191,7 +177,7 @@ impl Layer for Gru {
             let dpre_r = &d_r * &st.r * &st.r.mapv(|v| 1.0 - v);
             let mut dzr = concatenate![Axis(1), dpre_z, dpre_r];
             // the z and r gates' error, read by the W_zr and R_zr GEMMs
-            step_error(&mut self.quant, &mut dzr);
+            step_error(&mut self.rec.quant, &mut dzr);
             dbr.slice_mut(s![0..2 * hd])
                 .scaled_add(1.0, &dzr.sum_axis(Axis(0)));
             dh_prev += &masked(matmul(dzr.view(), rzr)?);
@@ -221,16 +207,16 @@ impl Layer for Gru {
             false,
         )?;
         let dx = ops.finish(&mut dw, &mut dr, dx);
-        self.cell.set_grads(dw, dr, dbw, dbr);
+        self.rec.cell.set_grads(dw, dr, dbw, dbr);
         Ok(vec![dx])
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
-        self.cell.params_mut()
+        self.rec.cell.params_mut()
     }
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
-        Some(&mut self.quant)
+        Some(&mut self.rec.quant)
     }
 }
 

@@ -7,12 +7,12 @@
 //! the step's gate error `dg` `[B, 4H]` (one error quantization per step) before `dW`, `dR`,
 //! `dx` and `dh` are computed from it.
 
-use ndarray::{s, Array1, Array2, Array3, Axis, Ix3};
+use ndarray::{s, Array1, Array2, Array3, Axis};
 
 use super::cell::{
-    recurrent_product, sigmoid, state_operand, step_error, tanh, CellOperands, CellWeights,
+    recurrent_product, sigmoid, start_backward, state_operand, step_error, tanh, Recurrent,
 };
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
+use super::{Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul_into, matmul_tn_reduce_par, PackedB};
@@ -31,12 +31,8 @@ struct StepCache {
 
 /// The LSTM layer.
 pub struct Lstm {
-    name: String,
-    cell: CellWeights,
-    /// Quantization state (fp32 unless bits are set).
-    pub quant: LayerQuant,
-    /// Training pass: the GEMM operands and each step's state.
-    cache: Option<(CellOperands, Vec<StepCache>)>,
+    /// Name, weights, quantizer and the training pass's cache.
+    rec: Recurrent<StepCache>,
 }
 
 /// Contiguous values of `a`, or an error naming the layer.
@@ -177,39 +173,33 @@ impl Lstm {
         quant: LayerQuant,
     ) -> Result<Self> {
         Ok(Self {
-            name: name.to_string(),
-            cell: CellWeights::new(name, 4, w, r, bw, br)?,
-            quant,
-            cache: None,
+            rec: Recurrent::new(name, 4, [w, r, bw, br], quant)?,
         })
     }
 }
 
 impl Layer for Lstm {
     fn name(&self) -> &str {
-        &self.name
+        &self.rec.name
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = self
-            .cell
-            .input(&self.name, expect_inputs(&self.name, inputs, 1)?[0])?;
-        let ops = self.cell.operands(&self.name, &mut self.quant, x, mode)?;
-        let (_, _, bw, br) = self.cell.views(&self.name)?;
+        let (x, ops) = self.rec.start_forward(inputs, mode)?;
+        let (_, _, bw, br) = self.rec.cell.views(&self.rec.name)?;
         let xw = ops.input_projection((&bw + &br).view())?;
         let (t_len, batch, _) = x.dim();
-        let hd = self.cell.hidden;
+        let hd = self.rec.cell.hidden;
         let mut h = Array2::<f32>::zeros((batch, hd));
         let mut c = Array2::<f32>::zeros((batch, hd));
         let mut y = Array3::<f32>::zeros((t_len, batch, hd));
         let mut steps = Vec::with_capacity(if mode == Mode::Train { t_len } else { 0 });
         let r_t = PackedB::new(ops.r.t());
         for t in 0..t_len {
-            let (h_prev, h_mask) = state_operand(&mut self.quant, &h, mode);
+            let (h_prev, h_mask) = state_operand(&mut self.rec.quant, &h, mode);
             // g = ĥ_{t−1}·R̂ᵀ + (x̂_t·Ŵᵀ + b)
             let mut g = recurrent_product(h_prev.view(), &r_t)?;
             g += &xw.slice(s![t * batch..(t + 1) * batch, ..]);
-            let (c_new, tanh_c, h_new) = cell_step(&self.name, &mut g, &c)?;
+            let (c_new, tanh_c, h_new) = cell_step(&self.rec.name, &mut g, &c)?;
             y.index_axis_mut(Axis(0), t).assign(&h_new);
             if mode == Mode::Train {
                 steps.push(StepCache {
@@ -222,18 +212,14 @@ impl Layer for Lstm {
             }
             (h, c) = (h_new, c_new);
         }
-        self.cache = (mode == Mode::Train).then_some((ops, steps));
+        self.rec.cache = (mode == Mode::Train).then_some((ops, steps));
         Ok(y.into_dyn())
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let (ops, steps) = cached(&self.name, &self.cache)?;
-        let hd = self.cell.hidden;
+        let hd = self.rec.cell.hidden;
+        let (ops, steps, gy) = start_backward(&self.rec.name, &self.rec.cache, hd, grad_out)?;
         let (t_len, batch, _) = ops.x.dim();
-        check_grad(&self.name, &grad_out, &[t_len, batch, hd])?;
-        let gy = grad_out
-            .into_dimensionality::<Ix3>()
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         let mut db = Array1::<f32>::zeros(4 * hd);
         let mut dh_next = Array2::<f32>::zeros((batch, hd));
         let mut dc_next = Array2::<f32>::zeros((batch, hd));
@@ -244,8 +230,8 @@ impl Layer for Lstm {
         let mut h_prevs = Array2::<f32>::zeros((t_len * batch, hd));
         for (t, st) in steps.iter().enumerate().rev() {
             let dy = gy.index_axis(Axis(0), t);
-            cell_step_back(&self.name, st, dy, &dh_next, &mut dc_next, &mut dg)?;
-            step_error(&mut self.quant, &mut dg);
+            cell_step_back(&self.rec.name, st, dy, &dh_next, &mut dc_next, &mut dg)?;
+            step_error(&mut self.rec.quant, &mut dg);
             let rows = s![t * batch..(t + 1) * batch, ..];
             dgs.slice_mut(rows).assign(&dg);
             h_prevs.slice_mut(rows).assign(&st.h_prev);
@@ -260,16 +246,16 @@ impl Layer for Lstm {
         matmul_tn_reduce_par(dr.view_mut(), dgs.view(), h_prevs.view(), false)?;
         let dx = ops.finish(&mut dw, &mut dr, dx);
         // Wb and Rb enter as their sum: the same gradient
-        self.cell.set_grads(dw, dr, db.clone(), db);
+        self.rec.cell.set_grads(dw, dr, db.clone(), db);
         Ok(vec![dx])
     }
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
-        self.cell.params_mut()
+        self.rec.cell.params_mut()
     }
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
-        Some(&mut self.quant)
+        Some(&mut self.rec.quant)
     }
 }
 

@@ -29,7 +29,8 @@ pub mod shape_ops;
 pub mod tensor_ops;
 pub mod tokens;
 
-pub mod gradcheck;
+#[cfg(test)]
+pub(crate) mod gradcheck;
 
 use std::mem::MaybeUninit;
 

@@ -6,8 +6,8 @@ use cptsim_nn::optim::{LrPolicy, LrSchedule};
 use cptsim_traces::schedule::{BitRange, ScheduleArgs};
 
 use super::{CandidatesKind, EvalBitsKind, LrKind, MappingKind, PolicyKind, TrainPlan};
-use crate::dfq::{CandidateSet, DfqConfig, FracTrainConfig};
-use crate::ldp::{BitMap, LdpConfig, Mapping};
+use crate::policy::dfq::{CandidateSet, DfqConfig, FracTrainConfig};
+use crate::policy::ldp::{BitMap, LdpConfig, Mapping};
 use crate::{EvalBits, PfqConfig, PrtConfig, TrainConfig};
 
 /// Images per evaluation batch.

@@ -8,9 +8,9 @@ use cptsim_nn::build::{build_network, BuildOptions};
 use cptsim_traces::schedule::BitRange;
 
 use super::observer::Notice;
-use crate::dfq::{find_blocks, Dfq};
-use crate::ldp::Ldp;
 use crate::plan::{DfqExecKind, PolicyKind, TrainPlan};
+use crate::policy::dfq::{find_blocks, Dfq};
+use crate::policy::ldp::Ldp;
 use crate::{Pfq, Policy, Prt, PrtPolicy, SchedulePolicy, TrainNet};
 
 /// A policy the run can move to the thread that trains.

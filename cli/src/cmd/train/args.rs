@@ -71,7 +71,7 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub(crate) scope: ScopeArgs,
     /// Run depthwise convs at a fixed precision FW/BW instead of the schedule (FracTrain's model
-    /// file uses 8/16; spec §1.4) [default: follow the schedule].
+    /// file uses 8/16; see docs/src/guide/shared-flags.md) [default: follow the schedule].
     #[arg(long, value_name = "FW/BW")]
     pub(crate) depthwise_bits: Option<String>,
     /// Training iterations [default: 390, unless --epochs].
@@ -116,8 +116,8 @@ pub struct TrainArgs {
     /// Seed of the initial weights, data order, augmentation and rounding noise.
     #[arg(long, default_value_t = d().seed)]
     pub(crate) seed: u64,
-    /// Initial weights: `seed` re-initialises per spec §9.1 from --seed, `model` keeps the
-    /// model's stored weights.
+    /// Initial weights: `seed` re-initialises from --seed as the CIFAR ResNet code does (see
+    /// docs/src/guide/train.md), `model` keeps the model's stored weights.
     #[arg(long, value_parser = choice::<InitKind>(), default_value_t = d().init)]
     pub(crate) init: InitKind,
     /// Classes of the model's head [default: the dataset's: 10 for MNIST, Fashion-MNIST and
@@ -191,7 +191,7 @@ pub struct TrainArgs {
     /// DFQ/FracTrain block execution in training: `selected` runs each sample's chosen
     /// candidate only and trains the gate by the cost term alone; `all` runs every candidate
     /// over the batch and mixes them, so the gate also gets the task gradient, as the reference
-    /// (spec §6.3; about K times the block work and memory).
+    /// (see docs/src/methods/dfq.md; about K times the block work and memory).
     #[arg(long, value_parser = choice::<DfqExecKind>(), default_value_t = d().dfq_exec)]
     pub(crate) dfq_exec: DfqExecKind,
     /// Run the Precision Range Test first and use the bound it finds as B_min of the schedule.
@@ -256,6 +256,11 @@ pub struct TrainArgs {
     /// not depend on it.
     #[arg(long, value_name = "N")]
     pub(crate) threads: Option<usize>,
+    /// Cost the trace the run records on these accelerators when it ends (comma-separated
+    /// built-in names or TOML config paths; see `cptsim accel list`): latency and energy against
+    /// the static baseline, in the summary and its summary.json.
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "NAME|PATH")]
+    pub(crate) accel: Vec<String>,
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub(crate) format: OutputFormat,

@@ -12,6 +12,7 @@ pub use args::{given_flags, TrainArgs};
 pub(crate) use observer::parse_progress;
 
 mod args;
+mod cost;
 mod observer;
 
 /// Runs the subcommand.
@@ -19,11 +20,14 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     crate::malloc::keep_large_blocks();
     let json = args.format.json_or_table("train")?;
     let request = args.to_plan()?;
+    // A bad accelerator fails before the training, not after it.
+    let accels = crate::cmd::accel_costs::load_all(&args.accel)?;
     let run = match &args.resume {
         Some(dir) => resume(dir, &request, &args.given)?,
         None => Run::new(&request)?,
     };
-    let (model, schedule) = (run.plan().model.clone(), run.plan().schedule.clone());
+    let plan = run.plan().clone();
+    let model = (!accels.is_empty()).then(|| run.model().clone());
     // Writing straight into --out (a new or resumed run), Ctrl-C / SIGTERM checkpoint the
     // iteration reached instead of losing the work since the last evaluation (a Slurm job at
     // its time limit, a sweep stopped by hand); a staged run is simply discarded.
@@ -32,13 +36,22 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let Some(summary) = &result.summary else {
         return Ok(());
     };
+    let costs = match &model {
+        Some(model) => cost::on_accelerators(&plan, model, &result, &accels)?,
+        None => Vec::new(),
+    };
+    let document = cost::summary_json(summary, &costs)?;
+    if let (false, Some(dir)) = (costs.is_empty(), &result.out) {
+        cost::write_summary(dir, &document)?;
+    }
     if json {
-        writeln!(stdout, "{}", serde_json::to_string_pretty(summary)?)?;
+        writeln!(stdout, "{}", serde_json::to_string_pretty(&document)?)?;
         return Ok(());
     }
-    let heading = [("model", model), ("schedule", schedule)];
+    let heading = [("model", plan.model), ("schedule", plan.schedule)];
     let bits = (result.baseline.w, result.baseline.g);
     print(stdout, &heading, summary, bits, result.out.as_deref())?;
+    cost::print(&costs, stdout)?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Context;
 use cptsim_plot::trace::{heatmap, HeatmapOptions, Operand};
 use cptsim_traces::TraceMeta;
-use cptsim_train::ldp::Ldp;
+use cptsim_train::policy::ldp::Ldp;
 use cptsim_train::run::{Notice, Outputs, Progress};
 use cptsim_train::{EvalRecord, Observer, StepReport};
 

@@ -3,7 +3,6 @@
 //! forward pass and input gradient of 3×3 convs at stride 1 by Winograd's F(2×2, 3×3)
 //! (`winograd`).
 
-use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
@@ -16,8 +15,8 @@ use super::qgemm::{
 };
 use super::reduce::{add_in_order, bias_grad, sums_and_squares};
 use super::{
-    as4, block_of, cached, check_grad, expect_inputs, filled_by_blocks, weight_and_bias, window_hw,
-    Epilogue, Layer, Mode, Param, Tensor,
+    as4, block_of, cached, check_grad, expect_inputs, filled_by_blocks, weight_and_bias, Epilogue,
+    Layer, Mode, Param, Tensor,
 };
 use crate::error::{Result, SimError};
 use crate::quant::{LayerQuant, QuantMethod};
@@ -26,215 +25,12 @@ use cptsim_kernels::gemm::{
     PackedB, B,
 };
 
-mod depthwise;
-mod im2col;
-mod lanes;
-mod winograd;
+mod plan;
 
-use im2col::Im2col;
-
-/// Geometry of a convolution.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Conv2dSpec {
-    /// Input channels.
-    pub in_channels: usize,
-    /// Output channels.
-    pub out_channels: usize,
-    /// Kernel `[KH, KW]`.
-    pub kernel: [usize; 2],
-    /// Stride `[SH, SW]`.
-    pub stride: [usize; 2],
-    /// Zero padding `[top, left, bottom, right]`.
-    pub pads: [usize; 4],
-    /// Dilation `[DH, DW]`.
-    pub dilation: [usize; 2],
-    /// Groups (`in_channels` for depthwise).
-    pub groups: usize,
-}
-
-impl Conv2dSpec {
-    /// Square kernel `k`, stride `s`, symmetric padding `p`, no dilation, one group.
-    pub fn square(in_channels: usize, out_channels: usize, k: usize, s: usize, p: usize) -> Self {
-        Self {
-            in_channels,
-            out_channels,
-            kernel: [k, k],
-            stride: [s, s],
-            pads: [p, p, p, p],
-            dilation: [1, 1],
-            groups: 1,
-        }
-    }
-
-    /// Checks that the geometry is usable.
-    pub fn validate(&self, layer: &str) -> Result<()> {
-        let g = self.groups;
-        let bad = self.kernel.contains(&0)
-            || self.stride.contains(&0)
-            || self.dilation.contains(&0)
-            || g == 0
-            || self.in_channels == 0
-            || self.out_channels == 0
-            || !self.in_channels.is_multiple_of(g)
-            || !self.out_channels.is_multiple_of(g);
-        if bad {
-            return Err(SimError::shape(
-                layer,
-                format!("invalid conv geometry {self:?} (zero size, or channels not divisible by groups)"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Output `(OH, OW)` for an `H×W` input.
-    pub fn output_hw(&self, layer: &str, h: usize, w: usize) -> Result<(usize, usize)> {
-        window_hw(
-            layer,
-            (h, w),
-            self.kernel,
-            self.stride,
-            self.dilation,
-            self.pads,
-        )
-    }
-
-    /// True for a depthwise conv with channel multiplier 1 (`groups = in = out > 1`).
-    pub fn is_depthwise(&self) -> bool {
-        self.groups > 1 && self.groups == self.in_channels && self.out_channels == self.in_channels
-    }
-
-    /// GEMM reduction length per group: `KH·KW·I/groups`.
-    pub fn k_per_group(&self) -> usize {
-        self.kernel[0] * self.kernel[1] * (self.in_channels / self.groups)
-    }
-}
-
-/// A GEMM `[m, k, n]` (`C[m, n] = A[m, k]·B[k, n]`) and how many times a pass runs it.
-pub type Gemms = ([usize; 3], usize);
-
-/// The GEMMs a training step of a conv runs per group on one block of samples (or a batch:
-/// [`Conv2dSpec::batch_gemms`]), by the rules of its forward and backward passes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BlockGemms {
-    /// Output rows × taps·channels × output channels, once; or a Winograd conv's products,
-    /// tiles × channels × output channels, one per position (16 or 36) and chunk of tiles.
-    pub forward: Vec<Gemms>,
-    /// The input gradient: as the transposed conv's forward pass (stride 1; by Winograd where
-    /// that conv qualifies), as the column gradient to scatter, or none when nobody wants it.
-    pub error: Vec<Gemms>,
-    /// The weight gradient: by Winograd (output channels × tiles × channels, 16 per chunk of
-    /// tiles) where the forward pass qualifies and its kept input is one the tiles read; else
-    /// `Pᵀ·g` on the patches in place (one group, runs of kernel rows), else `gᵀ·col`, once.
-    pub weight: Vec<Gemms>,
-    /// Whether the forward, error and weight products are Winograd's (their `B` is stored as
-    /// `[k, n]`: the transformed kernels, the transposed conv's, the transformed input).
-    pub winograd: [bool; 3],
-}
-
-impl Conv2dSpec {
-    /// [`BlockGemms`] of conv `layer` for a block of `samples` samples of `in_hw` pixels, with
-    /// or without the input gradient; `None` for a depthwise conv (no GEMM).
-    pub fn block_gemms(
-        &self,
-        layer: &str,
-        in_hw: (usize, usize),
-        samples: usize,
-        input_grad: bool,
-    ) -> Result<Option<BlockGemms>> {
-        if self.is_depthwise() {
-            return Ok(None);
-        }
-        let geo = Im2col::of(self, layer, in_hw)?;
-        let (kg, opg) = (self.k_per_group(), self.out_channels / self.groups);
-        let rows = samples * geo.rows_per_sample();
-        let mut error_winograd = false;
-        let error = match geo.transposed_spec() {
-            _ if !input_grad => vec![],
-            Some(t) => {
-                let tgeo = geo.transposed(&t);
-                let tile = winograd::forward_tile(&tgeo);
-                error_winograd = tile.is_some();
-                if let Some(tile) = tile {
-                    winograd::products(&tgeo, tile, samples)
-                } else {
-                    vec![(
-                        [
-                            samples * in_hw.0 * in_hw.1,
-                            t.k_per_group(),
-                            self.in_channels,
-                        ],
-                        1,
-                    )]
-                }
-            }
-            None => vec![([rows, opg, kg], 1)],
-        };
-        let forward_tile = winograd::forward_tile(&geo);
-        let forward = if let Some(tile) = forward_tile {
-            winograd::products(&geo, tile, samples)
-        } else {
-            vec![([rows, kg, opg], 1)]
-        };
-        let weight = if winograd::weight_grad_applies(&geo) {
-            winograd::weight_products(&geo, samples)
-        } else if geo.reads_patches() {
-            vec![([kg, rows, opg], 1)]
-        } else {
-            vec![([opg, rows, kg], 1)]
-        };
-        Ok(Some(BlockGemms {
-            forward,
-            error,
-            weight,
-            winograd: [
-                forward_tile.is_some(),
-                error_winograd,
-                winograd::weight_grad_applies(&geo),
-            ],
-        }))
-    }
-
-    /// The GEMMs a training step of the conv runs per group on a batch of `batch` samples: each
-    /// pass's [`Conv2dSpec::block_gemms`] over the blocks of samples it works in (F(4×4)
-    /// Winograd takes more samples per block than the other passes), counts summed.
-    pub fn batch_gemms(
-        &self,
-        layer: &str,
-        in_hw: (usize, usize),
-        batch: usize,
-        input_grad: bool,
-    ) -> Result<Option<BlockGemms>> {
-        let Some(mut total) = self.block_gemms(layer, in_hw, 0, input_grad)? else {
-            return Ok(None);
-        };
-        let geo = Im2col::of(self, layer, in_hw)?;
-        let usual = geo.samples_per_block();
-        let block_of = |g: &Im2col<'_>| winograd::samples_per_block(g, winograd::forward_tile(g));
-        let transposed = geo.transposed_spec();
-        let error_spb = transposed
-            .as_ref()
-            .map_or(usual, |t| block_of(&geo.transposed(t)));
-        type Pick = fn(&mut BlockGemms) -> &mut Vec<Gemms>;
-        let passes: [(usize, Pick); 3] = [
-            (block_of(&geo), |g| &mut g.forward),
-            (error_spb, |g| &mut g.error),
-            (usual, |g| &mut g.weight),
-        ];
-        for (per, pick) in passes {
-            let mut gemms = Vec::new();
-            for (samples, count) in [(per, batch / per), (batch % per, 1)] {
-                if samples == 0 || count == 0 {
-                    continue;
-                }
-                if let Some(mut g) = self.block_gemms(layer, in_hw, samples, input_grad)? {
-                    gemms.extend(pick(&mut g).iter().map(|&(s, n)| (s, n * count)));
-                }
-            }
-            *pick(&mut total) = gemms;
-        }
-        Ok(Some(total))
-    }
-}
+pub use cptsim_kernels::conv::Conv2dSpec;
+use cptsim_kernels::conv::{winograd, with_scratch, zeroed, Im2col};
+pub use plan::{batch_gemms, block_gemms, output_hw, BlockGemms, Gemms};
+use plan::{geometry, transposed_spec};
 
 /// What backward needs from the training forward pass.
 struct ConvCache {
@@ -377,11 +173,7 @@ impl Conv2d {
                 ),
             ));
         }
-        Ok(Im2col {
-            spec: &self.spec,
-            in_hw: (h, w),
-            out_hw: self.spec.output_hw(&self.name, h, w)?,
-        })
+        geometry(&self.spec, &self.name, (h, w))
     }
 }
 
@@ -401,36 +193,6 @@ fn flipped_weights(layer: &str, w: ArrayView2<f32>, spec: &Conv2dSpec) -> Result
         }
     }
     Array2::from_shape_vec((kh * kw * o, c), flipped).map_err(shape_err(layer))
-}
-
-thread_local! {
-    /// Per-thread column buffers reused across blocks and calls (every use overwrites the part it
-    /// reads, so no zeroing is needed).
-    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
-}
-
-/// Runs `f` with two scratch buffers of the given lengths (contents unspecified).
-fn with_scratch<R>(a: usize, b: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut bufs) => {
-            let (x, y) = &mut *bufs;
-            if x.len() < a {
-                x.resize(a, 0.0);
-            }
-            if y.len() < b {
-                y.resize(b, 0.0);
-            }
-            f(&mut x[..a], &mut y[..b])
-        }
-        Err(_) => f(&mut vec![0.0; a], &mut vec![0.0; b]),
-    })
-}
-
-/// `b` filled with zeros.
-fn zeroed(b: &mut [MaybeUninit<f32>]) -> &mut [f32] {
-    b.fill(MaybeUninit::new(0.0));
-    // SAFETY: every element was just written (`MaybeUninit<f32>` has the layout of `f32`).
-    unsafe { &mut *(std::ptr::from_mut(b) as *mut [f32]) }
 }
 
 /// Maps an ndarray shape error to a shape error naming the layer.
@@ -491,7 +253,7 @@ impl Conv2d {
         let len = n * h * w * c;
         // The input gradient as the forward pass of the transposed conv where that is plain
         // (no column gradient to scatter), else by the scatter below into a zeroed dx.
-        let transposed = geo.transposed_spec();
+        let transposed = transposed_spec(&geo);
         let pointwise = geo.input_is_columns();
         // Per block of `spb` samples, a product that writes the block's whole input gradient.
         let up_front = |spb: usize, f: &BlockProduct| {
@@ -509,7 +271,14 @@ impl Conv2d {
                 up_front(
                     winograd::samples_per_block(&tgeo, Some(tile)),
                     &|dxb, gb| {
-                        winograd::forward(name, &tgeo, tile, &u, winograd::Input::Plain(gb), dxb)
+                        Ok(winograd::forward(
+                            name,
+                            &tgeo,
+                            tile,
+                            &u,
+                            winograd::Input::Plain(gb),
+                            dxb,
+                        )?)
                     },
                 )?
             } else {
@@ -771,7 +540,7 @@ impl Conv2d {
         let padded_x = if keep_padded {
             let total = geo.patch_scratch(name, n)?;
             Some(filled_by_blocks(total, padded, |i, out| {
-                geo.pad_into(name, block_of(xs, spb * geo.in_per_sample(), i), out)
+                Ok(geo.pad_into(name, block_of(xs, spb * geo.in_per_sample(), i), out)?)
             })?)
         } else {
             None
@@ -940,426 +709,4 @@ impl Layer for Conv2d {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::gradcheck::{check_layer, rand_tensor};
-    use super::*;
-    use crate::quant::QuantMethod;
-
-    fn conv(spec: Conv2dSpec, bias: bool, seed: u64) -> Conv2d {
-        let w = rand_tensor(
-            &[
-                spec.out_channels,
-                spec.kernel[0],
-                spec.kernel[1],
-                spec.in_channels / spec.groups,
-            ],
-            0.5,
-            seed,
-        );
-        let b = bias.then(|| rand_tensor(&[spec.out_channels], 0.5, seed + 1));
-        Conv2d::new("c", spec, w, b, LayerQuant::new(QuantMethod::Sbm, 0)).unwrap()
-    }
-
-    #[test]
-    fn evaluation_keeps_prepared_weights_only_while_weights_and_bits_stand() {
-        // A Winograd conv and a strided one (packed weights), through the ways weights change.
-        for spec in [
-            Conv2dSpec::square(32, 32, 3, 1, 1),
-            Conv2dSpec::square(8, 16, 3, 2, 1),
-        ] {
-            let mut c = conv(spec.clone(), false, 61);
-            let x = rand_tensor(&[2, 8, 8, spec.in_channels], 1.0, 62);
-            let fresh = |c: &Conv2d| {
-                let mut f = conv(spec.clone(), false, 0);
-                f.weight.value = c.weight.value.clone();
-                f.quant = c.quant.clone();
-                f.forward(&[&x], Mode::Eval).unwrap()
-            };
-            let y0 = c.forward(&[&x], Mode::Eval).unwrap();
-            assert!(c.prepared.is_some());
-            assert_eq!(c.forward(&[&x], Mode::Eval).unwrap(), y0);
-            c.params_mut()[0].value.mapv_inplace(|v| v * 0.5);
-            let y1 = c.forward(&[&x], Mode::Eval).unwrap();
-            assert_ne!(y1, y0);
-            assert_eq!(y1, fresh(&c));
-            c.quant_mut().unwrap().set_bits(4, 0).unwrap();
-            let y2 = c.forward(&[&x], Mode::Eval).unwrap();
-            assert_ne!(y2, y1);
-            assert_eq!(y2, fresh(&c));
-            c.forward(&[&x], Mode::Train).unwrap();
-            assert!(c.prepared.is_none(), "a training pass drops them");
-        }
-    }
-
-    #[test]
-    fn summed_forward_gives_batch_norms_own_sums_bit_for_bit() {
-        use crate::layers::batchnorm::train_sum_rows;
-        use crate::layers::reduce::{chunk_sums_by, sums_and_squares};
-        // Three blocks of one 32×32 sample; three of 4, 4 and 1 16×16 samples; F(4×4) Winograd
-        // convs, whose blocks of work (16 samples of 16×16) hold several of the sums' blocks
-        // (4 samples): one block of work of 5 samples, and blocks of 16 and 4 samples.
-        for (spec, shape) in [
-            (Conv2dSpec::square(3, 8, 3, 1, 1), [3, 32, 32, 3]),
-            (Conv2dSpec::square(4, 8, 3, 1, 1), [9, 16, 16, 4]),
-            (Conv2dSpec::square(32, 32, 3, 1, 1), [5, 16, 16, 32]),
-            (Conv2dSpec::square(32, 16, 3, 1, 1), [20, 16, 16, 32]),
-        ] {
-            let x = rand_tensor(&shape, 1.0, 71);
-            let (mut a, mut b) = (conv(spec.clone(), true, 72), conv(spec.clone(), true, 72));
-            let (y, sums) = a.forward_summed(&[&x]).unwrap();
-            assert_eq!(y, b.forward(&[&x], Mode::Train).unwrap());
-            let rows = train_sum_rows(y.shape()).unwrap();
-            assert!(rows * spec.out_channels < y.len(), "several blocks");
-            let o = spec.out_channels;
-            let want = chunk_sums_by(y.as_slice().unwrap(), o, 2, rows, |_, r, acc| {
-                sums_and_squares(r, acc)
-            });
-            assert_eq!(sums, want, "{shape:?}");
-        }
-    }
-
-    /// Direct (loop) convolution in f64 on NHWC input, OHWI weights.
-    fn reference(x: &Tensor, layer: &Conv2d) -> Vec<f64> {
-        let sp = layer.spec();
-        let x4 = as4("ref", x).unwrap();
-        let (n, h, w, _) = x4.dim();
-        let (oh, ow) = sp.output_hw("ref", h, w).unwrap();
-        let wt = layer
-            .weight
-            .value
-            .view()
-            .into_dimensionality::<Ix4>()
-            .unwrap();
-        let (cpg, opg) = (sp.in_channels / sp.groups, sp.out_channels / sp.groups);
-        let mut out = Vec::new();
-        for b in 0..n {
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    for o in 0..sp.out_channels {
-                        let g = o / opg;
-                        let mut acc = layer.bias.as_ref().map_or(0.0, |p| p.value[[o]] as f64);
-                        for ky in 0..sp.kernel[0] {
-                            for kx in 0..sp.kernel[1] {
-                                let iy = (oy * sp.stride[0] + ky * sp.dilation[0]) as isize
-                                    - sp.pads[0] as isize;
-                                let ix = (ox * sp.stride[1] + kx * sp.dilation[1]) as isize
-                                    - sp.pads[1] as isize;
-                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
-                                    continue;
-                                }
-                                for ci in 0..cpg {
-                                    acc += x4[[b, iy as usize, ix as usize, g * cpg + ci]] as f64
-                                        * wt[[o, ky, kx, ci]] as f64;
-                                }
-                            }
-                        }
-                        out.push(acc);
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    fn specs() -> Vec<Conv2dSpec> {
-        let mut strided = Conv2dSpec::square(3, 4, 3, 2, 1);
-        strided.pads = [1, 0, 2, 1];
-        let mut dilated = Conv2dSpec::square(2, 2, 3, 1, 2);
-        dilated.dilation = [2, 1];
-        let mut grouped = Conv2dSpec::square(4, 6, 3, 1, 1);
-        grouped.groups = 2;
-        let mut depthwise = Conv2dSpec::square(3, 3, 3, 2, 1);
-        depthwise.groups = 3;
-        // Same-size outputs: the input gradient is the transposed conv's forward pass.
-        let mut lopsided = Conv2dSpec::square(2, 3, 3, 1, 0);
-        lopsided.kernel = [3, 2];
-        lopsided.pads = [0, 1, 2, 0];
-        vec![
-            Conv2dSpec::square(3, 4, 3, 1, 1),
-            lopsided,
-            Conv2dSpec::square(3, 5, 1, 1, 0),
-            strided,
-            dilated,
-            grouped,
-            depthwise,
-        ]
-    }
-
-    #[test]
-    fn forward_matches_direct_convolution() {
-        for (i, sp) in specs().into_iter().enumerate() {
-            let mut c = conv(sp.clone(), i % 2 == 0, i as u64);
-            let x = rand_tensor(&[2, 7, 6, sp.in_channels], 1.0, 50 + i as u64);
-            let y = c.forward(&[&x], Mode::Eval).unwrap();
-            let r = reference(&x, &c);
-            assert_eq!(y.len(), r.len(), "{sp:?}");
-            for (a, b) in y.iter().zip(&r) {
-                assert!((*a as f64 - b).abs() < 1e-4, "{sp:?}: {a} vs {b}");
-            }
-        }
-    }
-
-    #[test]
-    fn winograd_convs_match_the_direct_conv_and_its_gradients_on_any_thread_count() {
-        // 32 channels: F(2×2, 3×3) forward, input and weight gradients; 20 samples of 8×8 span
-        // two blocks.
-        let sp = Conv2dSpec::square(32, 24, 3, 1, 1);
-        let x = rand_tensor(&[20, 8, 8, 32], 1.0, 8);
-        let g = rand_tensor(&[20, 8, 8, 24], 1.0, 9);
-        let run = |threads: usize, mode: Mode| {
-            cptsim_testdata::with_threads(threads, || {
-                let mut c = conv(sp.clone(), true, 2);
-                let y = c.forward(&[&x], mode).unwrap();
-                let dx = (mode == Mode::Train).then(|| c.backward(g.clone()).unwrap());
-                (y, dx, c.weight.grad.clone())
-            })
-            .unwrap()
-        };
-        let (y, r) = (
-            run(1, Mode::Eval).0,
-            reference(&x, &conv(sp.clone(), true, 2)),
-        );
-        for (a, b) in y.iter().zip(&r) {
-            assert!((*a as f64 - b).abs() < 1e-4, "{a} vs {b}");
-        }
-        let train = run(1, Mode::Train);
-        assert_eq!(train, run(2, Mode::Train));
-        // Training and evaluation run the same product.
-        assert_eq!(train.0, y);
-        // The input and weight gradients against finite differences, on a smaller batch.
-        let mut c = conv(sp.clone(), true, 3);
-        check_layer(
-            &mut c,
-            &[rand_tensor(&[2, 4, 6, 32], 1.0, 10)],
-            1e-2,
-            1e-2,
-            25,
-        )
-        .unwrap();
-        // Unpadded: the output is smaller than the input, so the input gradient is the column
-        // gradient scattered while the weight gradient runs by Winograd on the plain input.
-        let valid = Conv2dSpec::square(32, 24, 3, 1, 0);
-        let g = valid.block_gemms("c", (6, 8), 2, true).unwrap().unwrap();
-        assert_eq!(g.winograd, [true, false, true]);
-        let mut c = conv(valid, false, 4);
-        check_layer(
-            &mut c,
-            &[rand_tensor(&[2, 6, 8, 32], 1.0, 11)],
-            1e-2,
-            1e-2,
-            25,
-        )
-        .unwrap();
-    }
-
-    #[test]
-    fn gradients_match_finite_differences() {
-        for (i, sp) in specs().into_iter().enumerate() {
-            let mut c = conv(sp.clone(), true, 10 + i as u64);
-            let x = rand_tensor(&[2, 6, 5, sp.in_channels], 1.0, 70 + i as u64);
-            check_layer(&mut c, &[x], 1e-2, 1e-2, 25).unwrap();
-        }
-    }
-
-    #[test]
-    fn parameter_only_backward_leaves_the_same_gradients_and_state() {
-        for (i, sp) in specs().into_iter().enumerate() {
-            let x = rand_tensor(&[3, 6, 5, sp.in_channels], 1.0, 90 + i as u64);
-            let run = |full: bool| {
-                let mut c = conv(sp.clone(), true, 30 + i as u64);
-                c.quant.set_bits(6, 6).unwrap();
-                let y = c.forward(&[&x], Mode::Train).unwrap();
-                let g = rand_tensor(y.shape(), 1.0, 7);
-                if full {
-                    assert_eq!(c.backward(g).unwrap().len(), 1);
-                } else {
-                    c.backward_params(g).unwrap();
-                }
-                let b = c.bias.as_ref().map(|b| b.grad.clone());
-                (c.weight.grad.clone(), b, c.quant.clone())
-            };
-            let (full, params) = (run(true), run(false));
-            assert_eq!((&full.0, &full.1), (&params.0, &params.1), "{sp:?}");
-            // The error quantizer's state (its stochastic-rounding stream) advanced the same way.
-            assert_eq!(format!("{:?}", full.2), format!("{:?}", params.2), "{sp:?}");
-        }
-    }
-
-    #[test]
-    fn batch_gemms_go_by_each_passs_blocks() {
-        // 32 → 16 channels on 32 × 32 inputs: one sample per usual block (1 024 rows). F(4×4)'s
-        // forward takes 4 samples a block (256 tiles, in 2 chunks of 128: one holds at most
-        // 2¹⁸ / (36 · 32) = 227), the F(2×2) weight gradient and the patch-product error one
-        // sample each.
-        let spec = Conv2dSpec::square(32, 16, 3, 1, 1);
-        let g = spec.batch_gemms("c", (32, 32), 10, true).unwrap().unwrap();
-        // 2 blocks of 4 samples, then one of 2 (128 tiles, one chunk).
-        let block = ([128, 32, 16], 36);
-        assert_eq!(g.forward, vec![([128, 32, 16], 36 * 2 * 2), block]);
-        assert_eq!(g.error, vec![([1024, 144, 32], 10)]);
-        assert_eq!(g.weight, vec![([16, 256, 32], 16 * 10)]);
-    }
-
-    #[test]
-    fn block_gemms_follow_the_backward_paths() {
-        let same = Conv2dSpec::square(16, 32, 3, 1, 1);
-        let g = same.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
-        // Stride 1, 16 input channels: the forward product reads patches; the input gradient is
-        // the transposed conv (32 → 16 channels) by F(4×4) Winograd: 2 samples of 2 × 2 tiles,
-        // one chunk, 36 products; the weight gradient reads the patches in place (Pᵀ·g).
-        assert_eq!(g.forward, vec![([128, 144, 32], 1)]);
-        assert_eq!(g.error, vec![([8, 32, 16], 36)]);
-        assert_eq!(g.weight, vec![([144, 128, 32], 1)]);
-        assert_eq!(g.winograd, [false, true, false]);
-        let no_dx = same.block_gemms("c", (8, 8), 2, false).unwrap().unwrap();
-        assert_eq!(no_dx.error, vec![]);
-        // 16 output channels: the transposed conv has 16 inputs, a patch product; the weight
-        // gradient is F(2×2) Winograd's, output channels × tiles × input channels.
-        let narrow = Conv2dSpec::square(32, 16, 3, 1, 1);
-        let g = narrow.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
-        assert_eq!(g.forward, vec![([8, 32, 16], 36)]);
-        assert_eq!(g.error, vec![([128, 144, 32], 1)]);
-        assert_eq!(g.weight, vec![([16, 32, 32], 16)]);
-        assert_eq!(g.winograd, [true, false, true]);
-        // An odd output: the kept padded input is not laid out as the tiles read it, so the
-        // weight gradient reads the patches.
-        let g = narrow.block_gemms("c", (7, 7), 1, true).unwrap().unwrap();
-        assert_eq!(g.forward, vec![([4, 32, 16], 36)]);
-        assert_eq!(g.weight, vec![([288, 49, 16], 1)]);
-        // Stride 2: the column gradient is scattered.
-        let strided = Conv2dSpec::square(16, 32, 3, 2, 1);
-        let g = strided.block_gemms("c", (8, 8), 2, true).unwrap().unwrap();
-        assert_eq!(
-            (g.forward, g.error),
-            (vec![([32, 144, 32], 1)], vec![([32, 32, 144], 1)])
-        );
-        // Groups: gathered columns, gᵀ·col per group.
-        let mut grouped = Conv2dSpec::square(4, 6, 3, 1, 1);
-        grouped.groups = 2;
-        let g = grouped.block_gemms("c", (5, 5), 1, true).unwrap().unwrap();
-        assert_eq!(
-            (g.error, g.weight),
-            (vec![([25, 3, 18], 1)], vec![([3, 25, 18], 1)])
-        );
-        let mut depthwise = Conv2dSpec::square(3, 3, 3, 1, 1);
-        depthwise.groups = 3;
-        assert_eq!(depthwise.block_gemms("c", (5, 5), 1, true).unwrap(), None);
-        let e = same.block_gemms("stem", (1, 0), 1, true).unwrap_err();
-        assert!(e.to_string().contains("stem"), "{e}");
-    }
-
-    #[test]
-    fn a_padding_conv_keeps_its_padded_input_for_the_weight_gradient() {
-        let x = rand_tensor(&[3, 5, 5, 2], 1.0, 5);
-        for (sp, padded) in [
-            (Conv2dSpec::square(2, 3, 3, 1, 1), true),
-            (Conv2dSpec::square(2, 3, 3, 2, 1), true),
-            (Conv2dSpec::square(2, 3, 3, 1, 0), false),
-            (Conv2dSpec::square(2, 3, 1, 1, 0), false),
-        ] {
-            let mut c = conv(sp.clone(), false, 1);
-            c.forward(&[&x], Mode::Train).unwrap();
-            let cache = c.cache.as_ref().unwrap();
-            assert_eq!(cache.padded.is_some(), padded, "{sp:?}");
-            // The input is kept once: padded, or as it came.
-            assert_eq!(cache.ops.x.is_empty(), padded, "{sp:?}");
-            if let Some(p) = &cache.padded {
-                let geo = c.geometry_of(5, 5, 2).unwrap();
-                let mut want = vec![f32::NAN; p.len()];
-                geo.patches("t", x.as_slice().unwrap(), &mut want).unwrap();
-                assert_eq!(p, &want, "{sp:?}");
-                // A buffer of the wrong size is an error naming the layer, not a panic.
-                let mut short = vec![MaybeUninit::uninit(); p.len() - 1];
-                let e = geo
-                    .pad_into("c1", x.as_slice().unwrap(), &mut short)
-                    .unwrap_err();
-                assert!(e.to_string().contains("c1"), "{e}");
-            }
-        }
-    }
-
-    #[test]
-    fn large_batch_spans_several_gemm_tiles_and_is_thread_independent() {
-        let sp = Conv2dSpec::square(8, 16, 3, 1, 1);
-        let x = rand_tensor(&[40, 8, 8, 8], 1.0, 3);
-        let g = rand_tensor(&[40, 8, 8, 16], 1.0, 4);
-        let run = |threads: usize| {
-            cptsim_testdata::with_threads(threads, || {
-                let mut c = conv(sp.clone(), false, 1);
-                c.quant.set_bits(4, 4).unwrap();
-                let y = c.forward(&[&x], Mode::Train).unwrap();
-                let dx = c.backward(g.clone()).unwrap();
-                (y, dx, c.weight.grad.clone())
-            })
-            .unwrap()
-        };
-        assert_eq!(run(1), run(2));
-    }
-
-    #[test]
-    fn quantized_layer_uses_quantized_operands_in_all_three_gemms() {
-        // With bits_bw = 0 the error stays fp32: forward and both backward GEMMs must equal an
-        // fp32 layer fed with the SBM-quantized input and weights.
-        let sp = Conv2dSpec::square(2, 3, 3, 1, 1);
-        let x = rand_tensor(&[2, 5, 5, 2], 1.0, 8);
-        let g = rand_tensor(&[2, 5, 5, 3], 1.0, 9);
-        let mut q = conv(sp.clone(), false, 2);
-        q.quant.set_bits(3, 0).unwrap();
-        let yq = q.forward(&[&x], Mode::Train).unwrap();
-        let dxq = q.backward(g.clone()).unwrap().remove(0);
-
-        let mut f = conv(sp.clone(), false, 2);
-        let w2 = f
-            .weight
-            .value
-            .clone()
-            .into_shape_with_order((3, 18))
-            .unwrap();
-        let wq = crate::quant::sbm::weights(w2.view(), 3);
-        f.weight.value = wq.into_shape_with_order(vec![3, 3, 3, 2]).unwrap();
-        let mut xq = x.clone();
-        let mut ema = crate::quant::RangeEma::default();
-        crate::quant::sbm::activations(xq.as_slice_mut().unwrap(), 3, &mut ema, true);
-        let yf = f.forward(&[&xq], Mode::Train).unwrap();
-        let dxf = f.backward(g.clone()).unwrap().remove(0);
-        assert_eq!(yq, yf);
-        assert_eq!(dxq, dxf);
-        assert_eq!(q.weight.grad, f.weight.grad);
-        assert_ne!(yq, conv(sp, false, 2).forward(&[&x], Mode::Eval).unwrap());
-    }
-
-    #[test]
-    fn bad_inputs_are_errors_naming_the_layer() {
-        let mut c = conv(Conv2dSpec::square(3, 4, 3, 1, 0), false, 1);
-        let e = c
-            .forward(&[&rand_tensor(&[1, 5, 5, 2], 1.0, 1)], Mode::Eval)
-            .unwrap_err();
-        assert!(
-            e.to_string().contains("`c`") && e.to_string().contains("channels"),
-            "{e}"
-        );
-        let e = c
-            .forward(&[&rand_tensor(&[1, 2, 2, 3], 1.0, 1)], Mode::Eval)
-            .unwrap_err();
-        assert!(e.to_string().contains("smaller"), "{e}");
-        let e = c.backward(rand_tensor(&[1, 3, 3, 4], 1.0, 1)).unwrap_err();
-        assert!(e.to_string().contains("without a forward"), "{e}");
-        let w = rand_tensor(&[4, 3, 3, 2], 1.0, 1);
-        assert!(Conv2d::new(
-            "c",
-            Conv2dSpec::square(3, 4, 3, 1, 0),
-            w,
-            None,
-            LayerQuant::new(QuantMethod::Sbm, 0)
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn oihw_weights_are_permuted() {
-        let w = Tensor::from_shape_fn(vec![2, 3, 1, 2], |d| (d[0] * 100 + d[1] * 10 + d[3]) as f32);
-        let c = Conv2d::weight_from_oihw(&w).unwrap();
-        assert_eq!(c.shape(), &[2, 1, 2, 3]);
-        assert_eq!(c[[1, 0, 1, 2]], 121.0);
-    }
-}
+mod tests;
