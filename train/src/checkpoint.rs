@@ -82,6 +82,7 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
 
 /// Writes checkpoint bytes ([`encode`]) to `path` (atomically).
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
     let write = |out: &mut std::io::BufWriter<std::fs::File>| {
         out.write_all(bytes)
             .map_err(|e: std::io::Error| SimError::output(path, e))

@@ -2,7 +2,7 @@
 //! outputs so far) at every evaluation and every `checkpoint_minutes`, divergence and collapse
 //! handling, the observer told of each step and asked whether to stop, and the summary at the end.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
