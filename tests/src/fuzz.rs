@@ -191,6 +191,7 @@ accel = "zc706,bitfusion"
 [train]
 data = "synthetic"
 iters = 20
+cycles = 2
 "#;
 
 /// A cell directory's files (see [`CELL_FILES`]), read as `sweep collect` reads a done cell's and

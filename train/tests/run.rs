@@ -162,7 +162,7 @@ fn an_observer_hears_the_run_and_a_stop_keeps_a_checkpoint_that_resumes_exactly(
 }
 
 #[test]
-fn a_stop_during_an_evaluation_checkpoints_the_iteration_before_it() {
+fn a_stop_during_an_evaluation_checkpoints_it_pending_and_the_resumed_run_evaluates_first() {
     let full = uninterrupted();
     let dir = tempfile::tempdir().unwrap();
     let mut rec = Recorder::new(StopAt::FirstEvaluation);
@@ -172,15 +172,16 @@ fn a_stop_during_an_evaluation_checkpoints_the_iteration_before_it() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Interrupted, "{e}");
     assert!(rec.stopped.load(Ordering::SeqCst));
-    // The evaluation after iteration 4 was cut short: the checkpoint is of iteration 3, and no
-    // evaluation was reported.
+    // The evaluation after iteration 4 was cut short: the checkpoint is of iteration 4 with that
+    // evaluation pending, and no evaluation was reported; the resumed run evaluates first.
     assert!(
-        e.to_string().contains("interrupted at iteration 3/12"),
+        e.to_string()
+            .contains("interrupted at iteration 4/12 during its evaluation"),
         "{e}"
     );
     assert!(rec.evals.is_empty());
-    assert_eq!(rec.checkpoints, [3]);
-    let (resumed, _) = resume(dir.path(), 3);
+    assert_eq!(rec.checkpoints, [4]);
+    let (resumed, _) = resume(dir.path(), 4);
     assert_eq!(resumed.evals, full.evals);
     assert_eq!(resumed.trace, full.trace);
 }
