@@ -2,7 +2,7 @@
 //!
 //! [`build_network`] translates every IR node into engine layers (see [`ops`] for the op
 //! mapping and the NCHW → channels-last convention), takes the weights from the ONNX initializers
-//! or re-initialises them per spec §9.1, and records for every conv/linear layer its index in the
+//! or re-initialises them by the zoo's rule ([`cptsim_models::zoo::init`]), and records for every conv/linear layer its index in the
 //! model's [`ModelSummary`] and whether it is quantized (spec §1.4, [`QuantScope`]).
 
 mod ops;
@@ -25,7 +25,8 @@ use ops::{Ctx, Layout, Val};
 pub enum Init {
     /// The weights, biases and BN statistics stored in the model.
     FromModel,
-    /// Fresh weights per spec §9.1 from this seed (BN γ = 1, β = 0, running mean 0, var 1).
+    /// Fresh weights from this seed by the zoo's rule ([`cptsim_models::zoo::init`]: the weights
+    /// `zoo export --seed` writes) (BN γ = 1, β = 0, running mean 0, var 1).
     Seeded(u64),
 }
 

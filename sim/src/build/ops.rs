@@ -7,11 +7,12 @@
 //! reshape of a sequence to four axes is not an image.
 
 use cptsim_models::ir::{self, Node, Op};
+use cptsim_models::zoo::init::LinearInit;
 use rand::Rng;
 
 use super::Init;
 use crate::error::{Result, SimError};
-use crate::init::{conv_weight, linear_weight_bias, uniform};
+use crate::init::{conv_bias, conv_weight, linear, uniform};
 use crate::layers::embedding::Embedding;
 use crate::layers::lastaxis::{Gelu, LayerNorm, Softmax};
 use crate::layers::{
@@ -543,14 +544,12 @@ impl<R: Rng> Ctx<'_, R> {
                 c.bias.as_ref().map(owned),
             ),
             Init::Seeded(_) => {
-                let ipg = in_channels / c.groups.max(1);
-                let w = conv_weight(self.rng, spec.out_channels, kernel, ipg);
-                // PyTorch's default conv bias: U(±1/√fan_in).
-                let fan_in = (ipg * kernel[0] * kernel[1]).max(1) as f32;
+                let (out, ipg) = (spec.out_channels, in_channels / c.groups.max(1));
+                let w = conv_weight(self.rng, out, kernel, ipg);
                 let b = c
                     .bias
                     .as_ref()
-                    .map(|b| uniform(self.rng, b.shape(), fan_in.sqrt().recip()));
+                    .map(|_| conv_bias(self.rng, out, kernel, ipg));
                 (w, b)
             }
         };
@@ -561,8 +560,11 @@ impl<R: Rng> Ctx<'_, R> {
         let (weight, bias) = match self.init {
             Init::FromModel => (owned(&l.weight), l.bias.as_ref().map(owned)),
             Init::Seeded(_) => {
-                let (w, b) = linear_weight_bias(self.rng, l.out_features(), l.in_features());
-                (w, l.bias.as_ref().map(|_| b))
+                // The classifier is the layer that produces the model's output.
+                let input = self.ir.shape(self.ir.input).get(1..).unwrap_or_default();
+                let rule = LinearInit::of(input, node.output == self.ir.output);
+                let (out, inp) = (l.out_features(), l.in_features());
+                linear(self.rng, out, inp, rule, l.bias.is_some())
             }
         };
         Linear::new(&node.name, weight, bias, quant)

@@ -100,8 +100,9 @@ pub struct TrainArgs {
     /// Seed of the initial weights, data order, augmentation and rounding noise.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
-    /// Initial weights: `seed` re-initialises per spec §9.1 from --seed, `model` keeps the
-    /// model's stored weights.
+    /// Initial weights: `seed` re-initialises from --seed (the weights `zoo export --seed` writes
+    /// for a zoo model: conv N(0, 2/(k·k·C_out)), Linear PyTorch's U(±1/√C_in) but a CIFAR
+    /// classifier's N(0, 2/(C_in·C_out))), `model` keeps the model's stored weights.
     #[arg(long, value_enum, default_value_t = InitArg::Seed)]
     pub(crate) init: InitArg,
     /// Classes of the model's head [default: the dataset's: 10 for MNIST, Fashion-MNIST and

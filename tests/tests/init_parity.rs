@@ -1,0 +1,119 @@
+//! One seed, one network: the ONNX file `zoo export NAME --seed S` writes holds, weight for
+//! weight, the network `train --model zoo:NAME --seed S` starts from (the trainer re-initialises
+//! a zoo model from the seed by the same rule, `cptsim_models::zoo::init`), for every zoo model;
+//! and training that file with its own weights (`--init model`) is the same run.
+
+use cptsim_e2e::{run, stderr};
+use cptsim_models::head::{load_graph_for, HeadFit};
+use cptsim_models::{export, zoo};
+use cptsim_sim::build::{build_network, BuildOptions, Init, Network};
+
+/// Every parameter of `net` (conv and linear weights and biases, BN scales and shifts), in order.
+fn params(net: &mut Network) -> Vec<(Vec<usize>, Vec<f32>)> {
+    net.params_mut()
+        .iter()
+        .map(|p| (p.value.shape().to_vec(), p.value.iter().copied().collect()))
+        .collect()
+}
+
+fn network(graph: &cptsim_models::Graph, init: Init) -> Network {
+    let opts = BuildOptions {
+        init,
+        ..Default::default()
+    };
+    build_network(graph, &opts).unwrap_or_else(|e| panic!("{}: {e}", graph.source))
+}
+
+#[test]
+fn the_exported_file_of_a_seed_is_the_network_train_starts_from_for_every_zoo_model() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let seed = 11;
+    for &name in zoo::names() {
+        let classes = zoo::default_classes(name).unwrap_or_else(|| panic!("{name}: classes"));
+        // What `zoo export NAME --seed 11 -o FILE` writes.
+        let file = dir.path().join(format!("{name}.onnx"));
+        let proto = zoo::build(name, None, seed).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let bytes = export::model_bytes(&proto).unwrap_or_else(|e| panic!("{name}: {e}"));
+        drop(proto);
+        std::fs::write(&file, bytes).unwrap_or_else(|e| panic!("{e}"));
+        let path = file.to_string_lossy().into_owned();
+        let exported = cptsim_models::load_graph(&path, 1).unwrap_or_else(|e| panic!("{e}"));
+        let from_file = params(&mut network(&exported, Init::FromModel));
+        drop(exported);
+        std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{e}"));
+        // What `train --model zoo:NAME --seed 11` builds.
+        let fit = HeadFit {
+            classes,
+            reinit: false,
+            seed,
+        };
+        let (zoo_graph, _) = load_graph_for(&format!("zoo:{name}"), 1, fit)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let seeded = params(&mut network(&zoo_graph, Init::Seeded(seed)));
+        assert_eq!(from_file.len(), seeded.len(), "{name}: parameter count");
+        for (i, (f, s)) in from_file.iter().zip(&seeded).enumerate() {
+            assert_eq!(f.0, s.0, "{name}: shape of parameter {i}");
+            if let Some(j) =
+                f.1.iter()
+                    .zip(&s.1)
+                    .position(|(a, b)| a.to_bits() != b.to_bits())
+            {
+                panic!(
+                    "{name}: parameter {i} {:?} differs at {j}: file {} vs train's seed {}",
+                    f.0, f.1[j], s.1[j]
+                );
+            }
+        }
+    }
+}
+
+/// `train --model zoo:lenet5 --seed 3`, `train --model FILE --init model` and `train --model FILE
+/// --seed 3`, FILE from `zoo export lenet5 --seed 3`, write the same metrics and trace.
+#[test]
+fn training_the_exported_file_is_training_the_zoo_model_of_its_seed() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("lenet5.onnx");
+    let f = file.to_string_lossy().into_owned();
+    let out = run(&["zoo", "export", "lenet5", "--seed", "3", "-o", &f]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let train = |model: &str, extra: &[&str], sub: &str| {
+        let o = dir.path().join(sub).to_string_lossy().into_owned();
+        let mut args = vec![
+            "train",
+            "--model",
+            model,
+            "--data",
+            "synthetic",
+            "--batch",
+            "8",
+            "--iters",
+            "6",
+            "--eval-every",
+            "3",
+            "--schedule",
+            "cosine",
+            "--bits",
+            "3:8",
+            "--cycles",
+            "2",
+            "--seed",
+            "3",
+            "--out",
+            &o,
+        ];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert!(out.status.success(), "{model}: {}", stderr(&out));
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.path().join(sub).join(name))
+                .unwrap_or_else(|e| panic!("{sub}/{name}: {e}"))
+        };
+        (read("metrics.csv"), read("trace.csv"))
+    };
+    let zoo_run = train("zoo:lenet5", &[], "zoo");
+    let file_run = train(&f, &["--init", "model"], "file");
+    assert_eq!(zoo_run, file_run);
+    // Re-initialised from its own seed (`--init seed`, the default), the file is itself again.
+    let reseeded = train(&f, &[], "reseeded");
+    assert_eq!(zoo_run, reseeded);
+}
