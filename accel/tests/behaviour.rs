@@ -8,7 +8,7 @@ mod cifar_models;
 #[path = "support/cosine_trace.rs"]
 mod cosine_trace;
 
-use cptsim_accel::gemm::{ConvProblem, GemmKind, OperandBits};
+use cptsim_accel::workload::gemm::{ConvProblem, GemmKind, OperandBits};
 use cptsim_accel::{cost_trace, Accelerator, RunSummary, RunTrace};
 use cptsim_traces::row::{Bits, TraceRow};
 
@@ -94,7 +94,7 @@ fn bitfusion_no_gain_when_ic_fits_the_rows() {
 }
 
 fn bits_pf(a: u32, w: u32) -> f64 {
-    cptsim_accel::bitfusion::throughput_factor(bits(a, w))
+    cptsim_accel::architecture::bitfusion::throughput_factor(bits(a, w))
 }
 
 #[test]
@@ -180,125 +180,15 @@ fn bitfusion_tiny_fc_by_hand() {
     assert!((c.energy.dram_j - 6272.0 * 15e-12).abs() < 1e-17);
 }
 
-/// One row of the published Bit Fusion simulator's Eyeriss-iso sweep (batch 16, 192-bit DRAM):
-/// problem, bits, first layer, then cycles, memory wait cycles, WBUF read, WBUF write, OBUF read,
-/// OBUF write, IBUF read, IBUF write, DRAM read, DRAM write.
-type Reference = (&'static str, ConvProblem, OperandBits, bool, [u64; 10]);
-
 #[test]
 fn bitfusion_matches_the_published_simulator_output() {
+    // rows of the authors' Eyeriss-iso sweep (`cptsim_accel::validation::bitfusion`)
     let bf = acc("bitfusion");
-    let refs: [Reference; 6] = [
-        (
-            "LeNet-5 fc2",
-            ConvProblem::fc(16, 512, 10),
-            bits(2, 2),
-            false,
-            [
-                342, 310, 163_840, 10_240, 21_504, 21_504, 163_840, 16_384, 43_008, 16_384,
-            ],
-        ),
-        (
-            "LeNet-5 conv1",
-            ConvProblem::conv(16, 32, 64, 16, 5, 1, 2),
-            bits(2, 2),
-            false,
-            [
-                205_635,
-                835,
-                419_430_400,
-                131_072,
-                16_777_216,
-                16_777_216,
-                419_430_400,
-                13_107_200,
-                21_626_880,
-                8_388_608,
-            ],
-        ),
-        (
-            "LeNet-5 conv0",
-            ConvProblem::conv(16, 1, 32, 32, 5, 1, 2),
-            bits(2, 2),
-            true,
-            [
-                179_116, 162_732, 26_214_400, 16_384, 33_554_432, 33_554_432, 26_214_400, 819_200,
-                17_612_800, 16_777_216,
-            ],
-        ),
-        (
-            "SVHN conv0",
-            ConvProblem::conv(16, 3, 64, 32, 3, 1, 1),
-            bits(8, 1),
-            true,
-            [
-                367_979,
-                335_211,
-                28_311_552,
-                4_096,
-                67_108_864,
-                67_108_864,
-                226_492_416,
-                3_538_944,
-                37_097_472,
-                33_554_432,
-            ],
-        ),
-        (
-            "CIFAR10 conv1",
-            ConvProblem::conv(16, 128, 128, 32, 3, 1, 1),
-            bits(2, 2),
-            false,
-            [
-                799_062,
-                209_238,
-                4_831_838_208,
-                327_680,
-                134_217_728,
-                134_217_728,
-                4_831_838_208,
-                18_874_368,
-                86_310_912,
-                67_108_864,
-            ],
-        ),
-        (
-            "AlexNet (WRPN 2x) fc3",
-            ConvProblem::fc(16, 8192, 1000),
-            bits(8, 8),
-            false,
-            [
-                398_679,
-                136_535,
-                1_073_741_824,
-                67_108_864,
-                8_388_608,
-                8_388_608,
-                1_073_741_824,
-                1_048_576,
-                72_351_744,
-                4_194_304,
-            ],
-        ),
-    ];
     let mut bad = Vec::new();
-    for (name, p, b, first, want) in refs {
-        let c = bf.cost_problem(&p, b, first).unwrap();
-        let (s, d) = (c.mapping.sram, c.mapping.dram);
-        let got = [
-            c.timing.total_cycles,
-            c.timing.stall_cycles,
-            s.weight_read,
-            s.weight_write,
-            s.output_read,
-            s.output_write,
-            s.input_read,
-            s.input_write,
-            d.input + d.weight + d.output_read,
-            d.output_write,
-        ];
-        if got != want {
-            bad.push(format!("{name}: got {got:?}, published {want:?}"));
+    for row in cptsim_accel::validation::bitfusion::sweep_rows() {
+        let got = cptsim_accel::validation::bitfusion::computed(&bf, &row).unwrap();
+        if got != row.4 {
+            bad.push(format!("{}: got {got:?}, published {:?}", row.0, row.4));
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
@@ -501,7 +391,7 @@ fn residual_adds_are_charged_once_per_iteration_on_zc706() {
     let res: Vec<_> = c
         .per_layer_gemm
         .iter()
-        .filter(|l| l.name == cptsim_accel::trace_cost::RESIDUAL_ADD)
+        .filter(|l| l.name == cptsim_accel::cost::trace::RESIDUAL_ADD)
         .collect();
     assert_eq!(res.len(), 2);
     for r in res {

@@ -6,21 +6,12 @@
 #[allow(dead_code)]
 #[path = "support/cifar_models.rs"]
 mod cifar_models;
-#[allow(dead_code)]
-#[path = "support/cosine_trace.rs"]
-mod cosine_trace;
-
-use cptsim_accel::{config, cost_trace, Accelerator};
+use cptsim_accel::validation::zc706::{ITERATIONS, STATIC_RUNS as TARGETS};
+use cptsim_accel::{config, Accelerator};
 use cptsim_models::summary::ModelSummary;
 
-const ITERATIONS: u64 = 64_000;
-const TARGETS: [(u8, f64); 2] = [(8, 44.6), (6, 33.2)];
-
 fn static_hours(model: &ModelSummary, acc: &Accelerator, bits: u8) -> f64 {
-    // One iteration costed, scaled: the trace of a static run is the same row repeated.
-    let rows = cosine_trace::static_trace(model, ITERATIONS, bits, bits, 128);
-    let cost = cost_trace(model, rows, 391, acc).unwrap();
-    cost.totals.latency_s / 3600.0
+    cptsim_accel::validation::zc706::static_hours(model, acc, bits).unwrap()
 }
 
 #[test]
@@ -59,8 +50,8 @@ fn calibrate() {
     let predict = |util: f64, eff: f64| -> [f64; 2] {
         let mut c = base.clone();
         c.dram.efficiency = Some(eff);
-        if let Some(z) = c.zc706.as_mut() {
-            z.utilisation = util;
+        if let config::EngineConfig::Zc706BitLinear(z) = &mut c.engine {
+            z.zc706.utilisation = util;
         }
         let acc = Accelerator::new(c);
         TARGETS.map(|(b, t)| static_hours(&model, &acc, b) / t)

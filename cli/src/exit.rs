@@ -5,7 +5,7 @@ use std::io::ErrorKind;
 use std::process::ExitCode;
 
 use cptsim_models::ModelError;
-use cptsim_sim::SimError;
+use cptsim_nn::SimError;
 use cptsim_traces::TraceError;
 
 /// Exit codes of `cptsim` (README "Exit codes").

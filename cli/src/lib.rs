@@ -35,6 +35,8 @@ enum Command {
     Layer(cmd::layer::Args),
     /// List the built-in accelerators or print one's TOML config.
     Accel(cmd::accel::Args),
+    /// Recompute every published figure cptsim claims to match; fail if one is off.
+    Validate(cmd::validate::ValidateArgs),
     /// Per-layer shapes, parameters and MACs of a model (ONNX file or zoo:NAME), with totals.
     Inspect(cmd::inspect::InspectArgs),
     /// List the built-in models and export them as ONNX files.
@@ -60,7 +62,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     interrupt::install();
     // The GEMMs' vector path (`CPTSIM_VECTOR_PATH`) is fixed before any work starts.
-    let chosen = cptsim_sim::gemm::choose_vector_path().map_err(anyhow::Error::from);
+    let chosen = cptsim_kernels::gemm::choose_vector_path()
+        .map_err(cptsim_nn::SimError::from)
+        .map_err(anyhow::Error::from);
     let result: anyhow::Result<()> = chosen.and_then(|_| match cli.command {
         // The commands that train or run forward passes run on a thread of their rayon pool.
         Command::Forward(args) => in_pool(move || cmd::forward::run(&args)),
@@ -75,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Zoo(args) => to_stdout(|out| cmd::zoo::run(args, out)),
         Command::Layer(args) => to_stdout(|out| cmd::layer::run(args, out)),
         Command::Accel(args) => to_stdout(|out| cmd::accel::run(args, out)),
+        Command::Validate(args) => to_stdout(|out| cmd::validate::run(&args, out)),
         Command::Compare(args) => to_stdout(|out| cmd::compare::run(args, out)),
         Command::Plot(args) => cmd::plot::run(args),
         Command::Sweep(args) => to_stdout(|out| cmd::sweep::run(args, out)),

@@ -1,6 +1,5 @@
 //! Per-layer stacked bars of an accelerator's latency and energy from `run --report`'s
-//! `<accelerator>-layers.csv` (one row per layer × GEMM, columns read by name, extra ones
-//! ignored): split by component (latency: compute / DRAM stall, from `compute_cycles` and
+//! `<accelerator>-layers.csv` (read by [`crate::layers`]): split by component (latency: compute / DRAM stall, from `compute_cycles` and
 //! `cycles`; energy: `compute_j` / `sram_j` / `dram_j`) or by GEMM (`fw` forward, `eb` error
 //! backprop, `wg` weight gradient).
 
@@ -11,8 +10,8 @@ use plotters::prelude::*;
 
 use crate::error::{PlotError, Result};
 use crate::figure::{chart, legend, Axes, Drawn, Figure, Look};
+use crate::layers::LayerRows;
 use crate::palette;
-use crate::table::Table;
 
 /// How each bar is split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,109 +93,94 @@ pub fn layer_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Reads one `<accelerator>-layers.csv`.
+/// Reads one `<accelerator>-layers.csv` and builds its breakdown.
 pub fn breakdown(path: &Path, split: Split) -> Result<Breakdown> {
-    let t = Table::read(path)?;
-    let index = t.column("layer_index")?;
-    let name = t.column("layer")?;
-    let gemm = t.column("gemm")?;
-    let needed: &[&str] = match split {
-        Split::Components => &[
-            "latency_s",
-            "cycles",
-            "compute_cycles",
-            "compute_j",
-            "sram_j",
-            "dram_j",
-        ],
-        Split::Gemm => &["latency_s", "energy_j"],
-    };
-    let cols: Vec<_> = needed.iter().map(|c| t.column(c)).collect::<Result<_>>()?;
-    if t.is_empty() {
-        return Err(t.empty_error());
-    }
-    let (lat_parts, en_parts): (Vec<&str>, Vec<&str>) = match split {
-        Split::Components => (
-            vec!["compute", "DRAM stall"],
-            vec!["compute", "SRAM", "DRAM"],
-        ),
-        Split::Gemm => (vec!["fw", "eb", "wg"], vec!["fw", "eb", "wg"]),
-    };
-    let mut layers: Vec<(u64, String)> = Vec::new();
-    let mut lat: Vec<Vec<f64>> = Vec::new();
-    let mut en: Vec<Vec<f64>> = Vec::new();
-    for r in 0..t.len() {
-        let li = t.number(r, &index)?;
-        if li < 0.0 || li.fract() != 0.0 {
-            return Err(PlotError::BadValue {
-                path: path.to_path_buf(),
-                line: r as u64 + 2,
-                column: "layer_index".into(),
-                problem: format!("{li} is not a layer index"),
-            });
-        }
-        let li = li as u64;
-        let row = match layers.iter().position(|(i, _)| *i == li) {
-            Some(p) => p,
-            None => {
-                layers.push((li, t.text(r, &name).to_string()));
-                lat.push(vec![0.0; lat_parts.len()]);
-                en.push(vec![0.0; en_parts.len()]);
-                layers.len() - 1
-            }
+    Breakdown::of(&LayerRows::read(path)?, split)
+}
+
+impl Breakdown {
+    /// The breakdown of a layers file's rows, split by `split`.
+    pub fn of(file: &LayerRows, split: Split) -> Result<Breakdown> {
+        let needed: &[&str] = match split {
+            Split::Components => &[
+                "latency_s",
+                "cycles",
+                "compute_cycles",
+                "compute_j",
+                "sram_j",
+                "dram_j",
+            ],
+            Split::Gemm => &["latency_s", "energy_j"],
         };
-        let v: Vec<f64> = cols.iter().map(|c| t.number(r, c)).collect::<Result<_>>()?;
-        match split {
-            Split::Components => {
-                let (latency, cycles, compute) = (v[0], v[1], v[2]);
-                let share = if cycles > 0.0 {
-                    (compute / cycles).clamp(0.0, 1.0)
-                } else {
-                    1.0
-                };
-                lat[row][0] += latency * share;
-                lat[row][1] += latency * (1.0 - share);
-                for k in 0..3 {
-                    en[row][k] += v[3 + k];
+        let cols = file.columns(needed)?;
+        if file.rows.is_empty() {
+            return Err(file.empty_error());
+        }
+        let (lat_parts, en_parts): (Vec<&str>, Vec<&str>) = match split {
+            Split::Components => (
+                vec!["compute", "DRAM stall"],
+                vec!["compute", "SRAM", "DRAM"],
+            ),
+            Split::Gemm => (vec!["fw", "eb", "wg"], vec!["fw", "eb", "wg"]),
+        };
+        let mut layers: Vec<(u64, String)> = Vec::new();
+        let mut lat: Vec<Vec<f64>> = Vec::new();
+        let mut en: Vec<Vec<f64>> = Vec::new();
+        for r in &file.rows {
+            let row = match layers.iter().position(|(i, _)| *i == r.layer_index) {
+                Some(p) => p,
+                None => {
+                    layers.push((r.layer_index, r.layer.clone()));
+                    lat.push(vec![0.0; lat_parts.len()]);
+                    en.push(vec![0.0; en_parts.len()]);
+                    layers.len() - 1
+                }
+            };
+            // present by `columns` above
+            let v: Vec<f64> = cols.iter().map(|&k| r.costs[k].unwrap_or(0.0)).collect();
+            match split {
+                Split::Components => {
+                    let (latency, cycles, compute) = (v[0], v[1], v[2]);
+                    let share = if cycles > 0.0 {
+                        (compute / cycles).clamp(0.0, 1.0)
+                    } else {
+                        1.0
+                    };
+                    lat[row][0] += latency * share;
+                    lat[row][1] += latency * (1.0 - share);
+                    for k in 0..3 {
+                        en[row][k] += v[3 + k];
+                    }
+                }
+                Split::Gemm => {
+                    let k = ["fw", "eb", "wg"]
+                        .iter()
+                        .position(|x| *x == r.gemm)
+                        .ok_or_else(|| PlotError::BadValue {
+                            path: file.path.clone(),
+                            line: r.line,
+                            column: "gemm".into(),
+                            problem: format!("'{}' is not fw, eb or wg", r.gemm),
+                        })?;
+                    lat[row][k] += v[0];
+                    en[row][k] += v[1];
                 }
             }
-            Split::Gemm => {
-                let g = t.text(r, &gemm);
-                let k = ["fw", "eb", "wg"]
-                    .iter()
-                    .position(|x| *x == g)
-                    .ok_or_else(|| PlotError::BadValue {
-                        path: path.to_path_buf(),
-                        line: r as u64 + 2,
-                        column: "gemm".into(),
-                        problem: format!("'{g}' is not fw, eb or wg"),
-                    })?;
-                lat[row][k] += v[0];
-                en[row][k] += v[1];
-            }
         }
-    }
-    let accelerator = path
-        .file_name()
-        .map(|n| {
-            n.to_string_lossy()
-                .trim_end_matches("-layers.csv")
-                .to_string()
+        Ok(Breakdown {
+            accelerator: file.accelerator.clone(),
+            layers,
+            latency: Stack {
+                parts: lat_parts,
+                values: lat,
+            },
+            energy: Stack {
+                parts: en_parts,
+                values: en,
+            },
+            per: Per::Layer,
         })
-        .unwrap_or_default();
-    Ok(Breakdown {
-        accelerator,
-        layers,
-        latency: Stack {
-            parts: lat_parts,
-            values: lat,
-        },
-        energy: Stack {
-            parts: en_parts,
-            values: en,
-        },
-        per: Per::Layer,
-    })
+    }
 }
 
 impl Breakdown {

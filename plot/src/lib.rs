@@ -11,6 +11,7 @@ pub mod breakdown;
 pub mod curves;
 pub mod error;
 pub mod figure;
+pub mod layers;
 pub mod palette;
 pub mod pareto;
 pub mod report;

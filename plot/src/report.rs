@@ -5,15 +5,16 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use cptsim_accel::RunSummary;
+use cptsim_accel::{RunReport, RunSummary};
 use cptsim_models::ModelSummary;
 use cptsim_traces::{read_trace, TraceRow};
 use serde_json::Value;
 
-use crate::breakdown::{breakdown, layer_files, Breakdown, Split};
+use crate::breakdown::{layer_files, Breakdown, Split};
 use crate::curves::Curves;
 use crate::error::{PlotError, Result};
 use crate::figure::{render_svg, write_bytes, Figure, Size};
+use crate::layers::LayerRows;
 use crate::pareto::{pareto, XAxis, YAxis};
 use crate::trace::{heatmap, HeatmapOptions};
 
@@ -217,41 +218,30 @@ fn num(v: &Value) -> String {
     }
 }
 
-/// Writes `dir/index.html` for `run --report DIR`: `run` is the run's `--format json` document
-/// (the numbers the terminal prints), `accelerators` its accelerator lines (the terminal's
-/// table); figures are the per-layer breakdowns of every `*-layers.csv` in `dir`, split by
-/// component and by GEMM.
-pub fn write_run_index(
-    dir: &Path,
-    run: &Value,
-    accelerators: &[RunSummary],
-    prov: &Provenance,
-) -> Result<PathBuf> {
-    let get = |k: &str| run.get(k).unwrap_or(&Value::Null);
-    let mut page = Page::new(&format!(
-        "cptsim run: {} under {}",
-        num(get("model")),
-        num(get("schedule"))
-    ));
-    let f = |k: &str| get(k).as_f64();
+/// Writes `dir/index.html` for `run --report DIR`: `run` is the run's report (the numbers the
+/// terminal prints, and its accelerator table); figures are the per-layer breakdowns of every
+/// `*-layers.csv` in `dir` (each file read once), split by component and by GEMM.
+pub fn write_run_index(dir: &Path, run: &RunReport, prov: &Provenance) -> Result<PathBuf> {
+    let mut page = Page::new(&format!("cptsim run: {} under {}", run.model, run.schedule));
     let mut rows = vec![
-        vec!["model".into(), num(get("model"))],
-        vec!["schedule".into(), num(get("schedule"))],
-        vec!["FW bits".into(), num(get("bits"))],
-        vec!["BW bits".into(), num(get("grad_bits"))],
-        vec!["iterations".into(), num(get("iterations"))],
-        vec!["batch".into(), num(get("batch"))],
-        vec!["accounting".into(), num(get("accounting"))],
+        vec!["model".into(), run.model.clone()],
+        vec!["schedule".into(), run.schedule.clone()],
+        vec!["FW bits".into(), format!("{}:{}", run.bits[0], run.bits[1])],
+        vec!["BW bits".into(), run.grad_bits.to_string()],
+        vec!["iterations".into(), run.iterations.to_string()],
+        vec!["batch".into(), run.batch.to_string()],
+        vec!["accounting".into(), run.accounting.name().to_string()],
+        vec!["GBitOPs".into(), format!("{:.4e}", run.gbitops)],
+        vec![
+            "static GBitOPs".into(),
+            format!("{:.4e}", run.static_gbitops),
+        ],
+        vec![
+            "reduction".into(),
+            format!("{:.2} %", 100.0 * run.reduction),
+        ],
     ];
-    for (label, key) in [("GBitOPs", "gbitops"), ("static GBitOPs", "static_gbitops")] {
-        if let Some(v) = f(key) {
-            rows.push(vec![label.into(), format!("{v:.4e}")]);
-        }
-    }
-    if let Some(r) = f("reduction") {
-        rows.push(vec!["reduction".into(), format!("{:.2} %", 100.0 * r)]);
-    }
-    if let Some(bn) = f("bn_gops") {
+    if let Some(bn) = run.bn_gops {
         rows.push(vec![
             "BN (fp32) GOPs, not included above".into(),
             format!("{bn:.4e}"),
@@ -259,8 +249,9 @@ pub fn write_run_index(
     }
     page.heading("Run");
     page.table(&["quantity", "value"], &rows);
-    if !accelerators.is_empty() {
-        let rows: Vec<Vec<String>> = accelerators
+    if !run.accelerators.is_empty() {
+        let rows: Vec<Vec<String>> = run
+            .accelerators
             .iter()
             .map(|a| a.table_row().to_vec())
             .collect();
@@ -276,30 +267,54 @@ pub fn write_run_index(
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
+        let rows = LayerRows::read(&file);
+        let of = |split| match &rows {
+            Ok(r) => Breakdown::of(r, split),
+            Err(e) => Err(PlotError::Invalid(e.to_string())),
+        };
         page.heading(&format!("Per-layer breakdown: {name}"));
+        let components = of(Split::Components);
+        let deep = components
+            .as_ref()
+            .is_ok_and(|b| b.layers.len() > STAGE_VIEW_LAYERS);
+        let stages = match &components {
+            Ok(b) if deep => Some(b.clone().by_stage()),
+            _ => None,
+        };
         page.figure(
             &format!(
                 "{name}: latency split compute / DRAM stall, energy split compute / SRAM / DRAM"
             ),
-            breakdown(&file, Split::Components),
+            components,
             size,
         );
         page.figure(
             &format!("{name}: by GEMM (fw forward, eb error backprop, wg weight gradient)"),
-            breakdown(&file, Split::Gemm),
+            of(Split::Gemm),
             size,
         );
         // Deep models: also one bar per stage, where per-layer bars get thin.
-        if breakdown(&file, Split::Components).is_ok_and(|b| b.layers.len() > STAGE_VIEW_LAYERS) {
+        if let Some(stages) = stages {
             page.figure(
                 &format!("{name}: per stage (layers sharing the name before the first '.')"),
-                breakdown(&file, Split::Components).map(Breakdown::by_stage),
+                Ok(stages),
                 size,
             );
         }
     }
     page.files_and_provenance(dir, prov)?;
     page.write(dir)
+}
+
+/// Reads a run's report from `path`, a `cptsim run --format json` document.
+pub fn read_run_report(path: &Path) -> Result<RunReport> {
+    let text = std::fs::read_to_string(path).map_err(|e| PlotError::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| PlotError::BadValue {
+        path: path.to_path_buf(),
+        line: e.line() as u64,
+        column: String::new(),
+        problem: format!("not a `cptsim run --format json` report: {e}"),
+    })
 }
 
 /// Writes `dir/index.html` for a `train --out DIR` directory: the key numbers of

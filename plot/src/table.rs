@@ -48,6 +48,11 @@ impl Table {
         &self.path
     }
 
+    /// The column names, in file order.
+    pub fn headers(&self) -> &[String] {
+        &self.headers
+    }
+
     /// Number of data rows.
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -73,7 +78,7 @@ impl Table {
             None => Err(PlotError::MissingColumn {
                 path: self.path.clone(),
                 column: name.to_string(),
-                found: self.headers.join(", "),
+                found: self.headers().join(", "),
             }),
         }
     }

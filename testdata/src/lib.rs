@@ -1,6 +1,7 @@
 //! Test-only helper shared by the unit tests of the library crates and the end-to-end tests: where
-//! the shared datasets are, and whether a missing one skips the test or fails it. A leaf crate,
-//! so depending on it adds no upward edge.
+//! the shared datasets are, whether a missing one skips the test or fails it, seeded random
+//! tensors, and a pool of a given number of threads for tests of thread-count independence. A leaf crate, so depending on
+//! it adds no upward edge.
 
 use std::path::PathBuf;
 
@@ -83,6 +84,25 @@ pub fn skip(reason: &str) {
 /// The line [`skip`] prints for test `name` (libtest names each test's thread after the test).
 fn skip_line(name: Option<&str>, reason: &str) -> String {
     format!("SKIPPED: {}: {reason}\n", name.unwrap_or("(unnamed test)"))
+}
+
+/// A tensor of uniform values in `[-a, a]`, seeded (the layer and kernel tests' operands).
+pub fn rand_tensor(shape: &[usize], a: f32, seed: u64) -> ndarray::ArrayD<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    ndarray::ArrayD::from_shape_simple_fn(shape.to_vec(), || rng.random_range(-a..=a))
+}
+
+/// Runs `f` on a fresh rayon pool of `threads` threads (tests that a result does not depend on
+/// the thread count); an error when the pool cannot be built.
+pub fn with_threads<R: Send>(
+    threads: usize,
+    f: impl FnOnce() -> R + Send,
+) -> Result<R, rayon::ThreadPoolBuildError> {
+    Ok(rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?
+        .install(f))
 }
 
 #[cfg(test)]

@@ -22,6 +22,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forward_common import cptsim_forward, data_input, matches, vocabulary  # noqa: E402
+
 # Zoo models small enough for a few seconds each: (name, batch).
 ZOO = [("resnet20", 2), ("resnet56", 2), ("mobilenetv2", 2), ("lenet5", 4), ("mlp", 4),
        ("resnet18", 1)]
@@ -32,28 +35,11 @@ EXPECTED_UNSUPPORTED = {}
 # Sizes of the symbolic input dims of tests/fixtures/seq (make_seq_fixtures.py: B 3, T 7; the
 # legacy Transformer LM runs only at its traced T = 7).
 SEQ_DIMS = {"batch": 3, "seq": 7}
-DEFAULT_VOCAB = 50
-
-
-def data_input(model):
-    """The graph input that is not an initializer."""
-    inits = {t.name for t in model.graph.initializer}
-    return next(i for i in model.graph.input if i.name not in inits)
 
 
 def input_shape(model, batch):
     dims = data_input(model).type.tensor_type.shape.dim
     return [batch] + [d.dim_value for d in dims[1:]]
-
-
-def vocabulary(model):
-    """Rows of the table of the Gather that embeds the graph input (DEFAULT_VOCAB if none)."""
-    inits = {t.name: t for t in model.graph.initializer}
-    x = data_input(model).name
-    for n in model.graph.node:
-        if n.op_type == "Gather" and n.input[1] == x and n.input[0] in inits:
-            return int(inits[n.input[0]].dims[0])
-    return DEFAULT_VOCAB
 
 
 def seq_input(model, rng):
@@ -75,21 +61,13 @@ def seq_input(model, rng):
 
 
 def compare(cptsim, path, x, out_dir):
-    """Returns (ok, message)."""
-    xin, yout = out_dir / "x.npy", out_dir / "y.npy"
-    np.save(xin, x)
-    proc = subprocess.run([cptsim, "forward", "--model", str(path), "--input", str(xin),
-                           "--output", str(yout)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None, proc.stderr.strip()
-    ours = np.load(yout)
+    """Returns (ok, message); ok is None when cptsim cannot run the model."""
+    ours, err = cptsim_forward(cptsim, path, x, out_dir)
+    if ours is None:
+        return None, err
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     ref = sess.run(None, {sess.get_inputs()[0].name: x})[0]
-    if ours.shape != ref.shape:
-        return False, f"shape {ours.shape} vs onnxruntime {ref.shape}"
-    diff = float(np.max(np.abs(ours - ref)))
-    tol = 1e-4 * float(np.max(np.abs(ref))) + 1e-5
-    return diff <= tol, f"max|diff| {diff:.3g} (tolerance {tol:.3g})"
+    return matches(ours, ref)
 
 
 def main():

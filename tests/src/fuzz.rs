@@ -63,15 +63,15 @@ pub fn accel_config(data: &[u8]) -> bool {
 
 /// An IDX file (MNIST layout).
 pub fn idx(data: &[u8]) -> bool {
-    cptsim_sim::data::idx::parse_idx(Path::new("fuzz.idx"), data).is_ok()
+    cptsim_nn::data::idx::parse_idx(Path::new("fuzz.idx"), data).is_ok()
 }
 
 /// A CIFAR-10 and a CIFAR-100 batch file.
 pub fn cifar(data: &[u8]) -> bool {
-    use cptsim_sim::data::CifarKind;
+    use cptsim_nn::data::CifarKind;
     let path = Path::new("fuzz.bin");
-    let ten = cptsim_sim::data::cifar::parse_cifar(path, data, CifarKind::Cifar10).is_ok();
-    let hundred = cptsim_sim::data::cifar::parse_cifar(path, data, CifarKind::Cifar100).is_ok();
+    let ten = cptsim_nn::data::cifar::parse_cifar(path, data, CifarKind::Cifar10).is_ok();
+    let hundred = cptsim_nn::data::cifar::parse_cifar(path, data, CifarKind::Cifar100).is_ok();
     ten || hundred
 }
 

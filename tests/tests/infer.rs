@@ -214,3 +214,60 @@ fn an_eyeriss_config_without_its_row_stationary_section_is_named() {
     assert_one_clear_line(&err);
     assert!(err.contains("filter_spad_words"), "{err}");
 }
+
+#[test]
+fn paper_sweep_bits_run_alexnet_and_resnet18_at_8_bits_and_the_rest_as_stated() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = dir.path().join("none.json");
+    std::fs::write(&none, r#"{"ldp": {"final_bits": []}}"#).unwrap();
+    let latency =
+        |v: &serde_json::Value| v["models"][0]["accelerators"][0]["latency_s_per_image"].clone();
+    let at = |model: &str, bits: &[&str]| {
+        let mut a = vec!["--model", model, "--accel", "bitfusion"];
+        a.extend_from_slice(bits);
+        latency(&json(&a))
+    };
+    let none = none.to_string_lossy().into_owned();
+    // AlexNet: every layer at 8 bits (what an empty bits file with the default --bits 8 gives)
+    assert_eq!(
+        at("zoo:bf-alexnet", &["--bits", "paper-sweep"]),
+        at("zoo:bf-alexnet", &["--bits-file", &none])
+    );
+    assert_ne!(
+        at("zoo:bf-alexnet", &["--bits", "paper-sweep"]),
+        at("zoo:bf-alexnet", &[])
+    );
+    // SVHN: the stated bits
+    assert_eq!(
+        at("zoo:bf-svhn", &["--bits", "paper-sweep"]),
+        at("zoo:bf-svhn", &[])
+    );
+    for (args, want) in [
+        (
+            vec!["--model", "zoo:resnet20", "--bits", "paper-sweep"],
+            "not a Bit Fusion benchmark",
+        ),
+        (
+            vec![
+                "--model",
+                "zoo:bf-svhn",
+                "--bits",
+                "paper-sweep",
+                "--bits-file",
+                &none,
+            ],
+            "drop --bits-file",
+        ),
+        (
+            vec!["--model", "zoo:bf-svhn", "--bits", "sweep"],
+            "paper-sweep",
+        ),
+    ] {
+        let mut all = vec!["infer", "--accel", "bitfusion"];
+        all.extend_from_slice(&args);
+        let out = run(&all);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--bits") && err.contains(want), "{err}");
+    }
+}

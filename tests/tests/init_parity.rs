@@ -6,7 +6,7 @@
 use cptsim_e2e::{run, stderr};
 use cptsim_models::head::{load_graph_for, HeadFit};
 use cptsim_models::{export, zoo};
-use cptsim_sim::build::{build_network, BuildOptions, Init, Network};
+use cptsim_nn::build::{build_network, BuildOptions, Init, Network};
 
 /// Every parameter of `net` (conv and linear weights and biases, BN scales and shifts), in order.
 fn params(net: &mut Network) -> Vec<(Vec<usize>, Vec<f32>)> {

@@ -320,23 +320,24 @@ fn pareto_from_a_results_fixture_and_its_errors() {
     );
 }
 
+/// The run of the report tests: a short cosine run of ResNet-20 on two accelerators.
+const RUN: &[&str] = &[
+    "run",
+    "--model",
+    "zoo:resnet20",
+    "--schedule",
+    "cosine",
+    "--iters",
+    "800",
+    "--cycles",
+    "2",
+    "--accel",
+    "zc706,stripes",
+];
+
 /// `run --report` into `dir` on two accelerators; returns the terminal table.
 fn report(dir: &Path) -> String {
-    let out = run(&[
-        "run",
-        "--model",
-        "zoo:resnet20",
-        "--schedule",
-        "cosine",
-        "--iters",
-        "800",
-        "--cycles",
-        "2",
-        "--accel",
-        "zc706,stripes",
-        "--report",
-        &s(dir),
-    ]);
+    let out = run(&[RUN, &["--report", &s(dir)]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     cptsim_e2e::stdout(&out)
 }
@@ -368,6 +369,21 @@ fn run_report_index_and_breakdowns() {
     }
     assert_eq!(html.matches("<svg").count(), 4);
     assert!(html.contains("--report") && !html.contains("<script"));
+    // The same page from the run's saved JSON report: only the command line differs.
+    let json = dir.path().join("run.json");
+    let doc = run(&[RUN, &["--format", "json"]].concat());
+    assert!(doc.status.success(), "{}", stderr(&doc));
+    std::fs::write(&json, &doc.stdout).unwrap();
+    ok(&["plot", "run-index", &s(&rep), "--run", &s(&json)]);
+    let again = std::fs::read_to_string(rep.join("index.html")).unwrap();
+    let without_command = |h: &str| h.split("<pre>").next().unwrap_or_default().to_string();
+    assert_eq!(without_command(&again), without_command(&html));
+    assert!(again.contains("plot run-index"));
+    std::fs::write(&json, "{\"model\": 3}").unwrap();
+    fails(
+        &["plot", "run-index", &s(&rep), "--run", &s(&json)],
+        &["run.json", "not a `cptsim run --format json` report"],
+    );
     let png = dir.path().join("b.png");
     ok(&[
         "plot",

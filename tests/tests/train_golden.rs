@@ -3,7 +3,7 @@
 //! scope) whose `trace.csv`, `metrics.csv`, `dfq.csv` and `summary.json` (minus its timing and
 //! host fields) must equal, byte for byte, the files in `tests/fixtures/golden/NAME/`. They were
 //! written by the binary before the structural refactor (issue 12), and written again once GEMM
-//! reductions were blocked independently of the machine's caches (`cptsim_sim::gemm::K_BLOCK`), by
+//! reductions were blocked independently of the machine's caches (`cptsim_kernels::gemm::K_BLOCK`), by
 //! the last commit before that refactor with only `sim/src/gemm.rs` changed: the files must be the
 //! same on every machine of the pool; the LeNet-5 cases were written again when `--init seed`
 //! took the zoo's initialisation rule (PyTorch's for LeNet-5's Linear layers; ResNet-20's weights
@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use cptsim_e2e::{run, stderr, workspace_root};
-use cptsim_sim::peak::VectorPath;
+use cptsim_kernels::VectorPath;
 
 /// Summary keys that depend on the machine or the clock.
 const VOLATILE: [&str; 5] = [

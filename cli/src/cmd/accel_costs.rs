@@ -6,9 +6,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use cptsim_accel::config::ConfigError;
-use cptsim_accel::report::write_report;
-use cptsim_accel::{Accelerator, RunSummary, RunTrace, TraceCostError};
-use cptsim_models::ModelSummary;
+use cptsim_accel::cost::report::write_report;
+use cptsim_accel::{Accelerator, RunError, RunReport, RunSpec, RunSummary, TraceCostError};
 
 /// Loads every `--accel` value (built-in name or TOML path). A configuration whose name repeats
 /// an earlier one (an edited copy that kept its `name`) is labelled with the value that named it,
@@ -46,41 +45,33 @@ pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
         .collect()
 }
 
-/// Costs `run` against its static baseline on each accelerator; with `report_dir`, writes each
-/// accelerator's per-layer × GEMM and per-epoch CSVs there.
-pub fn cost_all(
-    accels: &[Accelerator],
-    model: &ModelSummary,
-    run: &RunTrace,
-    iters_per_epoch: u64,
-    report_dir: Option<&Path>,
-) -> anyhow::Result<Vec<RunSummary>> {
-    // Only the report has a per-epoch breakdown; without one a run of any length is one epoch.
-    let epoch = if report_dir.is_some() {
-        iters_per_epoch
-    } else {
-        u64::MAX
+/// A run that could not be costed, with the flag at fault named: `--epoch-iters` for a
+/// breakdown of too many epochs, `--trace FILE` for a trace without quantized rows.
+pub fn run_error(e: RunError, spec: &RunSpec, epoch_iters: u64) -> anyhow::Error {
+    let context = match &e {
+        RunError::Trace(TraceCostError::TooManyEpochs { .. }) => {
+            Some(format!("--epoch-iters {epoch_iters}"))
+        }
+        RunError::NoQuantizedRows => spec
+            .schedule
+            .strip_prefix("trace:")
+            .map(|path| format!("--trace {path}")),
+        _ => None,
     };
-    accels
-        .iter()
-        .map(|acc| {
-            let (cost, summary) = run.cost(model, epoch, acc).map_err(|e| {
-                let epochs = matches!(e, TraceCostError::TooManyEpochs { .. });
-                let e = anyhow::Error::from(e);
-                if epochs {
-                    e.context(format!("--epoch-iters {iters_per_epoch}"))
-                } else {
-                    e
-                }
-            })?;
-            if let Some(dir) = report_dir {
-                write_report(dir, &cost).with_context(|| {
-                    format!("--report {}: writing {}", dir.display(), acc.name())
-                })?;
-            }
-            Ok(summary)
-        })
-        .collect()
+    let e = anyhow::Error::from(e);
+    match context {
+        Some(c) => e.context(c),
+        None => e,
+    }
+}
+
+/// Writes each accelerator's per-layer × GEMM and per-epoch CSVs of `report` into `dir`.
+pub fn write_reports(dir: &Path, report: &RunReport) -> anyhow::Result<()> {
+    for a in &report.accelerators {
+        write_report(dir, &a.name, &a.per_layer_gemm, &a.per_epoch)
+            .with_context(|| format!("--report {}: writing {}", dir.display(), a.name))?;
+    }
+    Ok(())
 }
 
 /// Prints one line per accelerator under a header: the table of [`RunSummary::table_row`], its

@@ -11,13 +11,14 @@ use crate::cmd::shared::{OutputFormat, QuantizerArg};
 use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use cptsim_bench::bandwidth::StreamRates;
+use cptsim_bench::harness::{eval_passes, train_steps, EvalBench, TrainBench};
+use cptsim_bench::peak::cpu_model;
+use cptsim_kernels::gemm::{self, ShapeTime};
+use cptsim_kernels::VectorPath;
 use cptsim_models::load_graph_with;
-use cptsim_sim::bandwidth::StreamRates;
-use cptsim_sim::bench::{eval_passes, train_steps, EvalBench, TrainBench};
-use cptsim_sim::build::{build_network, BuildOptions, Network};
-use cptsim_sim::gemm::{self, ShapeTime};
-use cptsim_sim::peak::{cpu_model, VectorPath};
-use cptsim_sim::quant::QuantMethod;
+use cptsim_nn::build::{build_network, BuildOptions, Network};
+use cptsim_nn::quant::QuantMethod;
 use serde_json::json;
 
 /// Arguments of `cptsim bench`.

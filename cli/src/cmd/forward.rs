@@ -9,10 +9,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cptsim_models::ir::Op;
 use cptsim_models::load_graph_for_shape;
-use cptsim_sim::build::{build_network, BuildOptions};
-use cptsim_sim::layers::Mode;
-use cptsim_sim::npy;
-use cptsim_sim::quant::QuantMethod;
+use cptsim_nn::build::{build_network, BuildOptions};
+use cptsim_nn::layers::Mode;
+use cptsim_nn::npy;
+use cptsim_nn::quant::QuantMethod;
 
 /// Arguments of `cptsim forward`.
 #[derive(Args)]
@@ -114,6 +114,6 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
 }
 
 /// The first NaN or infinite element of `t` (in C order) and its value.
-fn first_non_finite(t: &cptsim_sim::layers::Tensor) -> Option<(usize, f32)> {
+fn first_non_finite(t: &cptsim_nn::layers::Tensor) -> Option<(usize, f32)> {
     t.iter().copied().enumerate().find(|(_, v)| !v.is_finite())
 }

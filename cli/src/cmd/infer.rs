@@ -8,8 +8,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use cptsim_accel::inference::{cost_inference, geomean, InferenceCost};
-use cptsim_accel::report::write_inference_report;
+use cptsim_accel::cost::inference::{cost_inference, geomean, InferenceCost};
+use cptsim_accel::cost::report::write_inference_report;
+use cptsim_accel::workload::bench_bits;
 use cptsim_accel::Accelerator;
 use cptsim_models::ModelSummary;
 use serde::Serialize;
@@ -35,15 +36,36 @@ pub struct InferArgs {
     /// and weights at the layer's bits). Layers it does not list run at `--bits`.
     #[arg(long, value_name = "FILE")]
     bits_file: Option<PathBuf>,
-    /// Bits (activations and weights) of layers without per-layer bits.
-    #[arg(long, default_value_t = 8)]
-    bits: u8,
+    /// Bits (activations and weights) of layers without per-layer bits, 1 to 32; or
+    /// `paper-sweep`: the `bf-` benchmarks at the bits the Bit Fusion authors' published sweep
+    /// ran them (AlexNet and ResNet-18 at 8 bits, the others as stated).
+    #[arg(long, default_value = "8", value_parser = parse_bits)]
+    bits: BitsArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     format: OutputFormat,
     /// Write one per-layer CSV per model and accelerator into DIR.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+}
+
+/// `--bits`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum BitsArg {
+    /// Layers without per-layer bits run at these.
+    Uniform(u8),
+    /// The Bit Fusion benchmarks as the authors' sweep ran them.
+    PaperSweep,
+}
+
+fn parse_bits(text: &str) -> Result<BitsArg, String> {
+    if text == "paper-sweep" {
+        return Ok(BitsArg::PaperSweep);
+    }
+    match text.parse::<u8>() {
+        Ok(b) if (1..=32).contains(&b) => Ok(BitsArg::Uniform(b)),
+        _ => Err(format!("must be 1 to 32 or `paper-sweep`, got {text:?}")),
+    }
 }
 
 /// One accelerator's line for one model.
@@ -64,7 +86,7 @@ struct Line {
 fn baseline(accels: &[Accelerator]) -> Option<usize> {
     accels
         .iter()
-        .position(|a| a.config.engine == cptsim_accel::config::Engine::Eyeriss)
+        .position(|a| a.config.engine.kind() == cptsim_accel::config::Engine::Eyeriss)
 }
 
 /// Per-layer (activation, weight) bits of `model` (named `spec` on the command line).
@@ -72,8 +94,21 @@ fn layer_bits(
     spec: &str,
     model: &ModelSummary,
     file: Option<&(PathBuf, HashMap<String, u8>)>,
-    default: u8,
+    bits: BitsArg,
 ) -> anyhow::Result<Vec<(u8, u8)>> {
+    let zoo = spec.strip_prefix("zoo:");
+    let default = match bits {
+        BitsArg::Uniform(b) => b,
+        BitsArg::PaperSweep => {
+            return zoo.and_then(bench_bits::paper_sweep).with_context(|| {
+                format!(
+                    "--bits paper-sweep: {spec} is not a Bit Fusion benchmark (zoo:bf-alexnet, \
+                     zoo:bf-svhn, zoo:bf-cifar10, zoo:bf-lenet5, zoo:bf-vgg7, zoo:bf-resnet18, \
+                     zoo:bf-rnn, zoo:bf-lstm)"
+                )
+            })
+        }
+    };
     if let Some((path, named)) = file {
         for name in named.keys() {
             if model.layer_index(name).is_none() {
@@ -92,10 +127,8 @@ fn layer_bits(
             })
             .collect());
     }
-    if let Some(zoo) = spec.strip_prefix("zoo:") {
-        if let Some(b) = cptsim_models::zoo::bf_bits(zoo) {
-            return Ok(b);
-        }
+    if let Some(b) = zoo.and_then(bench_bits::stated) {
+        return Ok(b);
     }
     Ok(vec![(default, default); model.layers.len()])
 }
@@ -137,11 +170,11 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if args.batch == 0 {
         bail!("--batch: a batch needs at least 1 image");
     }
-    if !(1..=32).contains(&args.bits) {
-        bail!("--bits: must be 1 to 32, got {}", args.bits);
-    }
     let batch = usize::try_from(args.batch).context("--batch: too large")?;
     let accels: Vec<Accelerator> = accel_costs::load_all(&args.accel)?;
+    if let (BitsArg::PaperSweep, Some(_)) = (args.bits, &args.bits_file) {
+        bail!("--bits paper-sweep: the sweep's bits are per benchmark; drop --bits-file");
+    }
     let file = match &args.bits_file {
         Some(p) => Some((p.clone(), read_bits_file(p)?)),
         None => None,
@@ -190,7 +223,7 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         })
         .collect();
     // Geometric means over the models, per accelerator.
-    let means: Vec<(String, Option<f64>, Option<f64>)> = accels
+    let means: Vec<Mean> = accels
         .iter()
         .enumerate()
         .map(|(i, a)| {
@@ -218,6 +251,22 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
+    let baseline = base.map(|b| accels[b].name());
+    print_table(&lines, &means, baseline, out)
+}
+
+/// Geometric means over the models of one accelerator: (accelerator, speed-up, energy
+/// reduction) over the baseline.
+type Mean = (String, Option<f64>, Option<f64>);
+
+/// The terminal table: one line per model and accelerator, then the geometric means against
+/// `baseline` when there is one.
+fn print_table(
+    lines: &[(String, Vec<Line>)],
+    means: &[Mean],
+    baseline: Option<&str>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     writeln!(
         out,
         "{:<16} {:<24} {:>14} {:>14} {:>12} {:>10} {:>10}",
@@ -230,7 +279,7 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         "energy red."
     )?;
     let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}x"));
-    for (m, ls) in &lines {
+    for (m, ls) in lines {
         for l in ls {
             writeln!(
                 out,
@@ -245,14 +294,13 @@ pub fn run(args: InferArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             )?;
         }
     }
-    if let Some(b) = base {
+    if let Some(b) = baseline {
         writeln!(
             out,
-            "geometric mean over {} model(s), against {}:",
+            "geometric mean over {} model(s), against {b}:",
             lines.len(),
-            accels[b].name()
         )?;
-        for (a, s, e) in &means {
+        for (a, s, e) in means {
             writeln!(
                 out,
                 "  {a:<24} speed-up {}  energy reduction {}",

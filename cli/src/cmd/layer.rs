@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
-use cptsim_accel::gemm::{ConvProblem, OperandBits};
+use cptsim_accel::workload::gemm::{ConvProblem, OperandBits};
 use cptsim_accel::Accelerator;
 use serde_json::json;
 

@@ -14,4 +14,5 @@ pub mod run;
 pub mod shared;
 pub mod sweep;
 pub mod train;
+pub mod validate;
 pub mod zoo;

@@ -42,6 +42,9 @@ enum What {
     Curves(CurvesArgs),
     /// Write index.html into an existing `train --out` directory (summary, curves, heat map).
     TrainIndex(TrainIndexArgs),
+    /// Write index.html into a `run --report` directory from the run's saved `--format json`
+    /// output (the numbers, the accelerator table, the directory's breakdowns).
+    RunIndex(RunIndexArgs),
     /// Write index.html into a directory holding a sweep's results.csv (table, Pareto plots).
     SweepIndex(SweepIndexArgs),
 }
@@ -53,6 +56,15 @@ struct SweepIndexArgs {
     /// Column that colours the points.
     #[arg(long, default_value = "schedule")]
     by: String,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunIndexArgs {
+    /// The `run --report` directory.
+    dir: PathBuf,
+    /// The run's `cptsim run --format json` output, saved to a file.
+    #[arg(long, value_name = "FILE")]
+    run: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -209,6 +221,13 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
             eprintln!("wrote {}", path.display());
             Ok(())
         }
+        What::RunIndex(a) => {
+            let report = cptsim_plot::report::read_run_report(&a.run)
+                .with_context(|| format!("--run {}", a.run.display()))?;
+            write_run_index(&a.dir, &report)?;
+            eprintln!("wrote {}", a.dir.join(cptsim_plot::report::INDEX).display());
+            Ok(())
+        }
         What::SweepIndex(a) => {
             let prov = Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
             let path = cptsim_plot::report::write_sweep_index(&a.dir, &a.by, &prov)?;
@@ -259,15 +278,10 @@ fn breakdown_plot(a: &BreakdownArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Writes `index.html` into a `run --report` directory; `report` is the run's JSON document.
-pub(crate) fn write_run_index(
-    dir: &Path,
-    report: &impl serde::Serialize,
-    accelerators: &[cptsim_accel::RunSummary],
-) -> anyhow::Result<()> {
-    let json = serde_json::to_value(report)?;
+/// Writes `index.html` into a `run --report` directory from the run's report.
+pub(crate) fn write_run_index(dir: &Path, report: &cptsim_accel::RunReport) -> anyhow::Result<()> {
     let prov = Provenance::of_this_process(env!("CARGO_PKG_VERSION"));
-    cptsim_plot::report::write_run_index(dir, &json, accelerators, &prov)?;
+    cptsim_plot::report::write_run_index(dir, report, &prov)?;
     Ok(())
 }
 

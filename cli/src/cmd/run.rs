@@ -6,12 +6,12 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use cptsim_accel::{Accounting, BitOps, BitOpsCounter, RunSummary, RunTrace};
+use cptsim_accel::cost::run::Ranges;
+use cptsim_accel::{Accounting, CostOptions, RunCoster, RunReport, RunSpec};
 use cptsim_models::atomic::Staged;
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{BitRange, Kind, Schedule, ScheduleArgs};
-use cptsim_traces::{read_trace, synthesize, write_trace, Bits, QuantScope, TraceMeta, TraceRow};
-use serde::Serialize;
+use cptsim_traces::{read_trace, synthesize, write_trace, QuantScope, TraceMeta};
 
 use super::accel_costs;
 use super::quant_scope::ScopeArgs;
@@ -121,47 +121,6 @@ impl RunArgs {
     }
 }
 
-/// What `run` reports; also its JSON shape.
-#[derive(Serialize, Debug)]
-pub(crate) struct Report {
-    pub(crate) model: String,
-    pub(crate) schedule: String,
-    /// Forward bits `[min, max]`.
-    bits: [u8; 2],
-    /// Backward bits: a number, or `[min, max]` when they vary.
-    grad_bits: serde_json::Value,
-    iterations: u64,
-    batch: u64,
-    accounting: &'static str,
-    gbitops: f64,
-    static_gbitops: f64,
-    /// `1 − gbitops / static_gbitops`.
-    reduction: f64,
-    /// BatchNorm work in fp32 GOPs (hardware accounting only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    bn_gops: Option<f64>,
-    /// Rows of the trace that was written or read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    trace_rows: Option<u64>,
-    /// Bits of the static baseline.
-    #[serde(skip)]
-    baseline: Bits,
-    /// Time, energy and DRAM traffic on each `--accel` accelerator, with the static baseline's.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) accelerators: Vec<RunSummary>,
-}
-
-/// What the two ways of obtaining a run know about it, for [`report`].
-struct Run<'a> {
-    schedule: String,
-    fw: BitRange,
-    bw: BitRange,
-    iterations: u64,
-    batch: u64,
-    counter: &'a BitOpsCounter,
-    trace_rows: Option<u64>,
-}
-
 /// Runs the subcommand.
 pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     // --save-trace and --report are one unit: written into staging directories beside them and
@@ -179,7 +138,7 @@ pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let unstage = |e| crate::exit::relabel(e, |t| staged.unstage(t));
     let (report, model) = evaluate(&args).map_err(unstage)?;
     if let Some(dir) = &args.report {
-        super::plot::write_run_index(dir, &report, &report.accelerators).map_err(unstage)?;
+        super::plot::write_run_index(dir, &report).map_err(unstage)?;
     }
     staged.commit().context("--save-trace/--report")?;
     for path in report_target.iter().map(|d| d.join("index.html")) {
@@ -219,8 +178,10 @@ pub(crate) fn wants_json(args: &RunArgs) -> anyhow::Result<bool> {
     args.format.json_or_table("run")
 }
 
-/// Costs the run the flags describe: BitOPs, and each `--accel` accelerator.
-pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)> {
+/// Costs the run the flags describe: BitOPs, and each `--accel` accelerator; with `--report`,
+/// writes each accelerator's per-layer × GEMM and per-epoch CSVs and returns the report without
+/// those rows.
+pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(RunReport, ModelSummary)> {
     if args.batch() == 0 {
         bail!("--batch: a batch needs at least 1 sample");
     }
@@ -243,28 +204,23 @@ pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(Report, ModelSummary)>
     }
     .with_context(|| format!("--model {}", args.model))?
     .summary();
-    let (mut report, rows) = match (&args.trace, &schedule) {
-        (Some(path), _) => cost_trace_file(args, &model, path)?,
-        (None, Some(schedule)) => cost_schedule(args, &model, schedule)?,
+    let mut coster = RunCoster::new(&model, !accels.is_empty());
+    let spec = match (&args.trace, &schedule) {
+        (Some(path), _) => read_trace_file(args, &model, path, &mut coster)?,
+        (None, Some(schedule)) => synthesise(args, &model, schedule, &mut coster)?,
         (None, None) => bail!("--schedule: no schedule"),
     };
-    if !accels.is_empty() {
-        let run = RunTrace::new(
-            &model,
-            rows,
-            report.iterations,
-            report.batch,
-            report.baseline,
-        );
-        report.accelerators = accel_costs::cost_all(
-            &accels,
-            &model,
-            &run,
-            args.epoch_iters,
-            args.report.as_deref(),
-        )?;
+    let options = CostOptions {
+        accounting: accounting(args),
+        breakdown_epoch_iters: args.report.is_some().then_some(args.epoch_iters),
+    };
+    let report = coster
+        .finish(&spec, &accels, &options)
+        .map_err(|e| accel_costs::run_error(e, &spec, args.epoch_iters))?;
+    if let Some(dir) = &args.report {
+        accel_costs::write_reports(dir, &report)?;
     }
-    Ok((report, model))
+    Ok((report.without_breakdowns(), model))
 }
 
 fn accounting(args: &RunArgs) -> Accounting {
@@ -286,29 +242,22 @@ fn build_schedule(args: &RunArgs) -> anyhow::Result<Schedule> {
         .build()?)
 }
 
-/// Synthesises the schedule's trace (writing it if asked) and costs it in the same pass; returns
-/// the rows too when accelerators need them.
-fn cost_schedule(
+/// Synthesises the schedule's trace (writing it if asked) into `coster` in one pass.
+fn synthesise(
     args: &RunArgs,
     model: &ModelSummary,
     schedule: &Schedule,
-) -> anyhow::Result<(Report, Vec<TraceRow>)> {
+    coster: &mut RunCoster<'_>,
+) -> anyhow::Result<RunSpec> {
     let (fw, bw) = reported_ranges(args, schedule);
-    let mut counter = BitOpsCounter::new(model);
-    let keep = !args.accel.is_empty();
-    let mut kept = Vec::new();
-    let rows = synthesize(schedule, model, &args.quant_scope(), args.batch()).inspect(|r| {
-        if keep {
-            kept.push(*r);
-        }
-    });
+    let rows = synthesize(schedule, model, &args.quant_scope(), args.batch());
     let mut written = None;
     match &args.save_trace {
         Some(path) => {
             let meta = TraceMeta::for_model(model, args.batch(), schedule.iterations());
             let mut failure = None;
             let counted = rows.inspect(|r| {
-                if let Err(e) = counter.add(r) {
+                if let Err(e) = coster.add(r) {
                     failure.get_or_insert(e);
                 }
             });
@@ -317,18 +266,15 @@ fn cost_schedule(
                 return Err(e.into());
             }
         }
-        None => rows.into_iter().try_for_each(|r| counter.add(&r))?,
+        None => rows.into_iter().try_for_each(|r| coster.add(&r))?,
     }
-    let run = Run {
+    Ok(RunSpec {
         schedule: schedule.name().to_string(),
-        fw,
-        bw,
         iterations: schedule.iterations(),
         batch: args.batch(),
-        counter: &counter,
+        ranges: Ranges::Given { fw, bw },
         trace_rows: written,
-    };
-    Ok((report(args, model, run), kept))
+    })
 }
 
 /// The bit ranges a synthesised run reports and takes its baseline from: a schedule file's own
@@ -351,94 +297,38 @@ fn reported_ranges(args: &RunArgs, schedule: &Schedule) -> (BitRange, BitRange) 
     }
 }
 
-/// Costs a trace file; the baseline is `--bits`/`--grad-bits` maxima if given, else the trace's.
-/// Returns the rows too when accelerators need them.
-fn cost_trace_file(
+/// Reads a trace file into `coster`; the baseline is `--bits`/`--grad-bits` maxima if given,
+/// else the trace's.
+fn read_trace_file(
     args: &RunArgs,
     model: &ModelSummary,
     path: &std::path::Path,
-) -> anyhow::Result<(Report, Vec<TraceRow>)> {
-    let mut counter = BitOpsCounter::new(model);
+    coster: &mut RunCoster<'_>,
+) -> anyhow::Result<RunSpec> {
     let mut rows = 0u64;
-    let keep = !args.accel.is_empty();
-    let mut kept = Vec::new();
     let meta = read_trace(path, model, |r| {
         rows += 1;
-        if keep {
-            kept.push(*r);
-        }
-        counter.add(r).map_err(|e| e.to_string())
+        coster.add(r).map_err(|e| e.to_string())
     })
     .context("--trace")?;
-    let Some((lo, hi)) = counter.bit_bounds() else {
-        bail!(
-            "--trace {}: no quantized rows, nothing to compare with a static baseline",
-            path.display()
-        );
+    let range = |flag: &'static str, text: &Option<String>| match text {
+        Some(text) => bit_range(flag, Some(text), "").map(Some),
+        None => Ok(None),
     };
-    let fw = match &args.bits {
-        Some(text) => bit_range("--bits", Some(text), "")?,
-        None => BitRange {
-            min: lo.w.min(lo.a),
-            max: hi.w.max(hi.a),
-        },
-    };
-    let bw = match &args.grad_bits {
-        Some(text) => bit_range("--grad-bits", Some(text), "")?,
-        None => BitRange {
-            min: lo.g,
-            max: hi.g,
-        },
-    };
-    let run = Run {
+    Ok(RunSpec {
         schedule: format!("trace:{}", path.display()),
-        fw,
-        bw,
         iterations: meta.iterations,
         batch: meta.batch,
-        counter: &counter,
-        trace_rows: Some(rows),
-    };
-    Ok((report(args, model, run), kept))
-}
-
-/// Totals of the run and of its static baseline (every quantized layer-sample at FW max, BW max).
-fn report(args: &RunArgs, model: &ModelSummary, run: Run<'_>) -> Report {
-    let acc = accounting(args);
-    let baseline = Bits::forward_backward(run.fw.max, run.bw.max);
-    let totals: BitOps = run.counter.totals();
-    let (g, s) = (
-        totals.gbitops(acc),
-        run.counter.static_totals(baseline).gbitops(acc),
-    );
-    let bw = run.bw;
-    Report {
-        model: model.name.clone(),
-        schedule: run.schedule,
-        bits: [run.fw.min, run.fw.max],
-        grad_bits: if bw.is_fixed() {
-            bw.max.into()
-        } else {
-            serde_json::json!([bw.min, bw.max])
+        ranges: Ranges::FromTrace {
+            fw: range("--bits", &args.bits)?,
+            bw: range("--grad-bits", &args.grad_bits)?,
         },
-        iterations: run.iterations,
-        batch: run.batch,
-        accounting: acc.name(),
-        gbitops: g,
-        static_gbitops: s,
-        reduction: if s > 0.0 { 1.0 - g / s } else { 0.0 },
-        bn_gops: (acc == Accounting::Hardware).then_some(totals.bn_ops / 1e9),
-        trace_rows: run.trace_rows,
-        baseline,
-        accelerators: Vec::new(),
-    }
+        trace_rows: Some(rows),
+    })
 }
 
-fn print_table(r: &Report, model: &ModelSummary, out: &mut dyn Write) -> std::io::Result<()> {
-    let grad = match r.grad_bits.as_array() {
-        Some(a) if a.len() == 2 => format!("{}:{}", a[0], a[1]),
-        _ => r.grad_bits.to_string(),
-    };
+fn print_table(r: &RunReport, model: &ModelSummary, out: &mut dyn Write) -> std::io::Result<()> {
+    let grad = r.grad_bits;
     writeln!(
         out,
         "model       {} ({} conv/linear layers)",
@@ -455,12 +345,14 @@ fn print_table(r: &Report, model: &ModelSummary, out: &mut dyn Write) -> std::io
         "run         {} iterations x batch {}",
         r.iterations, r.batch
     )?;
-    writeln!(out, "accounting  {}", r.accounting)?;
+    writeln!(out, "accounting  {}", r.accounting.name())?;
     writeln!(out, "GBitOPs     {:.4e}", r.gbitops)?;
     writeln!(
         out,
         "static      {:.4e}  (FW {}, BW {})",
-        r.static_gbitops, r.baseline.w, r.baseline.g
+        r.static_gbitops,
+        r.baseline().w,
+        r.baseline().g
     )?;
     writeln!(out, "reduction   {:.2} %", 100.0 * r.reduction)?;
     if let Some(bn) = r.bn_gops {

@@ -1,7 +1,7 @@
 //! Value types several commands share: the output format, the quantizer choice and the bit-range
 //! parser.
 
-use cptsim_sim::quant::QuantMethod;
+use cptsim_nn::quant::QuantMethod;
 use cptsim_traces::schedule::{parse_bit_range, BitRange, Convention};
 use serde::{Deserialize, Serialize};
 

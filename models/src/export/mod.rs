@@ -12,6 +12,7 @@ mod write;
 
 pub use builder::{BnParams, ConvGeom, GraphBuilder, NodeRecord, Value};
 pub use error::ExportError;
+pub use proto::{batched_value_info, float_tensor, node};
 pub use write::{model_bytes, write_atomic, write_model};
 
 /// ONNX IR version written into every exported model (loadable by current onnxruntime).

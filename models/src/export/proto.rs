@@ -37,7 +37,7 @@ pub(super) fn attr_float(name: &str, value: f32) -> AttributeProto {
 }
 
 /// A node in the default domain.
-pub(super) fn node(
+pub fn node(
     op_type: &str,
     name: &str,
     inputs: &[&str],
@@ -55,7 +55,7 @@ pub(super) fn node(
 }
 
 /// A float32 initializer stored as little-endian raw data.
-pub(super) fn float_tensor(name: &str, dims: &[usize], data: &[f32]) -> TensorProto {
+pub fn float_tensor(name: &str, dims: &[usize], data: &[f32]) -> TensorProto {
     TensorProto {
         name: name.to_string(),
         dims: dims.iter().map(|&d| d as i64).collect(),
@@ -66,7 +66,7 @@ pub(super) fn float_tensor(name: &str, dims: &[usize], data: &[f32]) -> TensorPr
 }
 
 /// A float32 graph input/output `[batch_dim, dims...]` with a symbolic batch dimension.
-pub(super) fn batched_value_info(name: &str, batch_dim: &str, dims: &[usize]) -> ValueInfoProto {
+pub fn batched_value_info(name: &str, batch_dim: &str, dims: &[usize]) -> ValueInfoProto {
     let mut dim = vec![Dimension {
         value: Some(dimension::Value::DimParam(batch_dim.to_string())),
         ..Default::default()

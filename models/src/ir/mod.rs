@@ -9,6 +9,7 @@
 //! described in [`op`]; a language model's graph input is its token ids, `[B, T]` or `[T, B]`.
 
 pub mod op;
+pub mod rules;
 pub mod shape;
 mod summary;
 
@@ -41,6 +42,24 @@ pub struct Node {
     pub inputs: Vec<ValueId>,
     /// The produced tensor.
     pub output: ValueId,
+}
+
+/// The nodes reading each tensor of a graph ([`Graph::consumer_index`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consumers {
+    /// `nodes[start[v]..start[v + 1]]` read tensor `v`.
+    start: Vec<usize>,
+    nodes: Vec<usize>,
+}
+
+impl Consumers {
+    /// Indices of the nodes reading `id`, ascending, each once.
+    pub fn of(&self, id: ValueId) -> &[usize] {
+        match (self.start.get(id.0), self.start.get(id.0 + 1)) {
+            (Some(&a), Some(&b)) => self.nodes.get(a..b).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
 }
 
 /// A whole model in IR form.
@@ -171,11 +190,40 @@ impl Graph {
         self.nodes.iter().position(|n| n.output == id)
     }
 
-    /// Indices of the nodes reading `id`.
+    /// Indices of the nodes reading `id` (one pass over the graph; for many queries build
+    /// [`Graph::consumer_index`] once).
     pub fn consumers(&self, id: ValueId) -> Vec<usize> {
         (0..self.nodes.len())
             .filter(|&i| self.nodes[i].inputs.contains(&id))
             .collect()
+    }
+
+    /// The readers of every tensor: [`Graph::consumers`] of all tensors, in one pass.
+    pub fn consumer_index(&self) -> Consumers {
+        // node i is counted once per tensor it reads, however often it reads it
+        let reads = |f: &mut dyn FnMut(usize, usize)| {
+            let mut last_reader = vec![usize::MAX; self.values.len()];
+            for (i, n) in self.nodes.iter().enumerate() {
+                for v in &n.inputs {
+                    if last_reader.get(v.0).is_some_and(|&r| r != i) {
+                        last_reader[v.0] = i;
+                        f(v.0, i);
+                    }
+                }
+            }
+        };
+        let mut start = vec![0usize; self.values.len() + 1];
+        reads(&mut |v, _| start[v + 1] += 1);
+        for v in 0..self.values.len() {
+            start[v + 1] += start[v];
+        }
+        let mut next = start.clone();
+        let mut nodes = vec![0usize; start[self.values.len()]];
+        reads(&mut |v, i| {
+            nodes[next[v]] = i;
+            next[v] += 1;
+        });
+        Consumers { start, nodes }
     }
 
     /// Number of trainable parameters.
@@ -183,24 +231,67 @@ impl Graph {
         self.nodes.iter().map(|n| n.op.params()).sum()
     }
 
-    /// Removes nodes whose output nobody reads and that do not produce the graph output (their
-    /// tensors stay in `values`, unreferenced). Node order stays topological.
+    /// Removes nodes whose output nobody reads and that do not produce the graph output, until
+    /// none is left (their tensors stay in `values`, unreferenced): what remains are the nodes
+    /// the output depends on. One backward pass; node order stays topological.
     pub fn prune(&mut self) {
-        loop {
-            let dead: Vec<usize> = (0..self.nodes.len())
-                .filter(|&i| {
-                    let out = self.nodes[i].output;
-                    out != self.output && self.consumers(out).is_empty()
-                })
-                .collect();
-            if dead.is_empty() {
-                break;
-            }
-            let mut i = 0;
-            self.nodes.retain(|_| {
-                i += 1;
-                !dead.contains(&(i - 1))
-            });
+        let mut needed = vec![false; self.values.len()];
+        if let Some(n) = needed.get_mut(self.output.0) {
+            *n = true;
         }
+        let mut keep = vec![false; self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate().rev() {
+            if needed.get(node.output.0).copied().unwrap_or(false) {
+                keep[i] = true;
+                for v in &node.inputs {
+                    if let Some(n) = needed.get_mut(v.0) {
+                        *n = true;
+                    }
+                }
+            }
+        }
+        let mut i = 0;
+        self.nodes.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `x → a = relu(x) → b = relu(a)`, a dead `d = sigmoid(a) → e = tanh(d)`, and
+    /// `m = a · a` (one node reading a tensor twice) as the output.
+    fn graph() -> Graph {
+        let mut g = Graph::new("g", "test", 1, "x", vec![1, 4, 4]);
+        let a = g.push("a", Op::Relu, vec![g.input], "a").unwrap();
+        g.push("b", Op::Relu, vec![a], "b").unwrap();
+        let d = g.push("d", Op::Sigmoid, vec![a], "d").unwrap();
+        g.push("e", Op::Tanh, vec![d], "e").unwrap();
+        g.output = g.push("m", Op::MatMul, vec![a, a], "m").unwrap();
+        g
+    }
+
+    #[test]
+    fn the_consumer_index_matches_consumers() {
+        let g = graph();
+        let index = g.consumer_index();
+        for v in 0..g.values.len() {
+            assert_eq!(index.of(ValueId(v)), g.consumers(ValueId(v)), "tensor #{v}");
+        }
+        // `m` reads `a` twice and is listed once
+        assert_eq!(index.of(ValueId(1)), [1, 2, 4]);
+        assert_eq!(index.of(ValueId(99)), [0usize; 0]);
+    }
+
+    #[test]
+    fn prune_keeps_what_the_output_depends_on() {
+        let mut g = graph();
+        g.prune();
+        let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "m"]);
+        assert_eq!(g.validate(), Ok(()));
     }
 }

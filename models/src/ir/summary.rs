@@ -1,5 +1,6 @@
 //! [`Graph::summary`]: the per-layer view (geometry, MACs, roles) other crates work from.
 
+use super::rules::LayerIo;
 use super::{BinaryKind, Graph, Op, ValueId};
 use crate::summary::{LayerInfo, LayerKind, LayerRole, ModelSummary};
 
@@ -16,95 +17,36 @@ impl Graph {
     /// 1×1 conv is `Shortcut` when its input also feeds another node and its output reaches an
     /// `Add` through nothing but BatchNorm (a projection on a residual branch); the rest `Body`.
     pub fn summary(&self) -> ModelSummary {
-        let mut layers = Vec::new();
+        let users = self.consumer_index();
+        let mut layers: Vec<LayerInfo> = Vec::new();
         let mut bn_elements = 0u64;
         let mut residual_elements = 0u64;
         let mut trainable_before_first = false;
         for (i, node) in self.nodes.iter().enumerate() {
-            let x = self.shape(node.inputs.first().copied().unwrap_or(self.input));
-            let y = self.shape(node.output);
-            let per_sample = |s: &[usize]| s.iter().product::<usize>() / self.batch.max(1);
+            let io = LayerIo {
+                name: &node.name,
+                params: node.op.params(),
+                input: self.shape(node.inputs.first().copied().unwrap_or(self.input)),
+                output: self.shape(node.output),
+                batch: self.batch,
+            };
+            if let Some(mut layer) = node.op.layer(&io) {
+                let one_by_one = layer.kind == LayerKind::Conv && layer.kernel == [1, 1];
+                if layer.role == LayerRole::Body && one_by_one && self.is_shortcut(i, &users) {
+                    layer.role = LayerRole::Shortcut;
+                }
+                layers.push(layer);
+                continue;
+            }
             match &node.op {
-                Op::Conv(c) => {
-                    let [kh, kw] = c.kernel();
-                    let in_shape = chw(x);
-                    let out_shape = chw(y);
-                    let depthwise = c.groups > 1 && c.groups == in_shape[0];
-                    let role = if depthwise {
-                        LayerRole::Depthwise
-                    } else if kh == 1 && kw == 1 && self.is_shortcut(i) {
-                        LayerRole::Shortcut
-                    } else {
-                        LayerRole::Body
-                    };
-                    let macs = super::shape::conv_macs(out_shape, in_shape[0], c.groups, [kh, kw]);
-                    layers.push(LayerInfo {
-                        name: node.name.clone(),
-                        kind: LayerKind::Conv,
-                        role,
-                        in_shape,
-                        out_shape,
-                        kernel: [kh, kw],
-                        stride: c.strides,
-                        pads: c.pads,
-                        dilation: c.dilations,
-                        groups: c.groups,
-                        params: node.op.params(),
-                        macs,
-                        hidden: None,
-                    });
-                }
-                Op::Linear(l) => {
-                    // Leading axes other than the batch are rows (the tokens of a sequence).
-                    let rows = (per_sample(x) / l.in_features().max(1)).max(1);
-                    let (i, o) = (l.in_features(), l.out_features());
-                    layers.push(gemm_layer(
-                        node,
-                        LayerKind::Linear,
-                        [i, rows, 1],
-                        [o, rows, 1],
-                        1,
-                        super::shape::linear_macs(rows, i, o),
-                    ));
-                }
-                Op::MatMul => {
-                    let a = self.shape(node.inputs.first().copied().unwrap_or(self.input));
-                    let (m, n) = match y {
-                        [.., m, n] => (*m, *n),
-                        _ => (1, 1),
-                    };
-                    let k = a.last().copied().unwrap_or(1);
-                    let groups = (per_sample(y) / (m * n).max(1)).max(1);
-                    layers.push(gemm_layer(
-                        node,
-                        LayerKind::Matmul,
-                        [groups * k, m, 1],
-                        [groups * n, m, 1],
-                        groups,
-                        super::shape::matmul_macs(groups, m, n, k),
-                    ));
-                }
-                Op::Recurrent(r) => {
-                    let steps = x.first().copied().unwrap_or(1);
-                    let mut layer = gemm_layer(
-                        node,
-                        LayerKind::Recurrent,
-                        [r.input_size() + r.hidden, steps, 1],
-                        [r.gate_rows(), steps, 1],
-                        1,
-                        super::shape::recurrent_macs(steps, r),
-                    );
-                    layer.hidden = Some(r.hidden);
-                    layers.push(layer);
-                }
                 Op::Embedding(_) | Op::ClassToken { .. } | Op::PositionEmbedding { .. }
                     if layers.is_empty() =>
                 {
                     trainable_before_first = true
                 }
-                Op::BatchNorm(_) => bn_elements += per_sample(y) as u64,
+                Op::BatchNorm(_) => bn_elements += self.elements_per_sample(node.output) as u64,
                 Op::Binary(b) if b.kind == BinaryKind::Add && b.constant.is_none() => {
-                    residual_elements += per_sample(y) as u64
+                    residual_elements += self.elements_per_sample(node.output) as u64
                 }
                 _ => {}
             }
@@ -125,19 +67,19 @@ impl Graph {
         }
     }
 
-    /// Whether node `i` (a 1×1 conv) is a projection on a residual shortcut.
-    fn is_shortcut(&self, i: usize) -> bool {
+    /// Whether node `i` (a 1×1 conv) is a projection on a residual shortcut; `users` is the
+    /// graph's [`Graph::consumer_index`].
+    fn is_shortcut(&self, i: usize, users: &super::Consumers) -> bool {
         let node = &self.nodes[i];
         let Some(&input) = node.inputs.first() else {
             return false;
         };
-        if self.consumers(input).len() < 2 {
+        if users.of(input).len() < 2 {
             return false;
         }
         let mut cur: ValueId = node.output;
         loop {
-            let users = self.consumers(cur);
-            let [u] = users.as_slice() else {
+            let [u] = users.of(cur) else {
                 return false;
             };
             match &self.nodes[*u].op {
@@ -152,40 +94,6 @@ impl Graph {
     /// sits (axis 1 of a sequence-first tensor).
     pub fn elements_per_sample(&self, id: ValueId) -> usize {
         self.shape(id).iter().product::<usize>() / self.batch.max(1)
-    }
-}
-
-/// A GEMM layer other than a conv: no window, no stride, no padding.
-fn gemm_layer(
-    node: &super::Node,
-    kind: LayerKind,
-    in_shape: [usize; 3],
-    out_shape: [usize; 3],
-    groups: usize,
-    macs: u64,
-) -> LayerInfo {
-    LayerInfo {
-        name: node.name.clone(),
-        kind,
-        role: LayerRole::Body,
-        in_shape,
-        out_shape,
-        kernel: [1, 1],
-        stride: [1, 1],
-        pads: [0; 4],
-        dilation: [1, 1],
-        groups,
-        params: node.op.params(),
-        macs,
-        hidden: None,
-    }
-}
-
-/// `[C, H, W]` of an NCHW shape.
-fn chw(shape: &[usize]) -> [usize; 3] {
-    match shape {
-        [_, c, h, w] => [*c, *h, *w],
-        _ => [shape.iter().skip(1).product(), 1, 1],
     }
 }
 

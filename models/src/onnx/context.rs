@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use ndarray::ArrayD;
+use onnx_protobuf::{NodeProto, ValueInfoProto};
 
 use super::node::NodeView;
 use super::value::{Const, Val};
@@ -25,6 +26,32 @@ pub struct Importer {
 }
 
 impl Importer {
+    /// The state before the first of `nodes` imports: `graph` with its input bound, `vals` the
+    /// initializers and bound inputs, and every tensor's reader count over `nodes` and the
+    /// graph `outputs`.
+    pub fn new(
+        graph: Graph,
+        vals: HashMap<String, Val>,
+        file_batch: Option<usize>,
+        nodes: &[&NodeProto],
+        outputs: &[ValueInfoProto],
+    ) -> Self {
+        let mut readers = HashMap::new();
+        let read = nodes
+            .iter()
+            .flat_map(|n| &n.input)
+            .chain(outputs.iter().map(|o| &o.name));
+        for name in read {
+            *readers.entry(name.clone()).or_insert(0) += 1;
+        }
+        Importer {
+            graph,
+            vals,
+            file_batch,
+            readers,
+        }
+    }
+
     /// Input `i` of `node`, `None` when the optional input is absent.
     pub fn opt_input(&self, node: &NodeView, i: usize) -> Result<Option<Val>, ModelError> {
         let Some(name) = node.input_name(i) else {

@@ -9,19 +9,30 @@
 //! - `Div(x, √2) | Mul(x, 1/√2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)` (the two `Mul`s in
 //!   either order) becomes `Gelu(x)`.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 
 use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::{AttributeProto, NodeProto, TensorProto, ValueInfoProto};
 
+use super::node::read_attr;
+use super::ops::constant;
 use super::tensor;
 
-/// The graph's nodes with the fusable chains replaced (file order otherwise kept).
-pub fn fuse(
-    nodes: &[NodeProto],
-    initializers: &[TensorProto],
-    outputs: &[ValueInfoProto],
-) -> Vec<NodeProto> {
+/// The graph's nodes with the fusable chains replaced (file order otherwise kept); the nodes
+/// that stay are borrowed, not copied.
+pub fn fuse<'a>(
+    nodes: &'a [NodeProto],
+    initializers: &'a [TensorProto],
+    outputs: &'a [ValueInfoProto],
+) -> Vec<Cow<'a, NodeProto>> {
+    // Every fused chain starts at an `Erf` or a `ReduceMean`: without one, nothing to index.
+    if !nodes
+        .iter()
+        .any(|n| matches!(n.op_type.as_str(), "Erf" | "ReduceMean"))
+    {
+        return nodes.iter().map(Cow::Borrowed).collect();
+    }
     let g = Chains::new(nodes, initializers, outputs);
     let mut replaced: HashMap<usize, NodeProto> = HashMap::new();
     let mut dropped = vec![false; nodes.len()];
@@ -50,7 +61,7 @@ pub fn fuse(
         .iter()
         .enumerate()
         .filter(|(k, _)| !dropped[*k])
-        .map(|(k, n)| replaced.remove(&k).unwrap_or_else(|| n.clone()))
+        .map(|(k, n)| replaced.remove(&k).map_or(Cow::Borrowed(n), Cow::Owned))
         .collect()
 }
 
@@ -61,7 +72,7 @@ struct Chains<'a> {
     nodes: &'a [NodeProto],
     producer: HashMap<&'a str, usize>,
     consumers: HashMap<&'a str, Vec<usize>>,
-    graph_outputs: Vec<&'a str>,
+    graph_outputs: HashSet<&'a str>,
     initializers: HashMap<&'a str, &'a TensorProto>,
 }
 
@@ -98,7 +109,7 @@ impl<'a> Chains<'a> {
     /// graph output.
     fn only_consumer(&self, i: usize, op: &str) -> Option<usize> {
         let out = self.out(i);
-        if self.graph_outputs.contains(&out) {
+        if self.graph_outputs.contains(out) {
             return None;
         }
         match self.consumers.get(out).map(Vec::as_slice) {
@@ -115,20 +126,13 @@ impl<'a> Chains<'a> {
             .filter(|&p| self.nodes[p].op_type == op)
     }
 
-    /// The value of a one-element constant (an initializer or a `Constant` node's output).
+    /// The value of a one-element constant (an initializer or a `Constant` node's output);
+    /// larger initializers are not decoded.
     fn scalar(&self, name: &str) -> Option<f32> {
         let c = match self.initializers.get(name) {
+            Some(t) if t.dims.iter().any(|&d| d != 1) => return None,
             Some(t) => tensor::decode(t).ok()?,
-            None => {
-                let n = &self.nodes[self.made_by(name, "Constant")?];
-                let a = n.attribute.iter().find(|a| a.name.starts_with("value"))?;
-                match a.name.as_str() {
-                    "value_float" => return Some(a.f),
-                    "value_int" => return Some(a.i as f32),
-                    "value" => tensor::decode(a.t.as_ref()?).ok()?,
-                    _ => return None,
-                }
-            }
+            None => constant::value_of(&self.nodes[self.made_by(name, "Constant")?]).ok()?,
         };
         match c.floats().as_slice() {
             [v] => Some(*v),
@@ -188,15 +192,15 @@ impl<'a> Chains<'a> {
         Some((vec![scale, e, add, m1], m2, fused))
     }
 
-    /// The single reduced axis of a `ReduceMean` (attribute or input 1), with keepdims on.
+    /// The single reduced axis of a `ReduceMean` (attribute or input 1), with keepdims on. An
+    /// invalid attribute leaves the chain unfused, for the `ReduceMean` handler to report.
     fn mean_axis(&self, i: usize) -> Option<i64> {
         let n = &self.nodes[i];
-        let int = |name: &str| n.attribute.iter().find(|a| a.name == name);
-        if int("keepdims").is_some_and(|a| a.i == 0) {
+        if !read_attr(n, "keepdims").ok()?.unwrap_or(true) {
             return None;
         }
-        let axes = match int("axes") {
-            Some(a) => a.ints.clone(),
+        let axes = match read_attr::<Vec<i64>>(n, "axes").ok()? {
+            Some(a) => a,
             None => {
                 let name = n.input.get(1)?;
                 let t = self.initializers.get(name.as_str())?;

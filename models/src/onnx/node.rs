@@ -1,5 +1,6 @@
-//! A node wrapper with typed attribute getters whose errors name the node, the attribute and
-//! the type mismatch, e.g. `node conv1 (Conv), attribute 'strides': expected ints, got float`.
+//! A node wrapper with typed, checked attribute getters (`node.attr::<bool>("ceil_mode")?`,
+//! `node.attr_or("axis", 0i64)?`) whose errors name the node, its op and the attribute, e.g.
+//! `node conv1 (Conv), attribute 'strides': expected ints, got float`.
 
 use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::{AttributeProto, NodeProto};
@@ -55,32 +56,52 @@ impl NodeView<'_> {
             .ok_or_else(|| self.err("has no output"))
     }
 
-    fn attr(&self, name: &str) -> Option<&AttributeProto> {
-        self.proto.attribute.iter().find(|a| a.name == name)
+    /// Attribute `name` as a `T`, `None` when the node does not set it. A wrong attribute type
+    /// or an invalid value (a boolean other than 0 or 1, a negative size) is an error naming the
+    /// node, its op and the attribute.
+    pub fn attr_opt<T: AttrValue>(&self, name: &str) -> Result<Option<T>, ModelError> {
+        read_attr(self.proto, name).map_err(|m| self.attr_error(name, m))
     }
 
-    fn typed(
-        &self,
-        name: &str,
-        want: AttributeType,
-    ) -> Result<Option<&AttributeProto>, ModelError> {
-        let Some(a) = self.attr(name) else {
-            return Ok(None);
-        };
-        let got = a
-            .type_
-            .enum_value()
-            .map_err(|code| self.attr_err(name, want, &format!("unknown type {code}")))?;
-        // Old exporters sometimes leave the type unset; accept when the wanted field is filled.
-        if got == want || (got == AttributeType::UNDEFINED && filled(a, want)) {
-            Ok(Some(a))
-        } else {
-            Err(self.attr_err(name, want, type_name(got)))
-        }
+    /// Attribute `name` as a `T`; a missing attribute is an error.
+    pub fn attr<T: AttrValue>(&self, name: &str) -> Result<T, ModelError> {
+        self.attr_opt(name)?
+            .ok_or_else(|| self.attr_error(name, "is missing"))
     }
 
-    fn attr_err(&self, name: &str, want: AttributeType, got: &str) -> ModelError {
-        self.attr_error(name, format!("expected {}, got {got}", type_name(want)))
+    /// Attribute `name` as a `T`, `default` when the node does not set it.
+    pub fn attr_or<T: AttrValue>(&self, name: &str, default: T) -> Result<T, ModelError> {
+        Ok(self.attr_opt(name)?.unwrap_or(default))
+    }
+
+    /// An `ints` attribute.
+    pub fn ints(&self, name: &str) -> Result<Option<Vec<i64>>, ModelError> {
+        self.attr_opt(name)
+    }
+
+    /// A `floats` attribute.
+    pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>, ModelError> {
+        self.attr_opt(name)
+    }
+
+    /// A `string` attribute (lossy UTF-8).
+    pub fn string(&self, name: &str) -> Result<Option<String>, ModelError> {
+        self.attr_opt(name)
+    }
+
+    /// A `strings` attribute (lossy UTF-8).
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, ModelError> {
+        self.attr_opt(name)
+    }
+
+    /// A `tensor` attribute, decoded.
+    pub fn tensor(&self, name: &str) -> Result<Option<Const>, ModelError> {
+        self.attr_opt(name)
+    }
+
+    /// An `ints` attribute that must hold non-negative values (sizes, strides, pads).
+    pub fn sizes(&self, name: &str) -> Result<Option<Vec<usize>>, ModelError> {
+        self.attr_opt(name)
     }
 
     /// An error about attribute `attr` of this node.
@@ -94,72 +115,106 @@ impl NodeView<'_> {
         }
     }
 
-    /// An `int` attribute.
-    pub fn int(&self, name: &str) -> Result<Option<i64>, ModelError> {
-        Ok(self.typed(name, AttributeType::INT)?.map(|a| a.i))
-    }
-
-    /// An `ints` attribute.
-    pub fn ints(&self, name: &str) -> Result<Option<Vec<i64>>, ModelError> {
-        Ok(self
-            .typed(name, AttributeType::INTS)?
-            .map(|a| a.ints.clone()))
-    }
-
-    /// A `float` attribute.
-    pub fn float(&self, name: &str) -> Result<Option<f32>, ModelError> {
-        Ok(self.typed(name, AttributeType::FLOAT)?.map(|a| a.f))
-    }
-
-    /// A `string` attribute (lossy UTF-8).
-    pub fn string(&self, name: &str) -> Result<Option<String>, ModelError> {
-        Ok(self
-            .typed(name, AttributeType::STRING)?
-            .map(|a| String::from_utf8_lossy(&a.s).into_owned()))
-    }
-
-    /// A `strings` attribute (lossy UTF-8).
-    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, ModelError> {
-        Ok(self.typed(name, AttributeType::STRINGS)?.map(|a| {
-            a.strings
-                .iter()
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect()
-        }))
-    }
-
-    /// A `tensor` attribute, decoded.
-    pub fn tensor(&self, name: &str) -> Result<Option<Const>, ModelError> {
-        let Some(a) = self.typed(name, AttributeType::TENSOR)? else {
-            return Ok(None);
-        };
-        let t =
-            a.t.as_ref()
-                .ok_or_else(|| self.attr_error(name, "tensor is missing"))?;
-        tensor::decode(t)
-            .map(Some)
-            .map_err(|m| self.attr_error(name, m))
-    }
-
-    /// An `ints` attribute that must hold non-negative values (sizes, strides, pads).
-    pub fn sizes(&self, name: &str) -> Result<Option<Vec<usize>>, ModelError> {
-        self.ints(name)?
-            .map(|v| {
-                v.iter()
-                    .map(|&x| usize::try_from(x))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| self.attr_error(name, format!("negative value in {v:?}")))
-            })
-            .transpose()
-    }
-
-    /// Resolves a possibly negative axis against `rank`.
+    /// Resolves a possibly negative axis (read from an input) against `rank`.
     pub fn axis(&self, axis: i64, rank: usize) -> Result<usize, ModelError> {
-        let a = if axis < 0 { axis + rank as i64 } else { axis };
-        usize::try_from(a)
-            .ok()
-            .filter(|&a| a < rank)
-            .ok_or_else(|| self.err(format!("axis {axis} out of range for rank {rank}")))
+        resolve_axis(axis, rank).map_err(|m| self.err(m))
+    }
+
+    /// The axis attribute `name` resolved against `rank`: `default` when absent, or an error
+    /// when there is none; out of range is an error naming the attribute.
+    pub fn axis_attr(
+        &self,
+        name: &str,
+        default: Option<i64>,
+        rank: usize,
+    ) -> Result<usize, ModelError> {
+        let axis = match default {
+            Some(d) => self.attr_or(name, d)?,
+            None => self.attr(name)?,
+        };
+        resolve_axis(axis, rank).map_err(|m| self.attr_error(name, m))
+    }
+}
+
+/// A possibly negative axis resolved against `rank`.
+fn resolve_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let a = if axis < 0 { axis + rank as i64 } else { axis };
+    usize::try_from(a)
+        .ok()
+        .filter(|&a| a < rank)
+        .ok_or_else(|| format!("axis {axis} out of range for rank {rank}"))
+}
+
+/// A Rust type an ONNX attribute reads as: its ONNX attribute type and how to take the value
+/// out (checked: a `bool` is an `int` of 0 or 1, a `usize` a non-negative `int`).
+pub trait AttrValue: Sized {
+    /// The attribute type the value is stored as.
+    const TYPE: AttributeType;
+    /// The value of `a` (already known to be of [`AttrValue::TYPE`]), or why it is invalid.
+    fn read(a: &AttributeProto) -> Result<Self, String>;
+}
+
+/// `impl AttrValue for $t` stored as `$kind`, its value `$read` of the attribute `$a`.
+macro_rules! attr_value {
+    ($t:ty, $kind:ident, |$a:ident| $read:expr) => {
+        impl AttrValue for $t {
+            const TYPE: AttributeType = AttributeType::$kind;
+            fn read($a: &AttributeProto) -> Result<Self, String> {
+                $read
+            }
+        }
+    };
+}
+
+attr_value!(i64, INT, |a| Ok(a.i));
+attr_value!(f32, FLOAT, |a| Ok(a.f));
+attr_value!(String, STRING, |a| Ok(
+    String::from_utf8_lossy(&a.s).into_owned()
+));
+attr_value!(Vec<i64>, INTS, |a| Ok(a.ints.clone()));
+attr_value!(Vec<f32>, FLOATS, |a| Ok(a.floats.clone()));
+attr_value!(Vec<String>, STRINGS, |a| Ok(a
+    .strings
+    .iter()
+    .map(|s| String::from_utf8_lossy(s).into_owned())
+    .collect()));
+attr_value!(bool, INT, |a| match a.i {
+    0 => Ok(false),
+    1 => Ok(true),
+    v => Err(format!("expected a boolean (0 or 1), got {v}")),
+});
+attr_value!(usize, INT, |a| usize::try_from(a.i)
+    .map_err(|_| format!("expected a non-negative int, got {}", a.i)));
+attr_value!(Vec<usize>, INTS, |a| a
+    .ints
+    .iter()
+    .map(|&x| usize::try_from(x))
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(|_| format!("negative value in {:?}", a.ints)));
+attr_value!(Const, TENSOR, |a| tensor::decode(
+    a.t.as_ref().ok_or("tensor is missing")?
+));
+
+/// Attribute `name` of `node` as a `T`, `None` when absent; the error is the message only (the
+/// caller names node and attribute). [`NodeView::attr_opt`] is the form op handlers use; this
+/// one serves passes that run before the nodes have views (fusion).
+pub fn read_attr<T: AttrValue>(node: &NodeProto, name: &str) -> Result<Option<T>, String> {
+    let Some(a) = node.attribute.iter().find(|a| a.name == name) else {
+        return Ok(None);
+    };
+    let got = a
+        .type_
+        .enum_value()
+        .map_err(|code| format!("expected {}, got unknown type {code}", type_name(T::TYPE)))?;
+    // Old exporters sometimes leave the type unset; accept when the wanted field is filled.
+    if got == T::TYPE || (got == AttributeType::UNDEFINED && filled(a, T::TYPE)) {
+        T::read(a).map(Some)
+    } else {
+        Err(format!(
+            "expected {}, got {}",
+            type_name(T::TYPE),
+            type_name(got)
+        ))
     }
 }
 

@@ -103,5 +103,5 @@ fn last_progress(cell: &Cell) -> Option<String> {
 /// The iteration of the checkpoint an unfinished training cell left (it resumes there).
 fn checkpoint_iteration(cell: &Cell) -> Option<u64> {
     let path = cell.dir.join("run").join(CHECKPOINT);
-    cptsim_sim::train::checkpoint::iteration(&path).ok()
+    cptsim_train::checkpoint::iteration(&path).ok()
 }

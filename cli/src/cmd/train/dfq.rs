@@ -5,9 +5,9 @@ use super::args::{CandidatesArg, DfqExecArg, PolicyArg};
 use super::plan::TrainPlan;
 use anyhow::Context;
 use cptsim_models::{Graph as IrGraph, ModelSummary};
-use cptsim_sim::build::{build_network, BuildOptions};
-use cptsim_sim::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig};
-use cptsim_sim::train::TrainNet;
+use cptsim_nn::build::{build_network, BuildOptions};
+use cptsim_train::policy::dfq::{find_blocks, CandidateSet, Dfq, DfqConfig, FracTrainConfig};
+use cptsim_train::TrainNet;
 
 /// The DFQ controller for `--policy dfq|fractrain`, attached to `net`; `None` for schedules.
 pub(crate) fn build(

@@ -6,10 +6,10 @@ use std::path::Path;
 use anyhow::Context;
 use cptsim_models::ModelSummary;
 use cptsim_plot::trace::{heatmap, HeatmapOptions, Operand};
-use cptsim_sim::ldp::{BitMap, Ldp, LdpConfig, Mapping};
-use cptsim_sim::train::{Policy, TrainNet, Trainer};
 use cptsim_traces::schedule::BitRange;
 use cptsim_traces::{TraceMeta, TraceRow};
+use cptsim_train::policy::ldp::{BitMap, Ldp, LdpConfig, Mapping};
+use cptsim_train::{Policy, TrainNet, Trainer};
 
 use super::args::MappingArg;
 use super::plan::TrainPlan;

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use cptsim_models::atomic::Staged;
-use cptsim_sim::build::{build_network, BuildOptions, Init};
-use cptsim_sim::collapse::CollapseDetector;
-use cptsim_sim::quant::QuantMethod;
-use cptsim_sim::train::{checkpoint, TrainNet, Trainer};
-use cptsim_sim::SimError;
+use cptsim_nn::build::{build_network, BuildOptions, Init};
+use cptsim_nn::collapse::CollapseDetector;
+use cptsim_nn::quant::QuantMethod;
+use cptsim_nn::SimError;
 use cptsim_traces::Bits;
+use cptsim_train::{checkpoint, TrainNet, Trainer};
 use serde::{Deserialize, Serialize};
 
 use crate::exit::{relabel, Exit, Stopped};
@@ -333,7 +333,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         seq_len: text.as_ref().map(|t| t.bptt),
         unigram_test_ppl: text.as_ref().map(|t| {
             let c = &t.corpus;
-            cptsim_sim::data::text::unigram_perplexity(&c.train, &c.test, c.vocab.len())
+            cptsim_nn::data::text::unigram_perplexity(&c.train, &c.test, c.vocab.len())
         }),
         eval_bits: plan.eval_bits.name(),
         final_eval_bits: last.map(|e| [e.fw, e.bw]),
@@ -347,7 +347,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         images_per_s: progress.images() as f64 / progress.train_seconds().max(1e-9),
         cpu_seconds: cpu,
         images_per_cpu_s: progress.images() as f64 / cpu.max(1e-9),
-        load_average: cptsim_sim::cputime::load_average_1min(),
+        load_average: cptsim_kernels::cputime::load_average_1min(),
         prt_bits: report.prt_bits,
         prt_diverged_bits: report.prt_diverged,
         pfq_turns: report.turns,

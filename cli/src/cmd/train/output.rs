@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use cptsim_accel::{Accounting, BitOpsCounter};
+use cptsim_kernels::cputime::process_cpu_seconds;
 use cptsim_models::atomic::write_atomically;
 use cptsim_models::ModelSummary;
-use cptsim_sim::cputime::process_cpu_seconds;
-use cptsim_sim::train::{EvalRecord, StepReport};
 use cptsim_traces::{write_trace, Bits, TraceMeta, TraceRow};
+use cptsim_train::{EvalRecord, StepReport};
 use serde::Serialize;
 
 /// The JSON summary of a finished run (`summary.json`, and stdout with `--format json`).
@@ -31,7 +31,7 @@ pub(crate) struct Summary {
     pub(crate) achieved: Option<f64>,
     /// LDP: final per-layer bits and inference cost.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) ldp: Option<cptsim_sim::train::LayerBitsReport>,
+    pub(crate) ldp: Option<cptsim_train::LayerBitsReport>,
     pub(crate) final_test_acc: f64,
     /// The highest test accuracy of any evaluation (what the papers report).
     pub(crate) best_test_acc: f64,

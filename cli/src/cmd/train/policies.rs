@@ -2,9 +2,9 @@
 //! arguments, with the static baseline's forward/backward bits.
 
 use cptsim_models::ModelSummary;
-use cptsim_sim::dfq::Dfq;
-use cptsim_sim::train::{Policy, TrainNet};
 use cptsim_traces::schedule::BitRange;
+use cptsim_train::policy::dfq::Dfq;
+use cptsim_train::{Policy, TrainNet};
 
 use super::args::PolicyArg;
 use super::ldp;

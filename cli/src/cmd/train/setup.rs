@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use cptsim_models::head::{load_graph_for, HeadFit};
 use cptsim_models::{Graph, LayerRole, ModelSummary};
-use cptsim_sim::data::file::find_file;
-use cptsim_sim::data::text::{self, Corpus, TextData, TextKind, TokenLayout};
-use cptsim_sim::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
-use cptsim_sim::optim::{LrPolicy, LrSchedule};
-use cptsim_sim::train::{
+use cptsim_nn::data::file::find_file;
+use cptsim_nn::data::text::{self, Corpus, TextData, TextKind, TokenLayout};
+use cptsim_nn::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
+use cptsim_nn::optim::{LrPolicy, LrSchedule};
+use cptsim_traces::schedule::{BitRange, ScheduleArgs};
+use cptsim_traces::Bits;
+use cptsim_train::{
     EvalBits, Pfq, PfqConfig, Policy, Prt, PrtConfig, PrtPolicy, SchedulePolicy, TrainConfig,
     TrainData, TrainNet,
 };
-use cptsim_traces::schedule::{BitRange, ScheduleArgs};
-use cptsim_traces::Bits;
 
 use super::args::{EvalBitsArg, LrArg};
 use super::plan::{Length, TrainPlan};
@@ -108,7 +108,7 @@ pub(crate) fn load_data(
         }
         Ok(d)
     };
-    let load = |f: &dyn Fn(&Path, Split) -> cptsim_sim::Result<Dataset>, d: &Path| {
+    let load = |f: &dyn Fn(&Path, Split) -> cptsim_nn::Result<Dataset>, d: &Path| {
         let tr = f(d, Split::Train).with_context(|| format!("--data {spec}"))?;
         let te = f(d, Split::Test).with_context(|| format!("--data {spec}"))?;
         anyhow::Ok((tr, te))

@@ -3,27 +3,39 @@
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::Val;
 use crate::error::ModelError;
 use crate::ir::Op;
 
+/// Registers `Relu`, `Clip`, `Sigmoid`, `Tanh`, `Gelu`, `Softmax` and `LogSoftmax`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Relu", relu);
+    reg.insert("Clip", clip);
+    reg.insert("Sigmoid", sigmoid);
+    reg.insert("Tanh", tanh);
+    reg.insert("Gelu", gelu);
+    reg.insert("Softmax", |imp, node| softmax_family(imp, node, false));
+    reg.insert("LogSoftmax", |imp, node| softmax_family(imp, node, true));
+}
+
 /// `Relu(X)`.
-pub fn relu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn relu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     imp.push(node, Op::Relu, vec![x])
 }
 
 /// `Sigmoid(X)`.
-pub fn sigmoid(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn sigmoid(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     imp.push(node, Op::Sigmoid, vec![x])
 }
 
 /// `Clip(X[, min][, max])`; absent bounds are ±∞.
-pub fn clip(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn clip(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let bound = |i: usize, attr: &str, default: f32| -> Result<f32, ModelError> {
-        if let Some(v) = node.float(attr)? {
+        if let Some(v) = node.attr_opt(attr)? {
             return Ok(v);
         }
         match imp.opt_const(node, i)? {
@@ -45,13 +57,13 @@ pub fn clip(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 }
 
 /// `Tanh(X)`.
-pub fn tanh(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn tanh(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     imp.push(node, Op::Tanh, vec![x])
 }
 
 /// `Gelu(X)` with `approximate = "none" | "tanh"`.
-pub fn gelu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn gelu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let tanh_approx = match node.string("approximate")?.as_deref() {
         None | Some("none") => false,
@@ -65,22 +77,13 @@ pub fn gelu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 
 /// `Softmax(X)` along `axis` (default −1; before opset 13 the default is 1 and the op
 /// normalises over all axes from `axis` on, which equals the IR's one-axis softmax only for the
-/// last axis).
-pub fn softmax(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    softmax_family(imp, node, false)
-}
-
-/// `LogSoftmax(X)`: the logarithm of [`softmax`], same axis rules (PyTorch's `log_softmax`, the
-/// output of its word-language-model LMs).
-pub fn log_softmax(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    softmax_family(imp, node, true)
-}
-
+/// last axis); with `log`, `LogSoftmax(X)`, its logarithm, same axis rules (PyTorch's
+/// `log_softmax`, the output of its word-language-model LMs).
 fn softmax_family(imp: &mut Importer, node: &NodeView, log: bool) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let rank = imp.shape(x).len();
     let default = if node.opset >= 13 { -1 } else { 1 };
-    let axis = node.axis(node.int("axis")?.unwrap_or(default), rank)?;
+    let axis = node.axis_attr("axis", Some(default), rank)?;
     if node.opset < 13 && axis + 1 != rank {
         return Err(node.attr_error(
             "axis",

@@ -6,8 +6,20 @@
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::{broadcast_map, each_const, Const, Val};
 use crate::error::ModelError;
+
+/// Registers `Mod`, `Equal`, `Less`, `Greater`, `Not`, `Sqrt` and `Trilu`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Mod", modulo);
+    reg.insert("Equal", |imp, node| compare(imp, node, |a, b| a == b));
+    reg.insert("Less", |imp, node| compare(imp, node, |a, b| a < b));
+    reg.insert("Greater", |imp, node| compare(imp, node, |a, b| a > b));
+    reg.insert("Not", not);
+    reg.insert("Sqrt", sqrt);
+    reg.insert("Trilu", trilu);
+}
 
 /// Both inputs as constants, or an error saying the op only folds.
 fn constants(imp: &Importer, node: &NodeView) -> Result<(Const, Const), ModelError> {
@@ -20,9 +32,9 @@ fn constants(imp: &Importer, node: &NodeView) -> Result<(Const, Const), ModelErr
 }
 
 /// `Mod(A, B)`: integer remainder with the divisor's sign (`fmod = 0`), or C's `fmod` on floats.
-pub fn modulo(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn modulo(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let (a, b) = constants(imp, node)?;
-    let fmod = node.int("fmod")?.unwrap_or(0) != 0;
+    let fmod = node.attr_or("fmod", false)?;
     let out = match (&a, &b, fmod) {
         (Const::I64(a), Const::I64(b), false) => {
             if b.iter().any(|&v| v == 0) {
@@ -48,7 +60,7 @@ fn floor_mod(x: i64, y: i64) -> i64 {
 }
 
 /// `Equal`, `Less`, `Greater` (chosen by `op`) on constants: a boolean (0/1) constant.
-pub fn compare(
+fn compare(
     imp: &mut Importer,
     node: &NodeView,
     op: fn(f64, f64) -> bool,
@@ -60,7 +72,7 @@ pub fn compare(
 }
 
 /// `Sqrt(X)` on a constant.
-pub fn sqrt(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn sqrt(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     match imp.input(node, 0)? {
         Val::Const(c) => Ok(Val::Const(Const::F32(c.to_f32().mapv(f32::sqrt)))),
         Val::Tensor(_) => Err(node.err("is only supported on constants")),
@@ -69,7 +81,7 @@ pub fn sqrt(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 
 /// `Trilu(X[, k])` on a constant: keeps the upper (`upper = 1`, default) or lower triangle of
 /// the last two axes from diagonal `k`, zeroing the rest.
-pub fn trilu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn trilu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let Val::Const(c) = imp.input(node, 0)? else {
         return Err(node.err("is only supported on constants (attention masks)"));
     };
@@ -77,7 +89,7 @@ pub fn trilu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         Some(k) => k.ints().first().copied().unwrap_or(0),
         None => 0,
     };
-    let upper = node.int("upper")?.unwrap_or(1) != 0;
+    let upper = node.attr_or("upper", true)?;
     let shape = c.shape().to_vec();
     let [.., _, cols] = shape[..] else {
         return Err(node.err(format!("input {shape:?} needs rank ≥ 2")));
@@ -105,7 +117,7 @@ pub fn trilu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 }
 
 /// `Not(X)` on a boolean constant.
-pub fn not(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn not(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     match imp.input(node, 0)? {
         Val::Const(c) => Ok(Val::Const(Const::I64(
             c.to_i64().mapv(|v| i64::from(v == 0)),

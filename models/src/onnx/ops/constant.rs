@@ -2,39 +2,61 @@
 //! pass-throughs Identity and Dropout. None of them leaves a node in the IR.
 
 use ndarray::{ArrayD, IxDyn};
+use onnx_protobuf::NodeProto;
 
 use super::super::context::Importer;
-use super::super::node::NodeView;
+use super::super::node::{read_attr, NodeView};
+use super::super::registry::Registry;
 use super::super::value::{Const, Val};
 use crate::error::ModelError;
 
+/// Registers `Identity`, `Dropout`, `Cast`, `Constant`, `ConstantOfShape` and `Shape`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Identity", pass_through);
+    reg.insert("Dropout", pass_through);
+    reg.insert("Cast", cast);
+    reg.insert("Constant", constant);
+    reg.insert("ConstantOfShape", constant_of_shape);
+    reg.insert("Shape", shape);
+}
+
 /// `Constant`: the value from whichever `value*` attribute is set.
-pub fn constant(_: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    if let Some(t) = node.tensor("value")? {
-        return Ok(Val::Const(t));
+fn constant(_: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    value_of(node.proto)
+        .map(Val::Const)
+        .map_err(|m| node.err(m))
+}
+
+/// The value a `Constant` node holds: its `value` tensor, `value_float`, `value_int` or
+/// `value_ints`; an error names an attribute of another kind. Fusion reads constants with it
+/// too, before import.
+pub fn value_of(node: &NodeProto) -> Result<Const, String> {
+    let attr_err = |name: &str, m: String| format!("attribute '{name}': {m}");
+    if let Some(t) = read_attr::<Const>(node, "value").map_err(|m| attr_err("value", m))? {
+        return Ok(t);
     }
-    let c = if let Some(f) = node.float("value_float")? {
-        Const::F32(ArrayD::from_elem(IxDyn(&[]), f))
-    } else if let Some(i) = node.int("value_int")? {
-        Const::I64(ArrayD::from_elem(IxDyn(&[]), i))
-    } else if let Some(v) = node.ints("value_ints")? {
-        Const::I64(
-            ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).map_err(|e| node.err(e.to_string()))?,
-        )
-    } else {
-        let a = node
-            .proto
-            .attribute
-            .first()
-            .map(|a| a.name.as_str())
-            .unwrap_or("none");
-        return Err(node.err(format!("unsupported value attribute '{a}'")));
-    };
-    Ok(Val::Const(c))
+    if let Some(f) =
+        read_attr::<f32>(node, "value_float").map_err(|m| attr_err("value_float", m))?
+    {
+        return Ok(Const::F32(ArrayD::from_elem(IxDyn(&[]), f)));
+    }
+    if let Some(i) = read_attr::<i64>(node, "value_int").map_err(|m| attr_err("value_int", m))? {
+        return Ok(Const::I64(ArrayD::from_elem(IxDyn(&[]), i)));
+    }
+    if let Some(v) =
+        read_attr::<Vec<i64>>(node, "value_ints").map_err(|m| attr_err("value_ints", m))?
+    {
+        let shape = IxDyn(&[v.len()]);
+        return Ok(Const::I64(
+            ArrayD::from_shape_vec(shape, v).map_err(|e| e.to_string())?,
+        ));
+    }
+    let a = node.attribute.first().map_or("none", |a| a.name.as_str());
+    Err(format!("unsupported value attribute '{a}'"))
 }
 
 /// `ConstantOfShape`: a tensor of the given shape filled with the `value` attribute (default 0.0).
-pub fn constant_of_shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn constant_of_shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let shape: Vec<usize> = imp
         .constant(node, 0)?
         .ints()
@@ -66,15 +88,15 @@ fn first<'a, T: Copy + 'a>(
 }
 
 /// `Shape`: the static shape of a tensor as an int64 constant (opset 15 `start`/`end` honoured).
-pub fn shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let s: Vec<i64> = match imp.input(node, 0)? {
         Val::Tensor(t) => imp.shape(t).iter().map(|&d| d as i64).collect(),
         Val::Const(c) => c.shape().iter().map(|&d| d as i64).collect(),
     };
     let r = s.len() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-    let start = clamp(node.int("start")?.unwrap_or(0));
-    let end = clamp(node.int("end")?.unwrap_or(r)).max(start);
+    let start = clamp(node.attr_or("start", 0)?);
+    let end = clamp(node.attr_or("end", r)?).max(start);
     let v = s[start..end].to_vec();
     Ok(Val::Const(Const::I64(
         ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).map_err(|e| node.err(e.to_string()))?,
@@ -83,10 +105,8 @@ pub fn shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 
 /// `Cast`: converts constants between float and integer; a run-time tensor passes unchanged
 /// (the IR computes in f32).
-pub fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let to = node
-        .int("to")?
-        .ok_or_else(|| node.attr_error("to", "is missing"))?;
+fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let to: i64 = node.attr("to")?;
     Ok(match imp.input(node, 0)? {
         Val::Const(c) => Val::Const(match to {
             1 | 10 | 11 | 16 => Const::F32(c.to_f32()),
@@ -100,6 +120,6 @@ pub fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 
 /// `Identity`, `Dropout` (inference): the first input unchanged. Constants are cloned, so every
 /// consumer of a de-duplicated initializer gets its own copy.
-pub fn pass_through(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn pass_through(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     imp.input(node, 0)
 }

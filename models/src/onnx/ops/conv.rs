@@ -2,13 +2,19 @@
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::Val;
 use super::{spatial, window};
 use crate::error::ModelError;
 use crate::ir::{Conv, Op};
 
+/// Registers `Conv`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Conv", conv);
+}
+
 /// `Conv(X, W[, B])` with a constant weight and bias.
-pub fn conv(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn conv(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let weight = imp.take_f32(node, 1)?;
     let bias = imp.opt_const(node, 2)?.map(|b| b.to_f32());
@@ -28,7 +34,7 @@ pub fn conv(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             ));
         }
     }
-    let groups = node.int("group")?.unwrap_or(1);
+    let groups = node.attr_or("group", 1i64)?;
     let groups = usize::try_from(groups)
         .ok()
         .filter(|&g| g > 0)

@@ -5,12 +5,21 @@
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::{broadcast_map, Const, Val};
 use crate::error::ModelError;
 use crate::ir::{Binary, BinaryKind, ConstOperand, Op};
 
+/// Registers `Add`, `Sub`, `Mul` and `Div`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Add", |imp, node| binary(imp, node, BinaryKind::Add));
+    reg.insert("Sub", |imp, node| binary(imp, node, BinaryKind::Sub));
+    reg.insert("Mul", |imp, node| binary(imp, node, BinaryKind::Mul));
+    reg.insert("Div", |imp, node| binary(imp, node, BinaryKind::Div));
+}
+
 /// `Add`, `Sub`, `Mul` or `Div` (chosen by `kind`) of inputs 0 and 1.
-pub fn binary(imp: &mut Importer, node: &NodeView, kind: BinaryKind) -> Result<Val, ModelError> {
+fn binary(imp: &mut Importer, node: &NodeView, kind: BinaryKind) -> Result<Val, ModelError> {
     let (a, b) = (imp.input(node, 0)?, imp.input(node, 1)?);
     let (op, inputs) = match (a, b) {
         (Val::Const(a), Val::Const(b)) => {

@@ -6,22 +6,29 @@ use ndarray::{ArrayD, Ix2};
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::Val;
 use crate::error::ModelError;
 use crate::ir::{Linear, Op};
 
+/// Registers `Gemm` and `MatMul`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Gemm", gemm);
+    reg.insert("MatMul", matmul);
+}
+
 /// `Gemm(A, B[, C])`: `alpha · A' · B' + beta · C` with `A' = transA ? Aᵀ : A`, likewise B.
-pub fn gemm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn gemm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let mut a = imp.tensor(node, 0)?;
     let b = imp.take_f32(node, 1)?;
     let c = imp.opt_const(node, 2)?.map(|c| c.to_f32());
-    let alpha = node.float("alpha")?.unwrap_or(1.0);
-    let beta = node.float("beta")?.unwrap_or(1.0);
+    let alpha = node.attr_or("alpha", 1.0f32)?;
+    let beta = node.attr_or("beta", 1.0f32)?;
     let b = b
         .into_dimensionality::<Ix2>()
         .map_err(|_| node.err("input B must be a rank-2 constant"))?;
     // Linear stores W as [out, in]; Gemm's B is [in, out] unless transB.
-    let w = if node.int("transB")?.unwrap_or(0) != 0 {
+    let w = if node.attr_or("transB", false)? {
         b
     } else {
         b.reversed_axes()
@@ -53,7 +60,7 @@ pub fn gemm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             Some(ArrayD::from_shape_vec(vec![out], full).map_err(|e| node.err(e.to_string()))?)
         }
     };
-    if node.int("transA")?.unwrap_or(0) != 0 {
+    if node.attr_or("transA", false)? {
         let name = format!("{}/transA", node.name);
         let t = imp.push_named(
             node,
@@ -74,7 +81,7 @@ pub fn gemm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 
 /// `MatMul(A, B)`: with a constant rank-2 `B` a bias-free [`Linear`], with two tensors a
 /// general `MatMul`.
-pub fn matmul(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn matmul(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let a = imp.tensor(node, 0)?;
     match imp.input(node, 1)? {
         Val::Tensor(b) => imp.push(node, Op::MatMul, vec![a, b]),

@@ -8,10 +8,17 @@ use ndarray::{ArrayD, Axis, IxDyn};
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::{each_const, Const, Val};
 use crate::error::ModelError;
 use crate::ir::shape::broadcast;
 use crate::ir::{Binary, BinaryKind, ConstOperand, Op};
+
+/// Registers `Where` and `Expand`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Where", where_);
+    reg.insert("Expand", expand);
+}
 
 /// At or below this a mask entry means "masked" (PyTorch uses `-inf`, some code `-1e9`/`-1e4`).
 const MASKED: f32 = -1e4;
@@ -69,7 +76,7 @@ pub fn additive(
 /// `Where(cond, X, Y)`: constants fold; a constant causal `cond` choosing a run-time tensor
 /// where it holds and a constant ≤ −1e4 elsewhere (or the reverse with the negated condition)
 /// is a `CausalMask`. Other run-time selections are not supported.
-pub fn where_(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn where_(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let cond = imp.input(node, 0)?;
     let (a, b) = (imp.input(node, 1)?, imp.input(node, 2)?);
     let Val::Const(cond) = cond else {
@@ -124,7 +131,7 @@ pub fn where_(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 
 /// `Expand(X, shape)`: a constant is broadcast to the target; a run-time tensor passes through
 /// when the target does not enlarge it (the result would be the tensor itself).
-pub fn expand(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn expand(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let target: Vec<usize> = imp
         .constant(node, 1)?
         .ints()

@@ -1,5 +1,6 @@
 //! Op handlers, one module per op family. Each handler reads one ONNX node and either folds it
-//! to a constant or appends the equivalent IR node(s); see [`super::registry`] for the mapping.
+//! to a constant or appends the equivalent IR node(s). Each family registers its op types in its
+//! own `register`; [`register_all`] gathers them into the importer's [`Registry`].
 
 pub mod activation;
 pub mod arith;
@@ -14,8 +15,43 @@ pub mod recurrent;
 pub mod reshape;
 pub mod select;
 
+use std::sync::OnceLock;
+
 use super::node::NodeView;
+use super::registry::Registry;
 use crate::error::ModelError;
+
+/// The importer's table: every family's op types, registered on first use.
+pub fn registry() -> &'static Registry {
+    static TABLE: OnceLock<Registry> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut reg = Registry::default();
+        register_all(&mut reg);
+        reg
+    })
+}
+
+/// Registers every family's op types (the first two, `Conv` and `BatchNormalization`, lead the
+/// list of supported ops in errors).
+fn register_all(reg: &mut Registry) {
+    let families: [fn(&mut Registry); 12] = [
+        conv::register,
+        norm::register,
+        activation::register,
+        recurrent::register,
+        select::register,
+        mask::register,
+        arith::register,
+        elementwise::register,
+        pool::register,
+        reshape::register,
+        linear::register,
+        constant::register,
+    ];
+    for register in families {
+        register(reg);
+    }
+}
 
 /// `(strides, pads [top, left, bottom, right], dilations)` of a 2-D window op.
 pub type WindowGeometry = ([usize; 2], [usize; 4], [usize; 2]);
@@ -37,7 +73,7 @@ pub fn window(
     };
     let strides = pair("strides")?;
     let dilations = pair("dilations")?;
-    let auto_pad = node.string("auto_pad")?.unwrap_or_default();
+    let auto_pad: String = node.attr_or("auto_pad", String::new())?;
     let pads = match auto_pad.as_str() {
         "" | "NOTSET" => match node.sizes("pads")?.as_deref() {
             None => [0; 4],
@@ -74,5 +110,23 @@ pub fn spatial(node: &NodeView, shape: &[usize]) -> Result<[usize; 2], ModelErro
         _ => Err(node.err(format!(
             "input {shape:?} must be NCHW (rank 4); only 2-D ops are supported"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_type_is_registered_by_exactly_one_family() {
+        let mut reg = Registry::default();
+        register_all(&mut reg);
+        assert!(reg.duplicates().is_empty(), "{:?}", reg.duplicates());
+        assert_eq!(reg.op_types().len(), 48);
+        assert_eq!(&reg.op_types()[..2], ["Conv", "BatchNormalization"]);
+        for op in reg.op_types() {
+            assert!(registry().get(op).is_some(), "{op}");
+        }
+        assert!(registry().get("Erf").is_none());
     }
 }

@@ -3,13 +3,20 @@
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::Val;
 use crate::error::ModelError;
 use crate::ir::{BatchNorm, LayerNorm, Op};
 
+/// Registers `BatchNormalization` and `LayerNormalization`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("BatchNormalization", batch_norm);
+    reg.insert("LayerNormalization", layer_norm);
+}
+
 /// `BatchNormalization(X, scale, B, mean, var)` with constant parameters. Only the first output
 /// is available; the running-statistics outputs of the training form are not.
-pub fn batch_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn batch_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let epsilon = non_negative_epsilon(node)?;
     let var = imp.constant(node, 4)?.to_f32();
@@ -30,18 +37,18 @@ pub fn batch_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError
         mean: imp.constant(node, 3)?.to_f32(),
         var,
         epsilon,
-        momentum: node.float("momentum")?.unwrap_or(0.9),
-        training_mode: node.int("training_mode")?.unwrap_or(0) != 0,
+        momentum: node.attr_or("momentum", 0.9)?,
+        training_mode: node.attr_or("training_mode", false)?,
     });
     imp.push(node, op, vec![x])
 }
 
 /// `LayerNormalization(X[, scale][, B])` normalising the last axis (`axis` = −1 or rank − 1);
 /// only the first output (`Mean` and `InvStdDev` are training-only extras).
-pub fn layer_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn layer_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let rank = imp.shape(x).len();
-    let axis = node.axis(node.int("axis")?.unwrap_or(-1), rank)?;
+    let axis = node.axis_attr("axis", Some(-1), rank)?;
     if axis + 1 != rank {
         return Err(node.attr_error(
             "axis",
@@ -71,7 +78,7 @@ pub fn layer_norm(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError
 
 /// The `epsilon` attribute (default 1e-5), which must be a finite number ≥ 0.
 fn non_negative_epsilon(node: &NodeView) -> Result<f32, ModelError> {
-    let epsilon = node.float("epsilon")?.unwrap_or(1e-5);
+    let epsilon = node.attr_or("epsilon", 1e-5)?;
     if !(epsilon.is_finite() && epsilon >= 0.0) {
         return Err(node.attr_error("epsilon", format!("{epsilon} is not a non-negative number")));
     }

@@ -2,10 +2,19 @@
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::Val;
 use super::{spatial, window};
 use crate::error::ModelError;
 use crate::ir::{AvgPool, Op, Pool};
+
+/// Registers `MaxPool`, `AveragePool`, `GlobalAveragePool` and `ReduceMean`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("MaxPool", max_pool);
+    reg.insert("AveragePool", average_pool);
+    reg.insert("GlobalAveragePool", global_average_pool);
+    reg.insert("ReduceMean", reduce_mean);
+}
 
 fn geometry(imp: &Importer, node: &NodeView, x: crate::ir::ValueId) -> Result<Pool, ModelError> {
     let kernel = match node.sizes("kernel_shape")?.as_deref() {
@@ -20,7 +29,7 @@ fn geometry(imp: &Importer, node: &NodeView, x: crate::ir::ValueId) -> Result<Po
     };
     let hw = spatial(node, &imp.shape(x))?;
     let (strides, pads, dilations) = window(node, hw, kernel)?;
-    let ceil_mode = node.int("ceil_mode")?.unwrap_or(0) != 0;
+    let ceil_mode = node.attr_or("ceil_mode", false)?;
     Ok(Pool {
         kernel,
         strides,
@@ -31,20 +40,20 @@ fn geometry(imp: &Importer, node: &NodeView, x: crate::ir::ValueId) -> Result<Po
 }
 
 /// `MaxPool(X)`; only the values output (not `Indices`).
-pub fn max_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn max_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let pool = geometry(imp, node, x)?;
     imp.push(node, Op::MaxPool(pool), vec![x])
 }
 
 /// `AveragePool(X)` with `count_include_pad`.
-pub fn average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let pool = geometry(imp, node, x)?;
     if pool.dilations != [1, 1] {
         return Err(node.err("dilated average pooling is not supported"));
     }
-    let count_include_pad = node.int("count_include_pad")?.unwrap_or(0) != 0;
+    let count_include_pad = node.attr_or("count_include_pad", false)?;
     imp.push(
         node,
         Op::AveragePool(AvgPool {
@@ -56,14 +65,14 @@ pub fn average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelErr
 }
 
 /// `GlobalAveragePool(X)`.
-pub fn global_average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn global_average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     imp.push(node, Op::GlobalAveragePool, vec![x])
 }
 
 /// `ReduceMean(X[, axes])`: axes as attribute (opset < 18) or input (opset ≥ 18); no axes means
 /// all axes unless `noop_with_empty_axes`.
-pub fn reduce_mean(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn reduce_mean(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let rank = imp.shape(x).len();
     let raw = match node.ints("axes")? {
@@ -73,7 +82,7 @@ pub fn reduce_mean(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelErro
             .map(|c| c.ints())
             .unwrap_or_default(),
     };
-    if raw.is_empty() && node.int("noop_with_empty_axes")?.unwrap_or(0) != 0 {
+    if raw.is_empty() && node.attr_or("noop_with_empty_axes", false)? {
         return Ok(Val::Tensor(x));
     }
     let mut axes = if raw.is_empty() {
@@ -85,6 +94,6 @@ pub fn reduce_mean(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelErro
     };
     axes.sort_unstable();
     axes.dedup();
-    let keepdims = node.int("keepdims")?.unwrap_or(1) != 0;
+    let keepdims = node.attr_or("keepdims", true)?;
     imp.push(node, Op::ReduceMean { axes, keepdims }, vec![x])
 }

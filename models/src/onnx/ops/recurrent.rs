@@ -7,9 +7,17 @@ use ndarray::{ArrayD, Axis, IxDyn};
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::{Const, Val};
 use crate::error::ModelError;
 use crate::ir::{CellKind, Op, Recurrent, SliceAxis};
+
+/// Registers `LSTM`, `GRU` and `RNN`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("LSTM", |imp, node| recurrent(imp, node, Cell::Lstm));
+    reg.insert("GRU", |imp, node| recurrent(imp, node, Cell::Gru));
+    reg.insert("RNN", |imp, node| recurrent(imp, node, Cell::Rnn));
+}
 
 /// The cell an ONNX op type runs (GRU's `linear_before_reset` comes from the node).
 #[derive(Clone, Copy, Debug)]
@@ -56,28 +64,39 @@ fn zero_or_absent(imp: &Importer, node: &NodeView, i: usize, what: &str) -> Resu
 }
 
 /// Imports one `LSTM` / `GRU` / `RNN` node.
-pub fn recurrent(imp: &mut Importer, node: &NodeView, cell: Cell) -> Result<Val, ModelError> {
+fn recurrent(imp: &mut Importer, node: &NodeView, cell: Cell) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
-    let xs = imp.shape(x);
-    let direction = node
-        .string("direction")?
-        .unwrap_or_else(|| "forward".into());
+    let kind = cell_kind(node, cell)?;
+    let op = Op::Recurrent(weights(imp, node, kind)?);
+    check_sequence_and_states(imp, node, cell, imp.shape(x).first().copied().unwrap_or(0))?;
+    outputs(imp, node, op, x)
+}
+
+/// The IR cell of `node`, after checking that its attributes ask for nothing the IR's
+/// recurrent layers do not do (other directions, batch-first layout, clipping, coupled gates,
+/// other activations).
+fn cell_kind(node: &NodeView, cell: Cell) -> Result<CellKind, ModelError> {
+    let direction = node.attr_or("direction", "forward".to_string())?;
     if direction != "forward" {
         return Err(node.attr_error(
             "direction",
             format!("'{direction}' is not supported (only 'forward'; a bidirectional layer is two layers to cptsim)"),
         ));
     }
-    if node.int("layout")?.unwrap_or(0) != 0 {
-        return Err(node.attr_error(
-            "layout",
-            "1 (batch-first) is not supported; export with the default sequence-first layout",
-        ));
+    match node.attr_or("layout", 0i64)? {
+        0 => {}
+        1 => {
+            return Err(node.attr_error(
+                "layout",
+                "1 (batch-first) is not supported; export with the default sequence-first layout",
+            ))
+        }
+        v => return Err(node.attr_error("layout", format!("expected 0 or 1, got {v}"))),
     }
-    if node.float("clip")?.is_some() {
+    if node.attr_opt::<f32>("clip")?.is_some() {
         return Err(node.attr_error("clip", "cell clipping is not supported"));
     }
-    if node.int("input_forget")?.unwrap_or(0) != 0 {
+    if node.attr_or("input_forget", false)? {
         return Err(node.attr_error(
             "input_forget",
             "coupled input-forget gates are not supported",
@@ -92,18 +111,23 @@ pub fn recurrent(imp: &mut Importer, node: &NodeView, cell: Cell) -> Result<Val,
             ));
         }
     }
-    let kind = match cell {
+    Ok(match cell {
         Cell::Rnn => CellKind::Rnn,
         Cell::Lstm => CellKind::Lstm,
         Cell::Gru => CellKind::Gru {
-            linear_before_reset: node.int("linear_before_reset")?.unwrap_or(0) != 0,
+            linear_before_reset: node.attr_or("linear_before_reset", false)?,
         },
-    };
+    })
+}
+
+/// `W`, `R` and `B` (split into its `Wb` and `Rb` halves; zeros when absent) and the hidden
+/// size (the attribute, or the rows of `W` over the gates).
+fn weights(imp: &Importer, node: &NodeView, kind: CellKind) -> Result<Recurrent, ModelError> {
     let w = one_direction(node, imp.constant(node, 1)?, "W")?;
     let r = one_direction(node, imp.constant(node, 2)?, "R")?;
     let rows = w.shape().first().copied().unwrap_or(0);
     let gates = kind.gates();
-    let hidden = match node.int("hidden_size")? {
+    let hidden = match node.attr_opt::<i64>("hidden_size")? {
         Some(h) => usize::try_from(h)
             .ok()
             .filter(|&h| h > 0)
@@ -127,7 +151,24 @@ pub fn recurrent(imp: &mut Importer, node: &NodeView, cell: Cell) -> Result<Val,
             (wb, rb)
         }
     };
-    let steps = xs.first().copied().unwrap_or(0);
+    Ok(Recurrent {
+        kind,
+        hidden,
+        w,
+        r,
+        bias_w,
+        bias_r,
+    })
+}
+
+/// Checks that `sequence_lens` covers all `steps` and the initial states (and an LSTM's
+/// peepholes) are absent or zero.
+fn check_sequence_and_states(
+    imp: &Importer,
+    node: &NodeView,
+    cell: Cell,
+    steps: usize,
+) -> Result<(), ModelError> {
     match imp.opt_input(node, 4)? {
         None => {}
         Some(Val::Const(c)) if c.ints().iter().all(|&l| l == steps as i64) => {}
@@ -142,14 +183,17 @@ pub fn recurrent(imp: &mut Importer, node: &NodeView, cell: Cell) -> Result<Val,
         zero_or_absent(imp, node, 6, "initial_c")?;
         zero_or_absent(imp, node, 7, "P (peepholes)")?;
     }
-    let op = Op::Recurrent(Recurrent {
-        kind,
-        hidden,
-        w,
-        r,
-        bias_w,
-        bias_r,
-    });
+    Ok(())
+}
+
+/// Adds the recurrent layer `op` on `x`, then `Y_h` (its last step) when read and `Y` (its
+/// output reshaped to ONNX's `[T, 1, B, H]`) when named.
+fn outputs(
+    imp: &mut Importer,
+    node: &NodeView,
+    op: Op,
+    x: crate::ir::ValueId,
+) -> Result<Val, ModelError> {
     let y_name = match node.proto.output.first().filter(|n| !n.is_empty()) {
         Some(n) => n.clone(),
         None => format!("{}/Y", node.name),

@@ -4,9 +4,19 @@
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::{each_const, Const, Val};
 use crate::error::ModelError;
 use crate::ir::Op;
+
+/// Registers `Flatten`, `Reshape`, `Squeeze`, `Unsqueeze` and `Transpose`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Flatten", flatten);
+    reg.insert("Reshape", reshape);
+    reg.insert("Squeeze", squeeze);
+    reg.insert("Unsqueeze", unsqueeze);
+    reg.insert("Transpose", transpose);
+}
 
 /// Shape of a constant or run-time value.
 fn shape_of(imp: &Importer, v: &Val) -> Vec<usize> {
@@ -38,7 +48,7 @@ fn axes_arg(imp: &Importer, node: &NodeView) -> Result<Option<Vec<i64>>, ModelEr
 }
 
 /// `Reshape(X, shape)`: `0` copies the input dimension (unless `allowzero`), `-1` is inferred.
-pub fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.input(node, 0)?;
     let dims = shape_of(imp, &x);
     let mut target = match node.ints("shape")? {
@@ -52,7 +62,7 @@ pub fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             *t0 = imp.graph.batch as i64;
         }
     }
-    let allowzero = node.int("allowzero")?.unwrap_or(0) != 0;
+    let allowzero = node.attr_or("allowzero", false)?;
     let shape = resolve_reshape(&dims, &target, allowzero).map_err(|m| node.err(m))?;
     reshape_to(imp, node, x, shape)
 }
@@ -102,10 +112,10 @@ pub fn resolve_reshape(
 }
 
 /// `Flatten(X)` to 2-D at `axis` (default 1).
-pub fn flatten(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn flatten(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.input(node, 0)?;
     let dims = shape_of(imp, &x);
-    let axis = node.int("axis")?.unwrap_or(1);
+    let axis = node.attr_or("axis", 1i64)?;
     // Flatten accepts axis == rank (everything in the first dimension).
     let axis = if axis == dims.len() as i64 {
         dims.len()
@@ -122,7 +132,7 @@ pub fn flatten(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 }
 
 /// `Squeeze(X[, axes])`: drops the listed size-1 axes, or all of them.
-pub fn squeeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn squeeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.input(node, 0)?;
     let dims = shape_of(imp, &x);
     let axes = match axes_arg(imp, node)? {
@@ -146,7 +156,7 @@ pub fn squeeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 }
 
 /// `Unsqueeze(X, axes)`: inserts size-1 axes at the listed output positions.
-pub fn unsqueeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn unsqueeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.input(node, 0)?;
     let dims = shape_of(imp, &x);
     let raw = axes_arg(imp, node)?.ok_or_else(|| node.err("axes are missing"))?;
@@ -172,7 +182,7 @@ pub fn unsqueeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError>
 }
 
 /// `Transpose(X)` by `perm` (default: reverse the axes).
-pub fn transpose(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn transpose(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.input(node, 0)?;
     let rank = shape_of(imp, &x).len();
     let perm = match node.ints("perm")? {

@@ -7,12 +7,22 @@ use ndarray::{concatenate, ArrayD, Axis};
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
+use super::super::registry::Registry;
 use super::super::value::{each_const, Const, Val};
 use crate::error::ModelError;
 use crate::ir::{Embedding, Op, SliceAxis, ValueId};
 
+/// Registers `Split`, `Concat`, `Slice`, `Gather` and `Pad`.
+pub fn register(reg: &mut Registry) {
+    reg.insert("Split", split);
+    reg.insert("Concat", concat);
+    reg.insert("Slice", slice);
+    reg.insert("Gather", gather);
+    reg.insert("Pad", pad);
+}
+
 /// `Concat(X…)` along `axis`: all constants fold, all tensors become an IR `Concat`.
-pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let vals = (0..node.proto.input.len())
         .filter_map(|i| imp.opt_input(node, i).transpose())
         .collect::<Result<Vec<_>, _>>()?;
@@ -23,10 +33,7 @@ pub fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         Val::Tensor(t) => imp.shape(*t).len(),
         Val::Const(c) => c.shape().len(),
     };
-    let axis = node
-        .int("axis")?
-        .ok_or_else(|| node.attr_error("axis", "is missing"))?;
-    let axis = node.axis(axis, rank)?;
+    let axis = node.axis_attr("axis", None, rank)?;
     let tensors: Vec<ValueId> = vals
         .iter()
         .filter_map(|v| {
@@ -102,7 +109,7 @@ fn class_token(
 }
 
 /// `Slice(X, starts, ends[, axes][, steps])` (opset ≥ 10) or with attributes (opset < 10).
-pub fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.input(node, 0)?;
     let dims = match &x {
         Val::Tensor(t) => imp.shape(*t),
@@ -187,10 +194,10 @@ pub fn slice_axis(
 /// subgraphs); run-time ids into a constant rank-2 table on axis 0 are an [`Embedding`]; a
 /// constant index into a run-time tensor is a `Slice` (plus a `Reshape` dropping the axis for
 /// a scalar index, e.g. the ViT class token `x[:, 0]`).
-pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     match (imp.input(node, 0)?, imp.input(node, 1)?) {
         (Val::Const(table), Val::Tensor(ids)) => {
-            let axis = node.int("axis")?.unwrap_or(0);
+            let axis = node.attr_or("axis", 0i64)?;
             if axis != 0 || table.shape().len() != 2 {
                 return Err(node.err(format!(
                     "run-time indices into a constant of shape {:?} on axis {axis}: only an \
@@ -205,7 +212,7 @@ pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         }
         (Val::Tensor(x), Val::Const(indices)) => {
             let dims = imp.shape(x);
-            let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
+            let axis = node.axis_attr("axis", Some(0), dims.len())?;
             let idx = match indices.ints().as_slice() {
                 [i] => *i,
                 v => {
@@ -252,7 +259,7 @@ pub fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 
 fn gather_const(node: &NodeView, data: &Const, indices: &Const) -> Result<Val, ModelError> {
     let dims = data.shape().to_vec();
-    let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
+    let axis = node.axis_attr("axis", Some(0), dims.len())?;
     let n = dims[axis] as i64;
     let flat = indices
         .ints()
@@ -282,10 +289,10 @@ fn gather_const(node: &NodeView, data: &Const, indices: &Const) -> Result<Val, M
 /// `Split(X[, split])` along `axis` (default 0): sizes from the `split` input (opset ≥ 13) or
 /// attribute, else `num_outputs` (opset 18) or the output count, equal parts (the last one
 /// smaller when they do not divide). Each output is one `Slice` of the input.
-pub fn split(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn split(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let dims = imp.shape(x);
-    let axis = node.axis(node.int("axis")?.unwrap_or(0), dims.len())?;
+    let axis = node.axis_attr("axis", Some(0), dims.len())?;
     let outputs: Vec<String> = node.proto.output.clone();
     let d = dims[axis];
     let sizes: Vec<usize> = match node.ints("split")? {
@@ -336,15 +343,15 @@ pub fn split(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 }
 
 /// `Pad(X, pads[, constant_value][, axes])` (opset ≥ 11; attributes before), constant mode only.
-pub fn pad(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+fn pad(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let rank = imp.shape(x).len();
-    let mode = node.string("mode")?.unwrap_or_else(|| "constant".into());
+    let mode = node.attr_or("mode", "constant".to_string())?;
     if mode != "constant" {
         return Err(node.err(format!("mode '{mode}' is not supported (only 'constant')")));
     }
     let (raw, value) = match node.ints("pads")? {
-        Some(p) => (p, node.float("value")?.unwrap_or(0.0)),
+        Some(p) => (p, node.attr_or("value", 0.0f32)?),
         None => {
             let p = imp.constant(node, 1)?.ints();
             let v = match imp.opt_const(node, 2)? {

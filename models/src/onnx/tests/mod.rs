@@ -1,5 +1,7 @@
 //! Importer tests: a small ModelProto builder and the tests over models built with it.
 
+mod attrs;
 mod import;
+mod scale;
 mod sequence;
 pub(crate) mod testutil;

@@ -1,0 +1,67 @@
+//! Elementwise ops with parameters: `BatchNorm`, `LayerNorm`, `Binary` (broadcasting) and
+//! `Dropout`. None is a GEMM; all keep the input's shape but `Binary`, which broadcasts.
+
+use crate::ir::op::{BatchNorm, Binary, LayerNorm};
+use crate::ir::shape::broadcast;
+
+impl BatchNorm {
+    /// The input's shape, after checking every parameter is `[C]` for the channels on axis 1.
+    pub fn output_shape(&self, x: &[usize]) -> Result<Vec<usize>, String> {
+        let [_, ch, ..] = x else {
+            return Err(format!("BatchNorm input {x:?} needs rank ≥ 2"));
+        };
+        for (what, t) in [
+            ("scale", &self.scale),
+            ("bias", &self.bias),
+            ("mean", &self.mean),
+            ("var", &self.var),
+        ] {
+            if t.shape() != [*ch] {
+                return Err(format!(
+                    "{what} has shape {:?}, expected [{ch}] for input {x:?}",
+                    t.shape()
+                ));
+            }
+        }
+        Ok(x.to_vec())
+    }
+}
+
+impl LayerNorm {
+    /// The input's shape, after checking scale and bias are `[D]` for its last axis.
+    pub fn output_shape(&self, x: &[usize]) -> Result<Vec<usize>, String> {
+        let d = x.last().copied().unwrap_or(0);
+        for (what, t) in [("scale", &self.scale), ("bias", &self.bias)] {
+            if t.shape() != [d] {
+                return Err(format!(
+                    "{what} has shape {:?}, expected [{d}] for input {x:?}",
+                    t.shape()
+                ));
+            }
+        }
+        Ok(x.to_vec())
+    }
+}
+
+impl Binary {
+    /// The broadcast of the two tensor inputs, or of the one input and the constant.
+    pub fn output_shape(&self, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
+        match (&self.constant, inputs) {
+            (None, [a, b]) => broadcast(a, b),
+            (Some(c), [x]) => broadcast(x, c.value.shape()),
+            _ => Err(format!(
+                "expected {} tensor input(s), got {}",
+                if self.constant.is_none() { 2 } else { 1 },
+                inputs.len()
+            )),
+        }
+    }
+}
+
+/// `Dropout`: the input's shape, for a ratio in `[0, 1)`.
+pub fn dropout(ratio: f32, x: &[usize]) -> Result<Vec<usize>, String> {
+    if !(0.0..1.0).contains(&ratio) {
+        return Err(format!("dropout ratio {ratio} is not in [0, 1)"));
+    }
+    Ok(x.to_vec())
+}

@@ -1,0 +1,293 @@
+//! Binding the graph input: which declared dimension is the batch and which the sequence, the
+//! static shape they bind to, and the zero initial states of recurrent layers' state inputs.
+
+use std::collections::{HashMap, HashSet};
+
+use onnx_protobuf::tensor_shape_proto::dimension::Value as Dim;
+use onnx_protobuf::type_proto::Value as TypeValue;
+use onnx_protobuf::{GraphProto, ModelProto, NodeProto, ValueInfoProto};
+
+use super::value::{Const, Val};
+use crate::error::ModelError;
+use crate::ir::Graph;
+
+/// The graph with its one data input bound (rules in [`super::import_proto_with`]), and the
+/// file's fixed batch when it differs from `batch`. Inputs that only feed recurrent layers'
+/// initial states are bound to zeros in `vals`, beside the initializers already there; the data
+/// input is bound to the graph's input tensor.
+pub fn bind_graph_input(
+    g: &GraphProto,
+    source: &str,
+    batch: usize,
+    seq_len: Option<usize>,
+    vals: &mut HashMap<String, Val>,
+) -> Result<(Graph, Option<usize>), ModelError> {
+    let fail = |m: String| ModelError::graph(source, m);
+    let state_only = initial_state_inputs(&g.node);
+    let mut inputs: Vec<&ValueInfoProto> = Vec::new();
+    let runtime: Vec<&ValueInfoProto> = g
+        .input
+        .iter()
+        .filter(|i| !vals.contains_key(&i.name))
+        .collect();
+    for i in runtime {
+        if state_only.contains(i.name.as_str()) {
+            let zeros = zero_state(i, batch)
+                .map_err(|m| fail(format!("graph input '{}' (an initial state): {m}", i.name)))?;
+            vals.insert(i.name.clone(), Val::Const(zeros));
+        } else {
+            inputs.push(i);
+        }
+    }
+    let [input] = inputs.as_slice() else {
+        let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+        return Err(fail(format!(
+            "expected exactly one graph input besides initializers, found {names:?}"
+        )));
+    };
+    let bound = bind_input_shape(input, batch, seq_len)
+        .map_err(|m| fail(format!("graph input '{}': {m}", input.name)))?;
+    let name = if g.name.is_empty() { source } else { &g.name };
+    let mut graph = Graph::new(name, source, batch, &input.name, bound.shape);
+    graph.seq_len = bound.seq_len;
+    vals.insert(input.name.clone(), Val::Tensor(graph.input));
+    Ok((graph, bound.file_batch))
+}
+
+/// Names of graph inputs whose every use is a recurrent layer's initial state (`LSTM` inputs
+/// 5 and 6, `GRU` / `RNN` input 5).
+pub fn initial_state_inputs(nodes: &[NodeProto]) -> HashSet<&str> {
+    let mut state = HashSet::new();
+    let mut other = HashSet::new();
+    for n in nodes {
+        let slots: &[usize] = match n.op_type.as_str() {
+            "LSTM" => &[5, 6],
+            "GRU" | "RNN" => &[5],
+            _ => &[],
+        };
+        for (k, name) in n.input.iter().enumerate() {
+            if slots.contains(&k) {
+                state.insert(name.as_str());
+            } else {
+                other.insert(name.as_str());
+            }
+        }
+    }
+    state.retain(|n| !other.contains(n) && !n.is_empty());
+    state
+}
+
+/// Zeros of an initial-state input's declared shape, symbolic dimensions bound to `batch`.
+fn zero_state(input: &ValueInfoProto, batch: usize) -> Result<Const, String> {
+    let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Err("is not a tensor with a declared type".into());
+    };
+    let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
+    let shape: Vec<usize> = dims
+        .iter()
+        .map(|d| match d.value {
+            Some(Dim::DimValue(v)) if v > 0 => Ok(v as usize),
+            Some(Dim::DimValue(v)) => Err(format!("dimension of size {v}")),
+            _ => Ok(batch),
+        })
+        .collect::<Result<_, _>>()?;
+    // A state is `[1, B, H]`: far below 2^24 elements for any real model.
+    if crate::ir::shape::element_count(&shape).is_none_or(|n| n > 1 << 24) {
+        return Err(format!("shape {shape:?} is too large for an initial state"));
+    }
+    Ok(Const::F32(ndarray::ArrayD::zeros(shape)))
+}
+
+/// Whether a symbolic dimension's name says it is a sequence length.
+fn is_seq_name(p: &str) -> bool {
+    let l = p.to_ascii_lowercase();
+    ["seq", "len", "time", "token", "step"]
+        .iter()
+        .any(|k| l.contains(k))
+        || matches!(l.as_str(), "t" | "s" | "l")
+}
+
+/// Whether a symbolic dimension's name says it is the batch.
+fn is_batch_name(p: &str) -> bool {
+    let l = p.to_ascii_lowercase();
+    l.contains("batch") || matches!(l.as_str(), "n" | "b")
+}
+
+/// The batch axis of an input declared with `dims` (rules in [`import_proto_with`]).
+fn batch_axis(dims: &[onnx_protobuf::tensor_shape_proto::Dimension]) -> usize {
+    let params: Vec<Option<&str>> = dims
+        .iter()
+        .map(|d| match &d.value {
+            Some(Dim::DimParam(p)) => Some(p.as_str()),
+            None => Some(""),
+            _ => None,
+        })
+        .collect();
+    params
+        .iter()
+        .position(|p| p.is_some_and(is_batch_name))
+        .or_else(|| {
+            params
+                .iter()
+                .position(|p| p.is_some_and(|p| !is_seq_name(p)))
+        })
+        .unwrap_or(0)
+}
+
+/// The batch and sequence length that bind `proto`'s graph input to `shape`, the shape of the
+/// data it will run on: the batch is `shape`'s size on the input's batch axis (rules in
+/// [`import_proto_with`]) and, for an input of rank 2 or 3, the sequence length its size on the
+/// other symbolic axis (none when every other axis is fixed). A graph without exactly one data
+/// input gives `(shape[0], None)` and the import reports it; a declared rank other than
+/// `shape`'s is an error naming the input.
+pub fn binding_for_shape(
+    proto: &ModelProto,
+    source: &str,
+    shape: &[usize],
+) -> Result<(usize, Option<usize>), ModelError> {
+    let fallback = (shape.first().copied().unwrap_or(0), None);
+    let Some(g) = proto.graph.as_ref() else {
+        return Ok(fallback);
+    };
+    let state_only = initial_state_inputs(&g.node);
+    let weights: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    let data: Vec<&ValueInfoProto> = g
+        .input
+        .iter()
+        .filter(|i| !state_only.contains(i.name.as_str()) && !weights.contains(i.name.as_str()))
+        .collect();
+    let [input] = data.as_slice() else {
+        return Ok(fallback);
+    };
+    let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Ok(fallback);
+    };
+    let Some(dims) = t.shape.as_ref().map(|s| &s.dim) else {
+        return Ok(fallback);
+    };
+    if dims.len() != shape.len() {
+        return Err(ModelError::graph(
+            source,
+            format!(
+                "graph input '{}' has rank {} but the data has shape {shape:?}",
+                input.name,
+                dims.len()
+            ),
+        ));
+    }
+    let b = batch_axis(dims);
+    let seq = (shape.len() <= 3)
+        .then(|| {
+            (0..dims.len()).find(|&i| i != b && !matches!(dims[i].value, Some(Dim::DimValue(_))))
+        })
+        .flatten()
+        .map(|i| shape[i]);
+    Ok((shape.get(b).copied().unwrap_or(0), seq))
+}
+
+/// Static input shape with the batch and the sequence length bound (rules in
+/// [`import_proto_with`]); also returns the file's fixed batch when it is rebound (so that the
+/// importer can rebind constant reshape targets that carry it, [`super::context::Importer::file_batch`]) and
+/// the bound sequence length of a sequence model.
+fn bind_input_shape(
+    input: &ValueInfoProto,
+    batch: usize,
+    seq_len: Option<usize>,
+) -> Result<BoundInput, String> {
+    let mut file_batch = None;
+    let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Err("is not a tensor with a declared type".into());
+    };
+    let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
+    let batch_axis = batch_axis(dims);
+    // A token-id input ([B, T] or [T, B] of integers) has its sequence on the other axis.
+    let token_ids = matches!(t.elem_type, 6 | 7) && dims.len() == 2;
+    let mut bound_seq = None;
+    let mut shape = Vec::with_capacity(dims.len());
+    for (i, d) in dims.iter().enumerate() {
+        let v = match (&d.value, i == batch_axis) {
+            (Some(Dim::DimValue(v)), true) if *v > 0 => {
+                if *v as usize != batch {
+                    file_batch = Some(*v as usize);
+                }
+                batch
+            }
+            (Some(Dim::DimParam(_)) | None, true) => batch,
+            (Some(Dim::DimValue(v)), false) if *v > 0 => {
+                let v = *v as usize;
+                if token_ids {
+                    match seq_len {
+                        Some(s) if s > v => {
+                            return Err(format!(
+                                "a sequence of {s} tokens is longer than the file's fixed \
+                                 sequence length {v} (re-export with a dynamic sequence axis)"
+                            ))
+                        }
+                        Some(s) if s != v => {
+                            return Err(format!(
+                                "the file was exported with a fixed sequence length of {v}; \
+                                 --seq-len {s} differs (re-export with a dynamic sequence axis)"
+                            ))
+                        }
+                        _ => bound_seq = Some(v),
+                    }
+                }
+                v
+            }
+            (Some(Dim::DimValue(v)), false) => {
+                return Err(format!(
+                    "dimension {i} has size {v}; zero-size or negative dimensions are not allowed"
+                ))
+            }
+            (Some(Dim::DimParam(p)), false) if bound_seq.is_none() => match seq_len {
+                Some(s) => {
+                    bound_seq = Some(s);
+                    s
+                }
+                None if dims.len() >= 4 => {
+                    return Err(format!(
+                        "dimension {i} is symbolic ('{p}'): an image input needs a fixed size \
+                         on every axis but the batch (re-export with a fixed input size)"
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "dimension {i} is the symbolic sequence length '{p}': give --seq-len"
+                    ))
+                }
+            },
+            (Some(Dim::DimParam(p)), false) => {
+                return Err(format!(
+                    "dimension {i} is symbolic ('{p}'); only the batch and one sequence axis may be"
+                ))
+            }
+            (None, false) => return Err(format!("dimension {i} has no size")),
+            (Some(_), _) => return Err(format!("dimension {i} has no size")),
+        };
+        shape.push(v);
+    }
+    if let (Some(s), None) = (seq_len, bound_seq) {
+        return Err(format!(
+            "--seq-len {s} was given but the input {shape:?} has no sequence axis"
+        ));
+    }
+    if crate::ir::shape::element_count(&shape).is_none() {
+        return Err(format!(
+            "shape {shape:?} (batch {batch}) has more than 2^40 elements"
+        ));
+    }
+    Ok(BoundInput {
+        shape,
+        file_batch,
+        seq_len: bound_seq,
+    })
+}
+
+/// The graph input's shape as bound by [`bind_input_shape`].
+struct BoundInput {
+    shape: Vec<usize>,
+    /// The file's fixed batch, when it differs from the bound one.
+    file_batch: Option<usize>,
+    /// The bound sequence length of a sequence model.
+    seq_len: Option<usize>,
+}

@@ -1,0 +1,158 @@
+"""Tests of check_corpus.py's own logic: zoo models, where every column is known to pass, pass;
+a wrong MAC count (in cptsim's JSON or in the file's shapes) is flagged; the independent MAC
+count follows the documented rules on a hand-built graph.
+
+Run: CPTSIM=target/release/cptsim /path/to/venv/bin/python -m pytest tests/python/test_check_corpus.py
+Without the binary (CPTSIM, else target/release/cptsim) the tests that need it print
+`SKIPPED: …` and skip, or fail under CPTSIM_REQUIRE_BINARY=1.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import check_corpus  # noqa: E402
+import ort_macs  # noqa: E402
+
+ZOO = {"resnet20": [2, 3, 32, 32], "lenet5": [2, 1, 28, 28]}
+
+
+def binary():
+    path = Path(os.environ.get("CPTSIM", HERE.parent.parent / "target/release/cptsim"))
+    if path.exists():
+        return path.resolve()
+    reason = f"no cptsim binary at {path} (cargo build --release -p cptsim, or set CPTSIM)"
+    if os.environ.get("CPTSIM_REQUIRE_BINARY") == "1":
+        pytest.fail(f"CPTSIM_REQUIRE_BINARY=1 but {reason}")
+    print(f"SKIPPED: {os.environ.get('PYTEST_CURRENT_TEST', 'test')}: {reason}", file=sys.stderr)
+    pytest.skip(reason)
+
+
+def zoo_corpus(tmp, cptsim):
+    """A corpus directory of the zoo models with their manifest."""
+    manifest = {}
+    for name, shape in ZOO.items():
+        subprocess.run([str(cptsim), "zoo", "export", name, "-o", str(tmp / f"{name}.onnx")],
+                       check=True, stdout=subprocess.DEVNULL)
+        manifest[name] = {"case": name, "family": "zoo", "exporter": "cptsim",
+                          "file": f"{name}.onnx", "kind": "image", "vocab": 0, "batch_axis": 0,
+                          "shape": shape, "note": ""}
+    (tmp / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
+
+
+def args_for(cptsim, tmp):
+    return Namespace(cptsim=str(cptsim), dir=tmp, timeout=600)
+
+
+def test_zoo_models_pass_every_column(tmp_path):
+    cptsim = binary()
+    manifest = zoo_corpus(tmp_path, cptsim)
+    for stem, entry in manifest.items():
+        row = check_corpus.check_file(args_for(cptsim, tmp_path), stem, entry)
+        for c in check_corpus.COLUMNS:
+            assert row[c]["ok"], f"{stem} {c}: {row[c]['msg']}"
+    # resnet20's 40 818 944 MACs per image (spec §2.3) at the check's batch of 2
+    row = check_corpus.check_file(args_for(cptsim, tmp_path), "resnet20", manifest["resnet20"])
+    assert row["macs"]["msg"] == f"total {2 * 40_818_944:,}"
+
+
+def fake_cptsim(tmp, real, layer_factor=1.0):
+    """A wrapper of `real` whose `inspect --format json` reports the first layer's batch MACs
+    times `layer_factor` (an off-by-a-factor count in one layer)."""
+    script = tmp / "fake-cptsim"
+    script.write_text(f"""#!{sys.executable}
+import json, subprocess, sys
+p = subprocess.run([{str(real)!r}, *sys.argv[1:]], capture_output=True, text=True)
+out = p.stdout
+if sys.argv[1] == "inspect" and "json" in sys.argv and p.returncode == 0:
+    j = json.loads(out)
+    j["layers"][0]["gemm"]["macs"] = int(j["layers"][0]["gemm"]["macs"] * {layer_factor})
+    out = json.dumps(j)
+sys.stdout.write(out); sys.stderr.write(p.stderr); sys.exit(p.returncode)
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def test_a_wrong_layer_count_in_cptsim_is_flagged(tmp_path):
+    cptsim = binary()
+    manifest = zoo_corpus(tmp_path, cptsim)
+    fake = fake_cptsim(tmp_path, cptsim, layer_factor=2.0)
+    fc = check_corpus.FileCheck(args_for(fake, tmp_path), manifest["resnet20"], tmp_path)
+    c = fc.macs()
+    assert not c["ok"]
+    assert "conv1: cptsim 1,769,472 vs 884,736" in c["msg"], c["msg"]
+
+
+def test_compare_macs_flags_per_layer_and_total_differences():
+    ref = [("a", 10), ("b", 20), ("c", 30)]
+    assert check_corpus.compare_macs(ref, ref)["ok"]
+    # same total, two layers wrong: still flagged
+    swapped = check_corpus.compare_macs([("a", 20), ("b", 10), ("c", 30)], ref)
+    assert not swapped["ok"] and "a: cptsim 20 vs 10" in swapped["msg"]
+    # a layer missing
+    missing = check_corpus.compare_macs([("a", 10), ("b", 20)], ref)
+    assert not missing["ok"] and "2 GEMM layers in cptsim, 3 GEMM nodes" in missing["msg"]
+    # renamed layers pair in order and pass when equal
+    assert check_corpus.compare_macs([("x", 10), ("y", 20), ("c", 30)], ref)["ok"]
+    off = check_corpus.compare_macs([("x", 11), ("y", 20), ("c", 30)], ref)
+    assert not off["ok"] and "total 61 vs 60" in off["msg"]
+
+
+def test_count_follows_the_rules_on_a_hand_built_graph(tmp_path):
+    """Grouped conv, Gemm with transB, a batched MatMul of two activations and an LSTM, each
+    counted by hand: bias never counted, groups divide the input channels, LSTM 4 gates of
+    (I + H) products per step."""
+    rng = np.random.default_rng(0)
+    w = lambda name, *dims: numpy_helper.from_array(rng.standard_normal(dims).astype(np.float32),
+                                                    name)
+    b, t, i, h = 2, 5, 8, 6
+    nodes = [
+        helper.make_node("Conv", ["x", "cw", "cb"], ["c"], name="conv", group=2,
+                         pads=[1, 1, 1, 1]),                       # [2, 4, 6, 6]
+        helper.make_node("Flatten", ["c"], ["f"], name="flat"),    # [2, 144]
+        helper.make_node("Gemm", ["f", "gw", "gb"], ["g"], name="fc", transB=1),  # [2, 40]
+        helper.make_node("Reshape", ["g", "s"], ["r"], name="r"),  # [2, 5, 8]
+        helper.make_node("Transpose", ["r"], ["rt"], name="rt", perm=[0, 2, 1]),  # [2, 8, 5]
+        helper.make_node("MatMul", ["r", "rt"], ["att"], name="att"),  # [2, 5, 5]
+        helper.make_node("Transpose", ["r"], ["seq"], name="tb", perm=[1, 0, 2]),  # [5, 2, 8]
+        helper.make_node("LSTM", ["seq", "lw", "lr", "lb"], ["y"], name="lstm", hidden_size=h),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, 4, 6, 6])],
+        [helper.make_tensor_value_info("att", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w("cw", 4, 2, 3, 3), w("cb", 4), w("gw", 40, 144), w("gb", 40),
+         numpy_helper.from_array(np.array([b, t, i], np.int64), "s"),
+         w("lw", 1, 4 * h, i), w("lr", 1, 4 * h, h), w("lb", 1, 8 * h)])
+    path = tmp_path / "hand.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.standard_normal([b, 4, 6, 6]).astype(np.float32)
+    _, shapes = ort_macs.probe_run(path, {"x": x})
+    got = {n: m for n, _, m in ort_macs.count_macs(path, shapes)}
+    assert got == {
+        "conv": b * 4 * 6 * 6 * (4 // 2) * 3 * 3,
+        "fc": b * 40 * 144,
+        "att": b * t * t * i,
+        "lstm": t * b * 4 * h * (i + h),
+    }
+
+
+def test_regressions_name_only_cells_that_passed_before():
+    ok, bad = {"ok": True, "msg": ""}, {"ok": False, "msg": "error: x"}
+    row = lambda f, **cells: {"file": f, **{c: cells.get(c, ok) for c in check_corpus.COLUMNS}}
+    before = [row("a", train=bad), row("b")]
+    after = [row("a"), row("b", forward=bad), row("c", imports=bad)]
+    assert check_corpus.regressions(before, after) == ["b forward: error: x"]
