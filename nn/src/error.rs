@@ -49,6 +49,13 @@ pub enum SimError {
         /// Backward bits of that iteration.
         bw: u8,
     },
+    /// A stop was requested (Ctrl-C, SIGTERM) while an evaluation ran; it stopped between
+    /// batches.
+    #[error("interrupted during the evaluation after iteration {iteration}")]
+    Interrupted {
+        /// Iterations done.
+        iteration: u64,
+    },
     /// An I/O error while reading a file.
     #[error("{}: {source}", path.display())]
     Io {

@@ -4,7 +4,8 @@
 use cptsim_models::zoo::init::{self, LinearInit};
 use rand::Rng;
 
-use crate::layers::Tensor;
+/// The tensor type (the layers' [`crate::layers::Tensor`]).
+type Tensor = ndarray::ArrayD<f32>;
 
 /// `values` (exactly as many as `shape` holds) as a tensor of that shape.
 fn tensor(shape: &[usize], values: Vec<f32>) -> Tensor {

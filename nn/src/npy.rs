@@ -1,7 +1,9 @@
 //! A minimal `.npy` reader and writer for little-endian C-order arrays (NumPy format versions
 //! 1.0–3.0): magic `\x93NUMPY`, version, header length, a Python-dict header with `descr`,
 //! `fortran_order` and `shape`, then the raw data. Hand-written rather than `ndarray-npy`, whose
-//! errors name neither the file nor the offset (README, "Running a model").
+//! errors name neither the file nor the offset (README, "Running a model"). The header is read as
+//! strictly as NumPy reads it ([`header`]): a repeated or unknown key, or a `fortran_order` that
+//! is not `True`/`False`, is an error naming the file and the key.
 //!
 //! The reader takes float32 (`<f4`) and, for token ids, int64 (`<i8`) and int32 (`<i4`), which
 //! it converts exactly to the IR's f32 ids: an integer must lie in `0..2^24`
@@ -13,6 +15,8 @@ use std::path::Path;
 
 use crate::error::{Result, SimError};
 use crate::layers::Tensor;
+
+mod header;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -63,53 +67,30 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Tensor> {
         )
     })?;
     let header = std::str::from_utf8(header).map_err(|_| bad(path, start, "header is not text"))?;
-    let field = |key: &str| -> Result<&str> {
-        let at = header
-            .find(&format!("'{key}'"))
-            .ok_or_else(|| bad(path, start, format!("header has no '{key}': {header}")))?;
-        let rest = &header[at + key.len() + 2..];
-        let colon = rest
-            .find(':')
-            .ok_or_else(|| bad(path, start, format!("header '{key}' has no value")))?;
-        Ok(rest[colon + 1..].trim_start())
-    };
-    let descr = field("descr")?;
+    let header = header::parse(header).map_err(|e| bad(path, start, e))?;
     let dtype = ["<f4", "<i8", "<i4"]
         .into_iter()
-        .find(|d| descr.starts_with(&format!("'{d}'")) || descr.starts_with(&format!("\"{d}\"")))
+        .find(|d| header.descr == *d)
         .ok_or_else(|| {
-            let shown: String = descr.chars().take_while(|&c| c != ',').collect();
             bad(
                 path,
                 start,
                 format!(
-                    "dtype {shown}: only little-endian float32 ('<f4'), or int64 ('<i8') and \
-                     int32 ('<i4') token ids, are supported"
+                    "dtype '{}': only little-endian float32 ('<f4'), or int64 ('<i8') and \
+                     int32 ('<i4') token ids, are supported",
+                    header.descr
                 ),
             )
         })?;
     let size = if dtype == "<i8" { 8 } else { 4 };
-    if field("fortran_order")?.starts_with("True") {
+    if header.fortran_order {
         return Err(bad(
             path,
             start,
             "Fortran-order array: save it in C order (numpy.ascontiguousarray)",
         ));
     }
-    let shape_text = field("shape")?;
-    let close = shape_text
-        .find(')')
-        .filter(|_| shape_text.starts_with('('))
-        .ok_or_else(|| bad(path, start, format!("malformed shape in header: {header}")))?;
-    let shape = shape_text[1..close]
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<usize>()
-                .map_err(|_| bad(path, start, format!("bad shape entry `{s}` in header")))
-        })
-        .collect::<Result<Vec<usize>>>()?;
+    let shape = header.shape;
     let count = shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
@@ -291,7 +272,8 @@ mod tests {
             "{e}"
         );
         assert!(err(&swap("False", "True ")).contains("Fortran"));
-        assert!(err(&swap("(2, 2)", "(2, x)")).contains("bad shape entry"));
+        let e = err(&swap("(2, 2)", "(2, x)"));
+        assert!(e.contains("'shape'") && e.contains("(2, x)"), "{e}");
     }
 
     /// A version-1.0 `.npy` of `descr` and `shape` (a Python tuple) over raw `data`.
@@ -304,6 +286,37 @@ mod tests {
         b.extend_from_slice(h.as_bytes());
         b.extend_from_slice(data);
         b
+    }
+
+    #[test]
+    fn a_header_numpy_would_refuse_names_the_file_and_the_key() {
+        let with = |header: &str| {
+            let mut h = header.to_string();
+            h.push_str(&" ".repeat(63 - (10 + h.len()) % 64));
+            h.push('\n');
+            let mut b = b"\x93NUMPY\x01\x00".to_vec();
+            b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+            b.extend_from_slice(h.as_bytes());
+            b.extend_from_slice(&[0; 8]);
+            parse(Path::new("odd.npy"), &b)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let e = with("{'descr': '<f4', 'fortran_order': 'no', 'shape': (2,), }");
+        assert!(
+            e.contains("odd.npy") && e.contains("'fortran_order'"),
+            "{e}"
+        );
+        // The first `descr` fits the data; numpy would take the second.
+        let e = with("{'descr': '<f4', 'fortran_order': False, 'descr': '<f8', 'shape': (2,), }");
+        assert!(
+            e.contains("odd.npy") && e.contains("'descr' appears twice"),
+            "{e}"
+        );
+        let e = with("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (1,), }");
+        assert!(e.contains("'shape' appears twice"), "{e}");
+        assert!(with("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }").is_empty());
     }
 
     #[test]

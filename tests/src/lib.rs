@@ -115,10 +115,11 @@ pub fn write_i64_npy(path: &std::path::Path, shape: &[usize], values: &[i64]) {
 
 /// Writes a C-order `.npy` (version 1.0) of dtype `descr` and `shape` around the element bytes.
 fn write_npy_raw(path: &std::path::Path, descr: &str, shape: &[usize], data: Vec<u8>) {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    // A Python tuple: one element needs its trailing comma.
+    let dims: String = shape.iter().map(|d| format!("{d}, ")).collect();
     let mut header = format!(
         "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
+        dims.trim_end()
     );
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');

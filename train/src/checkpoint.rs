@@ -1,11 +1,15 @@
 //! Checkpoints that resume a run exactly: one file holding a JSON header (progress, the policy's
 //! name and state, quantizer states, tensor sizes, and the caller's own settings) followed by every
-//! parameter, optimiser velocity and batch-norm statistic as little-endian f32. Written atomically.
+//! parameter, optimiser velocity and batch-norm statistic as little-endian f32, sealed by a CRC-32
+//! trailer ([`frame`]). Written atomically.
 //!
-//! Format version 2 stores the policy as `{name, state}`; version 1 (before the `Policy` trait)
-//! kept a tagged schedule/PFQ/PRT/LDP state plus a separate DFQ state and is converted on load.
+//! Loading checks the trailer first, then that the header holds together ([`checks`]: the trace
+//! covers exactly the iterations done, the evaluations lie within them, the tensor sizes add up
+//! to the data, every value is finite), and restoring that it fits the run rebuilt from the
+//! settings (iteration within the run, tensor shapes, quantizer count, policy, traced layers).
+//! Formats 1 and 2 had no checksum and are refused with a message saying so.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -15,8 +19,13 @@ use cptsim_nn::error::{Result, SimError};
 use cptsim_nn::layers::Tensor;
 use cptsim_nn::quant::LayerQuant;
 
-const MAGIC: &[u8; 8] = b"CPTSIMCK";
-const VERSION: u32 = 2;
+mod checks;
+mod frame;
+
+pub use frame::trailer;
+use frame::{bad, MAGIC};
+
+const VERSION: u32 = 3;
 
 /// The JSON part of a checkpoint.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -48,51 +57,7 @@ pub struct SavedPolicy {
     pub state: serde_json::Value,
 }
 
-/// Rewrites a version-1 header into version 2: the tagged policy state (`kind`: schedule, pfq,
-/// prt or ldp) and the separate `dfq` state become one `{name, state}`.
-fn upgrade_v1(header: &mut serde_json::Value) -> std::result::Result<(), String> {
-    let obj = header
-        .as_object_mut()
-        .ok_or("the header is not a JSON object")?;
-    let dfq = obj.remove("dfq").unwrap_or(serde_json::Value::Null);
-    let mut policy = obj.remove("policy").ok_or("no policy state")?;
-    let saved = if dfq.is_null() {
-        let fields = policy
-            .as_object_mut()
-            .ok_or("policy state is not an object")?;
-        let kind = fields
-            .remove("kind")
-            .and_then(|k| k.as_str().map(str::to_owned))
-            .ok_or("policy state without a kind")?;
-        let state = match kind.as_str() {
-            "schedule" => serde_json::Value::Null,
-            "pfq" | "prt" | "ldp" => serde_json::Value::Object(fields.clone()),
-            other => return Err(format!("unknown policy kind `{other}`")),
-        };
-        SavedPolicy { name: kind, state }
-    } else {
-        // DFQ ran beside a (stateless) schedule; FracTrain is DFQ with an indicator.
-        let fractrain = dfq.get("pfq").is_some_and(|p| !p.is_null());
-        let name = if fractrain { "fractrain" } else { "dfq" };
-        SavedPolicy {
-            name: name.into(),
-            state: dfq,
-        }
-    };
-    let saved = serde_json::to_value(saved).map_err(|e| e.to_string())?;
-    obj.insert("policy".into(), saved);
-    obj.insert("version".into(), VERSION.into());
-    Ok(())
-}
-
-fn io_err(path: &Path, e: impl std::fmt::Display) -> SimError {
-    SimError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    }
-}
-
-fn put(out: &mut impl Write, values: &[f32]) -> std::io::Result<()> {
+fn put<W: std::io::Write>(out: &mut frame::Sealer<W>, values: &[f32]) -> std::io::Result<()> {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     out.write_all(&bytes)
 }
@@ -111,6 +76,23 @@ fn param_shapes(tr: &mut Trainer<'_>) -> Vec<Vec<usize>> {
 
 /// Writes the trainer's complete state with the caller's `settings` to `path` (atomically).
 pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<()> {
+    let bytes = encode(tr, settings)?;
+    write(path, &bytes)
+}
+
+/// Writes checkpoint bytes ([`encode`]) to `path` (atomically).
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let write = |out: &mut std::io::BufWriter<std::fs::File>| {
+        out.write_all(bytes)
+            .map_err(|e: std::io::Error| SimError::output(path, e))
+    };
+    cptsim_models::atomic::write_atomically(path, write, SimError::output)
+}
+
+/// The trainer's complete state with the caller's `settings`, as the bytes of a checkpoint file
+/// (kept in memory to go back to, or written with [`write`]), sealed by its trailer.
+pub fn encode(tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<Vec<u8>> {
     let quant = tr
         .net
         .graph
@@ -138,25 +120,28 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         velocity: !tr.opt.velocity.is_empty(),
         buffers: buffers.iter().map(Vec::len).collect(),
     };
-    let json = serde_json::to_vec(&header).map_err(|e| io_err(path, e))?;
-    let write = |out: &mut std::io::BufWriter<std::fs::File>| {
-        let werr = |e: std::io::Error| SimError::output(path, e);
-        out.write_all(MAGIC).map_err(werr)?;
-        out.write_all(&(json.len() as u64).to_le_bytes())
-            .map_err(werr)?;
-        out.write_all(&json).map_err(werr)?;
-        for p in &params {
-            put(out, p).map_err(werr)?;
-        }
-        for v in &tr.opt.velocity {
-            put(out, &tensor_values(v)).map_err(werr)?;
-        }
-        for b in &buffers {
-            put(out, b).map_err(werr)?;
-        }
-        Ok(())
-    };
-    cptsim_models::atomic::write_atomically(path, write, SimError::output)
+    let json = serde_json::to_vec(&header)
+        .map_err(|e| SimError::invalid("checkpoint header", e.to_string()))?;
+    let mut bytes = Vec::with_capacity(16 + json.len());
+    let mut sealer = frame::Sealer::new(&mut bytes);
+    let out = &mut sealer;
+    let werr = |e: std::io::Error| SimError::invalid("checkpoint", e.to_string());
+    out.write_all(MAGIC).map_err(werr)?;
+    out.write_all(&(json.len() as u64).to_le_bytes())
+        .map_err(werr)?;
+    out.write_all(&json).map_err(werr)?;
+    for p in &params {
+        put(out, p).map_err(werr)?;
+    }
+    for v in &tr.opt.velocity {
+        put(out, &tensor_values(v)).map_err(werr)?;
+    }
+    for b in &buffers {
+        put(out, b).map_err(werr)?;
+    }
+    // Last: bytes cut short have no valid trailer.
+    sealer.finish().map_err(werr)?;
+    Ok(bytes)
 }
 
 /// A loaded checkpoint.
@@ -165,14 +150,6 @@ pub struct Checkpoint {
     pub header: Header,
     values: Vec<f32>,
     path: std::path::PathBuf,
-}
-
-fn bad(path: &Path, offset: u64, msg: impl Into<String>) -> SimError {
-    SimError::Data {
-        path: path.to_path_buf(),
-        offset,
-        msg: msg.into(),
-    }
 }
 
 /// The iteration the checkpoint at `path` was written at, from its header alone (progress
@@ -210,7 +187,7 @@ pub fn iteration(path: &Path) -> Result<u64> {
         .map_err(|e| bad(path, 16, format!("header: {e}")))
 }
 
-/// Reads a checkpoint file.
+/// Reads and checks a checkpoint file (see the module docs).
 pub fn load(path: &Path) -> Result<Checkpoint> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)
@@ -219,56 +196,47 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
             path: path.to_path_buf(),
             source,
         })?;
-    if bytes.len() < 16 || &bytes[..8] != MAGIC {
-        return Err(bad(path, 0, "not a cptsim checkpoint (bad magic)"));
-    }
-    let mut len = [0u8; 8];
-    len.copy_from_slice(&bytes[8..16]);
-    let len = usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX);
-    let json = bytes
-        .get(16..16usize.saturating_add(len))
-        .ok_or_else(|| bad(path, 16, format!("header of {len} bytes is truncated")))?;
-    let mut value: serde_json::Value =
+    parse(path, &bytes)
+}
+
+/// Checks and decodes the bytes of a checkpoint file (`path` names it in messages).
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Checkpoint> {
+    let (json, body) = frame::open(path, bytes)?;
+    let value: serde_json::Value =
         serde_json::from_slice(json).map_err(|e| bad(path, 16, format!("header: {e}")))?;
-    let version = value.get("version").and_then(serde_json::Value::as_u64);
-    match version {
-        Some(1) => upgrade_v1(&mut value).map_err(|e| {
-            bad(
-                path,
-                16,
-                format!("written by an older cptsim (format 1) and not convertible: {e}"),
-            )
-        })?,
+    match value.get("version").and_then(serde_json::Value::as_u64) {
         Some(v) if v == u64::from(VERSION) => {}
         Some(v) if v > u64::from(VERSION) => {
             return Err(bad(
                 path,
                 16,
-                format!("written by a newer cptsim (format {v}; this build reads up to {VERSION})"),
+                format!("written by a newer cptsim (format {v}; this build reads {VERSION})"),
             ))
         }
         v => {
             return Err(bad(
                 path,
                 16,
-                format!("unknown format version {v:?} (this build reads 1..={VERSION})"),
+                format!("format version {v:?}: this build reads format {VERSION}"),
             ))
         }
     }
     let header: Header =
         serde_json::from_value(value).map_err(|e| bad(path, 16, format!("header: {e}")))?;
-    let body = &bytes[16 + len..];
+    let data_at = 16 + json.len() as u64;
     if body.len() % 4 != 0 {
         return Err(bad(
             path,
-            bytes.len() as u64,
+            data_at,
             "tensor data is not a whole number of f32",
         ));
     }
-    let values = body
+    let values: Vec<f32> = body
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
+    checks::header(&header, values.len()).map_err(|e| bad(path, 16, e))?;
+    checks::finite(&header, &values).map_err(|(i, e)| bad(path, data_at + 4 * i as u64, e))?;
     Ok(Checkpoint {
         header,
         values,
@@ -277,49 +245,41 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
 }
 
 impl Checkpoint {
-    /// Restores this state into a trainer freshly built from the same settings.
+    /// Restores this state into a trainer freshly built from the same settings, once every check
+    /// of it against the trainer has passed.
     pub fn restore(self, tr: &mut Trainer<'_>) -> Result<()> {
         let h = self.header;
         let path = self.path;
-        let mismatch = |what: String| bad(&path, 16, format!("does not fit the network: {what}"));
+        let mismatch = |what: String| bad(&path, 16, format!("does not fit the run: {what}"));
         let shapes = param_shapes(tr);
-        if shapes != h.params {
-            return Err(mismatch(format!(
-                "{} parameter tensors in the checkpoint, {} in the network (or shapes differ)",
-                h.params.len(),
-                shapes.len()
-            )));
-        }
         let buf_lens: Vec<usize> = tr.net.graph.buffers_mut().iter().map(|b| b.len()).collect();
-        if buf_lens != h.buffers {
-            return Err(mismatch("batch-norm statistics differ in size".into()));
-        }
-        let sizes: Vec<usize> = shapes.iter().map(|s| s.iter().product()).collect();
-        let total: usize = sizes.iter().sum::<usize>() * if h.velocity { 2 } else { 1 }
-            + buf_lens.iter().sum::<usize>();
-        if total != self.values.len() {
-            return Err(bad(
-                &path,
-                0,
-                format!(
-                    "{} tensor values stored, {total} expected (truncated file?)",
-                    self.values.len()
-                ),
-            ));
-        }
+        let layers: Vec<u32> = tr.net.slots.iter().map(|s| s.layer).collect();
+        checks::fits(
+            &h,
+            &checks::Run {
+                iterations: tr.config.iterations,
+                shapes: &shapes,
+                buffers: &buf_lens,
+                quant_layers: tr.net.graph.quant_layers_mut().len(),
+                policy: tr.policy.name(),
+                layers: &layers,
+            },
+        )
+        .map_err(mismatch)?;
         let mut rest = self.values.as_slice();
         let mut take = |n: usize| {
-            let (a, b) = rest.split_at(n);
+            let (a, b) = rest.split_at(n.min(rest.len()));
             rest = b;
             a.to_vec()
         };
         let tensor = |shape: &[usize], v: Vec<f32>| {
             Tensor::from_shape_vec(shape.to_vec(), v).map_err(|e| mismatch(e.to_string()))
         };
-        for (p, shape) in tr.params_mut().into_iter().zip(&shapes) {
-            p.value = tensor(shape, take(shape.iter().product()))?;
-        }
-        tr.opt.velocity = if h.velocity {
+        let params = shapes
+            .iter()
+            .map(|s| tensor(s, take(s.iter().product())))
+            .collect::<Result<Vec<_>>>()?;
+        let velocity = if h.velocity {
             shapes
                 .iter()
                 .map(|s| tensor(s, take(s.iter().product())))
@@ -327,27 +287,16 @@ impl Checkpoint {
         } else {
             Vec::new()
         };
-        for b in tr.net.graph.buffers_mut() {
-            let n = b.len();
-            *b = take(n);
+        let buffers: Vec<Vec<f32>> = buf_lens.iter().map(|&n| take(n)).collect();
+        for (p, v) in tr.params_mut().into_iter().zip(params) {
+            p.value = v;
         }
-        let mut layers = tr.net.graph.quant_layers_mut();
-        if layers.len() != h.quant.len() {
-            return Err(mismatch(format!(
-                "{} quantizer states for {} layers",
-                h.quant.len(),
-                layers.len()
-            )));
+        tr.opt.velocity = velocity;
+        for (b, v) in tr.net.graph.buffers_mut().into_iter().zip(buffers) {
+            *b = v;
         }
-        for ((_, q), saved) in layers.iter_mut().zip(h.quant) {
+        for ((_, q), saved) in tr.net.graph.quant_layers_mut().iter_mut().zip(h.quant) {
             **q = saved;
-        }
-        if h.policy.name != tr.policy.name() {
-            return Err(mismatch(format!(
-                "the checkpoint's policy is `{}`, the run's `{}`",
-                h.policy.name,
-                tr.policy.name()
-            )));
         }
         tr.policy.restore(h.policy.state)?;
         tr.seek_data(h.state.iteration);
@@ -424,11 +373,7 @@ mod tests {
         save(&path, &mut tr, serde_json::Value::Null).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 8]).unwrap();
-        let e = load(&path)
-            .unwrap()
-            .restore(&mut trainer(&data))
-            .unwrap_err()
-            .to_string();
+        let e = load(&path).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains("ck.bin") && e.contains("truncated"), "{e}");
         // The header alone still reads; cut inside the header, it does not.
         assert_eq!(iteration(&path).unwrap(), 1);
@@ -440,5 +385,139 @@ mod tests {
         assert!(e.contains("bad magic"), "{e}");
         let e = iteration(&path).unwrap_err().to_string();
         assert!(e.contains("bad magic"), "{e}");
+    }
+
+    /// `bytes` with the first `from` replaced by `to` (same length).
+    fn edit(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+        assert_eq!(from.len(), to.len());
+        let at = bytes
+            .windows(from.len())
+            .position(|w| w == from.as_bytes())
+            .unwrap_or_else(|| panic!("no {from}"));
+        let mut b = bytes.to_vec();
+        b[at..at + to.len()].copy_from_slice(to.as_bytes());
+        b
+    }
+
+    /// `bytes` with its trailer recomputed (what a careful forger, or a bug, would write).
+    fn resealed(bytes: &[u8]) -> Vec<u8> {
+        let content = &bytes[..bytes.len() - 12];
+        let mut b = content.to_vec();
+        b.extend_from_slice(&trailer(content));
+        b
+    }
+
+    fn load_err(path: &Path, bytes: &[u8]) -> String {
+        match parse(path, bytes) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn saved_at(data: &super::super::trainer::TrainData, steps: usize) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ck.bin");
+        let mut tr = trainer(data);
+        for _ in 0..steps {
+            tr.step().unwrap();
+        }
+        save(
+            &path,
+            &mut tr,
+            serde_json::json!({"plan": {"iterations": 30}}),
+        )
+        .unwrap();
+        std::fs::read(&path).unwrap()
+    }
+
+    #[test]
+    fn any_change_after_writing_fails_the_checksum() {
+        let data = small_data();
+        let good = saved_at(&data, 13);
+        let p = Path::new("runs/a/checkpoint.bin");
+        assert!(parse(p, &good).is_ok());
+        let changed = [
+            edit(&good, "\"iteration\":13", "\"iteration\":19"),
+            edit(&good, "\"iterations\":30", "\"iterations\":32"),
+            edit(&good, "\"a\":3", "\"a\":4"),
+        ];
+        for bytes in changed.iter().chain([&{
+            // one bit of a stored weight
+            let mut b = good.clone();
+            let n = b.len();
+            b[n - 100] ^= 0x10;
+            b
+        }]) {
+            let e = load_err(p, bytes);
+            assert!(
+                e.contains("runs/a/checkpoint.bin") && e.contains("checksum mismatch"),
+                "{e}"
+            );
+            assert!(!e.contains("--lr"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_resealed_header_that_does_not_hold_together_is_refused() {
+        let data = small_data();
+        let good = saved_at(&data, 13);
+        let p = Path::new("ck.bin");
+        let e = load_err(
+            p,
+            &resealed(&edit(&good, "\"iteration\":13", "\"iteration\":19")),
+        );
+        assert!(e.contains("covers 13 iterations, the run did 19"), "{e}");
+        let e = load_err(p, &resealed(&edit(&good, "\"end\":13", "\"end\":12")));
+        assert!(e.contains("covers 12 iterations, the run did 13"), "{e}");
+        // a NaN weight
+        let mut nan = good.clone();
+        let n = nan.len();
+        nan[n - 16..n - 12].copy_from_slice(&f32::NAN.to_le_bytes());
+        let e = load_err(p, &resealed(&nan));
+        assert!(e.contains("is NaN"), "{e}");
+        // tensor sizes that overflow or do not match the data
+        let e = load_err(p, &resealed(&edit(&good, "[[6,3,3,1]", "[[6,3,3,9]")));
+        assert!(e.contains("values, the file stores"), "{e}");
+    }
+
+    #[test]
+    fn a_checkpoint_past_the_end_of_the_run_or_of_another_network_is_refused() {
+        let data = small_data();
+        let full = saved_at(&data, 30);
+        let ck = parse(Path::new("ck.bin"), &full).unwrap();
+        let s = ScheduleArgs::new("cosine", 20).cycles(3).build().unwrap();
+        let mut shorter =
+            Trainer::new(small_net(7), &data, config(20), Box::new(SchedulePolicy(s))).unwrap();
+        let e = ck.restore(&mut shorter).unwrap_err().to_string();
+        assert!(
+            e.contains("ck.bin") && e.contains("iteration 30 of a run of 20"),
+            "{e}"
+        );
+        let ck = parse(Path::new("ck.bin"), &full).unwrap();
+        let mut other = Trainer::new(
+            super::super::trainer::tests::small_net_scoped(7, true),
+            &data,
+            config(30),
+            Box::new(SchedulePolicy(
+                ScheduleArgs::new("cosine", 30).cycles(3).build().unwrap(),
+            )),
+        )
+        .unwrap();
+        // Same shapes, the classifier quantized too: it fits.
+        assert!(ck.restore(&mut other).is_ok());
+    }
+
+    #[test]
+    fn checkpoints_without_a_checksum_are_refused_naming_the_file() {
+        let data = small_data();
+        let good = saved_at(&data, 3);
+        let unsealed = edit(&good[..good.len() - 12], "\"version\":3", "\"version\":2");
+        let e = load_err(Path::new("old/checkpoint.bin"), &unsealed);
+        assert!(
+            e.contains("old/checkpoint.bin")
+                && e.contains("older cptsim")
+                && e.contains("no checksum"),
+            "{e}"
+        );
     }
 }

@@ -78,6 +78,38 @@ impl Recorder {
         copy.rows
     }
 
+    /// Checks that the spans cover iterations `0..iterations` in order, without gaps or
+    /// overlaps, each span's rows sharing its bounds (what [`Recorder::record`] and
+    /// [`Recorder::record_mix`] build; a checkpoint's recorder is checked against its iteration).
+    pub fn check(&self, iterations: u64) -> Result<(), String> {
+        let (mut span, mut end) = ((0, 0), 0);
+        for r in &self.rows() {
+            if r.iter_start >= r.iter_end {
+                return Err(format!(
+                    "trace row of layer {} spans iterations {}..{}",
+                    r.layer, r.iter_start, r.iter_end
+                ));
+            }
+            if (r.iter_start, r.iter_end) == span {
+                continue;
+            }
+            if r.iter_start != end {
+                return Err(format!(
+                    "trace rows jump from iteration {end} to {}..{}",
+                    r.iter_start, r.iter_end
+                ));
+            }
+            span = (r.iter_start, r.iter_end);
+            end = r.iter_end;
+        }
+        if end != iterations {
+            return Err(format!(
+                "the trace covers {end} iterations, the run did {iterations}"
+            ));
+        }
+        Ok(())
+    }
+
     /// Iterations recorded.
     pub fn iterations(&self) -> u64 {
         self.open
@@ -116,6 +148,9 @@ mod tests {
         assert_eq!((rows[4].samples, rows[4].iter_end), (16, 5));
         assert_eq!(r.iterations(), 5);
         assert_eq!(Recorder::new().iterations(), 0);
+        assert_eq!(r.check(5), Ok(()));
+        assert!(r.check(4).unwrap_err().contains("covers 5 iterations"));
+        assert_eq!(Recorder::new().check(0), Ok(()));
     }
 
     #[test]
@@ -136,5 +171,27 @@ mod tests {
         assert_eq!(at1.iter().map(|x| x.samples).sum::<u64>(), 8);
         assert!(at1.iter().all(|x| (x.iter_start, x.iter_end) == (1, 2)));
         assert_eq!(r.iterations(), 2);
+        assert_eq!(r.check(2), Ok(()));
+    }
+
+    #[test]
+    fn gaps_and_overlaps_fail_the_check() {
+        let b8 = Bits::forward_backward(8, 8);
+        let mut gap = Recorder::new();
+        gap.record(0, &[(0, b8)], 8);
+        gap.record(2, &[(0, b8)], 4);
+        assert!(gap.check(3).unwrap_err().contains("jump from iteration 1"));
+        let mut empty = Recorder::new();
+        empty.rows.push(TraceRow {
+            iter_start: 3,
+            iter_end: 3,
+            layer: 0,
+            bits: b8,
+            samples: 1,
+        });
+        assert!(empty
+            .check(3)
+            .unwrap_err()
+            .contains("spans iterations 3..3"));
     }
 }

@@ -148,6 +148,23 @@ pub struct RunState {
     correct: u64,
     seen: u64,
     steps: u64,
+    /// The evaluation due after the last iteration, when a stop cut it short: it runs first
+    /// when the run resumes ([`Trainer::finish_evaluation`]).
+    #[serde(default)]
+    pub pending: Option<PendingEval>,
+}
+
+/// An evaluation that was due but interrupted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingEval {
+    /// Forward and backward bits of the iteration it follows.
+    pub fw: u8,
+    /// See `fw`.
+    pub bw: u8,
+    /// Learning rate of that iteration.
+    pub lr: f32,
+    /// Whether the policy's check point follows it.
+    pub check: bool,
 }
 
 impl RunState {
@@ -211,7 +228,16 @@ pub struct Trainer<'a> {
     loss: SoftmaxCrossEntropy,
     /// The policy's last recovery point ([`Policy::recovery_point`]).
     snapshot: Option<Snapshot>,
+    /// Images per forward of an evaluation batch under a stop hook ([`Trainer::eval_forward`]).
+    eval_rows: usize,
 }
+
+/// A hook polled during an evaluation: true stops it ([`Trainer::step_until`]).
+type Stop<'s> = Option<&'s dyn Fn() -> bool>;
+
+/// How long one forward of an evaluation may take while a stop can be requested: the batch is
+/// cut into pieces of about this, so that a stop is honoured within seconds on any model.
+const EVAL_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl<'a> Trainer<'a> {
     /// A run at iteration 0.
@@ -312,7 +338,43 @@ impl<'a> Trainer<'a> {
             feed,
             loss: SoftmaxCrossEntropy::new(),
             snapshot: None,
+            eval_rows: 1,
         })
+    }
+
+    fn interrupted(&self, stop: Stop<'_>) -> Result<()> {
+        match stop {
+            Some(requested) if requested() => Err(SimError::Interrupted {
+                iteration: self.state.iteration,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the evaluation an interrupt left pending (and the policy's check point after it),
+    /// as the uninterrupted run did; `None` when none is pending.
+    pub fn finish_evaluation(&mut self) -> Result<Option<EvalRecord>> {
+        self.finish_evaluation_with(None)
+    }
+
+    /// [`Trainer::finish_evaluation`] polling `stop` as [`Trainer::step_until`] does.
+    pub fn finish_evaluation_until(
+        &mut self,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<EvalRecord>> {
+        self.finish_evaluation_with(Some(stop))
+    }
+
+    fn finish_evaluation_with(&mut self, stop: Stop<'_>) -> Result<Option<EvalRecord>> {
+        let Some(p) = self.state.pending.clone() else {
+            return Ok(None);
+        };
+        let e = self.evaluation(Precision { fw: p.fw, bw: p.bw }, p.lr, stop)?;
+        self.state.pending = None;
+        if p.check {
+            self.policy.check(self.state.iteration.saturating_sub(1));
+        }
+        Ok(Some(e))
     }
 
     /// The policy as its concrete type `P`, if it is one.
@@ -357,6 +419,19 @@ impl<'a> Trainer<'a> {
 
     /// Runs one iteration (and the evaluation due after it).
     pub fn step(&mut self) -> Result<StepReport> {
+        self.step_with(None)
+    }
+
+    /// [`Trainer::step`], polling `stop` during the evaluation: once it returns true the
+    /// evaluation stops with [`SimError::Interrupted`], the iteration's training done and the
+    /// evaluation left pending ([`RunState::pending`]) for [`Trainer::finish_evaluation`]. Under
+    /// a stop hook the evaluation runs in pieces of about half a second, so a stop is honoured
+    /// within seconds on any model.
+    pub fn step_until(&mut self, stop: &dyn Fn() -> bool) -> Result<StepReport> {
+        self.step_with(Some(stop))
+    }
+
+    fn step_with(&mut self, stop: Stop<'_>) -> Result<StepReport> {
         let t = self.state.iteration;
         if self.done() {
             return Err(SimError::invalid(
@@ -392,7 +467,7 @@ impl<'a> Trainer<'a> {
                         "{note} (restored the state before iteration {})",
                         snap.iteration
                     );
-                    let mut report = self.step()?;
+                    let mut report = self.step_with(stop)?;
                     report.notes.insert(0, note);
                     return Ok(report);
                 }
@@ -432,7 +507,14 @@ impl<'a> Trainer<'a> {
         };
         let eval = if evaluate {
             let (wall, cpu) = (std::time::Instant::now(), process_cpu_seconds());
-            let e = self.evaluation(precision, lr)?;
+            self.state.pending = Some(PendingEval {
+                fw: precision.fw,
+                bw: precision.bw,
+                lr,
+                check,
+            });
+            let e = self.evaluation(precision, lr, stop)?;
+            self.state.pending = None;
             eval_seconds = (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu);
             Some(e)
         } else {
@@ -453,7 +535,7 @@ impl<'a> Trainer<'a> {
         })
     }
 
-    fn evaluation(&mut self, p: Precision, lr: f32) -> Result<EvalRecord> {
+    fn evaluation(&mut self, p: Precision, lr: f32, stop: Stop<'_>) -> Result<EvalRecord> {
         // The next step's `Policy::apply` sets the training bits again.
         let p = match self.config.eval_bits {
             EvalBits::Current => p,
@@ -469,16 +551,16 @@ impl<'a> Trainer<'a> {
         };
         let (test_loss, test_acc, val_acc, test_ppl, val_ppl) = match self.feed {
             Feed::Images { data, .. } => {
-                let (test_loss, test_acc) = self.evaluate(&data.test)?;
+                let (test_loss, test_acc) = self.evaluate_with(&data.test, stop)?;
                 let val_acc = match &data.val {
-                    Some(v) => Some(self.evaluate(v)?.1),
+                    Some(v) => Some(self.evaluate_with(v, stop)?.1),
                     None => None,
                 };
                 (test_loss, test_acc, val_acc, None, None)
             }
             Feed::Text { data, .. } => {
-                let (test_loss, test_acc) = self.evaluate_text(data, &data.test)?;
-                let (val_loss, val_acc) = self.evaluate_text(data, &data.valid)?;
+                let (test_loss, test_acc) = self.evaluate_text_with(data, &data.test, stop)?;
+                let (val_loss, val_acc) = self.evaluate_text_with(data, &data.valid, stop)?;
                 let ppl = |l: f64| l.exp();
                 (
                     test_loss,
@@ -489,6 +571,7 @@ impl<'a> Trainer<'a> {
                 )
             }
         };
+        self.interrupted(stop)?;
         let s = &mut self.state;
         let rec = EvalRecord {
             iteration: s.iteration,
@@ -510,6 +593,10 @@ impl<'a> Trainer<'a> {
 
     /// Mean loss and accuracy on `data` in evaluation mode at the current bits.
     pub fn evaluate(&mut self, data: &Dataset) -> Result<(f64, f64)> {
+        self.evaluate_with(data, None)
+    }
+
+    fn evaluate_with(&mut self, data: &Dataset, stop: Stop<'_>) -> Result<(f64, f64)> {
         let (mut loss, mut correct) = (0.0f64, 0usize);
         let chunk = self.config.eval_batch;
         let mut start = 0;
@@ -517,7 +604,7 @@ impl<'a> Trainer<'a> {
             let end = (start + chunk).min(data.len());
             let part = data.select(&(start..end).collect::<Vec<_>>());
             for b in eval_batches(&part, chunk, self.net.input)? {
-                let out = self.policy.forward(&mut self.net, b.images, Mode::Eval)?;
+                let out = self.eval_forward(b.images, stop)?;
                 let (l, c) = self.loss.forward(&out, &b.labels)?;
                 loss += f64::from(l) * b.labels.len() as f64;
                 correct += c;
@@ -528,11 +615,58 @@ impl<'a> Trainer<'a> {
         Ok((loss / n, correct as f64 / n))
     }
 
+    /// The evaluation-mode forward of a batch of images: in one piece without a stop hook; with
+    /// one, in pieces of [`Trainer::eval_rows`] images sized to take about [`EVAL_SLICE`] each,
+    /// polling the hook before each. Each image's output does not depend on the batch it is in
+    /// (no layer mixes samples in evaluation mode), so the pieces give the same logits.
+    fn eval_forward(
+        &mut self,
+        images: cptsim_nn::layers::Tensor,
+        stop: Stop<'_>,
+    ) -> Result<cptsim_nn::layers::Tensor> {
+        use ndarray::{Axis, Slice};
+        let n = images.shape().first().copied().unwrap_or(0);
+        if stop.is_none() || n <= 1 {
+            return self.policy.forward(&mut self.net, images, Mode::Eval);
+        }
+        let mut outs = Vec::new();
+        let mut start = 0;
+        while start < n {
+            self.interrupted(stop)?;
+            let rows = self.eval_rows.clamp(1, n - start);
+            let part = images
+                .slice_axis(Axis(0), Slice::from(start..start + rows))
+                .to_owned();
+            let began = std::time::Instant::now();
+            outs.push(self.policy.forward(&mut self.net, part, Mode::Eval)?);
+            let took = began.elapsed();
+            if took < EVAL_SLICE / 2 {
+                self.eval_rows = rows.saturating_mul(2);
+            } else if took > EVAL_SLICE {
+                self.eval_rows = (rows / 2).max(1);
+            }
+            start += rows;
+        }
+        let views: Vec<_> = outs.iter().map(|o| o.view()).collect();
+        ndarray::concatenate(Axis(0), &views)
+            .map_err(|e| SimError::shape("evaluation", format!("joining the batch's pieces: {e}")))
+    }
+
     /// Mean loss per token and next-token accuracy over the whole windows of `streams`, in
     /// evaluation mode at the current bits.
     pub fn evaluate_text(&mut self, data: &TextData, streams: &Streams) -> Result<(f64, f64)> {
+        self.evaluate_text_with(data, streams, None)
+    }
+
+    fn evaluate_text_with(
+        &mut self,
+        data: &TextData,
+        streams: &Streams,
+        stop: Stop<'_>,
+    ) -> Result<(f64, f64)> {
         let (mut loss, mut correct, mut tokens) = (0.0f64, 0usize, 0usize);
         for k in 0..data.windows(streams) {
+            self.interrupted(stop)?;
             let b = data.batch(streams, k as u64)?;
             let out = self.policy.forward(&mut self.net, b.ids, Mode::Eval)?;
             let (out, _) = logits_rows(out)?;
@@ -552,169 +686,4 @@ impl<'a> Trainer<'a> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::net::QuantSlot;
-    use cptsim_nn::data::synthetic;
-    use cptsim_nn::init::{conv_weight, linear_weight_bias};
-    use cptsim_nn::layers::*;
-    use cptsim_nn::net::Graph;
-    use cptsim_nn::quant::{LayerQuant, QuantMethod};
-    use cptsim_traces::schedule::ScheduleArgs;
-    use cptsim_traces::Bits;
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha8Rng;
-
-    /// conv-bn-relu-pool → fc on 1×8×8 inputs, 4 classes; slots 0 (first) and 1 (last).
-    /// All layers quantized when `all`, else the classifier stays fp32.
-    pub(crate) fn small_net_scoped(seed: u64, all: bool) -> TrainNet {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut g = Graph::new();
-        let spec = Conv2dSpec::square(1, 6, 3, 1, 1);
-        let q = |i: u64| LayerQuant::new(QuantMethod::Sbm, seed ^ i);
-        g.then(Conv2d::new("c1", spec, conv_weight(&mut rng, 6, [3, 3], 1), None, q(1)).unwrap())
-            .unwrap();
-        g.then(BatchNorm::new("b1", 6)).unwrap();
-        g.then(Activation::new("r1", ActivationKind::Relu)).unwrap();
-        g.then(Pool2d::new("p1", PoolKind::Max, PoolSpec::square(2, 2)).unwrap())
-            .unwrap();
-        g.then(Flatten::new("flat")).unwrap();
-        let (w, b) = linear_weight_bias(&mut rng, 4, 6 * 4 * 4);
-        g.then(Linear::new("fc", w, Some(b), q(2)).unwrap())
-            .unwrap();
-        let slots = vec![
-            QuantSlot {
-                layer: 0,
-                quantized: true,
-                fixed: None,
-            },
-            QuantSlot {
-                layer: 1,
-                quantized: false,
-                fixed: None,
-            },
-        ];
-        let mut net = TrainNet::new(g, slots, [1, 8, 8], 4).unwrap();
-        net.slots[1].quantized = all;
-        net
-    }
-
-    /// The classifier stays fp32 (CIFAR scope).
-    pub(crate) fn small_net(seed: u64) -> TrainNet {
-        small_net_scoped(seed, false)
-    }
-
-    pub(crate) fn small_data() -> TrainData {
-        let all = synthetic(712, [1, 8, 8], 4, 40.0, 5).unwrap();
-        let (train, test) = all.split_validation(200.0 / 712.0, 1).unwrap();
-        TrainData {
-            train,
-            test,
-            val: None,
-        }
-    }
-
-    pub(crate) fn config(iters: u64) -> TrainConfig {
-        TrainConfig {
-            batch: 32,
-            eval_every: 10,
-            ..TrainConfig::new(iters, 0.05)
-        }
-    }
-
-    fn cosine(iters: u64) -> Box<dyn Policy> {
-        let s = ScheduleArgs::new("cosine", iters)
-            .cycles(2)
-            .build()
-            .unwrap();
-        Box::new(crate::SchedulePolicy(s))
-    }
-
-    #[test]
-    fn learns_records_rle_trace_and_evaluates() {
-        let data = small_data();
-        let mut tr = Trainer::new(small_net(1), &data, config(40), cosine(40)).unwrap();
-        let mut evals = 0;
-        while !tr.done() {
-            evals += usize::from(tr.step().unwrap().eval.is_some());
-        }
-        assert_eq!(evals, 4);
-        let last = tr.state.evals.last().unwrap();
-        assert!(last.test_acc > 0.8, "{last:?}");
-        assert_eq!((last.fw, last.bw), (8, 8), "end of a cycle is B_max");
-        let rows = tr.rows();
-        // Two cycles of 20 iterations, FW 3..8: six spans each, two layers per span.
-        let spans: Vec<_> = rows.iter().filter(|r| r.layer == 0).collect();
-        assert_eq!(spans.len(), 12);
-        assert_eq!(spans[0].bits, Bits::forward_backward(3, 8));
-        assert_eq!(spans.last().map(|r| r.iter_end), Some(40));
-        assert!(rows
-            .iter()
-            .filter(|r| r.layer == 1)
-            .all(|r| r.bits.is_fp32()));
-        let covered: u64 = spans.iter().map(|r| r.iterations()).sum();
-        assert_eq!(covered, 40);
-        assert!(tr.step().is_err(), "no iteration past the end");
-    }
-
-    #[test]
-    fn same_seed_same_run_and_threads_do_not_matter() {
-        let data = small_data();
-        let run = |threads: usize| {
-            cptsim_testdata::with_threads(threads, || {
-                let mut tr = Trainer::new(small_net(2), &data, config(15), cosine(15)).unwrap();
-                while !tr.done() {
-                    tr.step().unwrap();
-                }
-                (
-                    tr.state.clone(),
-                    tr.net
-                        .graph
-                        .params_mut()
-                        .iter()
-                        .map(|p| p.value.clone())
-                        .collect::<Vec<_>>(),
-                )
-            })
-            .unwrap()
-        };
-        assert_eq!(run(1), run(2));
-    }
-
-    #[test]
-    fn exploding_loss_stops_with_a_clear_error() {
-        let data = small_data();
-        let cfg = TrainConfig {
-            lr: LrPolicy {
-                base_lr: 1e4,
-                ..config(1).lr
-            },
-            max_loss: 50.0,
-            ..config(30)
-        };
-        let mut tr = Trainer::new(small_net(3), &data, cfg, cosine(30)).unwrap();
-        let err = loop {
-            match tr.step() {
-                Ok(_) => continue,
-                Err(e) => break e,
-            }
-        };
-        let msg = err.to_string();
-        assert!(matches!(err, SimError::Diverged { .. }), "{msg}");
-        assert!(msg.contains("diverged at iteration"), "{msg}");
-    }
-
-    #[test]
-    fn quantizer_none_records_fp32() {
-        let data = small_data();
-        let cfg = TrainConfig {
-            quantize: false,
-            ..config(3)
-        };
-        let mut tr = Trainer::new(small_net(4), &data, cfg, cosine(3)).unwrap();
-        while !tr.done() {
-            tr.step().unwrap();
-        }
-        assert!(tr.rows().iter().all(|r| r.bits.is_fp32()));
-    }
-}
+pub(crate) mod tests;

@@ -2,7 +2,7 @@
 //!
 //! [`build_network`] translates every IR node into engine layers (see [`ops`] for the op
 //! mapping and the NCHW → channels-last convention), takes the weights from the ONNX initializers
-//! or re-initialises them by the zoo's rule ([`cptsim_models::zoo::init`]), and records for every conv/linear layer its index in the
+//! or re-initialises them per spec §9.1, and records for every conv/linear layer its index in the
 //! model's [`ModelSummary`] and whether it is quantized (spec §1.4, [`QuantScope`]).
 
 mod ops;
@@ -15,20 +15,12 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::data::text::TokenLayout;
 use crate::error::{Result, SimError};
+use crate::layers::from_ir::{Ctx, Layout, Val};
 use crate::layers::{Mode, Param, Tensor};
 use crate::net::Graph;
 use crate::quant::{mix64, LayerQuant, QuantMethod};
-use ops::{Ctx, Layout, Val};
 
-/// Where the initial weights come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Init {
-    /// The weights, biases and BN statistics stored in the model.
-    FromModel,
-    /// Fresh weights from this seed by the zoo's rule ([`cptsim_models::zoo::init`]: the weights
-    /// `zoo export --seed` writes) (BN γ = 1, β = 0, running mean 0, var 1).
-    Seeded(u64),
-}
+pub use crate::layers::from_ir::Init;
 
 /// How to build the network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,7 +125,7 @@ pub fn build_network(graph: &cptsim_models::Graph, opts: &BuildOptions) -> Resul
             init: opts.init,
             rng: &mut rng,
         };
-        let out = ctx.node(node, &ins, quant)?;
+        let out = ops::node(&mut ctx, node, &ins, quant)?;
         set(&mut vals, node.output.0, out);
     }
     let out = vals

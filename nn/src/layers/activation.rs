@@ -1,10 +1,13 @@
 //! Element-wise activations: ReLU and ReLU6 (clip to `[0, 6]`).
 
-use super::epilogue::{clamp_in_place, clamp_passes, EpilogueStep};
+use super::epilogue::EpilogueStep;
+use super::from_ir::{unsupported, Ctx, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
+use cptsim_kernels::elementwise::{clamp_and_mark, clamp_in_place, mask};
+use cptsim_models::ir::Node;
+use rand::Rng;
 use rayon::prelude::*;
-use std::mem::MaybeUninit;
 
 /// Which activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +44,23 @@ impl Activation {
             cache: None,
         }
     }
+
+    /// The clamp's upper bound, for the batch norm before it to apply in training
+    /// (`net::fuse::bn_relu`). The layer will then not run in either pass, so it drops what
+    /// it kept from an earlier pass (a stale mask must neither take memory nor be read).
+    pub(crate) fn train_clamp(&mut self) -> f32 {
+        self.cache = None;
+        self.kind.upper()
+    }
+
+    /// The layer's evaluation forward pass as an epilogue step of the layer before it
+    /// (`net::fuse::eval_epilogue`); it drops its training cache, as that pass would.
+    pub(crate) fn eval_step(&mut self) -> EpilogueStep {
+        self.cache = None;
+        EpilogueStep::Clamp {
+            hi: self.kind.upper(),
+        }
+    }
 }
 
 /// Elements per task of the element-wise passes, which run in parallel chunks (element-wise,
@@ -60,26 +80,6 @@ fn clamp_and_passes(x: &mut [f32], hi: f32) -> Vec<bool> {
     // `clamp_and_mark` wrote each flag of its chunk.
     unsafe { pass.set_len(n) };
     pass
-}
-
-cptsim_kernels::simd::multiversion! {
-    /// [`clamp_and_passes`] on one chunk, `pass` (every flag written) as long as `x`.
-    fn clamp_and_mark(x: &mut [f32], hi: f32, pass: &mut [MaybeUninit<bool>]) {
-        for (v, p) in x.iter_mut().zip(pass) {
-            p.write(clamp_passes(*v, hi));
-            *v = cptsim_kernels::simd::clamp(*v, 0.0, hi);
-        }
-    }
-}
-
-cptsim_kernels::simd::multiversion! {
-    /// Zeroes the gradient where it does not pass.
-    fn mask(g: &mut [f32], pass: &[bool]) {
-        g.iter_mut()
-            .zip(pass)
-            // `if p { g } else { +0.0 }` as a bit mask (no branch or blend).
-            .for_each(|(g, &p)| *g = f32::from_bits(g.to_bits() & 0u32.wrapping_sub(u32::from(p))));
-    }
 }
 
 impl Layer for Activation {
@@ -111,20 +111,6 @@ impl Layer for Activation {
         Ok(x)
     }
 
-    fn train_clamp(&mut self) -> Option<f32> {
-        // What the fused pass stands in for: this layer keeps nothing from it.
-        self.cache = None;
-        Some(self.kind.upper())
-    }
-
-    fn eval_epilogue(&mut self) -> Option<Result<EpilogueStep>> {
-        // What an evaluation forward would do: forget the training cache.
-        self.cache = None;
-        Some(Ok(EpilogueStep::Clamp {
-            hi: self.kind.upper(),
-        }))
-    }
-
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let (shape, pass) = cached(&self.name, &self.cache)?;
         check_grad(&self.name, &grad_out, shape)?;
@@ -136,6 +122,21 @@ impl Layer for Activation {
             .zip(pass.par_chunks(CHUNK))
             .for_each(|(g, p)| mask(g, p));
         Ok(vec![dx])
+    }
+}
+
+impl Activation {
+    /// The layer of an IR `Relu` node, or of a `Clip` to `[0, 6]` or `[0, ∞)`.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        kind: ActivationKind,
+    ) -> Result<Val> {
+        let [x] = ins else {
+            return Err(unsupported(node, "expected one input"));
+        };
+        ctx.same_layout(Activation::new(&node.name, kind), *x)
     }
 }
 
@@ -179,7 +180,7 @@ mod tests {
         let mut r = Activation::new("relu3", ActivationKind::Relu);
         let x = Tensor::from_shape_vec(vec![1, 2], vec![-1.0, 2.0]).unwrap();
         r.forward(&[&x], Mode::Train).unwrap();
-        assert_eq!(r.train_clamp(), Some(f32::INFINITY));
+        assert_eq!(r.train_clamp(), f32::INFINITY);
         // Its backward now has nothing to read instead of a mask from another batch.
         let e = r.backward(x).unwrap_err();
         assert!(e.to_string().contains("relu3"), "{e}");

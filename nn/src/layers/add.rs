@@ -7,6 +7,7 @@ use super::{
     Tensor,
 };
 use crate::error::{Result, SimError};
+use cptsim_kernels::elementwise::{add_in_place, add_into};
 use rayon::prelude::*;
 
 /// `y = a + b`; both inputs receive the output gradient.
@@ -25,6 +26,24 @@ impl Add {
             name: name.to_string(),
             shape: None,
         }
+    }
+
+    /// The add as an epilogue step of the layer producing one of its operands
+    /// (`net::fuse::eval_epilogue`): the layer will then not run, so it drops what an
+    /// evaluation forward drops.
+    pub(crate) fn fold_into_epilogue(&mut self) {
+        self.shape = None;
+    }
+
+    /// An evaluation forward pass with `epilogue` applied to each block of the sum while it is
+    /// in cache.
+    pub(crate) fn forward_then(
+        &mut self,
+        inputs: &[&Tensor],
+        epilogue: &Epilogue,
+    ) -> Result<Tensor> {
+        self.shape = None;
+        self.sum(inputs, epilogue)
     }
 
     /// `a + b`, then `epilogue` block by block.
@@ -50,30 +69,6 @@ impl Add {
             Ok(y)
         })?;
         Tensor::from_shape_vec(shape, y).map_err(|e| SimError::shape(&self.name, e.to_string()))
-    }
-}
-
-/// `y = a + b` element-wise over slices of one length; returns `y`, now initialised.
-fn add_into<'y>(a: &[f32], b: &[f32], y: &'y mut [MaybeUninit<f32>]) -> &'y mut [f32] {
-    add_slices(a, b, y);
-    // SAFETY: `add_slices` wrote every element of `y`.
-    unsafe { &mut *(y as *mut [MaybeUninit<f32>] as *mut [f32]) }
-}
-
-cptsim_kernels::simd::multiversion! {
-    /// `y = a + b` element-wise (all three of one length).
-    fn add_slices(a: &[f32], b: &[f32], y: &mut [MaybeUninit<f32>]) {
-        debug_assert!(a.len() == y.len() && b.len() == y.len());
-        for ((y, x), z) in y.iter_mut().zip(a).zip(b) {
-            y.write(x + z);
-        }
-    }
-}
-
-cptsim_kernels::simd::multiversion! {
-    /// `a += b` element-wise (both of one length).
-    fn add_in_place(a: &mut [f32], b: &[f32]) {
-        a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
     }
 }
 
@@ -112,16 +107,6 @@ impl Layer for Add {
         let y = self.sum(inputs, &Epilogue::default())?;
         self.shape = (mode == Mode::Train).then(|| y.shape().to_vec());
         Ok(y)
-    }
-
-    fn eval_sum(&mut self) -> bool {
-        self.shape = None;
-        true
-    }
-
-    fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
-        self.shape = None;
-        self.sum(inputs, epilogue)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {

@@ -4,11 +4,15 @@
 
 use rayon::prelude::*;
 
-use super::epilogue::{clamp_passes, normalize, EpilogueStep};
-use super::reduce::{chunk_sums, chunk_sums_by, sums_and_squares, ROWS_PER_CHUNK};
+use super::epilogue::EpilogueStep;
+use super::from_ir::{unsupported, Ctx, Init, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use cptsim_kernels::elementwise::{clamp_passes, normalize};
 use cptsim_kernels::gemm::block_samples;
+use cptsim_kernels::reduce::{chunk_sums, chunk_sums_by, sums_and_squares, ROWS_PER_CHUNK};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 
 /// Rows per parallel task in the element-wise passes (fixed, so results are thread independent).
 const ROWS: usize = 1024;
@@ -16,7 +20,7 @@ const ROWS: usize = 1024;
 struct BnCache {
     xhat: Tensor,
     inv_std: Vec<f32>,
-    /// The clamp fused after the layer in training ([`Layer::forward_owned_clamped`]).
+    /// The clamp fused after the layer in training ([`BatchNorm::forward_clamped`]).
     clamp: Option<Clamp>,
 }
 
@@ -74,6 +78,38 @@ impl BatchNorm {
 
     fn channels(&self) -> usize {
         self.running_mean.len()
+    }
+
+    /// A training forward pass given `[Σx | Σx²]` of its input `x` (from
+    /// [`super::Conv2d::forward_summed`]), optionally followed by `clamp(·, 0, hi)` as
+    /// [`BatchNorm::forward_clamped`]. Same values as without the sums.
+    pub(crate) fn forward_with_sums(
+        &mut self,
+        x: Tensor,
+        sums: Vec<f64>,
+        hi: Option<f32>,
+    ) -> Result<Tensor> {
+        self.normalize_owned(x, Mode::Train, hi, Some(sums))
+    }
+
+    /// A training forward pass followed by `clamp(·, 0, hi)` (the ReLU after it,
+    /// `net::fuse::bn_relu`); backward then also masks the gradient where the clamp blocks it.
+    pub(crate) fn forward_clamped(&mut self, x: Tensor, hi: f32) -> Result<Tensor> {
+        self.normalize_owned(x, Mode::Train, Some(hi), None)
+    }
+
+    /// The layer's evaluation forward pass as an epilogue step of the layer before it
+    /// (`net::fuse::eval_epilogue`). The layer will then not run, so it drops what an
+    /// evaluation forward drops (its training cache).
+    pub(crate) fn eval_step(&mut self) -> Result<EpilogueStep> {
+        self.cache = None;
+        let (mean, inv_std) = self.eval_statistics();
+        let gamma = slice(&self.name, &self.gamma)?.to_vec();
+        let beta = slice(&self.name, &self.beta)?.to_vec();
+        Ok(EpilogueStep::Normalize {
+            layer: self.name.clone(),
+            per_channel: [mean, inv_std, gamma, beta],
+        })
     }
 
     fn check_input<'a>(&self, x: &'a Tensor) -> Result<&'a [f32]> {
@@ -311,27 +347,6 @@ impl Layer for BatchNorm {
         self.normalize_owned(x, mode, None, None)
     }
 
-    fn takes_train_sums(&self) -> bool {
-        true
-    }
-
-    fn forward_owned_with_sums(
-        &mut self,
-        x: Tensor,
-        sums: Vec<f64>,
-        hi: Option<f32>,
-    ) -> Result<Tensor> {
-        self.normalize_owned(x, Mode::Train, hi, Some(sums))
-    }
-
-    fn clamps_in_training(&self) -> bool {
-        true
-    }
-
-    fn forward_owned_clamped(&mut self, x: Tensor, hi: f32) -> Result<Tensor> {
-        self.normalize_owned(x, Mode::Train, Some(hi), None)
-    }
-
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let cache = cached(&self.name, &self.cache)?;
         check_grad(&self.name, &grad_out, cache.xhat.shape())?;
@@ -364,27 +379,52 @@ impl Layer for BatchNorm {
         Ok(vec![dx])
     }
 
-    fn eval_epilogue(&mut self) -> Option<Result<EpilogueStep>> {
-        // What an evaluation forward would do: forget the training cache, use running statistics.
-        self.cache = None;
-        let (mean, inv_std) = self.eval_statistics();
-        let step = (|| {
-            let gamma = slice(&self.name, &self.gamma)?.to_vec();
-            let beta = slice(&self.name, &self.beta)?.to_vec();
-            Ok(EpilogueStep::Normalize {
-                layer: self.name.clone(),
-                per_channel: [mean, inv_std, gamma, beta],
-            })
-        })();
-        Some(step)
-    }
-
     fn params_mut(&mut self) -> Vec<&mut Param> {
         vec![&mut self.gamma, &mut self.beta]
     }
 
     fn buffers_mut(&mut self) -> Vec<&mut Vec<f32>> {
         vec![&mut self.running_mean, &mut self.running_var]
+    }
+}
+
+impl BatchNorm {
+    /// The layer of an IR `BatchNormalization` node: the model's scale, bias and statistics, or
+    /// γ = 1, β = 0, mean 0 and variance 1. ONNX weighs the old running value by `momentum`;
+    /// the engine weighs the new batch value.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        b: &ir::BatchNorm,
+        ins: &[Val],
+    ) -> Result<Val> {
+        let x = ins
+            .first()
+            .copied()
+            .ok_or_else(|| unsupported(node, "no input"))?;
+        let name = node.name.as_str();
+        let c = b.scale.len();
+        let mut bn = BatchNorm::new(name, c);
+        bn.momentum = 1.0 - b.momentum;
+        bn.eps = b.epsilon;
+        if ctx.init == Init::FromModel {
+            let vec1 = |t: &ndarray::ArrayD<f32>, what: &str| -> Result<Vec<f32>> {
+                if t.len() != c {
+                    return Err(SimError::shape(
+                        name,
+                        format!("{what} has {} entries, expected {c}", t.len()),
+                    ));
+                }
+                Ok(t.iter().copied().collect())
+            };
+            bn.gamma.value = Tensor::from_shape_vec(vec![c], vec1(&b.scale, "scale")?)
+                .map_err(|e| SimError::shape(name, e.to_string()))?;
+            bn.beta.value = Tensor::from_shape_vec(vec![c], vec1(&b.bias, "bias")?)
+                .map_err(|e| SimError::shape(name, e.to_string()))?;
+            bn.running_mean = vec1(&b.mean, "mean")?;
+            bn.running_var = vec1(&b.var, "var")?;
+        }
+        ctx.push(bn, &[x.id], x.layout)
     }
 }
 
@@ -404,9 +444,7 @@ mod tests {
     fn given_sums_of_the_wrong_width_are_an_error_naming_the_layer() {
         let mut bn = BatchNorm::new("bn_sums", 4);
         let x = Tensor::ones(vec![2, 2, 2, 4]);
-        let e = bn
-            .forward_owned_with_sums(x, vec![0.0; 6], None)
-            .unwrap_err();
+        let e = bn.forward_with_sums(x, vec![0.0; 6], None).unwrap_err();
         assert!(e.to_string().contains("bn_sums"), "{e}");
     }
 
@@ -440,8 +478,8 @@ mod tests {
             let dx1 = act.backward(g.clone()).unwrap().remove(0);
             let dx1 = b1.backward(dx1).unwrap().remove(0);
             let mut b2 = bn(5);
-            let hi = act.train_clamp().unwrap();
-            let y2 = b2.forward_owned_clamped(x.clone(), hi).unwrap();
+            let hi = act.train_clamp();
+            let y2 = b2.forward_clamped(x.clone(), hi).unwrap();
             let dx2 = b2.backward(g).unwrap().remove(0);
             assert!(
                 y1.iter().any(|&v| v == 0.0),
@@ -453,7 +491,7 @@ mod tests {
             assert_eq!(b1.beta.grad, b2.beta.grad, "{kind:?}");
         }
         // A wrong-width input is still an error naming the layer.
-        let e = bn(4).forward_owned_clamped(Tensor::zeros(vec![2, 5]), 6.0);
+        let e = bn(4).forward_clamped(Tensor::zeros(vec![2, 5]), 6.0);
         assert!(e.unwrap_err().to_string().contains("bn"));
     }
 

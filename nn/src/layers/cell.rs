@@ -13,11 +13,16 @@
 
 use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, Ix1, Ix2, Ix3};
 
+use super::from_ir::owned;
+use super::from_ir::{Ctx, Init};
 use super::qgemm::{mask_input_grad, reject_per_sample, scale_weight_grad};
 use super::{cached, check_grad, expect_inputs, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::init::uniform;
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul_rows_par, matmul_tn_reduce_par, matmul_uninit, PackedB};
+use cptsim_models::ir;
+use rand::Rng;
 
 /// The logistic sigmoid and `tanh` of the cells' gates, without library calls (the cell loops
 /// then vectorise).
@@ -338,6 +343,19 @@ fn vector<'a>(name: &str, p: &'a Param, len: usize) -> Result<ArrayView1<'a, f32
                 format!("{} {:?} must be [{len}]", p.name, p.value.shape()),
             )
         })
+}
+
+/// A recurrent layer's `W`, `R`, `Wb`, `Rb`: the model's, or PyTorch's `nn.LSTM` / `nn.GRU`
+/// initialisation U(±1/√H) for every one of them.
+pub(super) fn recurrent_weights<R: Rng>(ctx: &mut Ctx<'_, R>, r: &ir::Recurrent) -> [Tensor; 4] {
+    let parts = [&r.w, &r.r, &r.bias_w, &r.bias_r];
+    match ctx.init {
+        Init::FromModel => parts.map(owned),
+        Init::Seeded(_) => {
+            let a = (r.hidden.max(1) as f32).sqrt().recip();
+            parts.map(|t| uniform(ctx.rng, t.shape(), a))
+        }
+    }
 }
 
 #[cfg(test)]

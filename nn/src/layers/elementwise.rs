@@ -5,8 +5,12 @@
 
 use ndarray::{Axis, IxDyn, Zip};
 
+use super::from_ir::{owned, unsupported, Ctx, Layout, Val};
+use super::Add;
 use super::{cached, check_grad, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 
 /// Which arithmetic operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +189,88 @@ impl Layer for Elementwise {
             None => vec![ga, gb],
         })
     }
+}
+
+impl Elementwise {
+    /// The layer of an IR binary node: a residual add of equal shapes is an [`Add`]; anything
+    /// else (broadcasting, other ops, a constant operand) an [`Elementwise`].
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        b: &ir::Binary,
+    ) -> Result<Val> {
+        let kind = match b.kind {
+            ir::BinaryKind::Add => ElementwiseKind::Add,
+            ir::BinaryKind::Sub => ElementwiseKind::Sub,
+            ir::BinaryKind::Mul => ElementwiseKind::Mul,
+            ir::BinaryKind::Div => ElementwiseKind::Div,
+        };
+        let name = node.name.as_str();
+        match (ins, &b.constant) {
+            ([x], Some(c)) => {
+                let rank = ctx.shape(node.inputs[0]).len();
+                let value = engine_constant(node, &c.value, x.layout, rank)?;
+                let constant = Constant {
+                    value,
+                    on_left: c.on_left,
+                };
+                ctx.same_layout(Elementwise::with_constant(name, kind, constant), *x)
+            }
+            ([a, c], None) => {
+                if a.layout != c.layout {
+                    return Err(unsupported(
+                        node,
+                        format!(
+                            "operands of ranks {} and {}",
+                            ctx.shape(node.inputs[0]).len(),
+                            ctx.shape(node.inputs[1]).len()
+                        ),
+                    ));
+                }
+                let same = ctx.shape(node.inputs[0]) == ctx.shape(node.inputs[1]);
+                let ids = [a.id, c.id];
+                if same && kind == ElementwiseKind::Add {
+                    ctx.push(Add::new(name), &ids, a.layout)
+                } else {
+                    ctx.push(Elementwise::new(name, kind), &ids, a.layout)
+                }
+            }
+            _ => Err(unsupported(node, format!("{} tensor inputs", ins.len()))),
+        }
+    }
+}
+
+/// An IR constant operand (NumPy-broadcast against a tensor of `layout` and IR rank `rank`) in
+/// engine layout: padded with leading size-1 axes to the tensor's rank, then NCHW → NHWC for
+/// images.
+fn engine_constant(
+    node: &Node,
+    value: &ndarray::ArrayD<f32>,
+    layout: Layout,
+    rank: usize,
+) -> Result<Tensor> {
+    if value.ndim() > rank {
+        return Err(unsupported(
+            node,
+            format!(
+                "constant of shape {:?} against a rank-{rank} tensor",
+                value.shape()
+            ),
+        ));
+    }
+    let mut shape = vec![1; rank - value.ndim()];
+    shape.extend_from_slice(value.shape());
+    let full = owned(value)
+        .into_shape_with_order(shape)
+        .map_err(|e| SimError::shape(&node.name, e.to_string()))?;
+    Ok(match layout {
+        Layout::Image => full
+            .permuted_axes(vec![0, 2, 3, 1])
+            .as_standard_layout()
+            .into_owned(),
+        Layout::AsIs => full,
+    })
 }
 
 #[cfg(test)]

@@ -1,8 +1,12 @@
 //! Token embedding: a lookup of rows of a `[vocab, dim]` table by token id. The ids arrive as an
 //! f32 tensor of exact integers (the IR's convention); they carry no gradient.
 
+use super::from_ir::{one, Ctx, Layout, Val, EMBED_INIT};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::init::uniform;
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 
 /// `y[…, :] = table[id[…], :]`.
 pub struct Embedding {
@@ -102,6 +106,20 @@ impl Layer for Embedding {
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
         vec![&mut self.table]
+    }
+}
+
+impl Embedding {
+    /// The layer of an IR `Gather` of an embedding table: the model's table or U(±0.1).
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        e: &ir::Embedding,
+        ins: &[Val],
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        let table = ctx.weight(&e.table, |rng| uniform(rng, e.table.shape(), EMBED_INIT));
+        ctx.push(Embedding::new(&node.name, table)?, &[x.id], Layout::AsIs)
     }
 }
 

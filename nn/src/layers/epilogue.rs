@@ -1,12 +1,13 @@
 //! Evaluation-mode epilogues: the element-wise layers that follow a producing layer (batch norm
 //! with its running statistics, ReLU / ReLU6, a residual add of a value computed earlier),
 //! applied by that layer to each block of its output while the block is still in cache, instead
-//! of as separate passes over the whole tensor. Each step calls the very function its own layer runs, so the values are the same bit
-//! for bit; only the memory traffic changes. The two kernels live here, and the layers call them
-//! from here.
+//! of as separate passes over the whole tensor. Each step calls the very kernel its own layer
+//! runs ([`cptsim_kernels::elementwise`]), so the values are the same bit for bit; only the
+//! memory traffic changes.
 
 use super::Tensor;
 use crate::error::{Result, SimError};
+use cptsim_kernels::elementwise::{add_in_place, clamp_in_place, normalize, normalize_add_clamp};
 
 /// One per-channel element-wise step (channels are the last axis).
 #[derive(Clone, Debug, PartialEq)]
@@ -59,9 +60,9 @@ impl Epilogue {
         for (i, part) in block.chunks_mut(len).enumerate() {
             let (at, n) = (i * len, part.len());
             match steps.as_slice() {
-                [Step::Norm(p), Step::Clamp(hi)] => fused(part, *p, None, *hi),
+                [Step::Norm(p), Step::Clamp(hi)] => normalize_add_clamp(part, *p, None, *hi),
                 [Step::Norm(p), Step::Add(o), Step::Clamp(hi)] => {
-                    fused(part, *p, Some(&o[at..at + n]), *hi)
+                    normalize_add_clamp(part, *p, Some(&o[at..at + n]), *hi)
                 }
                 steps => {
                     for step in steps {
@@ -154,92 +155,7 @@ enum Step<'a> {
     Add(&'a [f32]),
 }
 
-cptsim_kernels::simd::multiversion! {
-    /// Batch norm in evaluation, then `+ other` (when given) and `clamp(·, 0, hi)`, over whole
-    /// rows of `xy` in one pass: per element the arithmetic of [`normalize`], [`add_in_place`]
-    /// and [`clamp_in_place`] run one after another.
-    fn fused(xy: &mut [f32], per_channel: [&[f32]; 4], other: Option<&[f32]>, hi: f32) {
-        let c = per_channel[0].len();
-        // Each of length `c`, so the loops below index them without bounds checks.
-        let per_channel = per_channel.map(|v| &v[..c]);
-        let clamp = |v| cptsim_kernels::simd::clamp(v, 0.0, hi);
-        match other {
-            None => {
-                for r in xy.chunks_exact_mut(c) {
-                    for (i, v) in r.iter_mut().enumerate() {
-                        *v = clamp(normalized(*v, i, per_channel));
-                    }
-                }
-            }
-            Some(other) => {
-                for (r, o) in xy.chunks_exact_mut(c).zip(other.chunks_exact(c)) {
-                    for (i, (v, o)) in r.iter_mut().zip(o).enumerate() {
-                        *v = clamp(normalized(*v, i, per_channel) + o);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `γ·((x − mean)·inv_std) + β` for channel `i` (`per_channel = [mean, inv_std, γ, β]`): batch
-/// norm in evaluation, as [`normalize`] computes it.
-#[inline(always)]
-fn normalized(x: f32, i: usize, [mean, inv_std, gamma, beta]: [&[f32]; 4]) -> f32 {
-    gamma[i] * ((x - mean[i]) * inv_std[i]) + beta[i]
-}
-
 /// The error of a residual add whose operands' shapes differ.
 fn operands_differ(layer: &str) -> SimError {
     SimError::shape(layer, "operand shapes differ")
-}
-
-cptsim_kernels::simd::multiversion! {
-    /// `y ← y + other` element-wise (one length).
-    pub(super) fn add_in_place(y: &mut [f32], other: &[f32]) {
-        y.iter_mut().zip(other).for_each(|(y, o)| *y += o);
-    }
-}
-
-cptsim_kernels::simd::multiversion! {
-    /// `x̂ = (x − mean)·inv_std` and `y = γ·x̂ + β` for the rows of `xy`, `y` written over `x`,
-    /// with `per_channel = [mean, inv_std, γ, β]`; `x̂` is stored only when asked for (training
-    /// keeps it for backward), with the same arithmetic either way.
-    pub(super) fn normalize(xy: &mut [f32], xhat: Option<&mut [f32]>, per_channel: [&[f32]; 4]) {
-        let [mean, inv_std, gamma, beta] = per_channel;
-        let c = mean.len();
-        let (inv_std, gamma, beta) = (&inv_std[..c], &gamma[..c], &beta[..c]);
-        match xhat {
-            Some(xhat) => {
-                for (hr, r) in xhat.chunks_exact_mut(c).zip(xy.chunks_exact_mut(c)) {
-                    for i in 0..c {
-                        hr[i] = (r[i] - mean[i]) * inv_std[i];
-                        r[i] = gamma[i] * hr[i] + beta[i];
-                    }
-                }
-            }
-            None => {
-                let per_channel = [mean, inv_std, gamma, beta];
-                for r in xy.chunks_exact_mut(c) {
-                    for (i, v) in r.iter_mut().enumerate() {
-                        *v = normalized(*v, i, per_channel);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Whether a clamp to `[0, hi]` passes the gradient at `v` (the value before clamping):
-/// `0 < v < hi`. Both the activation layer and a batch norm with a fused clamp use it.
-#[inline(always)]
-pub(super) fn clamp_passes(v: f32, hi: f32) -> bool {
-    (v > 0.0) & (v < hi)
-}
-
-cptsim_kernels::simd::multiversion! {
-    /// `x ← clamp(x, 0, hi)` element-wise.
-    pub(super) fn clamp_in_place(x: &mut [f32], hi: f32) {
-        x.iter_mut().for_each(|v| *v = cptsim_kernels::simd::clamp(*v, 0.0, hi));
-    }
 }

@@ -14,13 +14,17 @@
 
 use ndarray::{concatenate, s, Array1, Array2, Array3, Axis};
 
+use super::cell::recurrent_weights;
 use super::cell::{
     recurrent_product, sigmoid, start_backward, state_operand, step_error, tanh, Recurrent,
 };
+use super::from_ir::{one, Ctx, Layout, Val};
 use super::{Layer, Mode, Param, Tensor};
 use crate::error::Result;
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul, matmul_tn_reduce_par, PackedB};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 
 /// What backward needs of one step.
 struct StepCache {
@@ -217,6 +221,23 @@ impl Layer for Gru {
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
         Some(&mut self.rec.quant)
+    }
+}
+
+impl Gru {
+    /// The layer of an IR `GRU` node on a sequence.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        r: &ir::Recurrent,
+        ins: &[Val],
+        linear_before_reset: bool,
+        quant: LayerQuant,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        let [w, rr, bw, br] = recurrent_weights(ctx, r);
+        let layer = Gru::new(&node.name, w, rr, bw, br, linear_before_reset, quant)?;
+        ctx.push(layer, &[x.id], Layout::AsIs)
     }
 }
 

@@ -1,10 +1,14 @@
 //! Layers over the last axis of a tensor, as sequence models use them: layer normalisation,
 //! softmax and GELU (element-wise, in its exact erf form or the tanh approximation).
 
+use super::from_ir::owned;
+use super::from_ir::{one, one_any, unsupported, Ctx, Init, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_kernels::fastexp;
 use cptsim_kernels::simd::multiversion;
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 use rayon::prelude::*;
 
 /// The input as contiguous rows of its last axis: (data, row length).
@@ -353,6 +357,59 @@ impl Layer for Gelu {
                 .for_each(|((x, c), g)| gelu_exact_backward(x, c, g)),
         }
         Ok(vec![dx])
+    }
+}
+
+impl LayerNorm {
+    /// The layer of an IR `LayerNormalization` node: the model's scale and bias, or 1 and 0.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        l: &ir::LayerNorm,
+        ins: &[Val],
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        let (gamma, beta) = match ctx.init {
+            Init::FromModel => (owned(&l.scale), owned(&l.bias)),
+            Init::Seeded(_) => (
+                Tensor::ones(l.scale.raw_dim()),
+                Tensor::zeros(l.bias.raw_dim()),
+            ),
+        };
+        let layer = LayerNorm::new(&node.name, gamma, beta, l.epsilon)?;
+        ctx.push(layer, &[x.id], Layout::AsIs)
+    }
+}
+
+impl Softmax {
+    /// The layer of an IR `Softmax` node over the last axis.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        axis: usize,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        if axis + 1 != ctx.shape(node.inputs[0]).len() {
+            return Err(unsupported(
+                node,
+                "only a softmax over the last axis trains",
+            ));
+        }
+        ctx.push(Softmax::new(&node.name), &[x.id], Layout::AsIs)
+    }
+}
+
+impl Gelu {
+    /// The layer of an IR `Gelu` node (exact or tanh approximation).
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        tanh_approx: bool,
+    ) -> Result<Val> {
+        let x = one_any(node, ins)?;
+        ctx.same_layout(Gelu::new(&node.name, tanh_approx), x)
     }
 }
 

@@ -9,15 +9,20 @@
 
 use ndarray::{Array2, CowArray, Ix2};
 
+use super::from_ir::{one, owned, Ctx, Init, Layout, Val};
+use super::qgemm::bias_grad;
 use super::qgemm::{
     input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
     scale_weight_grad, QuantOperands,
 };
-use super::reduce::bias_grad;
 use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::init::linear;
+use cptsim_models::zoo::init::LinearInit;
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul_rows_par, matmul_tn_reduce_par};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 
 /// A linear layer.
 pub struct Linear {
@@ -201,6 +206,32 @@ impl Layer for Linear {
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
         Some(&mut self.quant)
+    }
+}
+
+impl Linear {
+    /// The layer of an IR `Gemm`/linear node on features: the model's weights or PyTorch's
+    /// default initialisation.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        l: &ir::Linear,
+        ins: &[Val],
+        quant: LayerQuant,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        let (weight, bias) = match ctx.init {
+            Init::FromModel => (owned(&l.weight), l.bias.as_ref().map(owned)),
+            Init::Seeded(_) => {
+                // The classifier is the layer that produces the model's output.
+                let input = ctx.shape(ctx.ir.input).get(1..).unwrap_or_default();
+                let rule = LinearInit::of(input, node.output == ctx.ir.output);
+                let (out, inp) = (l.out_features(), l.in_features());
+                linear(ctx.rng, out, inp, rule, l.bias.is_some())
+            }
+        };
+        let layer = Linear::new(&node.name, weight, bias, quant)?;
+        ctx.push(layer, &[x.id], Layout::AsIs)
     }
 }
 

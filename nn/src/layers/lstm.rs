@@ -9,13 +9,17 @@
 
 use ndarray::{s, Array1, Array2, Array3, Axis};
 
+use super::cell::recurrent_weights;
 use super::cell::{
     recurrent_product, sigmoid, start_backward, state_operand, step_error, tanh, Recurrent,
 };
+use super::from_ir::{one, Ctx, Layout, Val};
 use super::{Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul_into, matmul_tn_reduce_par, PackedB};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 
 /// What backward needs of one step.
 struct StepCache {
@@ -256,6 +260,22 @@ impl Layer for Lstm {
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
         Some(&mut self.rec.quant)
+    }
+}
+
+impl Lstm {
+    /// The layer of an IR `LSTM` node on a sequence.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        r: &ir::Recurrent,
+        ins: &[Val],
+        quant: LayerQuant,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        let [w, rr, bw, br] = recurrent_weights(ctx, r);
+        let layer = Lstm::new(&node.name, w, rr, bw, br, quant)?;
+        ctx.push(layer, &[x.id], Layout::AsIs)
     }
 }
 

@@ -4,9 +4,12 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::from_ir::{one, one_any, Ctx, Layout, Val};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::mix64;
+use crate::quant::LayerQuant;
+use cptsim_models::ir::Node;
 
 /// A standard-layout copy of `t` as a contiguous vector, and its shape.
 fn contiguous(t: &Tensor) -> (Vec<usize>, Vec<f32>) {
@@ -215,6 +218,30 @@ impl Layer for Dropout {
 
     fn buffers_mut(&mut self) -> Vec<&mut Vec<f32>> {
         vec![&mut self.counter]
+    }
+}
+
+impl Dropout {
+    /// The layer of an IR `Dropout` node; its mask stream is drawn from the layer's seed and
+    /// its place in the network.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        ratio: f32,
+        quant: &LayerQuant,
+    ) -> Result<Val> {
+        let x = one_any(node, ins)?;
+        let seed = mix64(quant.seed ^ mix64(ctx.net.layers() as u64));
+        ctx.same_layout(Dropout::new(&node.name, ratio, seed)?, x)
+    }
+}
+
+impl CausalMask {
+    /// The layer of an IR causal-mask node on attention scores.
+    pub(crate) fn build<R: Rng>(ctx: &mut Ctx<'_, R>, node: &Node, ins: &[Val]) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        ctx.push(CausalMask::new(&node.name), &[x.id], Layout::AsIs)
     }
 }
 

@@ -12,10 +12,13 @@ use ndarray::linalg::general_mat_mul;
 use ndarray::{Array3, ArrayView3};
 use rayon::prelude::*;
 
+use super::from_ir::{unsupported, Ctx, Layout, Val};
 use super::qgemm::{mask_input_grad, quantize_error, reject_per_sample};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::LayerQuant;
+use cptsim_models::ir::Node;
+use rand::Rng;
 
 /// What backward needs: the quantized operands, their gradient masks and the output shape.
 struct Cache {
@@ -154,6 +157,26 @@ impl Layer for MatMul {
 
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
         Some(&mut self.quant)
+    }
+}
+
+impl MatMul {
+    /// The layer of an IR activation × activation `MatMul` node (two tensors held as is).
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        quant: LayerQuant,
+    ) -> Result<Val> {
+        match ins {
+            [a, b] if a.layout == Layout::AsIs && b.layout == Layout::AsIs => {
+                ctx.push(MatMul::new(&node.name, quant), &[a.id, b.id], Layout::AsIs)
+            }
+            _ => Err(unsupported(
+                node,
+                "an act × act MatMul takes two non-image tensors",
+            )),
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod elementwise;
 pub mod embedding;
 pub mod epilogue;
 pub mod flatten;
+pub(crate) mod from_ir;
 pub mod gru;
 pub mod lastaxis;
 pub mod linear;
@@ -24,7 +25,6 @@ pub mod matmul;
 pub mod pointwise;
 pub mod pool;
 mod qgemm;
-mod reduce;
 pub mod shape_ops;
 pub mod tensor_ops;
 pub mod tokens;
@@ -97,8 +97,10 @@ impl Param {
     }
 }
 
-/// One node of a network.
-pub trait Layer: Send {
+/// One node of a network. What every layer does: run forward and backward, and show its
+/// parameters, quantizer and buffers. Fusing a chain of layers into one pass is the network's
+/// business ([`crate::net::fuse`]), which recognises the layers it can fuse by their type.
+pub trait Layer: std::any::Any + Send {
     /// The layer's name (used in every error it raises).
     fn name(&self) -> &str;
 
@@ -122,98 +124,6 @@ pub trait Layer: Send {
     /// gradient's work.
     fn backward_params(&mut self, grad_out: Tensor) -> Result<()> {
         self.backward(grad_out).map(drop)
-    }
-
-    /// Training fusion, producer side: whether [`Layer::forward_owned_clamped`] is supported.
-    fn clamps_in_training(&self) -> bool {
-        false
-    }
-
-    /// A training [`Layer::forward_owned`] followed by `clamp(·, 0, hi)` in the same pass; the
-    /// backward pass then also masks the gradient where the clamp blocks it (see
-    /// [`Layer::train_clamp`]). Only where [`Layer::clamps_in_training`] says so.
-    fn forward_owned_clamped(&mut self, _x: Tensor, _hi: f32) -> Result<Tensor> {
-        Err(SimError::invalid(
-            self.name(),
-            "cannot apply a following activation in training",
-        ))
-    }
-
-    /// Training fusion, consumer side: for a clamp activation (ReLU, ReLU6), its upper bound.
-    /// The graph may then have the layer before it apply the clamp and its gradient mask
-    /// ([`Layer::forward_owned_clamped`]) and skip this layer in both passes; asked only when it
-    /// will, so the layer drops what it kept from an earlier pass (a stale mask must neither
-    /// take memory nor be read).
-    fn train_clamp(&mut self) -> Option<f32> {
-        None
-    }
-
-    /// For a one-input layer whose evaluation forward maps each value by a per-channel rule
-    /// (batch norm, ReLU): that rule, to be applied by the layer producing its input (see
-    /// [`Epilogue`]). The layer will then not run; it drops what an evaluation forward drops.
-    fn eval_epilogue(&mut self) -> Option<Result<EpilogueStep>> {
-        None
-    }
-
-    /// For a two-input element-wise sum (the residual add): whether its evaluation forward may
-    /// run as an [`EpilogueStep::Add`] of the layer producing one operand, the other handed over.
-    /// Asked only when it will: the layer then does not run and drops what an evaluation
-    /// forward drops.
-    fn eval_sum(&mut self) -> bool {
-        false
-    }
-
-    /// An evaluation [`Layer::forward`] followed by `epilogue`. Layers that produce their output
-    /// in blocks apply it to each block while in cache; the default applies it afterwards. Same
-    /// values either way.
-    fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
-        let mut y = self.forward(inputs, Mode::Eval)?;
-        epilogue.apply_to(&mut y)?;
-        Ok(y)
-    }
-
-    /// [`Layer::forward_then`] on an input nobody reads afterwards (see
-    /// [`Layer::forward_owned`]).
-    fn forward_owned_then(&mut self, x: Tensor, epilogue: &Epilogue) -> Result<Tensor> {
-        let mut y = self.forward_owned(x, Mode::Eval)?;
-        epilogue.apply_to(&mut y)?;
-        Ok(y)
-    }
-
-    /// Whether [`Layer::forward_summed`] is implemented: a training forward that also returns its
-    /// output's per-channel `[Σy | Σy²]`, summed over each block of its output while the block is
-    /// in cache, for a batch norm after it ([`Layer::takes_train_sums`]).
-    fn gives_train_sums(&self) -> bool {
-        false
-    }
-
-    /// A training [`Layer::forward`] that also returns its output's `[Σy | Σy²]` per channel,
-    /// added in blocks of `batchnorm::train_sum_rows` rows (a conv's blocks of output rows).
-    fn forward_summed(&mut self, _inputs: &[&Tensor]) -> Result<(Tensor, Vec<f64>)> {
-        Err(SimError::shape(self.name(), "does not sum its output"))
-    }
-
-    /// [`Layer::forward_summed`] on an input nobody reads afterwards.
-    fn forward_owned_summed(&mut self, x: Tensor) -> Result<(Tensor, Vec<f64>)> {
-        self.forward_summed(&[&x])
-    }
-
-    /// Whether a training forward may be given its input's sums
-    /// ([`Layer::forward_owned_with_sums`]).
-    fn takes_train_sums(&self) -> bool {
-        false
-    }
-
-    /// A training forward given `[Σx | Σx²]` of its input `x` (from
-    /// [`Layer::forward_summed`]), optionally followed by `clamp(·, 0, hi)` as
-    /// [`Layer::forward_owned_clamped`]. Same values as without the sums.
-    fn forward_owned_with_sums(
-        &mut self,
-        _x: Tensor,
-        _sums: Vec<f64>,
-        _hi: Option<f32>,
-    ) -> Result<Tensor> {
-        Err(SimError::shape(self.name(), "takes no input sums"))
     }
 
     /// The trainable parameters (empty for parameter-free layers).

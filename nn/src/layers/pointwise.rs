@@ -1,8 +1,11 @@
 //! Element-wise layers beyond ReLU: a general clip to `[lo, hi]`, the logistic sigmoid and the
 //! hyperbolic tangent.
 
+use super::from_ir::{one_any, unsupported, Ctx, Val};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
 use crate::error::Result;
+use cptsim_models::ir::{Node, Op};
+use rand::Rng;
 
 /// `min(max(x, lo), hi)`; the gradient passes where `lo < x < hi`.
 pub struct Clip {
@@ -125,6 +128,18 @@ impl Tanh {
 }
 
 output_derived_layer!(Tanh);
+
+/// The layer of an IR `Clip` (other than a ReLU's), `Sigmoid` or `Tanh` node.
+pub(crate) fn build<R: Rng>(ctx: &mut Ctx<'_, R>, node: &Node, ins: &[Val]) -> Result<Val> {
+    let x = one_any(node, ins)?;
+    let name = node.name.as_str();
+    match node.op {
+        Op::Clip { min, max } => ctx.same_layout(Clip::new(name, min, max), x),
+        Op::Sigmoid => ctx.same_layout(Sigmoid::new(name), x),
+        Op::Tanh => ctx.same_layout(Tanh::new(name), x),
+        _ => Err(unsupported(node, "not a point-wise op")),
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,12 @@
 
 use rayon::prelude::*;
 
+use super::from_ir::{one, unsupported, Ctx, Layout, Val};
+use super::Flatten;
 use super::{as4, cached, check_grad, expect_inputs, window_hw, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 
 /// Max or average.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,6 +377,65 @@ impl Layer for GlobalAvgPool {
         let dx = Tensor::from_shape_vec(vec![n, h, w, c], dx)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         Ok(vec![dx])
+    }
+}
+
+impl Pool2d {
+    /// The layer of an IR `MaxPool` or `AveragePool` node. The engine rounds the output size
+    /// down; `ceil_mode` is fine when it changes nothing.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        kind: PoolKind,
+        p: &ir::Pool,
+        count_include_pad: bool,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::Image)?;
+        if p.dilations != [1, 1] {
+            return Err(unsupported(node, format!("dilation {:?}", p.dilations)));
+        }
+        let spec = PoolSpec {
+            kernel: p.kernel,
+            stride: p.strides,
+            pads: p.pads,
+            count_include_pad,
+        };
+        let (ins, outs) = (ctx.shape(node.inputs[0]), ctx.shape(node.output));
+        let floor = |i: usize| {
+            let padded = ins[i + 2] + p.pads[i] + p.pads[i + 2];
+            padded
+                .checked_sub(p.kernel[i])
+                .map(|d| d / p.strides[i] + 1)
+        };
+        if ins.len() != 4 || floor(0) != outs.get(2).copied() || floor(1) != outs.get(3).copied() {
+            return Err(unsupported(
+                node,
+                format!("ceil_mode output {outs:?} differs from the engine's floor rounding"),
+            ));
+        }
+        let layer = Pool2d::new(&node.name, kind, spec)?;
+        ctx.push(layer, &[x.id], Layout::Image)
+    }
+}
+
+impl GlobalAvgPool {
+    /// The layer of an IR `GlobalAveragePool` node (`keepdims` true) or of a `ReduceMean` over
+    /// the spatial axes, flattened after it unless it keeps them.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        keepdims: bool,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::Image)?;
+        let name = node.name.as_str();
+        let pooled = ctx.push(GlobalAvgPool::new(name), &[x.id], Layout::Image)?;
+        if keepdims {
+            return Ok(pooled);
+        }
+        let flat_name = format!("{name}/flatten");
+        ctx.push(Flatten::new(&flat_name), &[pooled.id], Layout::AsIs)
     }
 }
 

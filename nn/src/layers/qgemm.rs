@@ -153,3 +153,13 @@ pub(crate) fn reject_per_sample(layer: &str, quant: &LayerQuant, what: &str) -> 
     }
     Ok(())
 }
+
+/// The bias gradient of a layer whose output gradient is `data` laid out `[rows, c]`: the
+/// per-channel sums as an f32 tensor of shape `[c]`.
+pub(crate) fn bias_grad(data: &[f32], c: usize) -> Tensor {
+    let sums: Vec<f32> = cptsim_kernels::reduce::sum_channels(data, c)
+        .iter()
+        .map(|&v| v as f32)
+        .collect();
+    ndarray::Array1::from(sums).into_dyn()
+}

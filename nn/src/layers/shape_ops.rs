@@ -1,8 +1,12 @@
 //! Layers that only move elements: [`Reshape`] to a fixed shape (row-major element order, as
 //! ONNX `Reshape`) and [`Transpose`] by an axis permutation. Both return standard-layout tensors.
 
+use super::from_ir::{one, unsupported, Ctx, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
+use super::{Flatten, Unflatten};
 use crate::error::{Result, SimError};
+use cptsim_models::ir::Node;
+use rand::Rng;
 
 /// `t`'s elements in row-major order, as `shape`, or an error naming the layer and both shapes.
 fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
@@ -166,6 +170,71 @@ impl Layer for Transpose {
         let shape = cached(&self.name, &self.out_shape)?;
         check_grad(&self.name, &grad_out, shape)?;
         Ok(vec![self.permute(&grad_out, &self.inverse)?])
+    }
+}
+
+impl Reshape {
+    /// The layers of an IR `Flatten` (axis 1) or `Reshape` node (NCHW element order, as ONNX).
+    /// Between features `[N, F]` and images `[N, C, H, W]` that keep the batch: an image to
+    /// features is a [`Flatten`], features to an image an [`Unflatten`] (the SE gate's
+    /// `view(b, c, 1, 1)`), an image to another image both, features to features no layer. Any
+    /// other reshape (heads of attention, ViT patches) is a [`Reshape`] of a tensor held as is,
+    /// an image flattened first.
+    pub(crate) fn build<R: Rng>(ctx: &mut Ctx<'_, R>, node: &Node, ins: &[Val]) -> Result<Val> {
+        let [x] = ins else {
+            return Err(unsupported(node, "expected one input"));
+        };
+        let in_shape = ctx.shape(node.inputs[0]).to_vec();
+        let out_shape = ctx.shape(node.output).to_vec();
+        let n = in_shape.first().copied().unwrap_or(0);
+        let count = |s: &[usize]| s.iter().product::<usize>();
+        if count(&in_shape) != count(&out_shape) {
+            return Err(unsupported(
+                node,
+                format!("reshape {in_shape:?} → {out_shape:?} changes the element count"),
+            ));
+        }
+        let features = x.layout == Layout::Image || in_shape.len() == 2;
+        let flattened = |ctx: &mut Ctx<'_, R>, name: String| match x.layout {
+            Layout::AsIs => Ok(x.id),
+            Layout::Image => ctx
+                .push(Flatten::new(&name), &[x.id], Layout::AsIs)
+                .map(|v| v.id),
+        };
+        let image = match out_shape[..] {
+            [m, _] if m == n && features => None,
+            [m, c, h, w] if m == n && features => Some([c, h, w]),
+            _ => {
+                let x = flattened(ctx, format!("{}/flatten", node.name))?;
+                return ctx.push(Reshape::new(&node.name, out_shape), &[x], Layout::AsIs);
+            }
+        };
+        let name = match image {
+            None => node.name.clone(),
+            Some(_) => format!("{}/flatten", node.name),
+        };
+        let flat = flattened(ctx, name)?;
+        match image {
+            None => Ok(Val {
+                id: flat,
+                layout: Layout::AsIs,
+            }),
+            Some(chw) => ctx.push(Unflatten::new(&node.name, chw), &[flat], Layout::Image),
+        }
+    }
+}
+
+impl Transpose {
+    /// The layer of an IR `Transpose` node on a tensor held as is.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        perm: &[usize],
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        let layer = Transpose::new(&node.name, perm.to_vec())?;
+        ctx.push(layer, &[x.id], Layout::AsIs)
     }
 }
 

@@ -3,8 +3,11 @@
 
 use ndarray::{Axis, Slice};
 
+use super::from_ir::{one_any, unsupported, Ctx, Val};
 use super::{cached, check_grad, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
 
 fn one<'a>(layer: &str, inputs: &[&'a Tensor]) -> Result<&'a Tensor> {
     match inputs {
@@ -223,6 +226,61 @@ impl Layer for Concat {
                 part
             })
             .collect())
+    }
+}
+
+impl Pad {
+    /// The layer of an IR `Pad` node: the pads moved to the engine's axes.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        pads: &[(usize, usize)],
+        value: f32,
+    ) -> Result<Val> {
+        let x = one_any(node, ins)?;
+        let mut engine = vec![(0, 0); pads.len()];
+        for (a, &p) in pads.iter().enumerate() {
+            if let Some(slot) = engine.get_mut(x.layout.engine_axis(a)) {
+                *slot = p;
+            }
+        }
+        ctx.same_layout(Pad::new(&node.name, engine, value), x)
+    }
+}
+
+impl SliceLayer {
+    /// The layer of an IR `Slice` node: the axes moved to the engine's.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        axes: &[ir::SliceAxis],
+    ) -> Result<Val> {
+        let x = one_any(node, ins)?;
+        let engine = axes
+            .iter()
+            .map(|s| (x.layout.engine_axis(s.axis), s.start, s.len, s.step))
+            .collect();
+        ctx.same_layout(SliceLayer::new(&node.name, engine), x)
+    }
+}
+
+impl Concat {
+    /// The layer of an IR `Concat` node, whose inputs share a layout.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        axis: usize,
+    ) -> Result<Val> {
+        let first = ins.first().ok_or_else(|| unsupported(node, "no inputs"))?;
+        if ins.iter().any(|v| v.layout != first.layout) {
+            return Err(unsupported(node, "inputs of different ranks"));
+        }
+        let ids: Vec<usize> = ins.iter().map(|v| v.id).collect();
+        let layer = Concat::new(&node.name, first.layout.engine_axis(axis));
+        ctx.push(layer, &ids, first.layout)
     }
 }
 

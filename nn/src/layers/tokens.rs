@@ -5,8 +5,12 @@
 
 use ndarray::{s, Array1, Array3, Axis, Ix1, Ix3};
 
+use super::from_ir::{one, Ctx, Layout, Val, POSITION_INIT};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
+use crate::init::uniform;
+use cptsim_models::ir::Node;
+use rand::Rng;
 
 /// `x[…, t, …, :] += table[t]` for position `t` along `axis` (the last axis is the width `D`);
 /// a sequence of `T ≤ T_max` positions uses the first `T` rows. The table's gradient sums over
@@ -181,6 +185,36 @@ impl Layer for ClassToken {
 
     fn params_mut(&mut self) -> Vec<&mut Param> {
         vec![&mut self.token]
+    }
+}
+
+impl ClassToken {
+    /// The layer of an IR class-token node: the model's token or U(±0.02).
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        token: &Tensor,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        let token = ctx.weight(token, |rng| uniform(rng, token.shape(), POSITION_INIT));
+        ctx.push(ClassToken::new(&node.name, token)?, &[x.id], Layout::AsIs)
+    }
+}
+
+impl PositionEmbedding {
+    /// The layer of an IR learned-position node: the model's table or U(±0.02).
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        table: &Tensor,
+        axis: usize,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::AsIs)?;
+        let table = ctx.weight(table, |rng| uniform(rng, table.shape(), POSITION_INIT));
+        let layer = PositionEmbedding::new(&node.name, table, axis)?;
+        ctx.push(layer, &[x.id], Layout::AsIs)
     }
 }
 

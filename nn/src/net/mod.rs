@@ -7,8 +7,13 @@ use std::ops::Range;
 
 use crate::error::{Result, SimError};
 use crate::layers::add::accumulate;
-use crate::layers::{Epilogue, EpilogueStep, Layer, Mode, Param, Tensor};
+use crate::layers::from_ir::Sink;
+use crate::layers::{Layer, Mode, Param, Tensor};
 use crate::quant::LayerQuant;
+
+pub mod fuse;
+
+use fuse::{Fusion, Input, Scope};
 
 struct Node {
     layer: Box<dyn Layer>,
@@ -16,65 +21,6 @@ struct Node {
     /// Run by the node before it in the last training forward (a clamp fused into a batch
     /// norm): its backward passes the gradient through, which that node has masked.
     fused: bool,
-}
-
-/// What a node's forward pass reads: its one input to keep, or its inputs to borrow.
-enum Input<'a> {
-    Owned(Tensor),
-    Borrowed(Vec<&'a Tensor>),
-}
-
-/// The layers after a node that its forward pass runs too.
-enum Fusion {
-    None,
-    /// Evaluation: per-channel steps applied to the node's output ([`Epilogue`]).
-    Epilogue(Epilogue),
-    /// Training: a clamp activation with this upper bound ([`Layer::forward_owned_clamped`]).
-    Clamp(f32),
-    /// Training: the next node, a batch norm, given the sums of this node's output
-    /// ([`Layer::forward_summed`]), with the clamp after it when there is one.
-    Sums(Option<f32>),
-}
-
-impl Fusion {
-    /// Runs the first of `nodes` on `input` with the fused nodes after it, in `mode`.
-    fn forward(&self, nodes: &mut [Node], input: Input<'_>, mode: Mode) -> Result<Tensor> {
-        let (first, rest) = nodes
-            .split_first_mut()
-            .ok_or_else(|| SimError::shape("network", "no node to run"))?;
-        let layer = first.layer.as_mut();
-        match (self, input) {
-            (Fusion::Sums(hi), input) => {
-                let bn = rest
-                    .first_mut()
-                    .ok_or_else(|| SimError::shape(layer.name(), "no batch norm after it"))?;
-                let (y, sums) = match input {
-                    Input::Owned(x) => layer.forward_owned_summed(x)?,
-                    Input::Borrowed(ins) => layer.forward_summed(&ins)?,
-                };
-                bn.layer.forward_owned_with_sums(y, sums, *hi)
-            }
-            (Fusion::Clamp(hi), Input::Owned(x)) => layer.forward_owned_clamped(x, *hi),
-            (Fusion::Clamp(hi), Input::Borrowed(ins)) => match ins[..] {
-                [x] => layer.forward_owned_clamped(x.clone(), *hi),
-                _ => Err(SimError::shape(
-                    layer.name(),
-                    "a fused clamp needs one input",
-                )),
-            },
-            (Fusion::Epilogue(e), input) if !e.is_empty() => {
-                let y = match input {
-                    Input::Owned(x) => layer.forward_owned_then(x, e)?,
-                    Input::Borrowed(ins) => layer.forward_then(&ins, e)?,
-                };
-                // The blocks checked only the part of a residual operand they read.
-                e.check_output(&y)?;
-                Ok(y)
-            }
-            (_, Input::Owned(x)) => layer.forward_owned(x, mode),
-            (_, Input::Borrowed(ins)) => layer.forward(&ins, mode),
-        }
-    }
 }
 
 /// The layers a forward hook may still change: nodes `first..` of the graph.
@@ -105,6 +51,11 @@ impl Graph {
 
     /// Appends a layer reading the given values; returns the id of the value it produces.
     pub fn push(&mut self, layer: impl Layer + 'static, inputs: &[usize]) -> Result<usize> {
+        self.push_boxed(Box::new(layer), inputs)
+    }
+
+    /// [`Graph::push`] of a boxed layer.
+    pub fn push_boxed(&mut self, layer: Box<dyn Layer>, inputs: &[usize]) -> Result<usize> {
         let id = self.nodes.len() + 1;
         if let Some(&bad) = inputs.iter().find(|&&v| v >= id) {
             return Err(SimError::shape(
@@ -113,7 +64,7 @@ impl Graph {
             ));
         }
         self.nodes.push(Node {
-            layer: Box::new(layer),
+            layer,
             inputs: inputs.to_vec(),
             fused: false,
         });
@@ -132,10 +83,10 @@ impl Graph {
     }
 
     /// Runs the network; intermediate values are dropped after their last use. Where nothing
-    /// else reads a layer's output, the per-channel element-wise layers after it run inside it:
-    /// in evaluation batch norm, ReLU and a residual add whose other operand is not read later as
-    /// its epilogue ([`Epilogue`]), in training a ReLU
-    /// after a batch norm ([`Layer::train_clamp`]). Same values, fewer passes.
+    /// else reads a layer's output, the per-channel element-wise layers after it run inside it
+    /// ([`fuse`]): in evaluation batch norm, ReLU and a residual add whose other operand is not
+    /// read later as its epilogue, in training a batch norm's statistics summed by the conv
+    /// before it and a ReLU after a batch norm. Same values, fewer passes.
     pub fn forward(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
         self.run(0..self.nodes.len(), x, mode, true, &mut |_, _, _| Ok(()))
     }
@@ -156,84 +107,6 @@ impl Graph {
     /// Fuses as [`Graph::forward`] does.
     pub fn forward_range(&mut self, range: Range<usize>, x: Tensor, mode: Mode) -> Result<Tensor> {
         self.run(range, x, mode, true, &mut |_, _, _| Ok(()))
-    }
-
-    /// In training, the clamp bound of node `i + 1` when node `i` can apply it (see
-    /// [`Layer::train_clamp`]): it reads only the value node `i` produces, which nothing else
-    /// reads, and lies before `end`.
-    fn clamp_after(
-        &mut self,
-        i: usize,
-        end: usize,
-        last_use: &[usize],
-        start: usize,
-    ) -> Option<f32> {
-        let j = i + 1;
-        let fusable = j < end
-            && self.nodes[j].inputs == [j]
-            && last_use[j - start] == j
-            && self.nodes[i].inputs.len() == 1
-            && self.nodes[i].layer.clamps_in_training();
-        fusable.then(|| self.nodes[j].layer.train_clamp()).flatten()
-    }
-
-    /// In training, whether node `i` may sum its output for node `i + 1`, a batch norm (see
-    /// [`Layer::forward_summed`]): node `i + 1` reads only that value, which nothing else reads,
-    /// and lies before `end`.
-    fn sums_after(&self, i: usize, end: usize, last_use: &[usize], start: usize) -> bool {
-        let j = i + 1;
-        j < end
-            && self.nodes[j].inputs == [j]
-            && last_use[j - start] == j
-            && self.nodes[i].inputs.len() == 1
-            && self.nodes[i].layer.gives_train_sums()
-            && self.nodes[j].layer.takes_train_sums()
-    }
-
-    /// The epilogue of node `i`: the nodes after it, up to `end`, that each read the value before
-    /// them, which nothing else reads, and map it by a per-channel rule, or add to it a value
-    /// computed before node `i` that nothing reads afterwards (a residual add: that value is
-    /// taken out of `values`, indexed from `start`). Returns it with the last node it covers (`i`
-    /// when none).
-    fn epilogue_after(
-        &mut self,
-        i: usize,
-        end: usize,
-        last_use: &[usize],
-        start: usize,
-        values: &mut [Option<Tensor>],
-    ) -> Result<(Epilogue, usize)> {
-        let mut steps = Vec::new();
-        let mut j = i + 1;
-        while j < end && last_use[j - start] == j {
-            let step = match self.nodes[j].inputs[..] {
-                [v] if v == j => self.nodes[j].layer.eval_epilogue(),
-                [a, b] if (a == j) != (b == j) => {
-                    let s = if a == j { b } else { a };
-                    // Computed already, not read by node `i`, read by nothing after node `j`.
-                    let at = s.checked_sub(start).filter(|_| s <= i);
-                    let movable = at.is_some_and(|at| {
-                        last_use.get(at) == Some(&j)
-                            && !self.nodes[i].inputs.contains(&s)
-                            && values.get(at).is_some_and(Option::is_some)
-                    });
-                    (movable && self.nodes[j].layer.eval_sum()).then(|| {
-                        let other = at.and_then(|at| values[at].take()).unwrap_or_default();
-                        Ok(EpilogueStep::Add {
-                            layer: self.nodes[j].layer.name().to_string(),
-                            other: crate::layers::standard(other),
-                        })
-                    })
-                }
-                _ => None,
-            };
-            match step {
-                Some(step) => steps.push(step?),
-                None => break,
-            }
-            j += 1;
-        }
-        Ok((Epilogue(steps), j - 1))
     }
 
     fn run(
@@ -261,32 +134,19 @@ impl Graph {
         let mut values: Vec<Option<Tensor>> = vec![None; end - start + 1];
         values[0] = Some(x);
         let mut i = start;
+        let scope = Scope {
+            start,
+            end,
+            last_use: &last_use,
+        };
         while i < end {
-            let (fusion, last) = match () {
-                _ if !fuse => (Fusion::None, i),
-                _ if mode == Mode::Eval => {
-                    let (epilogue, last) =
-                        self.epilogue_after(i, end, &last_use, start, &mut values)?;
-                    (Fusion::Epilogue(epilogue), last)
-                }
-                _ if self.sums_after(i, end, &last_use, start) => {
-                    match self.clamp_after(i + 1, end, &last_use, start) {
-                        Some(hi) => (Fusion::Sums(Some(hi)), i + 2),
-                        None => (Fusion::Sums(None), i + 1),
-                    }
-                }
-                _ => match self.clamp_after(i, end, &last_use, start) {
-                    Some(hi) => (Fusion::Clamp(hi), i + 1),
-                    None => (Fusion::None, i),
-                },
+            let (fusion, last) = if fuse {
+                Fusion::find(&mut self.nodes, i, &scope, mode, &mut values)?
+            } else {
+                (Fusion::None, i)
             };
-            // A clamp run by the batch norm before it: its backward is the batch norm's.
             for (k, n) in self.nodes[i..=last].iter_mut().enumerate() {
-                n.fused = match fusion {
-                    Fusion::Clamp(_) => k == 1,
-                    Fusion::Sums(Some(_)) => k == 2,
-                    _ => false,
-                };
+                n.fused = fusion.passes_gradient(k);
             }
             let node = &mut self.nodes[i];
             let input = match node.inputs[..] {
@@ -495,6 +355,16 @@ impl Graph {
     /// True when the network has no layers.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
+    }
+}
+
+impl Sink for Graph {
+    fn push_layer(&mut self, layer: Box<dyn Layer>, inputs: &[usize]) -> Result<usize> {
+        self.push_boxed(layer, inputs)
+    }
+
+    fn layers(&self) -> usize {
+        self.len()
     }
 }
 

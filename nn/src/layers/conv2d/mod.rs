@@ -10,10 +10,9 @@ use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, CowArray, Ix4, I
 use rayon::prelude::*;
 
 use super::qgemm::{
-    input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
-    scale_weight_grad, QuantOperands,
+    bias_grad, input_grad_read, mask_input_grad, quantize_error, quantize_operands,
+    record_step_grad, scale_weight_grad, QuantOperands,
 };
-use super::reduce::{add_in_order, bias_grad, sums_and_squares};
 use super::{
     as4, block_of, cached, check_grad, expect_inputs, filled_by_blocks, weight_and_bias, Epilogue,
     Layer, Mode, Param, Tensor,
@@ -24,13 +23,18 @@ use cptsim_kernels::gemm::{
     add_partials, matmul_into, matmul_patches_t_uninit, matmul_patches_uninit, matmul_uninit,
     PackedB, B,
 };
+use cptsim_kernels::reduce::{add_in_order, sums_and_squares};
 
 mod plan;
 
+use super::from_ir::{one, owned, Ctx, Layout, Val};
+use crate::init::{conv_bias, conv_weight};
 pub use cptsim_kernels::conv::Conv2dSpec;
 use cptsim_kernels::conv::{winograd, with_scratch, zeroed, Im2col};
+use cptsim_models::ir::{self, Node};
 pub use plan::{batch_gemms, block_gemms, output_hw, BlockGemms, Gemms};
 use plan::{geometry, transposed_spec};
+use rand::Rng;
 
 /// What backward needs from the training forward pass.
 struct ConvCache {
@@ -438,9 +442,22 @@ impl Conv2d {
         self.run_summing(x, mode, epilogue, None)
     }
 
-    /// A training [`Conv2d::run`] that also returns its output's sums (see
-    /// [`Conv2d::run_summing`]).
-    fn train_summed(&mut self, x: CowArray<'_, f32, IxDyn>) -> Result<(Tensor, Vec<f64>)> {
+    /// An evaluation forward pass with `epilogue` applied to each block of its output while the
+    /// block is in cache (the fused layers after it, `net::fuse::eval_epilogue`).
+    pub(crate) fn forward_then(
+        &mut self,
+        x: CowArray<'_, f32, IxDyn>,
+        epilogue: &Epilogue,
+    ) -> Result<Tensor> {
+        self.run(x, Mode::Eval, epilogue)
+    }
+
+    /// A training forward pass that also returns its output's per-channel `[Σy | Σy²]`, for the
+    /// batch norm after it (`net::fuse::conv_bn_relu`; see [`Conv2d::run_summing`]).
+    pub(crate) fn forward_summed(
+        &mut self,
+        x: CowArray<'_, f32, IxDyn>,
+    ) -> Result<(Tensor, Vec<f64>)> {
         let mut sums = Vec::new();
         let y = self.run_summing(x, Mode::Train, &Epilogue::default(), Some(&mut sums))?;
         Ok((y, sums))
@@ -666,28 +683,6 @@ impl Layer for Conv2d {
         self.run(CowArray::from(x), mode, &Epilogue::default())
     }
 
-    fn gives_train_sums(&self) -> bool {
-        true
-    }
-
-    fn forward_summed(&mut self, inputs: &[&Tensor]) -> Result<(Tensor, Vec<f64>)> {
-        let x = expect_inputs(&self.name, inputs, 1)?[0];
-        self.train_summed(CowArray::from(x.view()))
-    }
-
-    fn forward_owned_summed(&mut self, x: Tensor) -> Result<(Tensor, Vec<f64>)> {
-        self.train_summed(CowArray::from(x))
-    }
-
-    fn forward_then(&mut self, inputs: &[&Tensor], epilogue: &Epilogue) -> Result<Tensor> {
-        let x = expect_inputs(&self.name, inputs, 1)?[0];
-        self.run(CowArray::from(x.view()), Mode::Eval, epilogue)
-    }
-
-    fn forward_owned_then(&mut self, x: Tensor, epilogue: &Epilogue) -> Result<Tensor> {
-        self.run(CowArray::from(x), Mode::Eval, epilogue)
-    }
-
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let dx = self.backward_with(grad_out, true)?;
         Ok(dx.into_iter().collect())
@@ -705,6 +700,50 @@ impl Layer for Conv2d {
     fn quant_mut(&mut self) -> Option<&mut LayerQuant> {
         self.prepared = None;
         Some(&mut self.quant)
+    }
+}
+
+impl Conv2d {
+    /// The layer of an IR `Conv` node on an image: the model's weights (OIHW, converted) or
+    /// fresh ones with PyTorch's default bias U(±1/√fan_in).
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        c: &ir::Conv,
+        ins: &[Val],
+        quant: LayerQuant,
+    ) -> Result<Val> {
+        let x = one(node, ins, Layout::Image)?;
+        let in_channels = ctx.shape(node.inputs[0]).get(1).copied().unwrap_or(0);
+        let kernel = c.kernel();
+        let spec = Conv2dSpec {
+            in_channels,
+            out_channels: c.out_channels(),
+            kernel,
+            stride: c.strides,
+            pads: c.pads,
+            dilation: c.dilations,
+            groups: c.groups,
+        };
+        spec.validate(&node.name)?;
+        let (weight, bias) = match ctx.init {
+            super::from_ir::Init::FromModel => (
+                Conv2d::weight_from_oihw(&c.weight)
+                    .map_err(|e| SimError::shape(&node.name, e.to_string()))?,
+                c.bias.as_ref().map(owned),
+            ),
+            super::from_ir::Init::Seeded(_) => {
+                let (out, ipg) = (spec.out_channels, in_channels / c.groups.max(1));
+                let w = conv_weight(ctx.rng, out, kernel, ipg);
+                let b = c
+                    .bias
+                    .as_ref()
+                    .map(|_| conv_bias(ctx.rng, out, kernel, ipg));
+                (w, b)
+            }
+        };
+        let layer = Conv2d::new(&node.name, spec, weight, bias, quant)?;
+        ctx.push(layer, &[x.id], Layout::Image)
     }
 }
 
