@@ -20,7 +20,8 @@ use crate::error::{Result, SimError};
 pub enum Init {
     /// The weights, biases and BN statistics stored in the model.
     FromModel,
-    /// Fresh weights per spec §9.1 from this seed (BN γ = 1, β = 0, running mean 0, var 1).
+    /// Fresh weights from this seed by the zoo's rule ([`cptsim_models::zoo::init`]: the weights
+    /// `zoo export --seed` writes) (BN γ = 1, β = 0, running mean 0, var 1).
     Seeded(u64),
 }
 

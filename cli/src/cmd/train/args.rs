@@ -116,8 +116,9 @@ pub struct TrainArgs {
     /// Seed of the initial weights, data order, augmentation and rounding noise.
     #[arg(long, default_value_t = d().seed)]
     pub(crate) seed: u64,
-    /// Initial weights: `seed` re-initialises from --seed as the CIFAR ResNet code does (see
-    /// docs/src/guide/train.md), `model` keeps the model's stored weights.
+    /// Initial weights: `seed` re-initialises from --seed (the weights `zoo export --seed` writes
+    /// for a zoo model: conv N(0, 2/(k·k·C_out)), Linear PyTorch's U(±1/√C_in) but a CIFAR
+    /// classifier's N(0, 2/(C_in·C_out))), `model` keeps the model's stored weights.
     #[arg(long, value_parser = choice::<InitKind>(), default_value_t = d().init)]
     pub(crate) init: InitKind,
     /// Classes of the model's head [default: the dataset's: 10 for MNIST, Fashion-MNIST and

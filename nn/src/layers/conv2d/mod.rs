@@ -28,7 +28,7 @@ use cptsim_kernels::reduce::{add_in_order, sums_and_squares};
 mod plan;
 
 use super::from_ir::{one, owned, Ctx, Layout, Val};
-use crate::init::{conv_weight, uniform};
+use crate::init::{conv_bias, conv_weight};
 pub use cptsim_kernels::conv::Conv2dSpec;
 use cptsim_kernels::conv::{winograd, with_scratch, zeroed, Im2col};
 use cptsim_models::ir::{self, Node};
@@ -733,13 +733,12 @@ impl Conv2d {
                 c.bias.as_ref().map(owned),
             ),
             super::from_ir::Init::Seeded(_) => {
-                let ipg = in_channels / c.groups.max(1);
-                let w = conv_weight(ctx.rng, spec.out_channels, kernel, ipg);
-                let fan_in = (ipg * kernel[0] * kernel[1]).max(1) as f32;
+                let (out, ipg) = (spec.out_channels, in_channels / c.groups.max(1));
+                let w = conv_weight(ctx.rng, out, kernel, ipg);
                 let b = c
                     .bias
                     .as_ref()
-                    .map(|b| uniform(ctx.rng, b.shape(), fan_in.sqrt().recip()));
+                    .map(|_| conv_bias(ctx.rng, out, kernel, ipg));
                 (w, b)
             }
         };
