@@ -373,6 +373,11 @@ impl<R: Rng> Ctx<'_, R> {
                 };
                 Ok(flat(id))
             }
+            Op::Unary(_)
+            | Op::PRelu { .. }
+            | Op::GroupNorm(_)
+            | Op::ReduceL2 { .. }
+            | Op::Resize { .. } => Err(unsupported(node, "not trainable yet (no engine layer)")),
             // Every other op is listed, so a new IR op fails to compile here until it is mapped.
             Op::ReduceMean { .. } => Err(unsupported(
                 node,

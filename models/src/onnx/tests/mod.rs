@@ -2,6 +2,7 @@
 
 mod attrs;
 mod import;
+mod ops;
 mod scale;
 mod sequence;
 pub(crate) mod testutil;
