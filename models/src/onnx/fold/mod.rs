@@ -171,6 +171,3 @@ fn scalar_i64(node: &NodeView, c: &Const, what: &str) -> Result<i64, ModelError>
         v => Err(node.err(format!("{what}: expected one value, got {}", v.len()))),
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -585,3 +585,66 @@ fn bidirectional_recurrent_layers_run_both_directions_and_count_both() {
     assert_eq!(names, ["gru"]);
     assert_eq!(g.shape(g.output), &[7, 1, 2, H as usize]);
 }
+
+/// PyTorch's word-language-model export: ids `[35, 4]` fixed (35 steps of 4 sequences), the
+/// two-layer state `[2, 4, H]` passed in and sliced per layer.
+fn wlm_fixed() -> ModelBuilder {
+    ModelBuilder::new(14, &[None])
+        .input_info(named_value_info("x", &["35", "4"], 7))
+        .extra_input(named_value_info("state0", &["2", "4", "4"], 1))
+        .extra_input(named_value_info("state1", &["2", "4", "4"], 1))
+        .init(floats("emb", &[V, D]))
+        .init(floats("W", &[1, 4 * H, D]))
+        .init(floats("R", &[1, 4 * H, H]))
+        .init(floats("dec", &[H, V]))
+        .init(ints("s0", &[0]))
+        .init(ints("s1", &[1]))
+        .init(ints("ax0", &[0]))
+        .init(ints("ax1", &[1]))
+        .node("Gather", "encoder", &["emb", "x"], &["e"], vec![])
+        .node(
+            "Slice",
+            "h0",
+            &["state0", "s0", "s1", "ax0"],
+            &["h"],
+            vec![],
+        )
+        .node(
+            "Slice",
+            "c0",
+            &["state1", "s0", "s1", "ax0"],
+            &["c"],
+            vec![],
+        )
+        .node(
+            "LSTM",
+            "rnn",
+            &["e", "W", "R", "", "", "h", "c"],
+            &["y", "yh", "yc"],
+            vec![],
+        )
+        .node("Squeeze", "sq", &["y", "ax1"], &["ys"], vec![])
+        .node("MatMul", "decoder", &["ys", "dec"], &["logits"], vec![])
+        .output_info(named_value_info("logits", &["35", "4", "11"], 1))
+}
+
+#[test]
+fn a_fixed_sequence_first_export_binds_time_and_batch_from_the_graph() {
+    // The ids feed an embedding whose output is the LSTM's sequence-first input: axis 0 is
+    // time, axis 1 the batch, whatever their sizes.
+    let b = wlm_fixed();
+    let proto = decode(&b.bytes(), "wlm.onnx").unwrap();
+    assert_eq!(
+        binding_for_shape(&proto, "wlm.onnx", &[35, 4]).unwrap(),
+        (4, Some(35))
+    );
+    let g = import(&b, 4, None).unwrap();
+    assert_eq!((g.shape(g.input), g.seq_len), (&[35, 4][..], Some(35)));
+    let s = g.summary();
+    // Per sequence: 35 steps of the LSTM (4 gates · H · (D + H)) and of the decoder (H · V).
+    let lstm = 35 * 4 * H as u64 * (D + H) as u64;
+    assert_eq!(s.layers[0].macs, lstm);
+    assert_eq!(s.layers[1].macs, 35 * (H * V) as u64);
+    // The state inputs bind to zeros at the graph's batch.
+    assert!(import(&b, 2, None).is_ok());
+}

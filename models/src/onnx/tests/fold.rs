@@ -4,7 +4,7 @@
 use ndarray::{ArrayD, IxDyn};
 use onnx_protobuf::NodeProto;
 
-use super::evaluator;
+use crate::onnx::fold::{evaluator, FOLD_ONLY};
 use crate::onnx::tests::testutil::{ints, ModelBuilder, A};
 use crate::onnx::value::Const;
 use crate::onnx::{decode, import_proto, supported_ops};
@@ -373,7 +373,7 @@ fn an_oversized_fold_is_an_error_not_an_allocation() {
 #[test]
 fn every_op_with_an_evaluator_is_a_supported_op() {
     let ops = supported_ops();
-    for &op in super::FOLD_ONLY {
+    for &op in FOLD_ONLY {
         assert!(
             evaluator(op).is_some(),
             "{op} folds only but has no evaluator"
