@@ -7,7 +7,7 @@
 # artifacts/<target>/. Usage: [SECONDS_PER_TARGET=N] fuzz/campaign.sh [TARGET...]
 set -eu
 cd "$(dirname "$0")"
-targets=${*:-"onnx_import trace_csv trace_pb accel_config idx cifar schedule sweep_plan"}
+targets=${*:-"onnx_import trace_csv trace_pb accel_config idx cifar schedule sweep_plan npy checkpoint sweep_cells plot_csv"}
 seconds=${SECONDS_PER_TARGET:-1800}
 mkdir -p logs
 cargo +nightly fuzz build -O --debug-assertions > logs/build.log 2>&1

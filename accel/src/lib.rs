@@ -22,5 +22,6 @@ pub mod workload;
 pub use architecture::config;
 pub use cost::accelerator::{Accelerator, CostError, GemmCost};
 pub use cost::run::{cost, CostOptions, GradBits, RunCoster, RunError, RunReport, RunSpec};
+pub use cost::table::{AccelTable, TimeUnit};
 pub use cost::trace::{cost_trace, CostTotals, RunSummary, RunTrace, TraceCost, TraceCostError};
 pub use workload::bitops::{Accounting, BitOps, BitOpsCounter, BitOpsError};

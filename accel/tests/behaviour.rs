@@ -1,4 +1,4 @@
-//! Behaviours of accelerators.md §1–§2 checked through the public API, plus whole-trace costing.
+//! Behaviours of the Bit Fusion and Stripes models (docs/src/accelerators/) checked through the public API, plus whole-trace costing.
 #![allow(clippy::manual_is_multiple_of)] // MSRV 1.85: `is_multiple_of` is 1.87
 
 #[allow(dead_code)]
@@ -232,6 +232,27 @@ fn stripes_speedup_over_dadiannao_is_16_over_pa_on_convs_and_fc_is_dadiannao_plu
         let fs = s.cost_problem(&fc, b, false).unwrap().timing.compute_cycles;
         let fd = d.cost_problem(&fc, b, false).unwrap().timing.compute_cycles;
         assert_eq!(fs, fd + u64::from(pa) - 1, "FC at p_a = {pa}");
+    }
+}
+
+/// A memory-bound FC layer (16-bit weights stream in slower than the array uses them) still
+/// steps its reduction 16 input lanes at a time: DaDianNao computes `⌈C_in/16⌉·⌈C_out/256⌉`
+/// cycles and Stripes that plus `p − 1`, as in the Stripes group's simulator, instead of
+/// splitting the reduction into tiles narrower than the lanes to start a few cycles earlier.
+#[test]
+fn memory_bound_fc_layers_keep_their_lanes_full() {
+    let (s, d) = (acc("stripes"), acc("dadiannao"));
+    for (ic, oc) in [(4096u64, 1000u64), (4096, 1024), (1024, 1024), (8192, 1024)] {
+        let fc = ConvProblem::fc(1, ic, oc);
+        let lanes = ic.div_ceil(16) * oc.div_ceil(256);
+        let cd = d.cost_problem(&fc, bits(16, 16), false).unwrap();
+        assert!(
+            cd.timing.stall_cycles > cd.timing.compute_cycles,
+            "{ic}x{oc} memory-bound"
+        );
+        assert_eq!(cd.timing.compute_cycles, lanes, "DaDianNao {ic}x{oc}");
+        let cs = s.cost_problem(&fc, bits(8, 16), false).unwrap();
+        assert_eq!(cs.timing.compute_cycles, lanes + 7, "Stripes {ic}x{oc}");
     }
 }
 
@@ -500,7 +521,7 @@ fn mobilenetv2_depthwise_layers_no_longer_dominate_zc706() {
 
 #[test]
 fn a_16_channel_layer_on_stripes_moves_about_its_compulsory_bytes() {
-    // Issue #15: output channels padded to the 256-filter granule in DRAM made a 16-channel layer
+    // Output channels once padded to the 256-filter granule in DRAM made a 16-channel layer
     // move 25× its compulsory bytes (a ResNet-74 run: ~1.3 PB).
     let model = cifar_models::cifar_resnet(3, 10);
     let layer = &model.layers[1]; // layer1.0.conv1: 16 → 16, 32×32

@@ -1,4 +1,4 @@
-"""Peer comparison for issue #14: cptsim against PyTorch (fp32 and fake-quant 8/8) and onnxruntime,
+"""Peer comparison: cptsim against PyTorch (fp32 and fake-quant 8/8) and onnxruntime,
 one thread each, interleaved round by round, in images per CPU-second, with each round's
 /proc/loadavg; and, with --lstm-batch / --transformer-batch / --gru-batch, the training of
 cptsim's small LSTM LM and Transformer LM and of a GRU LM's ONNX export against the same models

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Peer comparison (issue #14): cptsim vs PyTorch fp32 / fake-quant 8/8 and onnxruntime, one thread
+# Peer comparison: cptsim vs PyTorch fp32 / fake-quant 8/8 and onnxruntime, one thread
 # each, interleaved. Usage: benches/peers/run.sh [shapes] [PYTHON] — a Python with torch, onnx and
 # onnxruntime; without one a venv is created from PyPI under $PEERS_VENV (default
 # target/peers-venv). Skips (exit 0, printed reason) when the peers cannot be installed.

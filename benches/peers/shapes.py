@@ -1,4 +1,4 @@
-"""Per-shape peer comparison for issue #14's GEMM target: the rate of cptsim's GEMM on ResNet-20's
+"""Per-shape peer comparison of the GEMM: the rate of cptsim's GEMM on ResNet-20's
 short training shapes (the rows of `cptsim bench train --model zoo:resnet20 --batch 128` that
 stay below 85 % of the FMA peak) and on one long shape, against the libraries a user would
 otherwise run them on, one thread each, CPU time, interleaved round by round:

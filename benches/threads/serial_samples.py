@@ -18,6 +18,7 @@ import re
 import sys
 
 PARALLEL = re.compile(r"rayon::iter|rayon_core::join|bridge_producer|in_worker|plumbing")
+ENGINE = re.compile(r"cptsim_(kernels|nn|train|bench)\b")
 
 
 def samples(path):
@@ -80,7 +81,7 @@ def main():
                 par = True
                 break
         if not par:
-            inner = [re.sub(r"\(.*", "", f)[:70] for f in frames if "cptsim_sim" in f]
+            inner = [re.sub(r"\(.*", "", f)[:70] for f in frames if ENGINE.search(f)]
             serial[" < ".join(inner[:3]) or (frames[0][:70] if frames else "?")] += 1
     total = sum(serial.values())
     print(f"step thread {step}: {total} of {n} samples serial ({100 * total / max(n, 1):.1f} %)")

@@ -1,12 +1,11 @@
 //! Exit codes and how an error maps to one. A closed stdout (`cptsim … | head -1`) is not an
 //! error: the command stops quietly with 0.
 
-use std::io::ErrorKind;
 use std::process::ExitCode;
 
-use cptsim_models::ModelError;
-use cptsim_sim::SimError;
-use cptsim_traces::TraceError;
+use cptsim_models::export::ExportError;
+use cptsim_plot::PlotError;
+use cptsim_train::ErrorKind;
 
 /// Exit codes of `cptsim` (README "Exit codes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,13 +33,24 @@ impl Exit {
     pub fn code(self) -> ExitCode {
         ExitCode::from(self as u8)
     }
+
+    /// An error saying `message` that exits with this code (a check of the CLI's own whose
+    /// kind is not usage: a NaN in an input file is bad input).
+    pub fn error(self, message: impl Into<String>) -> anyhow::Error {
+        Stopped {
+            exit: self,
+            message: message.into(),
+        }
+        .into()
+    }
 }
 
-/// A training run that stopped itself — diverged, or collapsed under `--stop-on-collapse` — with
-/// the exit code that says which; its message says where and what was kept.
+/// An error whose exit code is decided: a command that stopped itself (a sweep interrupted), an
+/// error relabelled ([`relabel`]) keeping its code, or one made by [`Exit::error`]; the message
+/// says what happened and what was kept.
 #[derive(Debug)]
 pub struct Stopped {
-    /// [`Exit::Diverged`] or [`Exit::Collapsed`].
+    /// The exit code.
     pub exit: Exit,
     /// What happened and what was kept.
     pub message: String,
@@ -110,53 +120,53 @@ pub fn classify(e: &anyhow::Error) -> Exit {
     e.chain().find_map(kind).unwrap_or(Exit::Usage)
 }
 
-fn io_kind(e: &std::io::Error) -> Exit {
-    match e.kind() {
-        ErrorKind::BrokenPipe => Exit::Ok,
-        ErrorKind::NotFound => Exit::Usage,
-        _ => Exit::Runtime,
+impl From<ErrorKind> for Exit {
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::Usage => Exit::Usage,
+            ErrorKind::BadInput => Exit::BadInput,
+            ErrorKind::Runtime => Exit::Runtime,
+            ErrorKind::Diverged => Exit::Diverged,
+            ErrorKind::Collapsed => Exit::Collapsed,
+            ErrorKind::Interrupted => Exit::Interrupted,
+            ErrorKind::PipeClosed => Exit::Ok,
+        }
     }
 }
 
+/// The exit of one cause: a [`Stopped`]'s own, else the kind the library crates give their
+/// errors ([`ErrorKind::of_cause`]: a training run's, an I/O, model, trace or engine error), or
+/// a figure's or an export's.
 fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
-    if let Some(e) = cause.downcast_ref::<std::io::Error>() {
-        return Some(io_kind(e));
-    }
     if let Some(s) = cause.downcast_ref::<Stopped>() {
         return Some(s.exit);
     }
-    if let Some(e) = cause.downcast_ref::<SimError>() {
-        return Some(match e {
-            SimError::Diverged { .. } => Exit::Diverged,
-            // data that does not fit the network is bad input too
-            SimError::Data { .. } | SimError::Shape { .. } => Exit::BadInput,
-            SimError::Io { source, .. } => io_kind(source),
-            SimError::Invalid { .. } => Exit::Usage,
-            _ => Exit::Runtime,
-        });
+    if let Some(e) = cause.downcast_ref::<PlotError>() {
+        return match e {
+            PlotError::Io { error, .. } => kind(error),
+            PlotError::MissingColumn { .. }
+            | PlotError::BadValue { .. }
+            | PlotError::Malformed { .. }
+            | PlotError::Empty { .. } => Some(Exit::BadInput),
+            PlotError::Invalid(_) => Some(Exit::Usage),
+            PlotError::Trace(t) => kind(t),
+            PlotError::Draw(_) => Some(Exit::Runtime),
+        };
     }
-    if let Some(e) = cause.downcast_ref::<ModelError>() {
-        return Some(match e {
-            ModelError::Io { .. } | ModelError::Zoo(_) => return None,
-            ModelError::Request { .. } => Exit::Usage,
-            _ => Exit::BadInput,
-        });
+    if let Some(e) = cause.downcast_ref::<ExportError>() {
+        return match e {
+            ExportError::Io { cause, .. } => kind(cause),
+            _ => Some(Exit::Runtime),
+        };
     }
-    if let Some(e) = cause.downcast_ref::<TraceError>() {
-        return Some(match e {
-            TraceError::Io { error, .. } => io_kind(error),
-            TraceError::Malformed { .. }
-            | TraceError::ModelMismatch { .. }
-            | TraceError::Rejected { .. } => Exit::BadInput,
-            TraceError::UnknownFormat { .. } => Exit::Usage,
-        });
-    }
-    None
+    ErrorKind::of_cause(cause).map(Exit::from)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cptsim_nn::SimError;
+    use std::io::ErrorKind;
 
     #[test]
     fn a_cause_is_said_once_and_relabelling_keeps_the_code() {
@@ -221,6 +231,29 @@ mod tests {
         assert_eq!(classify(&data), Exit::BadInput);
         let full = anyhow::Error::from(std::io::Error::other("disk full"));
         assert_eq!(classify(&full), Exit::Runtime);
+        let no_room = || std::io::Error::from(ErrorKind::StorageFull);
+        let plot = anyhow::Error::from(PlotError::io(std::path::Path::new("a.svg"), no_room()));
+        assert_eq!(classify(&plot), Exit::Runtime);
+        let export = anyhow::Error::from(ExportError::Io {
+            path: "m.onnx".into(),
+            cause: no_room(),
+        });
+        assert_eq!(classify(&export), Exit::Runtime);
+        let cell = anyhow::Error::from(PlotError::BadValue {
+            path: "r.csv".into(),
+            line: 2,
+            column: "seed".into(),
+            problem: "'zero' is not a number".into(),
+        });
+        assert_eq!(classify(&cell), Exit::BadInput);
+        assert_eq!(
+            classify(&Exit::BadInput.error("x.npy: NaN")),
+            Exit::BadInput
+        );
+        // what read_to_string says of a file that is not UTF-8
+        let not_utf8 = anyhow::Error::from(std::io::Error::from(ErrorKind::InvalidData))
+            .context("plan p.toml");
+        assert_eq!(classify(&not_utf8), Exit::BadInput);
         assert_eq!(classify(&anyhow::anyhow!("--batch: 0")), Exit::Usage);
     }
 }

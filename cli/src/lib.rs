@@ -1,7 +1,7 @@
 //! The `cptsim` command line: argument parsing, progress and printing. All work happens in the
 //! library crates; each subcommand lives in its own module under `cmd/`. `src/main.rs` only calls
-//! [`main`]. This is a library too so the sweep plan checks, which need the binary's own clap
-//! definition, can be fuzzed and tested from outside ([`sweep_plan`]; `tests/src/fuzz.rs`).
+//! [`main`]. This is a library too so the sweep plan checks can be fuzzed and tested from outside
+//! ([`sweep_plan`]; `tests/src/fuzz.rs`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -52,7 +52,7 @@ enum Command {
     Plot(cmd::plot::PlotArgs),
     /// Studies: run a plan's grid of run/train cells on a local pool or a Slurm job array,
     /// resumably, into one results table.
-    Sweep(cmd::sweep::SweepArgs),
+    Sweep(cmd::sweep_args::SweepArgs),
 }
 
 /// The `cptsim` program: parses the process's arguments, runs the subcommand, maps its error to
@@ -62,7 +62,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     interrupt::install();
     // The GEMMs' vector path (`CPTSIM_VECTOR_PATH`) is fixed before any work starts.
-    let chosen = cptsim_sim::gemm::choose_vector_path().map_err(anyhow::Error::from);
+    let chosen = cptsim_kernels::gemm::choose_vector_path()
+        .map_err(cptsim_nn::SimError::from)
+        .map_err(anyhow::Error::from);
     let result: anyhow::Result<()> = chosen.and_then(|_| match cli.command {
         // The commands that train or run forward passes run on a thread of their rayon pool.
         Command::Forward(args) => in_pool(move || cmd::forward::run(&args)),
@@ -80,7 +82,7 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => to_stdout(|out| cmd::validate::run(&args, out)),
         Command::Compare(args) => to_stdout(|out| cmd::compare::run(args, out)),
         Command::Plot(args) => cmd::plot::run(args),
-        Command::Sweep(args) => to_stdout(|out| cmd::sweep::run(args, out)),
+        Command::Sweep(args) => to_stdout(|out| cmd::sweep_args::run(args, out)),
     });
     let result = result.and_then(|()| Ok(std::io::stdout().flush()?));
     match result {
@@ -119,10 +121,14 @@ fn in_pool(f: impl FnOnce() -> anyhow::Result<()> + Send) -> anyhow::Result<()> 
 
 /// Sweep plans checked without running them, for the fuzz target `sweep_plan` and tests:
 /// [`Plan::parse`] reads the TOML, [`expand`] lists the cells, [`Study::check`] makes every check
-/// `cptsim sweep run` makes before anything runs (keys against the flags of `run` / `train`, each
-/// cell's command lines through the binary's parser) short of loading models and accelerators.
+/// `cptsim sweep run` makes before anything runs (keys against the keys of the train crate's
+/// `TrainPlan` / `CostPlan`, each cell read into those plans and validated) short of loading
+/// models and accelerators.
 pub mod sweep_plan {
     pub use crate::cmd::sweep::grid::{expand, CellSpec};
     pub use crate::cmd::sweep::plan::Plan;
     pub use crate::cmd::sweep::study::Study;
+    /// The readers of a cell's files, for the fuzz target `sweep_cells`: the results row
+    /// ([`cell_rows`]) and `sweep status` ([`print_status`]).
+    pub use crate::cmd::sweep::{collect::cell_rows, status::print as print_status};
 }

@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use crate::error::{PlotError, Result};
 use crate::figure::{chart, legend, span, Axes, Chart, Drawn, Figure, Look};
 use crate::palette;
-use crate::table::Table;
+use crate::table::{Range, Table};
 
 /// The metrics of one run.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,37 +29,58 @@ pub struct RunMetrics {
 
 /// Reads `dir/metrics.csv`.
 pub fn read_run(dir: &Path) -> Result<RunMetrics> {
-    let path = dir.join("metrics.csv");
-    let t = Table::read(&path)?;
-    let cols = [
-        "iteration",
-        "train_loss",
-        "test_loss",
-        "train_acc",
-        "test_acc",
-        "fw_bits",
-        "bw_bits",
-    ];
-    let mut v: Vec<Vec<f64>> = cols.iter().map(|c| t.numbers(c)).collect::<Result<_>>()?;
-    if t.is_empty() {
-        return Err(t.empty_error());
-    }
+    let t = Table::read(&dir.join("metrics.csv"))?;
     let name = dir
         .file_name()
         .or_else(|| dir.parent().and_then(Path::file_name))
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_else(|| dir.display().to_string());
-    let mut take = || v.remove(0);
-    Ok(RunMetrics {
-        name,
-        iteration: take(),
-        train_loss: take(),
-        test_loss: take(),
-        train_acc: take(),
-        test_acc: take(),
-        fw_bits: take(),
-        bw_bits: take(),
-    })
+    RunMetrics::of(&t, name)
+}
+
+impl RunMetrics {
+    /// The metrics of table `t` (a `metrics.csv`), named `name` in legends: each iteration
+    /// once, losses not negative, accuracies in [0, 1], iterations and bits whole numbers.
+    pub fn of(t: &Table, name: String) -> Result<RunMetrics> {
+        let cols = [
+            "iteration",
+            "train_loss",
+            "test_loss",
+            "train_acc",
+            "test_acc",
+            "fw_bits",
+            "bw_bits",
+        ];
+        let ranges = [
+            Range::Count,
+            Range::NonNegative,
+            Range::NonNegative,
+            Range::Fraction,
+            Range::Fraction,
+            Range::Count,
+            Range::Count,
+        ];
+        let mut v: Vec<Vec<f64>> = cols
+            .iter()
+            .zip(ranges)
+            .map(|(c, range)| t.numbers(c, range))
+            .collect::<Result<_>>()?;
+        if t.is_empty() {
+            return Err(t.empty_error());
+        }
+        t.unique(&[&t.column("iteration")?])?;
+        let mut take = || v.remove(0);
+        Ok(RunMetrics {
+            name,
+            iteration: take(),
+            train_loss: take(),
+            test_loss: take(),
+            train_acc: take(),
+            test_acc: take(),
+            fw_bits: take(),
+            bw_bits: take(),
+        })
+    }
 }
 
 /// The curves figure.

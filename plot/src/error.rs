@@ -20,12 +20,19 @@ pub enum PlotError {
         column: String,
         found: String,
     },
-    /// A cell is not a finite number, or the file is malformed.
+    /// A cell is not a finite number, out of its column's range or too long, or a row repeats.
     #[error("{path}: line {line}, column '{column}': {problem}")]
     BadValue {
         path: PathBuf,
         line: u64,
         column: String,
+        problem: String,
+    },
+    /// A line of a file is malformed (a CSV row of the wrong length, a JSON syntax error).
+    #[error("{path}: line {line}: {problem}")]
+    Malformed {
+        path: PathBuf,
+        line: u64,
         problem: String,
     },
     /// The input holds nothing to draw.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{PlotError, Result};
-use crate::table::Table;
+use crate::table::{Range, Table};
 
 /// The cost columns a figure may need, in file order.
 pub const COST_COLUMNS: [&str; 7] = [
@@ -47,11 +47,18 @@ pub struct LayerRows {
 impl LayerRows {
     /// Reads `path`: its key columns must be there; each cost column is read when present.
     pub fn read(path: &Path) -> Result<LayerRows> {
-        let t = Table::read(path)?;
+        LayerRows::of(&Table::read(path)?)
+    }
+
+    /// The rows of table `t` (read from a `*-layers.csv`): each (layer, GEMM) once, costs not
+    /// negative.
+    pub fn of(t: &Table) -> Result<LayerRows> {
+        let path = t.path();
         let index = t.column("layer_index")?;
         let name = t.column("layer")?;
         let gemm = t.column("gemm")?;
         let cols = COST_COLUMNS.map(|c| t.column(c).ok());
+        t.unique(&[&index, &gemm])?;
         let mut rows = Vec::with_capacity(t.len());
         for r in 0..t.len() {
             let line = r as u64 + 2;
@@ -67,7 +74,7 @@ impl LayerRows {
             let mut costs = [None; 7];
             for (slot, col) in costs.iter_mut().zip(&cols) {
                 if let Some(c) = col {
-                    *slot = Some(t.number(r, c)?);
+                    *slot = Some(t.checked(r, c, Range::NonNegative)?);
                 }
             }
             rows.push(LayerRow {

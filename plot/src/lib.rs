@@ -12,6 +12,7 @@ pub mod curves;
 pub mod error;
 pub mod figure;
 pub mod layers;
+mod marker;
 pub mod palette;
 pub mod pareto;
 pub mod report;

@@ -1,6 +1,8 @@
 //! Accuracy against training cost from a sweep's tidy `results.csv`: one point per configuration
 //! (mean over seeds, ± one standard deviation as error bars), coloured by a `--by` column, the
-//! static baseline's cost marked, and the Pareto front (least cost for the accuracy) drawn.
+//! static baseline's cost marked, and the Pareto front (least cost for the accuracy) drawn. A
+//! file of several accelerators (its `accel` column) gives each accelerator its own marker, and
+//! its own front in its own colour: their costs are not comparable with each other's.
 //!
 //! Columns read (by name; others ignored): `schedule`, `seed`, the x column and its static twin
 //! (`gbitops`/`static_gbitops`, `latency_s`/`static_latency_s`, `energy_j`/`static_energy_j`),
@@ -15,8 +17,9 @@ use plotters::prelude::*;
 
 use crate::error::{PlotError, Result};
 use crate::figure::{chart, legend, span, Axes, Drawn, Figure, Look};
+use crate::marker::Marker;
 use crate::palette;
-use crate::table::Table;
+use crate::table::{Column, Range, Table};
 
 /// The cost on the x axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +123,8 @@ pub struct Point {
     pub seeds: usize,
     /// True for the static schedule's configurations.
     pub is_static: bool,
+    /// Index of the point's accelerator in [`Pareto::accels`].
+    pub accel: usize,
 }
 
 /// The Pareto figure's data.
@@ -127,8 +132,10 @@ pub struct Point {
 pub struct Pareto {
     /// Points, grouped by `--by` value in first-seen order.
     pub points: Vec<Point>,
-    /// Indices into `points` of the Pareto front, by increasing cost.
-    pub front: Vec<usize>,
+    /// The accelerators (`accel` values, first-seen order; one empty name without the column).
+    pub accels: Vec<String>,
+    /// Per accelerator, indices into `points` of its Pareto front, by increasing cost.
+    pub fronts: Vec<Vec<usize>>,
     /// Distinct static-baseline costs.
     pub static_x: Vec<f64>,
     groups: Vec<String>,
@@ -142,15 +149,33 @@ const KEY_COLUMNS: [&str; 5] = ["model", "schedule", "bits", "grad_bits", "accel
 
 /// Reads `path` and builds the figure's data.
 pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
-    let t = Table::read(path)?;
+    pareto_of(&Table::read(path)?, x, y, by)
+}
+
+/// Builds the figure's data from the results table `t`, checking it: seeds are whole numbers,
+/// costs not negative, accuracies in [0, 1], and no row repeats another's run (its `cell` and
+/// `accel`, or without a `cell` column its configuration and seed).
+pub fn pareto_of(t: &Table, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
     let schedule = t.column("schedule")?;
-    t.column("seed")?;
-    let xs = t.numbers(x.column())?;
-    let statics = t.numbers(x.static_column())?;
-    let ys = t.numbers(y.column())?;
+    let seed = t.column("seed")?;
+    let xs = t.numbers(x.column(), Range::NonNegative)?;
+    let statics = t.numbers(x.static_column(), Range::NonNegative)?;
+    let ys = t.numbers(y.column(), Range::Fraction)?;
+    if !t.has(by) {
+        return Err(PlotError::Invalid(format!(
+            "--by {by}: {} has no column '{by}' (columns: {})",
+            t.path().display(),
+            t.headers().join(", ")
+        )));
+    }
     let by_col = t.column(by)?;
+    let accel_col = t.has("accel").then(|| t.column("accel")).transpose()?;
     if t.is_empty() {
         return Err(t.empty_error());
+    }
+    // an empty seed is a cell that set none (the sweep's table leaves it blank)
+    for r in (0..t.len()).filter(|&r| !t.text(r, &seed).trim().is_empty()) {
+        t.checked(r, &seed, Range::Count)?;
     }
     let mut keys: Vec<_> = KEY_COLUMNS
         .iter()
@@ -158,8 +183,23 @@ pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
         .map(|k| t.column(k))
         .collect::<Result<_>>()?;
     keys.push(t.column(by)?);
+    let run_key: Vec<Column> = match t.has("cell") {
+        true => ["cell", "accel"]
+            .iter()
+            .filter(|k| t.has(k))
+            .map(|k| t.column(k))
+            .collect::<Result<_>>()?,
+        false => KEY_COLUMNS
+            .iter()
+            .filter(|k| t.has(k) && **k != by)
+            .chain([&by, &"seed"])
+            .map(|k| t.column(k))
+            .collect::<Result<_>>()?,
+    };
+    t.unique(&run_key.iter().collect::<Vec<_>>())?;
     let mut configs: BTreeMap<String, Runs> = BTreeMap::new();
     let mut groups: Vec<String> = Vec::new();
+    let mut accels: Vec<String> = Vec::new();
     for r in 0..t.len() {
         let config = keys
             .iter()
@@ -176,41 +216,57 @@ pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
         if !groups.contains(&group) {
             groups.push(group.clone());
         }
+        let accel_name = accel_col.as_ref().map_or("", |c| t.text(r, c));
+        let accel = match accels.iter().position(|a| a == accel_name) {
+            Some(i) => i,
+            None => {
+                accels.push(accel_name.to_string());
+                accels.len() - 1
+            }
+        };
         let order = configs.len();
-        let e = configs.entry(config).or_insert_with(|| {
-            (
-                order,
-                group,
-                Vec::new(),
-                Vec::new(),
-                t.text(r, &schedule) == "static",
-            )
+        let e = configs.entry(config).or_insert_with(|| Runs {
+            order,
+            group,
+            xs: Vec::new(),
+            ys: Vec::new(),
+            is_static: t.text(r, &schedule) == "static",
+            accel,
         });
-        e.2.push(xs[r]);
-        e.3.push(ys[r]);
+        e.xs.push(xs[r]);
+        e.ys.push(ys[r]);
     }
     let mut points: Vec<(usize, Point)> = configs
         .into_iter()
-        .map(|(config, (order, group, xs, ys, is_static))| {
-            let (x, _) = mean_std(&xs);
-            let (y, y_std) = mean_std(&ys);
+        .map(|(config, runs)| {
+            let (x, _) = mean_std(&runs.xs);
+            let (y, y_std) = mean_std(&runs.ys);
             (
-                order,
+                runs.order,
                 Point {
-                    group,
+                    group: runs.group,
                     config,
                     x,
                     y,
                     y_std,
-                    seeds: ys.len(),
-                    is_static,
+                    seeds: runs.ys.len(),
+                    is_static: runs.is_static,
+                    accel: runs.accel,
                 },
             )
         })
         .collect();
     points.sort_by_key(|(order, _)| *order);
     let points: Vec<Point> = points.into_iter().map(|(_, p)| p).collect();
-    let front = front(&points);
+    let fronts = (0..accels.len())
+        .map(|a| {
+            let of_accel: Vec<usize> = (0..points.len())
+                .filter(|&i| points[i].accel == a)
+                .collect();
+            let sub: Vec<Point> = of_accel.iter().map(|&i| points[i].clone()).collect();
+            front(&sub).into_iter().map(|i| of_accel[i]).collect()
+        })
+        .collect();
     let mut static_x: Vec<f64> = Vec::new();
     for s in statics {
         if !static_x
@@ -222,7 +278,8 @@ pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
     }
     Ok(Pareto {
         points,
-        front,
+        accels,
+        fronts,
         static_x,
         groups,
         x,
@@ -231,8 +288,25 @@ pub fn pareto(path: &Path, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
     })
 }
 
-/// The rows of one configuration: first-seen order, group, costs, accuracies, static?
-type Runs = (usize, String, Vec<f64>, Vec<f64>, bool);
+/// The rows of one configuration.
+struct Runs {
+    /// First-seen order.
+    order: usize,
+    group: String,
+    xs: Vec<f64>,
+    ys: Vec<f64>,
+    is_static: bool,
+    accel: usize,
+}
+
+/// The colours of the accelerators' fronts: dark, apart from the series palette's, so a front
+/// is not read as a group.
+const FRONTS: [RGBColor; 4] = [
+    RGBColor(0, 0, 0),
+    RGBColor(120, 120, 120),
+    RGBColor(96, 40, 128),
+    RGBColor(0, 84, 84),
+];
 
 /// Mean and sample standard deviation.
 fn mean_std(v: &[f64]) -> (f64, f64) {
@@ -303,31 +377,52 @@ impl Figure for Pareto {
             },
         )?;
         let grey = RGBColor(110, 110, 110);
+        let (dash, gap) = (look.px(6.0), look.px(4.0));
         for (i, &sx) in self.static_x.iter().enumerate() {
             let s = c
                 .draw_series(DashedLineSeries::new(
                     [(sx, yr.start), (sx, yr.end)],
-                    look.px(6.0),
-                    look.px(4.0),
+                    dash,
+                    gap,
                     look.line(grey, 1.5),
                 ))
                 .drawn()?;
             if i == 0 {
+                // the swatch dashed as the line is: two dashes and a gap
+                let (d, g) = (dash as i32, gap as i32);
+                let style = look.line(grey, 1.5);
                 s.label("static baseline cost").legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 18, y)], grey.stroke_width(1))
+                    EmptyElement::at((x, y))
+                        + PathElement::new([(0, 0), (d, 0)], style)
+                        + PathElement::new([(d + g, 0), (2 * d + g, 0)], style)
                 });
             }
         }
-        let front: Vec<(f64, f64)> = self
-            .front
-            .iter()
-            .map(|&i| (self.points[i].x, self.points[i].y))
-            .collect();
-        c.draw_series(LineSeries::new(front, look.line(BLACK, 1.5)))
-            .drawn()?
-            .label("Pareto front")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BLACK.stroke_width(1)));
         let r = look.px(4.5);
+        let several = self.accels.len() > 1;
+        for (a, front) in self.fronts.iter().enumerate() {
+            let colour = FRONTS[a % FRONTS.len()];
+            let line = look.line(colour, 1.5);
+            let pts: Vec<(f64, f64)> = front
+                .iter()
+                .map(|&i| (self.points[i].x, self.points[i].y))
+                .collect();
+            let s = c.draw_series(LineSeries::new(pts, line)).drawn()?;
+            if several {
+                let marker = Marker::of(a);
+                s.label(format!("{} front", self.accels[a]))
+                    .legend(move |(x, y)| {
+                        // the front's line with the accelerator's marker on it
+                        EmptyElement::at((x + 9, y))
+                            + PathElement::new([(-9, 0), (9, 0)], line)
+                            + Polygon::new(marker.outline(r as i32), colour.filled())
+                    });
+            } else {
+                s.label("Pareto front").legend(move |(x, y)| {
+                    EmptyElement::at((x, y)) + PathElement::new([(0, 0), (18, 0)], line)
+                });
+            }
+        }
         for (g, name) in self.groups.iter().enumerate() {
             let color = palette::series(g);
             let pts: Vec<&Point> = self.points.iter().filter(|p| &p.group == name).collect();
@@ -342,30 +437,41 @@ impl Figure for Pareto {
                 )
             }))
             .drawn()?;
-            let dots = c
+            for a in 0..self.accels.len() {
+                let dots: Vec<(f64, f64)> = pts
+                    .iter()
+                    .filter(|p| !p.is_static && p.accel == a)
+                    .map(|p| (p.x, p.y))
+                    .collect();
+                Marker::of(a).draw(&mut c, &dots, r, color.filled())?;
+            }
+            let labelled = c
                 .draw_series(
                     pts.iter()
-                        .filter(|p| !p.is_static)
-                        .map(|p| Circle::new((p.x, p.y), r, color.filled())),
+                        .filter(|p| p.is_static)
+                        .map(|p| Cross::new((p.x, p.y), r + 1, look.line(color, 2.5))),
                 )
                 .drawn()?;
             if pts.iter().any(|p| !p.is_static) {
-                dots.label(name.as_str())
-                    .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
+                // one accelerator: the group's dot; several: a patch of its colour (the
+                // markers say the accelerator)
+                let ri = r as i32;
+                let swatch = match several {
+                    true => vec![(-7, -ri), (7, -ri), (7, ri), (-7, ri)],
+                    false => Marker::Circle.outline(ri),
+                };
+                labelled.label(name.as_str()).legend(move |(x, y)| {
+                    EmptyElement::at((x + 9, y)) + Polygon::new(swatch.clone(), color.filled())
+                });
             }
-            c.draw_series(
-                pts.iter()
-                    .filter(|p| p.is_static)
-                    .map(|p| Cross::new((p.x, p.y), r + 1, look.line(color, 2.5))),
-            )
-            .drawn()?;
         }
         if self.points.iter().any(|p| p.is_static) {
             // Legend entry only: a cross marks the static schedule's own runs.
+            let cross = look.line(BLACK, 2.5);
             c.draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())
                 .drawn()?
                 .label("schedule = static (×)")
-                .legend(|(x, y)| Cross::new((x + 9, y), 5, BLACK.stroke_width(2)));
+                .legend(move |(x, y)| Cross::new((x + 9, y), r + 1, cross));
         }
         legend(&mut c, look, SeriesLabelPosition::LowerRight)
     }
@@ -396,6 +502,16 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
     }
 
     #[test]
+    fn a_blank_seed_is_a_run_without_one() {
+        let csv = "schedule,seed,gbitops,static_gbitops,final_test_acc\ncosine,,1,2,0.5\nstatic,,2,2,0.6\n";
+        let t = Table::parse(csv.as_bytes(), Path::new("r.csv")).map_err(|e| e.to_string());
+        let p = t.and_then(|t| {
+            pareto_of(&t, XAxis::Gbitops, YAxis::Final, "schedule").map_err(|e| e.to_string())
+        });
+        assert_eq!(p.map(|p| p.points.len()), Ok(2));
+    }
+
+    #[test]
     fn points_are_seed_means_and_the_front_is_undominated() {
         let (_d, path) = fixture();
         let p = pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule").unwrap();
@@ -407,8 +523,8 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
         assert!((cos.y_std - 0.02f64.hypot(0.0) / 2f64.sqrt()).abs() < 1e-12);
         assert!(p.points[0].is_static && !cos.is_static);
         // exp (50, 0.855) → cosine 3:8 (60, 0.89) → static (100, 0.91); cosine 4:8 is beaten.
-        let front: Vec<(f64, f64)> = p
-            .front
+        assert_eq!(p.accels, [""]);
+        let front: Vec<(f64, f64)> = p.fronts[0]
             .iter()
             .map(|&i| (p.points[i].x, p.points[i].y))
             .collect();
@@ -422,11 +538,60 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
     }
 
     #[test]
+    fn repeated_runs_and_out_of_range_cells_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.csv");
+        let err = |rows: &str| {
+            let head = "cell,schedule,seed,accel,gbitops,static_gbitops,final_test_acc\n";
+            std::fs::write(&path, format!("{head}{rows}")).unwrap();
+            pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule")
+                .unwrap_err()
+                .to_string()
+        };
+        let e =
+            err("a,cosine,0,zc706,1,2,0.5\nb,cosine,1,zc706,1,2,0.5\na,cosine,0,zc706,1,2,0.6\n");
+        assert!(
+            e.ends_with("r.csv: line 4, column 'cell, accel': the row repeats line 2"),
+            "{e}"
+        );
+        let e = err("a,cosine,0,zc706,1,2,1.5\n");
+        assert!(
+            e.ends_with("line 2, column 'final_test_acc': 1.5 is outside [0, 1]"),
+            "{e}"
+        );
+        let e = err("a,cosine,0,zc706,-1,2,0.5\n");
+        assert!(
+            e.ends_with("line 2, column 'gbitops': -1 is negative"),
+            "{e}"
+        );
+        let e = err("a,cosine,zero,zc706,1,2,0.5\n");
+        assert!(
+            e.ends_with("line 2, column 'seed': 'zero' is not a number"),
+            "{e}"
+        );
+        // the same cell on another accelerator is another run
+        std::fs::write(
+            &path,
+            "cell,schedule,seed,accel,gbitops,static_gbitops,final_test_acc\n\
+             a,cosine,0,zc706,1,2,0.5\na,cosine,0,stripes,1,2,0.5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule")
+                .unwrap()
+                .accels
+                .len(),
+            2
+        );
+    }
+
+    #[test]
     fn missing_columns_and_bad_flags_are_named() {
         let (dir, path) = fixture();
         let e = pareto(&path, XAxis::Gbitops, YAxis::Final, "policy").unwrap_err();
         assert!(
-            e.to_string().contains("results.csv: no column 'policy'"),
+            e.to_string().starts_with("--by policy: ")
+                && e.to_string().contains("results.csv has no column 'policy'"),
             "{e}"
         );
         let cut = dir.path().join("cut.csv");
@@ -471,8 +636,8 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
         ] {
             assert!(texts.iter().any(|t| t == want), "{want}: {texts:?}");
         }
-        // A filled circle per non-static point, per legend entry of a group with one, and the
-        // centre of each of the three error bars (static, cosine 3:8, exp: two seeds each).
-        assert_eq!(svg.matches("<circle").count(), 3 + 2 + 3);
+        // A filled circle per non-static point and the centre of each of the three error bars
+        // (static, cosine 3:8, exp: two seeds each); legend swatches are polygons.
+        assert_eq!(svg.matches("<circle").count(), 3 + 3);
     }
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use cptsim_accel::{RunReport, RunSummary};
+use cptsim_accel::{AccelTable, RunReport};
 use cptsim_models::ModelSummary;
 use cptsim_traces::{read_trace, TraceRow};
 use serde_json::Value;
@@ -250,13 +250,10 @@ pub fn write_run_index(dir: &Path, run: &RunReport, prov: &Provenance) -> Result
     page.heading("Run");
     page.table(&["quantity", "value"], &rows);
     if !run.accelerators.is_empty() {
-        let rows: Vec<Vec<String>> = run
-            .accelerators
-            .iter()
-            .map(|a| a.table_row().to_vec())
-            .collect();
+        let table = AccelTable::of(&run.accelerators);
+        let header: Vec<&str> = table.header.iter().map(String::as_str).collect();
         page.heading("Accelerators");
-        page.table(&RunSummary::TABLE_HEADER, &rows);
+        page.table(&header, &table.rows);
     }
     let size = Size {
         height: 640,
@@ -309,10 +306,9 @@ pub fn write_run_index(dir: &Path, run: &RunReport, prov: &Provenance) -> Result
 /// Reads a run's report from `path`, a `cptsim run --format json` document.
 pub fn read_run_report(path: &Path) -> Result<RunReport> {
     let text = std::fs::read_to_string(path).map_err(|e| PlotError::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| PlotError::BadValue {
+    serde_json::from_str(&text).map_err(|e| PlotError::Malformed {
         path: path.to_path_buf(),
         line: e.line() as u64,
-        column: String::new(),
         problem: format!("not a `cptsim run --format json` report: {e}"),
     })
 }
@@ -323,10 +319,9 @@ pub fn read_run_report(path: &Path) -> Result<RunReport> {
 pub fn write_train_index(dir: &Path, model: &ModelSummary, prov: &Provenance) -> Result<PathBuf> {
     let path = dir.join("summary.json");
     let text = std::fs::read_to_string(&path).map_err(|e| PlotError::io(&path, e))?;
-    let summary: Value = serde_json::from_str(&text).map_err(|e| PlotError::BadValue {
+    let summary: Value = serde_json::from_str(&text).map_err(|e| PlotError::Malformed {
         path: path.clone(),
         line: e.line() as u64,
-        column: String::new(),
         problem: e.to_string(),
     })?;
     let policy = summary.get("policy").map(num).unwrap_or_default();

@@ -13,7 +13,7 @@ use cptsim_traces::schedule::{parse_bit_range, ScheduleArgs};
 pub type Entry = fn(&[u8]) -> bool;
 
 /// The fuzz targets by name, each with its entry point.
-pub const TARGETS: [(&str, Entry); 8] = [
+pub const TARGETS: [(&str, Entry); 12] = [
     ("onnx_import", onnx_import),
     ("trace_csv", trace_csv),
     ("trace_pb", trace_pb),
@@ -22,6 +22,10 @@ pub const TARGETS: [(&str, Entry); 8] = [
     ("cifar", cifar),
     ("schedule", schedule),
     ("sweep_plan", sweep_plan),
+    ("npy", npy),
+    ("checkpoint", checkpoint),
+    ("sweep_cells", sweep_cells),
+    ("plot_csv", plot_csv),
 ];
 
 /// The model trace inputs are read against (LeNet-5, whose layer names the seed traces use).
@@ -63,15 +67,15 @@ pub fn accel_config(data: &[u8]) -> bool {
 
 /// An IDX file (MNIST layout).
 pub fn idx(data: &[u8]) -> bool {
-    cptsim_sim::data::idx::parse_idx(Path::new("fuzz.idx"), data).is_ok()
+    cptsim_nn::data::idx::parse_idx(Path::new("fuzz.idx"), data).is_ok()
 }
 
 /// A CIFAR-10 and a CIFAR-100 batch file.
 pub fn cifar(data: &[u8]) -> bool {
-    use cptsim_sim::data::CifarKind;
+    use cptsim_nn::data::CifarKind;
     let path = Path::new("fuzz.bin");
-    let ten = cptsim_sim::data::cifar::parse_cifar(path, data, CifarKind::Cifar10).is_ok();
-    let hundred = cptsim_sim::data::cifar::parse_cifar(path, data, CifarKind::Cifar100).is_ok();
+    let ten = cptsim_nn::data::cifar::parse_cifar(path, data, CifarKind::Cifar10).is_ok();
+    let hundred = cptsim_nn::data::cifar::parse_cifar(path, data, CifarKind::Cifar100).is_ok();
     ten || hundred
 }
 
@@ -120,14 +124,14 @@ pub fn schedule(data: &[u8]) -> bool {
     true
 }
 
-/// Most cells whose command lines a `sweep_plan` input has built and parsed (each costs a few clap
-/// parses; a plan may legitimately have up to 10^5 cells, whose checking takes seconds): larger
-/// plans are parsed and expanded only.
+/// Most cells a `sweep_plan` input has read into typed plans and validated (a plan may
+/// legitimately have up to 10^5 cells, whose checking takes seconds): larger plans are parsed and
+/// expanded only.
 const MAX_CHECKED_CELLS: usize = 256;
 
 /// A `cptsim sweep` plan (TOML): parsed, expanded into cells and checked as `sweep run --dry-run`
-/// does (keys against the flags of `run` / `train`, every cell's command lines through the
-/// binary's parser), short of loading its models and accelerators (those would read any path).
+/// does (keys against the keys of `run` / `train`, every cell read into its typed plans and
+/// validated), short of loading its models and accelerators (those would read any path).
 pub fn sweep_plan(data: &[u8]) -> bool {
     use cptsim::sweep_plan::{expand, Plan, Study};
     let Ok(text) = std::str::from_utf8(data) else {
@@ -141,4 +145,110 @@ pub fn sweep_plan(data: &[u8]) -> bool {
         _ => return false,
     }
     Study::check(plan, "/fuzz-sweep".into()).is_ok()
+}
+
+/// A `.npy` file (`forward --input`).
+pub fn npy(data: &[u8]) -> bool {
+    cptsim_nn::npy::parse(Path::new("fuzz.npy"), data).is_ok()
+}
+
+/// A checkpoint, read as it is and again with its trailer recomputed (so that mutations reach
+/// the header and the semantic checks behind the checksum).
+pub fn checkpoint(data: &[u8]) -> bool {
+    use cptsim_train::checkpoint::{parse, trailer};
+    let path = Path::new("fuzz-checkpoint.bin");
+    let as_is = parse(path, data).is_ok();
+    let content = match data.len().checked_sub(12) {
+        Some(n) if n >= 16 => &data[..n],
+        _ => data,
+    };
+    let mut resealed = content.to_vec();
+    resealed.extend_from_slice(&trailer(content));
+    parse(path, &resealed).is_ok() || as_is
+}
+
+/// The files a cell directory holds, separated by NUL bytes in this order (a missing part leaves
+/// its file out).
+pub const CELL_FILES: [&str; 7] = [
+    "inspect.json",
+    "cost.json",
+    "run/summary.json",
+    "run/metrics.csv",
+    "stderr.log",
+    "error.txt",
+    "run/checkpoint.bin",
+];
+
+/// The plan whose first cell the `sweep_cells` inputs fill: a training cell costed on two
+/// accelerators.
+const CELLS_PLAN: &str = r#"
+name = "fuzz-cells"
+[grid]
+model = "zoo:lenet5"
+bits = "3:8"
+schedule = "cosine"
+accel = "zc706,bitfusion"
+[train]
+data = "synthetic"
+iters = 20
+"#;
+
+/// A cell directory's files (see [`CELL_FILES`]), read as `sweep collect` reads a done cell's and
+/// as `sweep status` reads any cell's.
+pub fn sweep_cells(data: &[u8]) -> bool {
+    use cptsim::sweep_plan::{cell_rows, print_status, Plan, Study};
+    thread_local! {
+        // The study and its directory, built once: checking a plan costs clap parses.
+        static STUDY: Option<(tempfile::TempDir, Study)> = tempfile::tempdir().ok().and_then(|d| {
+            let plan = Plan::parse(CELLS_PLAN).ok()?;
+            let study = Study::check(plan, d.path().to_path_buf()).ok()?;
+            Some((d, study))
+        });
+    }
+    STUDY.with(|s| {
+        let Some((_, study)) = s else {
+            return false;
+        };
+        let Some(cell) = study.cells.first() else {
+            return false;
+        };
+        let mut parts = data.split(|&b| b == 0);
+        for name in CELL_FILES {
+            let path = cell.dir.join(name);
+            let _ = std::fs::remove_file(&path);
+            let Some(part) = parts.next() else {
+                continue;
+            };
+            let written = path
+                .parent()
+                .is_some_and(|p| std::fs::create_dir_all(p).is_ok())
+                && std::fs::write(&path, part).is_ok();
+            if !written {
+                return false;
+            }
+        }
+        let rows = cell_rows(cell).is_ok();
+        let status = print_status(study, &mut std::io::sink()).is_ok();
+        rows && status
+    })
+}
+
+/// A CSV file `cptsim plot` reads: as a sweep's results table (Pareto data, and its SVG when
+/// small), a training run's `metrics.csv` and a report's `*-layers.csv`. Accepted when any of
+/// the three takes it.
+pub fn plot_csv(data: &[u8]) -> bool {
+    use cptsim_plot::pareto::{pareto_of, XAxis, YAxis};
+    let Ok(t) = cptsim_plot::table::Table::parse(data, Path::new("fuzz.csv")) else {
+        return false;
+    };
+    let pareto = pareto_of(&t, XAxis::Gbitops, YAxis::Final, "schedule");
+    if let Ok(p) = &pareto {
+        // drawing is slow: only small tables, which reach the same code
+        if p.points.len() <= 16 {
+            let _ = cptsim_plot::render_svg(p, cptsim_plot::Size::default());
+        }
+    }
+    let metrics = cptsim_plot::curves::RunMetrics::of(&t, "fuzz".into());
+    let layers = cptsim_plot::layers::LayerRows::of(&t);
+    pareto.is_ok() || metrics.is_ok() || layers.is_ok()
 }

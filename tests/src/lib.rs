@@ -10,7 +10,10 @@ use std::process::{Command, Output};
 /// Path of the `cptsim` binary of the same build profile as the running test.
 ///
 /// Cargo builds it because the `cptsim` package has integration tests of its own; test executables
-/// live in `target/<profile>/deps/`, the binary in `target/<profile>/`.
+/// live in `target/<profile>/deps/`, the binary in `target/<profile>/`. (`CARGO_BIN_EXE_cptsim`
+/// is set only for the integration tests of the package that owns the binary, and these live in
+/// their own package, so the path is found here; [`cptsim`] refuses a binary older than its
+/// sources.)
 pub fn cptsim_path() -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     let profile_dir = exe
@@ -22,7 +25,9 @@ pub fn cptsim_path() -> PathBuf {
 }
 
 /// The crates the `cptsim` binary is built from.
-const BINARY_SOURCES: [&str; 6] = ["cli", "sim", "models", "traces", "accel", "plot"];
+pub const BINARY_SOURCES: [&str; 9] = [
+    "cli", "kernels", "nn", "train", "bench", "models", "traces", "accel", "plot",
+];
 
 /// Newest modification time of the `.rs` files under `dir`.
 fn newest_source(dir: &std::path::Path) -> Option<std::time::SystemTime> {
@@ -110,10 +115,11 @@ pub fn write_i64_npy(path: &std::path::Path, shape: &[usize], values: &[i64]) {
 
 /// Writes a C-order `.npy` (version 1.0) of dtype `descr` and `shape` around the element bytes.
 fn write_npy_raw(path: &std::path::Path, descr: &str, shape: &[usize], data: Vec<u8>) {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    // A Python tuple: one element needs its trailing comma.
+    let dims: String = shape.iter().map(|d| format!("{d}, ")).collect();
     let mut header = format!(
         "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
+        dims.trim_end()
     );
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');

@@ -248,7 +248,8 @@ fn accel_show_prints_a_config_that_loads_back() {
     let p = path.to_string_lossy().to_string();
     let mut args = vec!["--accel", p.as_str()];
     args.extend_from_slice(&RESNET20_STAGE1);
-    let mut builtin = vec!["--accel", "bitfusion"];
+    // the configuration's own name: an alias (`bitfusion`) is reported under the alias
+    let mut builtin = vec!["--accel", "bitfusion-eyeriss-iso"];
     builtin.extend_from_slice(&RESNET20_STAGE1);
     assert_eq!(layer_json(&args), layer_json(&builtin));
     let shown = run(&["accel", "show", &p]);
@@ -409,7 +410,8 @@ fn run_with_accel_reports_each_accelerator_against_its_static_baseline() {
             a["name"]
         );
     }
-    assert_eq!(accels[1]["name"], "bitfusion-eyeriss-iso");
+    // an alias is reported under the name typed
+    assert_eq!(accels[1]["name"], "bitfusion");
 }
 
 #[test]
@@ -488,8 +490,17 @@ fn run_rejects_a_bad_accel_before_working() {
         "{}",
         stderr(&out)
     );
-    let out = run(&["run", "--model", "zoo:resnet20", "--report", "/tmp/x"]);
-    assert_eq!(out.status.code(), Some(2), "--report needs --accel");
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:resnet20",
+        "--accel",
+        "none",
+        "--report",
+        "/tmp/x",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "--report needs an accelerator");
+    assert!(stderr(&out).contains("--report"), "{}", stderr(&out));
 }
 
 #[test]
@@ -506,7 +517,7 @@ fn configs_sharing_a_name_keep_separate_rows_and_reports() {
     .unwrap();
     let copy = copy.to_string_lossy().to_string();
     let report = dir.path().join("rep");
-    let accels = format!("bitfusion,{copy}");
+    let accels = format!("bitfusion-eyeriss-iso,{copy}");
     let v = run_json(&[
         "--model",
         "zoo:resnet20",

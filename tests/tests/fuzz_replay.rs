@@ -72,6 +72,12 @@ fn the_seeds_that_must_parse_do() {
         );
     }
     assert!(f::accel_config(&read("accel/configs/zc706.toml")));
+    for t in ["results.csv", "metrics.csv", "layers.csv"] {
+        assert!(
+            f::plot_csv(&read(&format!("fuzz/replay/plot_csv/{t}"))),
+            "{t}"
+        );
+    }
     assert!(f::idx(&read("fuzz/replay/idx/images.idx")));
     assert!(f::cifar(&read("fuzz/replay/cifar/two_records.bin")));
     assert!(f::schedule(b"cosine\n3:8\n8\n1000\n8\n"));
@@ -88,6 +94,25 @@ fn the_seeds_that_must_parse_do() {
         let path = format!("fuzz/replay/sweep_plan/{plan}");
         assert!(f::sweep_plan(&read(&path)), "{path}");
     }
+    for npy in ["f32-2x3.npy", "i64-ids.npy", "i32-scalar.npy", "v2-f32.npy"] {
+        assert!(f::npy(&read(&format!("fuzz/replay/npy/{npy}"))), "{npy}");
+    }
+    for npy in ["bad-fortran-order-string.npy", "bad-duplicate-descr.npy"] {
+        assert!(!f::npy(&read(&format!("fuzz/replay/npy/{npy}"))), "{npy}");
+    }
+    // A checkpoint of the small test network (`cptsim_train`'s checkpoint tests), and one of an
+    // older format without a checksum: it is refused as it is, read once resealed.
+    let ck = read("fuzz/replay/checkpoint/cosine-12.bin");
+    assert!(cptsim_train::checkpoint::parse(Path::new("c"), &ck).is_ok());
+    let old = read("fuzz/replay/checkpoint/old-format-2.bin");
+    assert!(cptsim_train::checkpoint::parse(Path::new("c"), &old).is_err());
+    assert!(f::sweep_cells(&read("fuzz/replay/sweep_cells/done-cell")));
+    assert!(f::sweep_cells(&read(
+        "fuzz/replay/sweep_cells/no-best-in-summary"
+    )));
+    assert!(!f::sweep_cells(&read(
+        "fuzz/replay/sweep_cells/failed-cell"
+    )));
     for entry in std::fs::read_dir(root.join("fuzz/replay/sweep_plan")).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();

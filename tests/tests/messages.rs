@@ -233,7 +233,7 @@ fn a_layer_too_large_names_the_accelerator_asked_for() {
             "4",
         ],
         2,
-        &["--accel bitfusion (bitfusion-eyeriss-iso): layer too large to cost"],
+        &["--accel bitfusion: layer too large to cost"],
     );
 }
 

@@ -1,4 +1,5 @@
-//! No module cycles in any crate: reads every `.rs` file under each crate's `src/`, collects the
+//! Crates depend only on the crates below them ([`LAYERS`]; from each member's `Cargo.toml`), and
+//! no crate has a module cycle: reads every `.rs` file under each workspace member's `src/`, collects the
 //! module paths it refers to (`use crate::…`, `use super::…`, `use self::…`, `use child::…` and
 //! `crate::…`/`super::…` paths in code; `#[cfg(test)]` code excluded), and checks that among the
 //! children of every module the "refers to" relation has no cycle. A reference between a module
@@ -9,10 +10,57 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use cptsim_e2e::workspace_root;
+use cptsim_e2e::{workspace_root, BINARY_SOURCES};
 
-const CRATES: [&str; 8] = [
-    "models", "traces", "sim", "accel", "plot", "cli", "tests", "testdata",
+/// The `Cargo.toml` of directory `dir` of the workspace (`""`: the root).
+fn manifest(dir: &str) -> toml::Table {
+    let text = std::fs::read_to_string(workspace_root().join(dir).join("Cargo.toml")).unwrap();
+    toml::from_str(&text).unwrap()
+}
+
+/// The workspace's member crates (directories), from the root `Cargo.toml`.
+fn members() -> Vec<String> {
+    manifest("")["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The workspace crates that member `krate` depends on (its `cptsim-*` dependencies, build
+/// and normal; not dev-dependencies, which only its tests see), as member directories.
+fn dependencies(krate: &str, by_package: &BTreeMap<String, String>) -> BTreeSet<String> {
+    let manifest = manifest(krate);
+    ["dependencies", "build-dependencies"]
+        .iter()
+        .filter_map(|t| manifest.get(*t).and_then(|d| d.as_table()))
+        .flat_map(|d| d.keys())
+        .filter_map(|name| by_package.get(name).cloned())
+        .collect()
+}
+
+/// Package name → member directory, for every workspace member.
+fn packages() -> BTreeMap<String, String> {
+    members()
+        .into_iter()
+        .map(|c| {
+            (
+                manifest(&c)["package"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                c,
+            )
+        })
+        .collect()
+}
+
+/// The crates from the bottom up: each may depend only on crates before it. A new member must
+/// be placed here (the test fails until it is).
+const LAYERS: [&str; 11] = [
+    "testdata", "models", "traces", "kernels", "nn", "train", "bench", "accel", "plot", "cli",
+    "tests",
 ];
 
 /// Module path of a source file (`src/a/mod.rs` and `src/a.rs` → `["a"]`; `lib.rs` → `[]`).
@@ -47,6 +95,24 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The source without comments, string literals and `#[cfg(test)]` items.
 fn code_of(text: &str) -> String {
     without_test_items(&strip(text))
+}
+
+/// The modules `code` declares under `#[cfg(test)]` whose body is a file of its own
+/// (`#[cfg(test)] mod tests;`).
+fn test_modules(code: &str) -> Vec<String> {
+    code.split("#[cfg(test)]")
+        .skip(1)
+        .filter_map(|after| {
+            let item = after.trim_start();
+            let item = item
+                .strip_prefix("pub(crate) ")
+                .or(item.strip_prefix("pub "))
+                .unwrap_or(item);
+            let name = item.strip_prefix("mod ")?.split(';').next()?.trim();
+            let plain = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+            plain.then(|| name.to_string())
+        })
+        .collect()
 }
 
 /// Removes every item that follows `#[cfg(test)]`: up to its `;`, or its whole `{ … }` block.
@@ -227,6 +293,21 @@ fn cycles(krate: &str) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     let src = root.join("src");
+    // Modules in files of their own declared under `#[cfg(test)]` (`mod tests;`) are test code.
+    let tests: Vec<Vec<String>> = files
+        .iter()
+        .flat_map(|f| {
+            let at = module_of(&src, f);
+            let code = strip(&std::fs::read_to_string(f).unwrap_or_default());
+            test_modules(&code)
+                .into_iter()
+                .map(move |m| [at.clone(), vec![m]].concat())
+        })
+        .collect();
+    files.retain(|f| {
+        let at = module_of(&src, f);
+        !tests.iter().any(|t| at.starts_with(t))
+    });
     let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
     // parent module → edges between its children
     let mut edges: BTreeMap<Vec<String>, BTreeSet<(String, String)>> = BTreeMap::new();
@@ -280,8 +361,51 @@ fn cycles(krate: &str) -> Vec<String> {
 
 #[test]
 fn no_crate_has_a_module_cycle() {
-    let all: Vec<String> = CRATES.iter().flat_map(|c| cycles(c)).collect();
+    let crates = members();
+    for c in ["kernels", "nn", "train", "bench", "cli"] {
+        assert!(
+            crates.iter().any(|m| m == c),
+            "{c} is not a workspace member"
+        );
+    }
+    let all: Vec<String> = crates.iter().flat_map(|c| cycles(c)).collect();
     assert!(all.is_empty(), "module cycles:\n{}", all.join("\n"));
+}
+
+#[test]
+fn no_crate_reaches_back_up() {
+    let crates = members();
+    let by_package = packages();
+    let rank = |c: &str| LAYERS.iter().position(|l| *l == c);
+    let mut wrong = Vec::new();
+    for c in &crates {
+        let Some(at) = rank(c) else {
+            wrong.push(format!("{c} is not placed in LAYERS"));
+            continue;
+        };
+        for d in dependencies(c, &by_package) {
+            if rank(&d).is_none_or(|r| r >= at) {
+                wrong.push(format!("{c} depends on {d}, which is not below it"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The trainer's layers, as built: kernels ← nn ← train ← bench.
+    for (upper, lower) in [("nn", "kernels"), ("train", "nn"), ("bench", "train")] {
+        assert!(
+            dependencies(upper, &by_package).contains(lower),
+            "{upper} → {lower}"
+        );
+    }
+    assert!(dependencies("kernels", &by_package).is_empty());
+}
+
+#[test]
+fn the_binary_guard_watches_every_crate_the_binary_is_built_from() {
+    let mut built_from = dependencies("cli", &packages());
+    built_from.insert("cli".into());
+    let watched: BTreeSet<String> = BINARY_SOURCES.iter().map(|s| s.to_string()).collect();
+    assert_eq!(watched, built_from);
 }
 
 #[test]
@@ -307,4 +431,6 @@ fn the_check_sees_a_cycle_and_resolves_paths() {
          #[cfg(test)]\nmod tests { use crate::v; fn f() { crate::u::g(); } }\nfn h() { crate::t::k(); }",
     );
     assert_eq!(paths_in(&code), ["crate::x", "crate::x", "crate::t::k"]);
+    let decls = strip("#[cfg(test)]\nmod tests;\n#[cfg(test)]\nmod inline { }\nmod kept;");
+    assert_eq!(test_modules(&decls), ["tests"]);
 }

@@ -17,11 +17,22 @@ fn ok(args: &[&str]) {
     assert!(out.status.success(), "{args:?}: {}", stderr(&out));
 }
 
-/// Runs `args`, expects exit 2 and one error line containing every `want`.
+/// Runs `args`, expects exit 2 (usage) and one error line containing every `want`.
 fn fails(args: &[&str], want: &[&str]) {
+    fails_with(2, args, want);
+}
+
+/// Runs `args`, expects exit 3 (a file that exists but is malformed) and one error line
+/// containing every `want`.
+fn bad_input(args: &[&str], want: &[&str]) {
+    fails_with(3, args, want);
+}
+
+/// Runs `args`, expects exit `code` and one error line containing every `want`.
+fn fails_with(code: i32, args: &[&str], want: &[&str]) {
     let out = run(args);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     assert_one_clear_line(&err);
     for w in want {
         assert!(err.contains(w), "{args:?}: want {w:?} in {err}");
@@ -224,7 +235,7 @@ fn trace_heat_map_of_an_ldp_run_and_bad_traces() {
     )
     .unwrap();
     let out_png = dir.path().join("e.png");
-    fails(
+    bad_input(
         &[
             "plot",
             "trace",
@@ -310,11 +321,11 @@ fn pareto_from_a_results_fixture_and_its_errors() {
     );
     fails(
         &["plot", "pareto", &r, "--by", "policy", "-o", &s(&svg)],
-        &["results.csv", "no column 'policy'"],
+        &["--by policy", "results.csv has no column 'policy'"],
     );
     let cut = dir.path().join("cut.csv");
     std::fs::write(&cut, "schedule,seed,gbitops,static_gbitops\ncosine,0,1,2\n").unwrap();
-    fails(
+    bad_input(
         &["plot", "pareto", &s(&cut), "-o", &s(&svg)],
         &["cut.csv", "no column 'final_test_acc'"],
     );
@@ -380,7 +391,7 @@ fn run_report_index_and_breakdowns() {
     assert_eq!(without_command(&again), without_command(&html));
     assert!(again.contains("plot run-index"));
     std::fs::write(&json, "{\"model\": 3}").unwrap();
-    fails(
+    bad_input(
         &["plot", "run-index", &s(&rep), "--run", &s(&json)],
         &["run.json", "not a `cptsim run --format json` report"],
     );
@@ -424,7 +435,7 @@ fn run_report_index_and_breakdowns() {
         "layer_index,layer,gemm,latency_s\n0,a,fw,1\n",
     )
     .unwrap();
-    fails(
+    bad_input(
         &["plot", "breakdown", &s(&cut), "-o", &s(&png)],
         &["x-layers.csv", "no column 'cycles'"],
     );
@@ -507,12 +518,9 @@ fn screenshot(chromium: &Path, html: &Path, png: &Path) -> Vec<String> {
 #[test]
 fn index_pages_render_in_headless_chromium() {
     let Some(chromium) = chromium() else {
-        if std::env::var("CPTSIM_REQUIRE_CHROMIUM").as_deref() == Ok("1") {
-            panic!("CPTSIM_REQUIRE_CHROMIUM=1 but no chromium on PATH");
-        }
-        eprintln!(
-            "SKIP index_pages_render_in_headless_chromium: no chromium on PATH \
-             (apt-get install chromium; CPTSIM_REQUIRE_CHROMIUM=1 makes this fail)"
+        cptsim_testdata::skip_unless_required(
+            "CPTSIM_REQUIRE_CHROMIUM",
+            "no chromium on PATH (apt-get install chromium)",
         );
         return;
     };
@@ -546,5 +554,58 @@ fn index_pages_render_in_headless_chromium() {
             page.display()
         );
         assert_not_blank(&png);
+    }
+}
+
+#[test]
+fn plot_validates_what_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("p.svg");
+    let head =
+        "cell,model,schedule,bits,grad_bits,seed,accel,gbitops,static_gbitops,final_test_acc\n";
+    let row = "c0,resnet20,cosine,3:8,8,0,zc706,127,200,0.9\n";
+    let cases: [(&str, String, &[&str]); 6] = [
+        (
+            "dup-row",
+            format!("{head}{row}{row}"),
+            &["line 3", "the row repeats line 2"],
+        ),
+        (
+            "dup-col",
+            format!("seed,{head}0,{row}"),
+            &["line 1, column 'seed'", "named twice"],
+        ),
+        (
+            "seed",
+            format!("{head}c0,resnet20,cosine,3:8,8,x1,zc706,127,200,0.9\n"),
+            &["line 2, column 'seed'", "'x1' is not a number"],
+        ),
+        (
+            "acc",
+            format!("{head}c0,resnet20,cosine,3:8,8,0,zc706,127,200,91\n"),
+            &["line 2, column 'final_test_acc'", "outside [0, 1]"],
+        ),
+        (
+            "cost",
+            format!("{head}c0,resnet20,cosine,3:8,8,0,zc706,-127,200,0.9\n"),
+            &["line 2, column 'gbitops'", "negative"],
+        ),
+        (
+            "long",
+            format!(
+                "{head}c0,resnet20,{},3:8,8,0,zc706,127,200,0.9\n",
+                "x".repeat(1 << 20)
+            ),
+            &["line 2, column 'schedule'", "1048576 bytes"],
+        ),
+    ];
+    for (name, text, want) in cases {
+        let csv = dir.path().join(format!("{name}.csv"));
+        std::fs::write(&csv, text).unwrap();
+        let mut want = want.to_vec();
+        let file = format!("{name}.csv");
+        want.push(&file);
+        bad_input(&["plot", "pareto", &s(&csv), "-o", &s(&svg)], &want);
+        assert!(!svg.exists(), "{name}: a figure was written");
     }
 }

@@ -1,7 +1,7 @@
 //! `cptsim run`: the paper's ResNet-74 CPT numbers, the save → `--trace` round trip through both
 //! trace formats, and clear rejection of bad input.
 
-#![allow(clippy::approx_constant)] // spec §2.3 GBitOPs values, not approximations of π
+#![allow(clippy::approx_constant)] // published GBitOPs values, not approximations of π
 
 use cptsim_e2e::{assert_one_clear_line, run, stderr, stdout};
 use serde_json::Value;
@@ -316,4 +316,83 @@ fn bad_trace_files_are_rejected() {
         &["--model", "zoo:resnet20", "--trace", &csv],
         "truncated file",
     );
+}
+
+#[test]
+fn the_headline_costs_on_zc706_bit_fusion_and_stripes_unless_told_not_to() {
+    let both = ["--model", "zoo:resnet20", "--schedule", "cosine"];
+    let default = run_json(&both);
+    let explicit = run_json(&[&both[..], &["--accel", "zc706,bitfusion,stripes"]].concat());
+    assert_eq!(default, explicit);
+    let names: Vec<&str> = default["accelerators"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["zc706", "bitfusion", "stripes"]);
+    let none = run_json(&[&both[..], &["--accel", "none"]].concat());
+    assert!(none.get("accelerators").is_none(), "{none}");
+    assert_eq!(none["gbitops"], default["gbitops"]);
+    // the table: BitOPs, then one row per accelerator in a unit that fits (hours here)
+    let out = run(&["run", "--model", "zoo:resnet74", "--schedule", "cosine"]);
+    let text = stdout(&out);
+    assert!(text.contains("GBitOPs     1.6898e8"), "{text}");
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("accelerator"))
+        .unwrap_or_else(|| panic!("no accelerator table: {text}"));
+    assert!(
+        header.contains("time (h)") && header.contains("static (h)"),
+        "{header}"
+    );
+    for name in ["zc706 ", "bitfusion ", "stripes "] {
+        assert!(text.lines().any(|l| l.starts_with(name)), "{name}: {text}");
+    }
+    let none = stdout(&run(&[&["run"][..], &both, &["--accel", "none"]].concat()));
+    assert!(!none.contains("accelerator"), "{none}");
+    // --accel none is alone, and compare needs a real accelerator
+    rejects(
+        &[&both[..], &["--accel", "none,zc706"]].concat(),
+        "--accel none",
+    );
+    let out = run(&[&["compare"][..], &both, &["--accel", "none"]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn short_runs_print_times_in_a_unit_that_shows_them() {
+    let out = run(&[
+        "run",
+        "--model",
+        "zoo:lenet5",
+        "--iters",
+        "300",
+        "--batch",
+        "16",
+    ]);
+    let text = stdout(&out);
+    assert!(!text.contains(" 0.000 "), "{text}");
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("accelerator"))
+        .unwrap_or_else(|| panic!("no accelerator table: {text}"));
+    assert!(header.contains("time (ms)"), "{header}");
+    // JSON keeps seconds whatever the table shows
+    let v = run_json(&[
+        "--model",
+        "zoo:lenet5",
+        "--iters",
+        "300",
+        "--batch",
+        "16",
+        "--accel",
+        "zc706",
+    ]);
+    let s = v["accelerators"][0]["latency_s"].as_f64().unwrap_or(0.0);
+    let ms: f64 = text
+        .lines()
+        .find(|l| l.starts_with("zc706"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(f64::NAN);
+    assert!((ms - s * 1e3).abs() < 1e-3, "{ms} ms against {s} s");
 }

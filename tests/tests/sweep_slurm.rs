@@ -1,6 +1,6 @@
 //! `cptsim sweep run --executor slurm` on a real Slurm (`scripts/slurm-local.sh start`): the same
 //! plan through the local and the Slurm executor gives the same `results.csv` (timing columns
-//! aside), and `--no-wait` returns the job id. Without Slurm the test skips with a printed reason;
+//! aside), and `--no-wait` returns the job id. Without Slurm the test prints `SKIPPED: <test>: <reason>` on stderr and passes;
 //! with `CPTSIM_REQUIRE_SLURM=1` (CI) a missing Slurm fails it.
 
 use std::path::Path;
@@ -45,10 +45,10 @@ fn table(path: &Path) -> Vec<String> {
 #[test]
 fn slurm_and_local_executors_give_the_same_table() {
     if let Some(reason) = slurm_missing() {
-        if std::env::var("CPTSIM_REQUIRE_SLURM").as_deref() == Ok("1") {
-            panic!("CPTSIM_REQUIRE_SLURM=1 but Slurm is not usable: {reason}");
-        }
-        println!("skipped: Slurm is not usable here: {reason}");
+        cptsim_testdata::skip_unless_required(
+            "CPTSIM_REQUIRE_SLURM",
+            &format!("Slurm is not usable here: {reason}"),
+        );
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

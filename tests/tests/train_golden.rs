@@ -3,14 +3,14 @@
 //! scope) whose `trace.csv`, `metrics.csv`, `dfq.csv` and `summary.json` (minus its timing and
 //! host fields) must equal, byte for byte, the files in `tests/fixtures/golden/NAME/`. They were
 //! written by the binary before the structural refactor (issue 12), and written again once GEMM
-//! reductions were blocked independently of the machine's caches (`cptsim_sim::gemm::K_BLOCK`), by
+//! reductions were blocked independently of the machine's caches (`cptsim_kernels::gemm::K_BLOCK`), by
 //! the last commit before that refactor with only `sim/src/gemm.rs` changed: the files must be the
 //! same on every machine of the pool. A change of behaviour shows as a diff here. `CPTSIM_BLESS=1` rewrites the fixtures (only when a change is intended).
 
 use std::path::{Path, PathBuf};
 
 use cptsim_e2e::{run, stderr, workspace_root};
-use cptsim_sim::peak::VectorPath;
+use cptsim_kernels::VectorPath;
 
 /// Summary keys that depend on the machine or the clock.
 const VOLATILE: [&str; 5] = [
@@ -214,8 +214,14 @@ fn golden_runs_are_byte_identical() {
 /// the widest, which the test above uses: the GEMMs' sums do not depend on the path.
 #[test]
 fn golden_runs_are_byte_identical_on_every_vector_path() {
+    for p in VectorPath::ALL.into_iter().filter(|p| !p.runs_here()) {
+        cptsim_testdata::skip(&format!("the {} path: this CPU does not run it", p.name()));
+    }
     let paths = VectorPath::runnable().filter(|&p| p != VectorPath::detect());
     for path in paths {
+        if path == VectorPath::Portable {
+            cptsim_testdata::skip("the ResNet cases on the portable path (minutes without FMA)");
+        }
         // The portable path's fused multiply-add is a library call without FMA hardware (20×
         // slower): its ResNet cases would take minutes, so it runs the LeNet ones.
         let failures = golden_failures(Some(path), false, path != VectorPath::Portable);
@@ -287,8 +293,8 @@ fn summary_filter_drops_only_the_volatile_keys() {
 }
 
 /// `tests/fixtures/checkpoint_v0/checkpoint.bin` was written by the binary before the structural
-/// refactor (the `pfq` case above with `--stop-at 3`); its settings are the old command-line
-/// flags, not a train plan, so `--resume` rejects it with one clear line and writes nothing.
+/// refactor (the `pfq` case above with `--stop-at 3`): checkpoint format 1, without a checksum,
+/// so `--resume` rejects it with one clear line and writes nothing.
 #[test]
 fn checkpoint_from_before_the_train_plan_is_rejected_clearly() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

@@ -1,4 +1,4 @@
-//! Bit Fusion's precision→throughput law (accelerators.md §1): an N×M array of Fusion Units, each
+//! Bit Fusion's precision→throughput law (docs/src/accelerators/bitfusion.md): an N×M array of Fusion Units, each
 //! fusing 16 BitBricks into `pf(p_a, p_w)` products per cycle along the reduction axis.
 
 use crate::architecture::law::ArrayLaw;
@@ -67,7 +67,7 @@ impl ArrayLaw for BitFusionLaw {
     }
 
     /// The authors' simulator moves the padded tiles and reads partial sums back as often as it
-    /// writes them (accelerators.md §1).
+    /// writes them.
     fn reference_dram_rules(&self) -> bool {
         true
     }

@@ -1,5 +1,5 @@
 //! The double-buffered DRAM roofline: memory transfers overlap compute, except the first tile's
-//! load and the last tile's store (accelerators.md §1, "memory/compute overlap").
+//! load and the last tile's store (docs/src/accelerators/bitfusion.md).
 
 use serde::Serialize;
 

@@ -78,7 +78,7 @@ impl SramAccess {
 const PJ: f64 = 1e-12;
 
 /// Energy of a mapped problem: (total − stall) cycles × core energy + SRAM bits × pJ/bit + DRAM
-/// bits × pJ/bit (accelerators.md §1, "Energy").
+/// bits × pJ/bit (docs/src/accelerators/bitfusion.md).
 pub fn energy_of(
     c: &EnergyConstants,
     timing: &Timing,

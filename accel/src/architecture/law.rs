@@ -13,6 +13,23 @@ pub trait ArrayLaw {
     fn oc_granule(&self) -> u64;
     /// A reduction length padded to a multiple of the lanes that reduce in parallel.
     fn padded_reduction(&self, len: u64, bits: OperandBits) -> u64;
+    /// Input channels a tile's reduction steps through at once: input-channel tiles are multiples
+    /// of it (clipped to the channels), so no tile leaves lanes idle. 1 by default (Bit Fusion's
+    /// published optimiser tries every power of two).
+    fn ic_granule(&self) -> u64 {
+        1
+    }
+    /// Cycles to compute all of `problem` as `tiles` tiles of `tile`: `tiles × tile_cycles` by
+    /// default (a partial last tile is computed as a full one).
+    fn tiled_cycles(
+        &self,
+        problem: &ConvProblem,
+        tile: &Tile,
+        tiles: u64,
+        bits: OperandBits,
+    ) -> u64 {
+        tiles * self.tile_cycles(problem, tile, bits)
+    }
     /// Cycles added once per problem on top of its tiles (a pipeline fill); 0 by default.
     fn fixed_cycles(&self, _problem: &ConvProblem, _bits: OperandBits) -> u64 {
         0

@@ -1,11 +1,12 @@
-//! Stripes and its DaDianNao baseline (accelerators.md §2): 16 tiles × 16 filter lanes × 16 input
+//! Stripes and its DaDianNao baseline (docs/src/accelerators/stripes.md): 16 tiles × 16 filter lanes × 16 input
 //! lanes. DaDianNao computes one window per tile per cycle with 16-bit bit-parallel MACs; Stripes
 //! computes 16 windows per tile bit-serially in the streamed operand (one step takes `p` cycles).
 //!
 //! Two rules of the Stripes group's own simulator (DNNsim): a conv with 3 input channels and
 //! stride `s > 1` (an image-facing first layer) runs as a stride-1 conv with `3·s²` channels and
 //! a `⌈K/s⌉` kernel ([`space_to_depth`]); a Stripes FC layer takes DaDianNao's cycles plus `p − 1`
-//! (the bit-serial pipeline's fill, [`StripesLaw::fixed_cycles`]).
+//! (the bit-serial pipeline's fill, [`StripesLaw::fixed_cycles`]). As in DNNsim, a problem's
+//! compute cycles do not depend on how it is tiled for the buffers ([`StripesLaw::tiled_cycles`]).
 
 use crate::architecture::law::ArrayLaw;
 use crate::workload::gemm::{ConvProblem, OperandBits};
@@ -91,6 +92,26 @@ impl ArrayLaw for StripesLaw {
     fn padded_reduction(&self, len: u64, _bits: OperandBits) -> u64 {
         len.next_multiple_of(self.input_lanes)
     }
+
+    /// The 16 input lanes: a tile's reduction steps 16 channels at a time (DNNsim's dataflow), so
+    /// a memory-bound layer is not split into narrower tiles that would leave lanes idle.
+    fn ic_granule(&self) -> u64 {
+        self.input_lanes
+    }
+
+    /// The whole problem's count, whatever the memory tiling: windows stream through the lanes
+    /// across spatial tiles (Stripes' groups of 16 windows are formed from the layer's window
+    /// sequence, not per tile) and a partial last tile steps only its real channels and filters,
+    /// as in DNNsim.
+    fn tiled_cycles(
+        &self,
+        problem: &ConvProblem,
+        _tile: &Tile,
+        _tiles: u64,
+        bits: OperandBits,
+    ) -> u64 {
+        self.tile_cycles(problem, &Tile::whole(problem), bits)
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +189,32 @@ mod tests {
         assert_eq!(space_to_depth(&s1), s1);
         let c16 = ConvProblem::conv(1, 16, 16, 32, 3, 2, 1);
         assert_eq!(space_to_depth(&c16), c16);
+    }
+
+    #[test]
+    fn tiling_does_not_change_the_count() {
+        // AlexNet conv1 after space-to-depth: 55 × 55 windows. In 8 × 8 spatial tiles (7 × 7 of
+        // them, the last row and column partial) Stripes still forms ⌈3025/16⌉ = 190 groups of
+        // windows, not 49 · ⌈64/16⌉ = 196; a 32-channel tile of 48 channels steps 3 lane groups
+        let q = space_to_depth(&ConvProblem::conv(1, 3, 96, 227, 11, 4, 0));
+        let bits = OperandBits {
+            stream: 8,
+            stationary: 16,
+        };
+        let t = Tile {
+            b: 1,
+            oc: 96,
+            oh: 8,
+            ow: 8,
+            ic: 32,
+        };
+        let tiles = 7 * 7 * 2;
+        assert_eq!(STR.tiled_cycles(&q, &t, tiles, bits), 190 * 9 * 3 * 8);
+        assert_eq!(STR.tiled_cycles(&q, &t, tiles, bits), 41_040);
+        assert_eq!(
+            DADN.tiled_cycles(&q, &t, tiles, bits),
+            DADN.tile_cycles(&q, &whole(&q), bits)
+        );
     }
 
     #[test]

@@ -1,10 +1,10 @@
-//! Closed-form timing of an R×C systolic array on an im2col GEMM (accelerators.md §4), the
+//! Closed-form timing of an R×C systolic array on an im2col GEMM (docs/src/accelerators/zc706.md), the
 //! timing core of the ZC706 engines: `Npx` output pixels, `Nf` filters, reduction length `T`.
 //!
 //! SCALE-Sim (v2) builds, per fold, a demand matrix of exactly these many rows (OS: `T` operand
 //! rows + `C − 1` drain rows, skewed by `R − 1`), so the closed forms count its cycles. Its
 //! reported total is the 0-based cycle *index* of the last output write, i.e. the closed form
-//! **minus one** for a whole run (not plus one, as accelerators.md §4 said): [`scale_sim_report`].
+//! **minus one** for a whole run (not plus one): [`scale_sim_report`].
 
 /// Output stationary: `ceil(Npx/R) · ceil(Nf/C) · (T + R + C − 2)`.
 pub fn os_cycles(npx: u64, nf: u64, t: u64, r: u64, c: u64) -> u64 {

@@ -1,4 +1,4 @@
-//! The ZC706 training engines (accelerators.md §3): an R×C systolic array (timing from
+//! The ZC706 training engines (docs/src/accelerators/zc706.md): an R×C systolic array (timing from
 //! [`crate::architecture::systolic`]) whose MAC step time follows the operand bits, plus the memory-only passes a
 //! training step needs (BN / ReLU / quantisation, FP32 master weights).
 
@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn bit_linear_full_precision_step_is_the_closed_form() {
-        // (p₁+p₂)/2 = 1 at 1×1 bits: the plain §4 closed forms
+        // (p₁+p₂)/2 = 1 at 1×1 bits: the plain closed forms
         let (os, ws) = (
             law(Engine::BitLinear, Dataflow::Os),
             law(Engine::BitLinear, Dataflow::Ws),

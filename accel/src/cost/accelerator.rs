@@ -303,7 +303,7 @@ impl Accelerator {
 
     /// Adds the engine's memory-only passes of `gemm` of `layer` (ZC706 only) to a problem cost, as
     /// DRAM traffic that overlaps the GEMM's compute (layer time = max(compute, memory) + prologue
-    /// + epilogue, accelerators.md §3).
+    /// + epilogue).
     pub fn with_passes(
         &self,
         mut cost: GemmCost,

@@ -138,36 +138,6 @@ impl RunSummary {
     pub fn energy_reduction(&self) -> f64 {
         1.0 - self.energy_j / self.static_energy_j
     }
-
-    /// The header of the accelerator table, as `cptsim run`/`compare` print it and the HTML
-    /// reports show it; [`RunSummary::table_row`] gives its rows.
-    pub const TABLE_HEADER: [&'static str; 9] = [
-        "accelerator",
-        "time (s)",
-        "time (h)",
-        "energy (J)",
-        "DRAM (GB)",
-        "static (h)",
-        "static (J)",
-        "time red.",
-        "energy red.",
-    ];
-
-    /// This run's row of the accelerator table (columns of [`RunSummary::TABLE_HEADER`]): times
-    /// and energies to 4 significant digits or hours to 3 decimals, reductions in percent.
-    pub fn table_row(&self) -> [String; 9] {
-        [
-            self.name.clone(),
-            format!("{:.4e}", self.latency_s),
-            format!("{:.3}", self.latency_s / 3600.0),
-            format!("{:.4e}", self.energy_j),
-            format!("{:.4e}", self.dram_bytes / 1e9),
-            format!("{:.3}", self.static_latency_s / 3600.0),
-            format!("{:.4e}", self.static_energy_j),
-            format!("{:.2} %", 100.0 * self.latency_reduction()),
-            format!("{:.2} %", 100.0 * self.energy_reduction()),
-        ]
-    }
 }
 
 /// Why a trace cannot be costed.

@@ -1,10 +1,11 @@
 //! Loop tiling of one convolution problem against the on-chip buffers, shared by every array model.
-//! It follows the published Bit Fusion simulator's optimiser (accelerators.md §1):
+//! It follows the published Bit Fusion simulator's optimiser (docs/src/accelerators/bitfusion.md):
 //!
-//! - Tile sizes: batch, output rows/cols (one size for both) and input channels are powers of two
-//!   clipped to the dimension; output channels are the array's filter granule times a power of two
-//!   (any power of two for an im2col'ed problem), clipped. A partial last tile is computed as a
-//!   full one.
+//! - Tile sizes: batch and output rows/cols (one size for both) are powers of two clipped to the
+//!   dimension; input channels are the array's input granule times a power of two (Bit Fusion's
+//!   granule is 1; Stripes/DaDianNao step 16 lanes), and output channels the array's filter
+//!   granule times a power of two (any power of two for an im2col'ed problem), clipped. A partial
+//!   last tile is computed as a full one.
 //! - Footprints: weights `pad(K·K·ic)·oc·p_w` (reduction padded to the array's lanes), activations
 //!   `(K+(oh−1)S)·(K+(ow−1)S)·ic·b·p_a` (`oh·ow·K·K·ic·b·p_a` im2col'ed), partial sums
 //!   `oh·ow·pad_M(oc)·b·32`. Every tile must fit in half of its buffer (double buffering).
@@ -258,9 +259,10 @@ pub fn search(
         v.dedup();
         v
     };
+    let ic_step = if problem.im2col { 1 } else { law.ic_granule() };
     let (batch_tiles, ic_tiles, oc_tiles) = (
         tile_sizes(problem.batch, 1),
-        tile_sizes(problem.in_ch, 1),
+        tile_sizes(problem.in_ch, ic_step),
         tile_sizes(problem.out_ch, oc_step),
     );
     let mut best: Option<(u64, f64, Mapping)> = None;
@@ -276,7 +278,7 @@ pub fn search(
                     }
                     let trips: [u64; 5] = std::array::from_fn(|i| dims[i].div_ceil(t[i]));
                     let tiles: u64 = trips.iter().product();
-                    let compute = tiles * law.tile_cycles(problem, &tile, bits)
+                    let compute = law.tiled_cycles(problem, &tile, tiles, bits)
                         + law.fixed_cycles(problem, bits);
                     if best.as_ref().is_some_and(|(bt, _, _)| compute > *bt) {
                         continue;

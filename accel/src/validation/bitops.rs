@@ -1,4 +1,4 @@
-//! The papers' BitOPs figures (methods.md §2.3–§2.5, §4.2): static GBitOPs of the ten CIFAR and
+//! The papers' BitOPs figures (docs/src/methods/cost.md): static GBitOPs of the ten CIFAR and
 //! ImageNet models at 8/8 and 6/6 bits as printed, CPT's reductions, Wolfe & Kyrillidis's cost
 //! ratios of ten schedules, CPT's ResNet-74 run and FracTrain's fp32-equivalent MACs. Paper
 //! accounting needs only a model's totals, so each model is a one-layer stand-in carrying the
@@ -131,9 +131,9 @@ pub const WK_RATIOS: [(&str, [f64; 4]); 10] = [
 /// The FW/BW ranges of [`WK_RATIOS`]' columns.
 pub const WK_RANGES: [(u8, u8, u8); 4] = [(3, 8, 8), (4, 8, 8), (3, 6, 6), (4, 6, 6)];
 
-const GROUP_STATIC: &str = "BitOPs: static GBitOPs (methods §2.3)";
-const GROUP_CPT: &str = "BitOPs: CPT reductions (§2.4)";
-const GROUP_WK: &str = "BitOPs: Wolfe & Kyrillidis ratios (§4.2)";
+const GROUP_STATIC: &str = "BitOPs: static GBitOPs";
+const GROUP_CPT: &str = "BitOPs: CPT reductions";
+const GROUP_WK: &str = "BitOPs: Wolfe & Kyrillidis ratios";
 
 /// A conv layer of role `role` carrying `macs` per sample (shapes unused by BitOPs).
 pub fn layer(name: &str, role: LayerRole, macs: u64) -> LayerInfo {
@@ -276,7 +276,7 @@ fn reduction_rows() -> Result<Vec<Row>, ValidationError> {
             tolerance: Tolerance::Absolute(0.005),
         });
     }
-    // FracTrain (§2.5/§10): a ResNet-74 SBM 8/8 run is 2.61e14 fp32-equivalent MACs
+    // FracTrain: a ResNet-74 SBM 8/8 run is 2.61e14 fp32-equivalent MACs
     let fp32_eq = count(&r74, cifar("static", 8, 8, 8))?.totals().paper / 1024.0 / 1e12;
     v.push(Row {
         group: GROUP_CPT,

@@ -1,11 +1,11 @@
-//! BitOPs accounting of precision traces (methods.md §2).
+//! BitOPs accounting of precision traces (docs/src/methods/cost.md).
 //!
 //! Per conv / linear layer and sample, the three training GEMMs cost
-//! `MAC · (b_a·b_w + b_g·b_w + b_a·b_g)` bit-operations (§2.1); a bit-width of 0 (fp32) counts as
+//! `MAC · (b_a·b_w + b_g·b_w + b_a·b_g)` bit-operations; a bit-width of 0 (fp32) counts as
 //! 32. [`BitOpsCounter`] streams over trace rows keeping one tally per layer, so a trace of any
 //! length costs O(layers) memory, and reports two accountings:
 //!
-//! * [`Accounting::Paper`] (§2.3): every op of a forward pass — conv/FC MACs plus 2 per BatchNorm
+//! * [`Accounting::Paper`]: every op of a forward pass — conv/FC MACs plus 2 per BatchNorm
 //!   output element — is charged at the scheduled precision. With one precision per iteration
 //!   this is `OPS_img · Σ_t batch · (b_fw² + 2·b_fw·b_bw)`, the rule that reproduces the
 //!   published GBitOPs. When quantized layers differ (per-layer or per-sample precision), the
@@ -24,7 +24,7 @@ pub const FP32_COST: u64 = 3 * 32 * 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Accounting {
-    /// The papers' rule (§2.3).
+    /// The papers' rule.
     #[default]
     Paper,
     /// Quantized layers at their bits, fp32 layers at 32 bits, BN separate.

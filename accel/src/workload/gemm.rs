@@ -1,5 +1,5 @@
 //! The three training GEMMs of a conv / linear layer, each expressed as a (grouped) convolution
-//! problem that every array model maps (accelerators.md, table at the top).
+//! problem that every array model maps (docs/src/accelerators/overview.md).
 //!
 //! Operands take one of two roles: the *streamed* operand is indexed by (batch, pixel, reduction)
 //! like activations, the *stationary* operand by (filter, reduction) like weights.

@@ -1,4 +1,4 @@
-//! The CIFAR models of methods.md §9.1–9.2 for the accelerator tests and benchmarks, taken from the
+//! The CIFAR models (docs/src/reference/models.md) for the accelerator tests and benchmarks, taken from the
 //! model zoo through the same export → import path a user's `zoo:NAME` takes.
 
 use cptsim_models::ModelSummary;

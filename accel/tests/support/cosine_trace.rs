@@ -1,4 +1,4 @@
-//! Test-only synthesis of CPT cosine traces (methods.md §3.1): cycles of `period` iterations,
+//! Test-only synthesis of CPT cosine traces (docs/src/methods/cpt.md): cycles of `period` iterations,
 //! forward bits `round(lo + (hi−lo)/2 · (1 − cos(π r)))` with `r` the position in the cycle
 //! (round half to even), backward bits fixed; every layer follows the schedule.
 

@@ -5,13 +5,32 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use cptsim_accel::config::ConfigError;
+use cptsim_accel::config::{self, ConfigError};
 use cptsim_accel::cost::report::write_report;
-use cptsim_accel::{Accelerator, RunError, RunReport, RunSpec, RunSummary, TraceCostError};
+use cptsim_accel::{
+    AccelTable, Accelerator, RunError, RunReport, RunSpec, RunSummary, TraceCostError,
+};
 
-/// Loads every `--accel` value (built-in name or TOML path). A configuration whose name repeats
-/// an earlier one (an edited copy that kept its `name`) is labelled with the value that named it,
-/// so table rows, JSON entries and `--report` files stay apart.
+/// The accelerators `cptsim run` costs when `--accel` is not given.
+pub const DEFAULT_ACCELS: [&str; 3] = ["zc706", "bitfusion", "stripes"];
+
+/// `cptsim run`'s `--accel` values: [`DEFAULT_ACCELS`] when none were given, none for
+/// `--accel none` (BitOPs alone).
+pub fn run_accels(given: &[String]) -> anyhow::Result<Vec<String>> {
+    match given {
+        [] => Ok(DEFAULT_ACCELS.map(String::from).to_vec()),
+        [one] if one == "none" => Ok(Vec::new()),
+        many if many.iter().any(|n| n == "none") => {
+            anyhow::bail!("--accel none: means no accelerator; give it alone")
+        }
+        many => Ok(many.to_vec()),
+    }
+}
+
+/// Loads every `--accel` value (built-in name or TOML path). A built-in named by an alias
+/// (`bitfusion`) is reported under that name. A configuration whose name repeats an earlier one
+/// (an edited copy that kept its `name`) is labelled with the value that named it, so table
+/// rows, JSON entries and `--report` files stay apart.
 pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
     let mut seen = std::collections::HashSet::new();
     names
@@ -31,6 +50,9 @@ pub fn load_all(names: &[String]) -> anyhow::Result<Vec<Accelerator>> {
                 };
                 anyhow::Error::from(e).context(flag)
             })?;
+            if config::builtin_text(n).is_some() {
+                acc.config.name = n.clone();
+            }
             let base = acc.config.name.clone();
             let mut k = 1;
             while !seen.insert(acc.config.name.clone()) {
@@ -74,31 +96,10 @@ pub fn write_reports(dir: &Path, report: &RunReport) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints one line per accelerator under a header: the table of [`RunSummary::table_row`], its
-/// numbers right-aligned (a reduction cell, `12.34 %`, is one wider than its header).
+/// Prints the accelerator table of `summaries` ([`AccelTable`]): nothing when there are none.
 pub fn print_table(summaries: &[RunSummary], out: &mut dyn Write) -> std::io::Result<()> {
-    const HEADER_WIDTHS: [usize; 8] = [12, 10, 12, 12, 10, 12, 10, 10];
-    const ROW_WIDTHS: [usize; 8] = [12, 10, 12, 12, 10, 12, 11, 11];
     if summaries.is_empty() {
         return Ok(());
     }
-    let w = summaries
-        .iter()
-        .map(|s| s.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(24);
-    let mut line = |cells: &[&str], widths: &[usize; 8]| {
-        let mut text = format!("{:<w$}", cells[0]);
-        for (cell, width) in cells[1..].iter().zip(widths) {
-            text.push_str(&format!(" {cell:>width$}"));
-        }
-        writeln!(out, "{text}")
-    };
-    line(&RunSummary::TABLE_HEADER, &HEADER_WIDTHS)?;
-    for s in summaries {
-        let row = s.table_row();
-        line(&row.each_ref().map(String::as_str), &ROW_WIDTHS)?;
-    }
-    Ok(())
+    write!(out, "{}", AccelTable::of(summaries).to_text())
 }

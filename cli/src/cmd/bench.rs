@@ -11,13 +11,14 @@ use crate::cmd::shared::{OutputFormat, QuantizerArg};
 use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use cptsim_bench::bandwidth::StreamRates;
+use cptsim_bench::harness::{eval_passes, train_steps, EvalBench, TrainBench};
+use cptsim_bench::peak::cpu_model;
+use cptsim_kernels::gemm::{self, ShapeTime};
+use cptsim_kernels::VectorPath;
 use cptsim_models::load_graph_with;
-use cptsim_sim::bandwidth::StreamRates;
-use cptsim_sim::bench::{eval_passes, train_steps, EvalBench, TrainBench};
-use cptsim_sim::build::{build_network, BuildOptions, Network};
-use cptsim_sim::gemm::{self, ShapeTime};
-use cptsim_sim::peak::{cpu_model, VectorPath};
-use cptsim_sim::quant::QuantMethod;
+use cptsim_nn::build::{build_network, BuildOptions, Network};
+use cptsim_nn::quant::QuantMethod;
 use serde_json::json;
 
 /// Arguments of `cptsim bench`.
@@ -79,7 +80,7 @@ pub struct TrainArgs {
     /// Timed steps (after one warm-up step).
     #[arg(long, default_value_t = 5)]
     pub steps: usize,
-    /// `none` (fp32) or `sbm` (in-scope layers at `--bits`, spec §1.4).
+    /// `none` (fp32) or `sbm` (in-scope layers at `--bits`; see docs/src/guide/shared-flags.md).
     #[arg(long, value_enum, default_value_t = QuantizerArg::None)]
     pub quantizer: QuantizerArg,
     /// Forward and backward bits with `--quantizer sbm`.

@@ -18,7 +18,7 @@ pub struct CompareArgs {
 
 /// Runs the subcommand.
 pub fn run(args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    if args.run.accel.is_empty() {
+    if args.run.accel.is_empty() || args.run.accel.iter().any(|a| a == "none") {
         bail!("--accel: name at least one accelerator (built-in name or TOML path) to compare");
     }
     let (report, _) = evaluate(&args.run)?;

@@ -5,14 +5,15 @@ use std::path::PathBuf;
 
 use super::quant_scope::ScopeArgs;
 use super::shared::QuantizerArg;
+use crate::exit::Exit;
 use anyhow::{Context, Result};
 use clap::Args;
 use cptsim_models::ir::Op;
 use cptsim_models::load_graph_for_shape;
-use cptsim_sim::build::{build_network, BuildOptions};
-use cptsim_sim::layers::Mode;
-use cptsim_sim::npy;
-use cptsim_sim::quant::QuantMethod;
+use cptsim_nn::build::{build_network, BuildOptions};
+use cptsim_nn::layers::Mode;
+use cptsim_nn::npy;
+use cptsim_nn::quant::QuantMethod;
 
 /// Arguments of `cptsim forward`.
 #[derive(Args)]
@@ -31,8 +32,9 @@ pub struct ForwardArgs {
     /// Output `.npy` (written atomically).
     #[arg(long)]
     pub output: PathBuf,
-    /// Quantize the in-scope conv/linear layers (spec §1.4) at this many bits: weights per
-    /// output channel, input activations per tensor with the batch's own range. Default: fp32.
+    /// Quantize the in-scope conv/linear layers (see docs/src/guide/shared-flags.md) at this
+    /// many bits: weights per output channel, input activations per tensor with the batch's own
+    /// range. Default: fp32.
     #[arg(long)]
     pub bits: Option<u32>,
     /// Quantizer used with `--bits`.
@@ -49,14 +51,14 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     crate::malloc::keep_large_blocks();
     let x = npy::read(&args.input)?;
     if x.is_empty() {
-        anyhow::bail!(
+        return Err(Exit::BadInput.error(format!(
             "{}: input shape {:?} has no elements",
             args.input.display(),
             x.shape()
-        );
+        )));
     }
     if let Some((i, v)) = first_non_finite(&x) {
-        anyhow::bail!("{}: element {i} is {v}", args.input.display());
+        return Err(Exit::BadInput.error(format!("{}: element {i} is {v}", args.input.display())));
     }
     let graph = load_graph_for_shape(&args.model, x.shape())
         .with_context(|| format!("input {} of shape {:?}", args.input.display(), x.shape()))?;
@@ -114,6 +116,6 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
 }
 
 /// The first NaN or infinite element of `t` (in C order) and its value.
-fn first_non_finite(t: &cptsim_sim::layers::Tensor) -> Option<(usize, f32)> {
+fn first_non_finite(t: &cptsim_nn::layers::Tensor) -> Option<(usize, f32)> {
     t.iter().copied().enumerate().find(|(_, v)| !v.is_finite())
 }

@@ -65,7 +65,7 @@ fn operands(l: &LayerInfo) -> &'static str {
     }
 }
 
-/// The JSON document of the issue: model, input, layers, totals; `gemm` per layer at `batch`.
+/// The JSON document `inspect --format json` prints: model, input, layers, totals; `gemm` per layer at `batch`.
 pub fn to_json(s: &ModelSummary, batch: u64) -> serde_json::Value {
     let layers: Vec<_> = s
         .layers

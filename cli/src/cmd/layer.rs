@@ -6,7 +6,6 @@ use std::io::Write;
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use cptsim_accel::workload::gemm::{ConvProblem, OperandBits};
-use cptsim_accel::Accelerator;
 use serde_json::json;
 
 use crate::cmd::shared::OutputFormat;
@@ -102,7 +101,11 @@ fn problem(a: &Args) -> Result<ConvProblem> {
 /// Runs `cptsim layer`.
 pub fn run(a: Args, out: &mut dyn Write) -> Result<()> {
     let p = problem(&a)?;
-    let acc = Accelerator::load(&a.accel)?;
+    // through `--accel`'s loader, so an alias is reported under the name typed
+    let acc = super::accel_costs::load_all(std::slice::from_ref(&a.accel))?
+        .into_iter()
+        .next()
+        .context("--accel: no accelerator")?;
     let bits = OperandBits {
         stream: a.act_bits,
         stationary: a.wgt_bits,

@@ -78,7 +78,7 @@ struct TrainIndexArgs {
 
 #[derive(clap::Args, Debug)]
 struct ParetoArgs {
-    /// The sweep's tidy results CSV (columns in the README).
+    /// The sweep's tidy results CSV (columns in docs/src/formats/reports.md).
     results: PathBuf,
     /// Cost axis: gbitops, latency or energy.
     #[arg(long, default_value = "gbitops")]

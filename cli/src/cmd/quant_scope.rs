@@ -1,6 +1,7 @@
-//! Flags choosing which conv/linear layers are quantized (spec §1.4), shared by every command that
-//! decides it (`run`, `train`, `forward`, `bench`). An unset flag leaves its role to the command's
-//! base scope: the reference code's default for the model family, or `run --policy`'s preset.
+//! Flags choosing which conv/linear layers are quantized (docs/src/guide/shared-flags.md), shared
+//! by every command that decides it (`run`, `train`, `forward`, `bench`). An unset flag leaves its
+//! role to the command's base scope: the reference code's default for the model family, or `run
+//! --policy`'s preset.
 
 use clap::Args;
 use cptsim_traces::QuantScope;
@@ -33,17 +34,5 @@ impl ScopeArgs {
             shortcut: self.quantize_shortcut,
             depthwise: self.quantize_depthwise,
         }
-    }
-
-    /// The first flag given, by name, if any (for commands where none applies).
-    pub fn first_given(&self) -> Option<&'static str> {
-        [
-            ("--quantize-first", self.quantize_first),
-            ("--quantize-last", self.quantize_last),
-            ("--quantize-shortcut", self.quantize_shortcut),
-            ("--quantize-depthwise", self.quantize_depthwise),
-        ]
-        .into_iter()
-        .find_map(|(flag, v)| v.map(|_| flag))
     }
 }

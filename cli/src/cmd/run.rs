@@ -12,6 +12,8 @@ use cptsim_models::atomic::Staged;
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{BitRange, Kind, Schedule, ScheduleArgs};
 use cptsim_traces::{read_trace, synthesize, write_trace, QuantScope, TraceMeta};
+use cptsim_train::plan::{AccountingKind, Convention, Range, ScopePreset};
+use cptsim_train::CostPlan;
 
 use super::accel_costs;
 use super::quant_scope::ScopeArgs;
@@ -52,12 +54,13 @@ pub struct RunArgs {
     /// text:|ptb:|wikitext:` run fitted it to (its summary.json `vocab`) [default: the model's].
     #[arg(long)]
     vocab: Option<usize>,
-    /// Cost rule: `paper` (methods.md §2.3) or `hardware` (fp32 layers at 32 bits, BN apart).
+    /// Cost rule: `paper` (every operation at the scheduled bits, as the papers count) or
+    /// `hardware` (fp32 layers at 32 bits, BN apart); see docs/src/methods/cost.md.
     #[arg(long, value_enum, default_value_t = AccountingArg::Paper)]
     accounting: AccountingArg,
     /// Which layers follow the schedule: all (the papers' accounting), cifar (FC fp32), imagenet
-    /// (stem, shortcuts, FC fp32), family (spec §1.4's default for the model's input size, as
-    /// `train` does); the --quantize-* flags override single roles of it.
+    /// (stem, shortcuts, FC fp32), family (the default for the model's input size, as `train`
+    /// does; see docs/src/guide/shared-flags.md); the --quantize-* flags override single roles.
     #[arg(long, value_enum, default_value_t = PolicyArg::All, conflicts_with = "trace")]
     policy: PolicyArg,
     /// Single roles in or out of scope, over --policy.
@@ -76,12 +79,14 @@ pub struct RunArgs {
     /// To compare methods of different scope, cost each trace and a common static trace.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
-    /// Also cost the run and its static baseline on these accelerators (comma-separated built-in
-    /// names or TOML config paths; see `cptsim accel list`).
+    /// Cost the run and its static baseline on these accelerators: comma-separated built-in
+    /// names (`cptsim accel list`) or TOML config paths; `none` for BitOPs alone
+    /// [`run` default: zc706,bitfusion,stripes].
     #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "NAME|PATH")]
     pub(crate) accel: Vec<String>,
-    /// Write per-layer × GEMM and per-epoch CSVs for each `--accel` accelerator into DIR.
-    #[arg(long, value_name = "DIR", requires = "accel")]
+    /// Write per-layer × GEMM and per-epoch CSVs for each accelerator, and index.html, into DIR
+    /// (columns in docs/src/formats/reports.md).
+    #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
     /// Iterations per epoch for the per-epoch accelerator report (CIFAR, batch 128: 391).
     #[arg(long, default_value_t = 391)]
@@ -121,6 +126,53 @@ impl RunArgs {
     }
 }
 
+impl RunArgs {
+    /// The cost plan these flags say (what `cptsim sweep` builds for a cell); it validates
+    /// itself.
+    pub(crate) fn plan(&self) -> anyhow::Result<CostPlan> {
+        let synthesised = self.trace.is_none();
+        let range = |flag, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| Range::parse_checked(flag, t).map_err(anyhow::Error::msg))
+                .transpose()
+        };
+        Ok(CostPlan {
+            model: self.model.clone(),
+            schedule: synthesised.then(|| self.schedule.clone()),
+            bits: range("--bits", &self.bits)?,
+            grad_bits: range("--grad-bits", &self.grad_bits)?,
+            cycles: synthesised.then_some(self.cycles),
+            iters: self.iters,
+            batch: self.batch,
+            seq_len: self.seq_len,
+            vocab: self.vocab,
+            accounting: match self.accounting {
+                AccountingArg::Paper => AccountingKind::Paper,
+                AccountingArg::Hardware => AccountingKind::Hardware,
+            },
+            policy: synthesised.then_some(match self.policy {
+                PolicyArg::All => ScopePreset::All,
+                PolicyArg::Cifar => ScopePreset::Cifar,
+                PolicyArg::Imagenet => ScopePreset::Imagenet,
+                PolicyArg::Family => ScopePreset::Family,
+            }),
+            quantize_first: self.scope.quantize_first,
+            quantize_last: self.scope.quantize_last,
+            quantize_shortcut: self.scope.quantize_shortcut,
+            quantize_depthwise: self.scope.quantize_depthwise,
+            convention: synthesised.then_some(match self.convention {
+                ConventionArg::Cpt => Convention::Cpt,
+                ConventionArg::Wk => Convention::Wk,
+            }),
+            save_trace: self.save_trace.clone(),
+            trace: self.trace.clone(),
+            accel: self.accel.clone(),
+            report: self.report.clone(),
+            epoch_iters: self.epoch_iters,
+        })
+    }
+}
+
 /// Runs the subcommand.
 pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     // --save-trace and --report are one unit: written into staging directories beside them and
@@ -152,24 +204,16 @@ pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 impl RunArgs {
-    /// The zoo sequence model `--model` names, if it is one (it brings its paper's defaults).
-    fn seq_entry(&self) -> Option<&'static cptsim_models::zoo::seq::SeqEntry> {
-        let name = self.model.strip_prefix("zoo:")?;
-        cptsim_models::zoo::seq::entry(name)
-    }
-
-    /// `--iters`, else the model's paper default, else 64 000.
+    /// `--iters`, else the model's paper default, else 64 000 ([`CostPlan::lengths`]).
     fn iters(&self) -> u64 {
         self.iters
-            .or_else(|| self.seq_entry().map(|e| e.iters))
-            .unwrap_or(64_000)
+            .unwrap_or_else(|| CostPlan::lengths(&self.model).0)
     }
 
     /// `--batch`, else the model's paper default, else 128.
     fn batch(&self) -> u64 {
         self.batch
-            .or_else(|| self.seq_entry().map(|e| e.batch))
-            .unwrap_or(128)
+            .unwrap_or_else(|| CostPlan::lengths(&self.model).1)
     }
 }
 
@@ -182,17 +226,10 @@ pub(crate) fn wants_json(args: &RunArgs) -> anyhow::Result<bool> {
 /// writes each accelerator's per-layer × GEMM and per-epoch CSVs and returns the report without
 /// those rows.
 pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(RunReport, ModelSummary)> {
-    if args.batch() == 0 {
-        bail!("--batch: a batch needs at least 1 sample");
-    }
+    args.plan()?.validate()?;
     let batch = usize::try_from(args.batch()).context("--batch: too large")?;
-    if args.epoch_iters == 0 {
-        bail!("--epoch-iters: an epoch needs at least 1 iteration");
-    }
-    if let (Some(_), Some(flag)) = (&args.trace, args.scope.first_given()) {
-        bail!("{flag}: a --trace file carries its own scope (the layers it ran in fp32)");
-    }
-    let accels = accel_costs::load_all(&args.accel)?;
+    // the default three without --accel, none with `--accel none`
+    let accels = accel_costs::load_all(&accel_costs::run_accels(&args.accel)?)?;
     // Check the schedule flags before the (slower) model load.
     let schedule = match &args.trace {
         Some(_) => None,

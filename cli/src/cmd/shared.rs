@@ -1,7 +1,7 @@
 //! Value types several commands share: the output format, the quantizer choice and the bit-range
 //! parser.
 
-use cptsim_sim::quant::QuantMethod;
+use cptsim_nn::quant::QuantMethod;
 use cptsim_traces::schedule::{parse_bit_range, BitRange, Convention};
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +33,8 @@ impl OutputFormat {
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum QuantizerArg {
-    /// Stochastic block mantissa / affine quantizer of the CPT code.
+    /// SBM, after Banner et al.'s scalable 8-bit training: the affine min-max quantizer of the
+    /// CPT code (docs/src/methods/quantizers.md).
     Sbm,
     /// DoReFa.
     Dorefa,

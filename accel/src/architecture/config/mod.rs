@@ -19,17 +19,17 @@ pub use validate::{ranges, zc706_limits};
 /// [`EngineConfig`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
-    /// Bit Fusion Fusion-Unit array (accelerators.md §1).
+    /// Bit Fusion Fusion-Unit array (docs/src/accelerators/bitfusion.md).
     BitFusion,
-    /// Stripes: bit-serial in the streamed operand (§2).
+    /// Stripes: bit-serial in the streamed operand.
     Stripes,
-    /// DaDianNao: 16-bit bit-parallel baseline of Stripes (§2).
+    /// DaDianNao: 16-bit bit-parallel baseline of Stripes.
     DaDianNao,
     /// Eyeriss: row-stationary 16-bit PE array, the Bit Fusion paper's baseline.
     Eyeriss,
-    /// ZC706 systolic array of bit-serial lanes: a p₁×p₂ MAC takes (p₁+p₂)/2 cycles (§3).
+    /// ZC706 systolic array of bit-serial lanes: a p₁×p₂ MAC takes (p₁+p₂)/2 cycles.
     BitLinear,
-    /// ZC706 systolic array of DSP48E1 slices packing several low-bit products per slice (§3).
+    /// ZC706 systolic array of DSP48E1 slices packing several low-bit products per slice.
     DspPacking,
 }
 
@@ -144,7 +144,7 @@ pub struct Zc706Engine {
     pub depthwise: Option<DepthwiseMapping>,
 }
 
-/// Systolic dataflow of the ZC706 engines (accelerators.md §4).
+/// Systolic dataflow of the ZC706 engines (docs/src/accelerators/zc706.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dataflow {

@@ -8,7 +8,7 @@ use super::{
     Zc706Params,
 };
 
-/// ZC706 (XC7Z045) physical limits (accelerators.md §3).
+/// ZC706 (XC7Z045) physical limits (docs/src/accelerators/zc706.md).
 pub mod zc706_limits {
     /// DSP48E1 slices.
     pub const DSP_SLICES: u64 = 900;

@@ -1,0 +1,353 @@
+//! Elementwise `a ∘ b` (add, subtract, multiply, divide) with NumPy broadcasting, between two
+//! tensors or a tensor and a constant: input normalisation inside a model (`(x − mean) / std`),
+//! the squeeze-and-excitation gate (`x · sigmoid(s)` with `s` of shape `[N, 1, 1, C]`), scalar
+//! scaling. Backward sums each operand's gradient over the axes it was broadcast along.
+
+use ndarray::{Axis, IxDyn, Zip};
+
+use super::from_ir::{owned, unsupported, Ctx, Layout, Val};
+use super::Add;
+use super::{cached, check_grad, Layer, Mode, Tensor};
+use crate::error::{Result, SimError};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
+
+/// Which arithmetic operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElementwiseKind {
+    /// `a + b`.
+    Add,
+    /// `a − b`.
+    Sub,
+    /// `a · b`.
+    Mul,
+    /// `a / b`.
+    Div,
+}
+
+impl ElementwiseKind {
+    fn apply(self, a: f32, b: f32) -> f32 {
+        match self {
+            Self::Add => a + b,
+            Self::Sub => a - b,
+            Self::Mul => a * b,
+            Self::Div => a / b,
+        }
+    }
+
+    /// `(∂y/∂a, ∂y/∂b)` at `(a, b)`.
+    fn partials(self, a: f32, b: f32) -> (f32, f32) {
+        match self {
+            Self::Add => (1.0, 1.0),
+            Self::Sub => (1.0, -1.0),
+            Self::Mul => (b, a),
+            Self::Div => (1.0 / b, -a / (b * b)),
+        }
+    }
+}
+
+/// A constant operand and its side.
+#[derive(Clone, Debug)]
+pub struct Constant {
+    /// The value, in engine layout and of the tensor's rank (size-1 axes broadcast).
+    pub value: Tensor,
+    /// True for `c ∘ x`, false for `x ∘ c`.
+    pub on_left: bool,
+}
+
+/// `y = a ∘ b` with broadcasting; one input tensor with a [`Constant`], or two input tensors.
+pub struct Elementwise {
+    name: String,
+    kind: ElementwiseKind,
+    constant: Option<Constant>,
+    /// The operands `(a, b)` of the last training forward pass.
+    cache: Option<(Tensor, Tensor, Vec<usize>)>,
+}
+
+/// The NumPy broadcast of two shapes, or `None` when they do not broadcast.
+pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        (i + s.len())
+            .checked_sub(rank)
+            .map_or(1, |j| s.get(j).copied().unwrap_or(1))
+    };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Sums `g` (of the broadcast shape) down to `shape` (same rank or lower, right-aligned).
+fn reduce_to(g: Tensor, shape: &[usize]) -> Tensor {
+    let mut g = g;
+    while g.ndim() > shape.len() {
+        g = g.sum_axis(Axis(0));
+    }
+    for (axis, &d) in shape.iter().enumerate() {
+        if d == 1 && g.shape()[axis] != 1 {
+            g = g.sum_axis(Axis(axis)).insert_axis(Axis(axis));
+        }
+    }
+    g
+}
+
+impl Elementwise {
+    /// `a ∘ b` of two input tensors.
+    pub fn new(name: &str, kind: ElementwiseKind) -> Self {
+        Self {
+            name: name.to_string(),
+            kind,
+            constant: None,
+            cache: None,
+        }
+    }
+
+    /// `x ∘ c` or `c ∘ x` of one input tensor and a constant.
+    pub fn with_constant(name: &str, kind: ElementwiseKind, constant: Constant) -> Self {
+        Self {
+            constant: Some(constant),
+            ..Self::new(name, kind)
+        }
+    }
+
+    fn operands<'a>(&'a self, inputs: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Tensor)> {
+        match (inputs, &self.constant) {
+            ([x], Some(c)) if c.on_left => Ok((&c.value, x)),
+            ([x], Some(c)) => Ok((x, &c.value)),
+            ([a, b], None) => Ok((a, b)),
+            _ => Err(SimError::shape(
+                &self.name,
+                format!(
+                    "expects {} input(s), got {}",
+                    if self.constant.is_some() { 1 } else { 2 },
+                    inputs.len()
+                ),
+            )),
+        }
+    }
+}
+
+impl Layer for Elementwise {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let (a, b) = self.operands(inputs)?;
+        let shape = broadcast_shape(a.shape(), b.shape()).ok_or_else(|| {
+            SimError::shape(
+                &self.name,
+                format!(
+                    "operand shapes {:?} and {:?} do not broadcast",
+                    a.shape(),
+                    b.shape()
+                ),
+            )
+        })?;
+        let (av, bv) = (a.broadcast(IxDyn(&shape)), b.broadcast(IxDyn(&shape)));
+        let (Some(av), Some(bv)) = (av, bv) else {
+            return Err(SimError::shape(&self.name, "broadcast failed"));
+        };
+        let kind = self.kind;
+        let mut out = Tensor::zeros(IxDyn(&shape));
+        Zip::from(&mut out)
+            .and(&av)
+            .and(&bv)
+            .for_each(|y, &x, &z| *y = kind.apply(x, z));
+        self.cache = (mode == Mode::Train).then(|| (a.clone(), b.clone(), shape));
+        Ok(out)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let (a, b, shape) = cached(&self.name, &self.cache)?;
+        check_grad(&self.name, &grad_out, shape)?;
+        let (Some(av), Some(bv)) = (a.broadcast(IxDyn(shape)), b.broadcast(IxDyn(shape))) else {
+            return Err(SimError::shape(&self.name, "broadcast failed"));
+        };
+        let kind = self.kind;
+        let mut ga = Tensor::zeros(IxDyn(shape));
+        let mut gb = Tensor::zeros(IxDyn(shape));
+        Zip::from(&mut ga)
+            .and(&mut gb)
+            .and(&grad_out)
+            .and(&av)
+            .and(&bv)
+            .for_each(|da, db, &g, &x, &z| {
+                let (pa, pb) = kind.partials(x, z);
+                *da = g * pa;
+                *db = g * pb;
+            });
+        let (ga, gb) = (reduce_to(ga, a.shape()), reduce_to(gb, b.shape()));
+        Ok(match &self.constant {
+            Some(c) if c.on_left => vec![gb],
+            Some(_) => vec![ga],
+            None => vec![ga, gb],
+        })
+    }
+}
+
+impl Elementwise {
+    /// The layer of an IR binary node: a residual add of equal shapes is an [`Add`]; anything
+    /// else (broadcasting, other ops, a constant operand) an [`Elementwise`].
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        b: &ir::Binary,
+    ) -> Result<Val> {
+        let kind = match b.kind {
+            ir::BinaryKind::Add => ElementwiseKind::Add,
+            ir::BinaryKind::Sub => ElementwiseKind::Sub,
+            ir::BinaryKind::Mul => ElementwiseKind::Mul,
+            ir::BinaryKind::Div => ElementwiseKind::Div,
+        };
+        let name = node.name.as_str();
+        match (ins, &b.constant) {
+            ([x], Some(c)) => {
+                let rank = ctx.shape(node.inputs[0]).len();
+                let value = engine_constant(node, &c.value, x.layout, rank)?;
+                let constant = Constant {
+                    value,
+                    on_left: c.on_left,
+                };
+                ctx.same_layout(Elementwise::with_constant(name, kind, constant), *x)
+            }
+            ([a, c], None) => {
+                if a.layout != c.layout {
+                    return Err(unsupported(
+                        node,
+                        format!(
+                            "operands of ranks {} and {}",
+                            ctx.shape(node.inputs[0]).len(),
+                            ctx.shape(node.inputs[1]).len()
+                        ),
+                    ));
+                }
+                let same = ctx.shape(node.inputs[0]) == ctx.shape(node.inputs[1]);
+                let ids = [a.id, c.id];
+                if same && kind == ElementwiseKind::Add {
+                    ctx.push(Add::new(name), &ids, a.layout)
+                } else {
+                    ctx.push(Elementwise::new(name, kind), &ids, a.layout)
+                }
+            }
+            _ => Err(unsupported(node, format!("{} tensor inputs", ins.len()))),
+        }
+    }
+}
+
+/// An IR constant operand (NumPy-broadcast against a tensor of `layout` and IR rank `rank`) in
+/// engine layout: padded with leading size-1 axes to the tensor's rank, then NCHW → NHWC for
+/// images.
+fn engine_constant(
+    node: &Node,
+    value: &ndarray::ArrayD<f32>,
+    layout: Layout,
+    rank: usize,
+) -> Result<Tensor> {
+    if value.ndim() > rank {
+        return Err(unsupported(
+            node,
+            format!(
+                "constant of shape {:?} against a rank-{rank} tensor",
+                value.shape()
+            ),
+        ));
+    }
+    let mut shape = vec![1; rank - value.ndim()];
+    shape.extend_from_slice(value.shape());
+    let full = owned(value)
+        .into_shape_with_order(shape)
+        .map_err(|e| SimError::shape(&node.name, e.to_string()))?;
+    Ok(match layout {
+        Layout::Image => full
+            .permuted_axes(vec![0, 2, 3, 1])
+            .as_standard_layout()
+            .into_owned(),
+        Layout::AsIs => full,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+    use ElementwiseKind::*;
+
+    #[test]
+    fn shapes_broadcast_as_numpy() {
+        assert_eq!(
+            broadcast_shape(&[2, 3, 3, 4], &[2, 1, 1, 4]),
+            Some(vec![2, 3, 3, 4])
+        );
+        assert_eq!(broadcast_shape(&[2, 4], &[4]), Some(vec![2, 4]));
+        assert_eq!(broadcast_shape(&[1], &[2, 3]), Some(vec![2, 3]));
+        assert_eq!(broadcast_shape(&[2, 3], &[3, 3]), None);
+    }
+
+    #[test]
+    fn gradients_of_every_kind_with_broadcasting_between_tensors() {
+        for kind in [Add, Sub, Mul, Div] {
+            // Both kept away from 0 (either may be the divisor).
+            let a = rand_tensor(&[2, 3, 3, 4], 1.0, 1).mapv(|v| v + 2.5);
+            // The SE gate's shape.
+            let b = rand_tensor(&[2, 1, 1, 4], 0.5, 2).mapv(|v| v + 1.5);
+            check_layer(
+                &mut Elementwise::new("e", kind),
+                &[a.clone(), b.clone()],
+                1e-2,
+                2e-3,
+                30,
+            )
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+            check_layer(&mut Elementwise::new("e", kind), &[b, a], 1e-2, 2e-3, 30)
+                .unwrap_or_else(|e| panic!("{kind:?} swapped: {e}"));
+        }
+    }
+
+    #[test]
+    fn gradients_with_a_constant_on_either_side() {
+        for kind in [Add, Sub, Mul, Div] {
+            for on_left in [false, true] {
+                let value = rand_tensor(&[1, 1, 1, 3], 0.5, 3).mapv(|v| v + 1.5);
+                let c = Constant { value, on_left };
+                let x = rand_tensor(&[2, 2, 2, 3], 1.0, 4).mapv(|v| v + 2.5);
+                check_layer(
+                    &mut Elementwise::with_constant("e", kind, c),
+                    &[x],
+                    1e-2,
+                    2e-3,
+                    30,
+                )
+                .unwrap_or_else(|e| panic!("{kind:?} left={on_left}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn values_and_errors() {
+        let c = Constant {
+            value: Tensor::from_shape_vec(vec![1, 2], vec![1.0, 4.0]).unwrap(),
+            on_left: true,
+        };
+        let x = Tensor::from_shape_vec(vec![2, 2], vec![1.0, 2.0, 4.0, 8.0]).unwrap();
+        let y = Elementwise::with_constant("div", Div, c)
+            .forward(&[&x], Mode::Eval)
+            .unwrap();
+        assert_eq!(y.as_slice().unwrap(), &[1.0, 2.0, 0.25, 0.5]);
+        let bad = Tensor::zeros(vec![3, 2]);
+        let e = Elementwise::new("mul", Mul)
+            .forward(&[&x, &bad], Mode::Eval)
+            .unwrap_err();
+        assert!(e.to_string().contains("do not broadcast"), "{e}");
+        let e = Elementwise::new("mul", Mul)
+            .forward(&[&x], Mode::Eval)
+            .unwrap_err();
+        assert!(e.to_string().contains("expects 2 input(s)"), "{e}");
+    }
+}

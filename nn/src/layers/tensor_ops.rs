@@ -1,0 +1,364 @@
+//! Data-movement layers on any rank: constant padding, strided slicing and concatenation.
+//! Axes are the engine tensor's axes (the network builder maps IR NCHW axes to them).
+
+use ndarray::{Axis, Slice};
+
+use super::from_ir::{one_any, unsupported, Ctx, Val};
+use super::{cached, check_grad, Layer, Mode, Tensor};
+use crate::error::{Result, SimError};
+use cptsim_models::ir::{self, Node};
+use rand::Rng;
+
+fn one<'a>(layer: &str, inputs: &[&'a Tensor]) -> Result<&'a Tensor> {
+    match inputs {
+        [x] => Ok(x),
+        _ => Err(SimError::shape(
+            layer,
+            format!("expects 1 input, got {}", inputs.len()),
+        )),
+    }
+}
+
+/// Constant padding: `(before, after)` per axis.
+pub struct Pad {
+    name: String,
+    pads: Vec<(usize, usize)>,
+    value: f32,
+    in_shape: Option<Vec<usize>>,
+}
+
+impl Pad {
+    /// A padding layer with one `(before, after)` entry per input axis.
+    pub fn new(name: &str, pads: Vec<(usize, usize)>, value: f32) -> Self {
+        Self {
+            name: name.to_string(),
+            pads,
+            value,
+            in_shape: None,
+        }
+    }
+
+    /// The slice of the padded tensor that holds the input, per axis.
+    fn inner(&self, shape: &[usize]) -> Vec<Slice> {
+        shape
+            .iter()
+            .zip(&self.pads)
+            .map(|(&d, &(b, _))| Slice::from(b..b + d))
+            .collect()
+    }
+}
+
+/// A view of `t` restricted to `slices` (one per axis).
+fn view_of<'a>(t: &'a Tensor, slices: &[Slice]) -> ndarray::ArrayViewD<'a, f32> {
+    let mut v = t.view();
+    for (i, s) in slices.iter().enumerate() {
+        v.slice_axis_inplace(Axis(i), *s);
+    }
+    v
+}
+
+/// A mutable view of `t` restricted to `slices` (one per axis).
+fn view_of_mut<'a>(t: &'a mut Tensor, slices: &[Slice]) -> ndarray::ArrayViewMutD<'a, f32> {
+    let mut v = t.view_mut();
+    for (i, s) in slices.iter().enumerate() {
+        v.slice_axis_inplace(Axis(i), *s);
+    }
+    v
+}
+
+impl Layer for Pad {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = one(&self.name, inputs)?;
+        if x.ndim() != self.pads.len() {
+            return Err(SimError::shape(
+                &self.name,
+                format!(
+                    "{} pad entries for a rank-{} input",
+                    self.pads.len(),
+                    x.ndim()
+                ),
+            ));
+        }
+        let out: Vec<usize> = x
+            .shape()
+            .iter()
+            .zip(&self.pads)
+            .map(|(d, (b, a))| d + b + a)
+            .collect();
+        let mut y = Tensor::from_elem(out, self.value);
+        view_of_mut(&mut y, &self.inner(x.shape())).assign(x);
+        self.in_shape = (mode == Mode::Train).then(|| x.shape().to_vec());
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let shape = cached(&self.name, &self.in_shape)?;
+        let out: Vec<usize> = shape
+            .iter()
+            .zip(&self.pads)
+            .map(|(d, (b, a))| d + b + a)
+            .collect();
+        check_grad(&self.name, &grad_out, &out)?;
+        Ok(vec![view_of(&grad_out, &self.inner(shape)).to_owned()])
+    }
+}
+
+/// Strided selection: per listed axis `(axis, start, len, step)`, output element `k` is input
+/// element `start + k·step` (a negative step walks backwards from `start`).
+pub struct SliceLayer {
+    name: String,
+    axes: Vec<(usize, usize, usize, i64)>,
+    in_shape: Option<Vec<usize>>,
+}
+
+impl SliceLayer {
+    /// A slice layer.
+    pub fn new(name: &str, axes: Vec<(usize, usize, usize, i64)>) -> Self {
+        Self {
+            name: name.to_string(),
+            axes,
+            in_shape: None,
+        }
+    }
+
+    /// Per input axis, the ndarray slice selecting the output (checked against `shape`).
+    fn slices(&self, shape: &[usize]) -> Result<Vec<Slice>> {
+        let mut out: Vec<Slice> = shape.iter().map(|&d| Slice::from(0..d)).collect();
+        for &(axis, start, len, step) in &self.axes {
+            let d = shape.get(axis).copied().unwrap_or(0);
+            let span = len.saturating_sub(1) * step.unsigned_abs() as usize;
+            let (lo, hi) = if step > 0 {
+                (start, start + span + 1)
+            } else {
+                (start.saturating_sub(span), start + 1)
+            };
+            if step == 0 || len == 0 || hi > d || (step < 0 && span > start) {
+                return Err(SimError::shape(
+                    &self.name,
+                    format!("slice start {start} len {len} step {step} outside axis {axis} of {shape:?}"),
+                ));
+            }
+            let s = step.unsigned_abs() as isize;
+            out[axis] = Slice::new(
+                lo as isize,
+                Some(hi as isize),
+                if step > 0 { s } else { -s },
+            );
+        }
+        Ok(out)
+    }
+}
+
+impl Layer for SliceLayer {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = one(&self.name, inputs)?;
+        let y = view_of(x, &self.slices(x.shape())?)
+            .as_standard_layout()
+            .into_owned();
+        self.in_shape = (mode == Mode::Train).then(|| x.shape().to_vec());
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let shape = cached(&self.name, &self.in_shape)?.clone();
+        let slices = self.slices(&shape)?;
+        let mut dx = Tensor::zeros(shape);
+        let mut v = view_of_mut(&mut dx, &slices);
+        check_grad(&self.name, &grad_out, v.shape())?;
+        v.assign(&grad_out);
+        Ok(vec![dx])
+    }
+}
+
+/// Concatenation of all inputs along one axis.
+pub struct Concat {
+    name: String,
+    axis: usize,
+    sizes: Option<(Vec<usize>, Vec<usize>)>,
+}
+
+impl Concat {
+    /// A concatenation layer along `axis`.
+    pub fn new(name: &str, axis: usize) -> Self {
+        Self {
+            name: name.to_string(),
+            axis,
+            sizes: None,
+        }
+    }
+}
+
+impl Layer for Concat {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
+        let y = ndarray::concatenate(Axis(self.axis), &views)
+            .map_err(|e| SimError::shape(&self.name, format!("cannot concatenate: {e}")))?;
+        self.sizes = (mode == Mode::Train).then(|| {
+            let sizes = inputs.iter().map(|t| t.shape()[self.axis]).collect();
+            (y.shape().to_vec(), sizes)
+        });
+        Ok(y)
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let (shape, sizes) = cached(&self.name, &self.sizes)?;
+        check_grad(&self.name, &grad_out, shape)?;
+        let mut at = 0;
+        Ok(sizes
+            .iter()
+            .map(|&n| {
+                let part = grad_out
+                    .slice_axis(Axis(self.axis), Slice::from(at..at + n))
+                    .to_owned();
+                at += n;
+                part
+            })
+            .collect())
+    }
+}
+
+impl Pad {
+    /// The layer of an IR `Pad` node: the pads moved to the engine's axes.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        pads: &[(usize, usize)],
+        value: f32,
+    ) -> Result<Val> {
+        let x = one_any(node, ins)?;
+        let mut engine = vec![(0, 0); pads.len()];
+        for (a, &p) in pads.iter().enumerate() {
+            if let Some(slot) = engine.get_mut(x.layout.engine_axis(a)) {
+                *slot = p;
+            }
+        }
+        ctx.same_layout(Pad::new(&node.name, engine, value), x)
+    }
+}
+
+impl SliceLayer {
+    /// The layer of an IR `Slice` node: the axes moved to the engine's.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        axes: &[ir::SliceAxis],
+    ) -> Result<Val> {
+        let x = one_any(node, ins)?;
+        let engine = axes
+            .iter()
+            .map(|s| (x.layout.engine_axis(s.axis), s.start, s.len, s.step))
+            .collect();
+        ctx.same_layout(SliceLayer::new(&node.name, engine), x)
+    }
+}
+
+impl Concat {
+    /// The layer of an IR `Concat` node, whose inputs share a layout.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        axis: usize,
+    ) -> Result<Val> {
+        let first = ins.first().ok_or_else(|| unsupported(node, "no inputs"))?;
+        if ins.iter().any(|v| v.layout != first.layout) {
+            return Err(unsupported(node, "inputs of different ranks"));
+        }
+        let ids: Vec<usize> = ins.iter().map(|v| v.id).collect();
+        let layer = Concat::new(&node.name, first.layout.engine_axis(axis));
+        ctx.push(layer, &ids, first.layout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gradcheck::{check_layer, rand_tensor};
+    use super::*;
+
+    #[test]
+    fn pad_values_and_gradient() {
+        let x = Tensor::from_shape_vec(vec![1, 2], vec![1.0, 2.0]).unwrap();
+        let mut p = Pad::new("p", vec![(0, 1), (2, 0)], -1.0);
+        let y = p.forward(&[&x], Mode::Eval).unwrap();
+        assert_eq!(y.shape(), &[2, 4]);
+        assert_eq!(
+            y.as_slice().unwrap(),
+            &[-1.0, -1.0, 1.0, 2.0, -1.0, -1.0, -1.0, -1.0]
+        );
+        let mut p = Pad::new("p", vec![(0, 0), (1, 0), (0, 2), (0, 0)], 0.0);
+        check_layer(
+            &mut p,
+            &[rand_tensor(&[2, 3, 3, 2], 1.0, 1)],
+            1e-2,
+            1e-3,
+            30,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn slice_values_and_gradient() {
+        let x = Tensor::from_shape_vec(vec![1, 6], (0..6).map(|v| v as f32).collect()).unwrap();
+        let mut s = SliceLayer::new("s", vec![(1, 4, 3, -2)]);
+        assert_eq!(
+            s.forward(&[&x], Mode::Eval).unwrap().as_slice().unwrap(),
+            &[4.0, 2.0, 0.0]
+        );
+        let mut s = SliceLayer::new("s", vec![(1, 1, 2, 1)]);
+        assert_eq!(
+            s.forward(&[&x], Mode::Eval).unwrap().as_slice().unwrap(),
+            &[1.0, 2.0]
+        );
+        assert!(SliceLayer::new("s", vec![(1, 5, 2, 1)])
+            .forward(&[&x], Mode::Eval)
+            .is_err());
+        let mut s = SliceLayer::new("s", vec![(1, 1, 2, 1), (3, 3, 2, -2)]);
+        check_layer(
+            &mut s,
+            &[rand_tensor(&[2, 4, 3, 5], 1.0, 2)],
+            1e-2,
+            1e-3,
+            30,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn concat_values_and_gradient() {
+        let a = Tensor::from_shape_vec(vec![1, 2], vec![1.0, 2.0]).unwrap();
+        let b = Tensor::from_shape_vec(vec![1, 1], vec![3.0]).unwrap();
+        let mut c = Concat::new("c", 1);
+        assert_eq!(
+            c.forward(&[&a, &b], Mode::Eval)
+                .unwrap()
+                .as_slice()
+                .unwrap(),
+            &[1.0, 2.0, 3.0]
+        );
+        check_layer(
+            &mut Concat::new("c", 3),
+            &[
+                rand_tensor(&[2, 2, 2, 3], 1.0, 3),
+                rand_tensor(&[2, 2, 2, 1], 1.0, 4),
+            ],
+            1e-2,
+            1e-3,
+            30,
+        )
+        .unwrap();
+    }
+}

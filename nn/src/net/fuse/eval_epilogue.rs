@@ -1,0 +1,96 @@
+//! Evaluation: the batch norms (running statistics), ReLUs and residual adds after a layer run
+//! as its [`Epilogue`]. A conv or an add applies it to each block of its output while the block
+//! is in cache; any other layer to its whole output. The fused layers do not run.
+
+use super::{layer_as, Input, Node, Scope};
+use crate::error::Result;
+use crate::layers::{
+    standard, Activation, Add, BatchNorm, Conv2d, Epilogue, EpilogueStep, Layer, Mode, Tensor,
+};
+
+/// The epilogue of node `i`: the nodes after it, inside the run, that each read the value
+/// before them, which nothing else reads, and map it by a per-channel rule, or add to it a value
+/// computed before node `i` that nothing reads afterwards (a residual add: that value is taken
+/// out of `values`, indexed from `scope.start`). Returns it with the last node it covers (`i`
+/// when none).
+pub(super) fn find(
+    nodes: &mut [Node],
+    i: usize,
+    scope: &Scope<'_>,
+    values: &mut [Option<Tensor>],
+) -> Result<(Epilogue, usize)> {
+    let (start, last_use) = (scope.start, scope.last_use);
+    let mut steps = Vec::new();
+    let mut j = i + 1;
+    while j < scope.end && last_use[j - start] == j {
+        let step = match nodes[j].inputs[..] {
+            [v] if v == j => per_channel_step(nodes, j),
+            [a, b] if (a == j) != (b == j) => {
+                let s = if a == j { b } else { a };
+                // Computed already, not read by node `i`, read by nothing after node `j`.
+                let at = s.checked_sub(start).filter(|_| s <= i);
+                let movable = at.is_some_and(|at| {
+                    last_use.get(at) == Some(&j)
+                        && !nodes[i].inputs.contains(&s)
+                        && values.get(at).is_some_and(Option::is_some)
+                });
+                let add = movable.then(|| layer_as::<Add>(nodes, j)).flatten();
+                add.map(|add| {
+                    add.fold_into_epilogue();
+                    let other = at.and_then(|at| values[at].take()).unwrap_or_default();
+                    Ok(EpilogueStep::Add {
+                        layer: add.name().to_string(),
+                        other: standard(other),
+                    })
+                })
+            }
+            _ => None,
+        };
+        match step {
+            Some(step) => steps.push(step?),
+            None => break,
+        }
+        j += 1;
+    }
+    Ok((Epilogue(steps), j - 1))
+}
+
+/// Node `j`'s evaluation pass as a per-channel step, if it is a batch norm or an activation.
+fn per_channel_step(nodes: &mut [Node], j: usize) -> Option<Result<EpilogueStep>> {
+    if let Some(bn) = layer_as::<BatchNorm>(nodes, j) {
+        return Some(bn.eval_step());
+    }
+    layer_as::<Activation>(nodes, j).map(|act| Ok(act.eval_step()))
+}
+
+/// A layer with the epilogue that follows it.
+pub(super) struct WithEpilogue<'a> {
+    layer: &'a mut dyn Layer,
+    epilogue: &'a Epilogue,
+}
+
+impl<'a> WithEpilogue<'a> {
+    /// The fused layer of `layer` and `epilogue`.
+    pub(super) fn new(layer: &'a mut dyn Layer, epilogue: &'a Epilogue) -> Self {
+        Self { layer, epilogue }
+    }
+
+    /// The evaluation forward pass of the layer and its epilogue.
+    pub(super) fn forward(self, input: Input<'_>) -> Result<Tensor> {
+        let e = self.epilogue;
+        let any: &mut dyn std::any::Any = &mut *self.layer;
+        let y = if let Some(conv) = any.downcast_mut::<Conv2d>() {
+            let x = input.one(conv.name())?;
+            conv.forward_then(x, e)?
+        } else if let (Some(add), Input::Borrowed(ins)) = (any.downcast_mut::<Add>(), &input) {
+            add.forward_then(ins, e)?
+        } else {
+            let mut y = input.forward(self.layer, Mode::Eval)?;
+            e.apply_to(&mut y)?;
+            y
+        };
+        // The blocks checked only the part of a residual operand they read.
+        e.check_output(&y)?;
+        Ok(y)
+    }
+}
