@@ -76,6 +76,11 @@ pub(super) fn node<R: Rng>(
                 "no engine layer for a plain RNN cell (LSTM and GRU train)",
             )),
         },
+        Op::Unary(_)
+        | Op::PRelu { .. }
+        | Op::GroupNorm(_)
+        | Op::ReduceL2 { .. }
+        | Op::Resize { .. } => Err(unsupported(node, "not trainable yet (no engine layer)")),
         // Every other op is listed, so a new IR op fails to compile here until it is mapped.
         Op::ReduceMean { .. } => Err(unsupported(
             node,
