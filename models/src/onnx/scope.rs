@@ -34,6 +34,34 @@ fn scopes(node: &NodeProto) -> Option<(String, String)> {
     }
 }
 
+/// Whether a node's traced `call` is the node's own multiply when the node multiplies (a
+/// `Conv` traced from `conv2d`, a `Gemm` from `linear`); any call for other ops.
+fn names_its_multiply(op_type: &str, call: &str) -> bool {
+    const GEMM_OPS: [&str; 8] = [
+        "Conv",
+        "ConvTranspose",
+        "Gemm",
+        "MatMul",
+        "Einsum",
+        "LSTM",
+        "GRU",
+        "RNN",
+    ];
+    const GEMM_CALLS: [&str; 9] = [
+        "conv",
+        "linear",
+        "matmul",
+        "mm",
+        "einsum",
+        "lstm",
+        "gru",
+        "rnn",
+        "attention",
+    ];
+    let call = call.to_ascii_lowercase();
+    !GEMM_OPS.contains(&op_type) || GEMM_CALLS.iter().any(|c| call.contains(c))
+}
+
 /// Per node of `order`: its unique IR name and the label its errors use.
 pub fn names(order: &[&NodeProto]) -> Vec<(String, String)> {
     let own: Vec<Option<(String, String)>> = order.iter().map(|n| scopes(n)).collect();
@@ -57,6 +85,11 @@ pub fn names(order: &[&NodeProto]) -> Vec<(String, String)> {
             n.name.clone()
         };
         let (mut name, label) = match s {
+            // A multiply the export folded another module into (a conv with its batch norm
+            // folded records the norm's module): named after the file, labelled with the module.
+            Some((module, call)) if !names_its_multiply(&n.op_type, call) => {
+                (file_name.clone(), format!("{file_name} (module {module})"))
+            }
             Some((module, call)) => {
                 let name = if used.contains(module) {
                     format!("{module}/{call}")
@@ -110,6 +143,28 @@ mod tests {
             n.metadata_props.push(p);
         }
         n
+    }
+
+    #[test]
+    fn a_multiply_traced_from_another_module_keeps_the_file_name() {
+        let conv = node(
+            "node_Conv_183",
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            Some("['', 'bn1', '_native_batch_norm_legit_no_training']"),
+        );
+        let fc = node(
+            "node_linear",
+            "Gemm",
+            &["y"],
+            &["z"],
+            Some("['', 'fc', 'linear']"),
+        );
+        let got = names(&[&conv, &fc]);
+        assert_eq!(got[0].0, "node_Conv_183");
+        assert_eq!(got[0].1, "node_Conv_183 (module bn1)");
+        assert_eq!(got[1].0, "fc");
     }
 
     #[test]

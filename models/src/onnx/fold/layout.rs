@@ -4,9 +4,10 @@
 
 use ndarray::{ArrayD, Axis};
 
-use super::{arg, int_vector, Eval};
+use super::{arg, Eval};
 use crate::error::ModelError;
 use crate::onnx::node::NodeView;
+use crate::onnx::ops::constant::shape_of;
 use crate::onnx::ops::reshape::{
     flatten_axis, permutation, resolve_reshape, squeeze_shape, unsqueeze_shape,
 };
@@ -52,16 +53,6 @@ pub fn evaluator(op_type: &str) -> Option<Eval> {
         "ReduceL2" => |n, x| reduce(n, x, Reduce::L2),
         _ => return None,
     })
-}
-
-/// `Shape(X)`: the dims of `dims` from `start` to `end` (opset 15; negative values count from
-/// the end, both clamp), as a 1-D int64 constant. The run-time handler calls it too.
-pub fn shape_of(node: &NodeView, dims: &[usize]) -> Result<Const, ModelError> {
-    let r = dims.len() as i64;
-    let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-    let start = clamp(node.attr_or("start", 0)?);
-    let end = clamp(node.attr_or("end", r)?).max(start);
-    int_vector(node, dims[start..end].iter().map(|&d| d as i64).collect())
 }
 
 fn reshaped(node: &NodeView, c: &Const, shape: Vec<usize>) -> Result<Const, ModelError> {

@@ -15,10 +15,6 @@ mod layout;
 mod linalg;
 mod math;
 
-pub use layout::shape_of;
-
-use ndarray::{ArrayD, IxDyn};
-
 use super::context::Importer;
 use super::node::NodeView;
 use super::value::{Const, Val};
@@ -37,60 +33,6 @@ pub fn evaluator(op_type: &str) -> Option<Eval> {
         .or_else(|| index::evaluator(op_type))
         .or_else(|| layout::evaluator(op_type))
         .or_else(|| linalg::evaluator(op_type))
-}
-
-/// Op types that only ever fold: they have an evaluator and no run-time form, so the importer
-/// registers them with [`only_folds`] as their handler.
-pub const FOLD_ONLY: &[&str] = &[
-    "Constant",
-    "ConstantOfShape",
-    "Range",
-    "CumSum",
-    "Equal",
-    "Greater",
-    "GreaterOrEqual",
-    "Less",
-    "LessOrEqual",
-    "Not",
-    "And",
-    "Or",
-    "Xor",
-    "IsNaN",
-    "IsInf",
-    "Mod",
-    "Min",
-    "Max",
-    "Ceil",
-    "Floor",
-    "Round",
-    "Sign",
-    "Reciprocal",
-    "Log",
-    "Trilu",
-    "GatherElements",
-    "GatherND",
-    "ScatterND",
-    "ScatterElements",
-    "Tile",
-    "Size",
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-];
-
-/// The handler of a [`FOLD_ONLY`] op: reached only when an input is a run-time tensor.
-pub fn only_folds(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let runtime = (0..node.proto.input.len())
-        .find(|&i| matches!(imp.opt_input(node, i), Ok(Some(Val::Tensor(_)))));
-    match runtime {
-        Some(i) => Err(node.err(format!(
-            "is only computed at import, on constants (shape, index and mask arithmetic); \
-             input {i} ('{}') is a run-time tensor",
-            node.input_name(i).unwrap_or_default()
-        ))),
-        None => Err(node.err("has no evaluator for its inputs")),
-    }
 }
 
 /// Folds `node` when its op has an evaluator and every input it names is a constant: `None`
@@ -155,13 +97,6 @@ fn sizes_arg(
                 .map_err(|_| node.err(format!("input {i}: negative dimension {d} in a shape")))
         })
         .collect()
-}
-
-/// A 1-D int64 constant.
-fn int_vector(node: &NodeView, v: Vec<i64>) -> Result<Const, ModelError> {
-    ArrayD::from_shape_vec(IxDyn(&[v.len()]), v)
-        .map(Const::I64)
-        .map_err(|e| node.err(e.to_string()))
 }
 
 /// The single value of a one-element constant input as i64.

@@ -7,7 +7,6 @@ use ndarray::{ArrayD, IxDyn};
 use onnx_protobuf::NodeProto;
 
 use super::super::context::Importer;
-use super::super::fold::shape_of;
 use super::super::node::{read_attr, NodeView};
 use super::super::registry::Registry;
 use super::super::value::{Const, Val};
@@ -69,4 +68,18 @@ fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 /// `Identity` and `Dropout` (inference) of a run-time tensor: the input unchanged.
 fn pass_through(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     imp.tensor(node, 0).map(Val::Tensor)
+}
+
+/// `Shape(X)`: the dims of `dims` from `start` to `end` (opset 15; negative values count from
+/// the end, both clamp), as a 1-D int64 constant. The run-time handler calls it too.
+pub fn shape_of(node: &NodeView, dims: &[usize]) -> Result<Const, ModelError> {
+    let r = dims.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+    let start = clamp(node.attr_or("start", 0)?);
+    let end = clamp(node.attr_or("end", r)?).max(start);
+    let v: Vec<i64> = dims[start..end].iter().map(|&d| d as i64).collect();
+    let n = v.len();
+    ArrayD::from_shape_vec(IxDyn(&[n]), v)
+        .map(Const::I64)
+        .map_err(|e| node.err(e.to_string()))
 }

@@ -7,6 +7,7 @@ pub mod constant;
 pub mod conv;
 pub mod einsum;
 pub mod elementwise;
+pub mod fold_only;
 pub mod linear;
 pub mod mask;
 pub mod norm;
@@ -51,8 +52,8 @@ fn register_all(reg: &mut Registry) {
     for register in families {
         register(reg);
     }
-    for &op in super::fold::FOLD_ONLY {
-        reg.insert(op, super::fold::only_folds);
+    for &op in fold_only::FOLD_ONLY {
+        reg.insert(op, fold_only::only_folds);
     }
 }
 

@@ -4,7 +4,8 @@
 use ndarray::{ArrayD, IxDyn};
 use onnx_protobuf::NodeProto;
 
-use crate::onnx::fold::{evaluator, FOLD_ONLY};
+use crate::onnx::fold::evaluator;
+use crate::onnx::ops::fold_only::FOLD_ONLY;
 use crate::onnx::tests::testutil::{ints, ModelBuilder, A};
 use crate::onnx::value::Const;
 use crate::onnx::{decode, import_proto, supported_ops};
