@@ -247,12 +247,19 @@ pub fn binding_for_shape(
         ));
     }
     let b = batch_axis(dims, graph_batch_axis(&g.node, &input.name));
-    let seq = (shape.len() <= 3)
-        .then(|| {
-            (0..dims.len()).find(|&i| i != b && !matches!(dims[i].value, Some(Dim::DimValue(_))))
-        })
-        .flatten()
-        .map(|i| shape[i]);
+    // Token ids ([B, T] or [T, B] of integers) have their sequence on the other axis, fixed or
+    // not; other inputs on the first free axis beside the batch.
+    let token_ids = matches!(t.elem_type, 6 | 7) && dims.len() == 2;
+    let seq = match token_ids {
+        true => Some(1 - b.min(1)),
+        false => (shape.len() <= 3)
+            .then(|| {
+                (0..dims.len())
+                    .find(|&i| i != b && !matches!(dims[i].value, Some(Dim::DimValue(_))))
+            })
+            .flatten(),
+    }
+    .map(|i| shape[i]);
     Ok((shape.get(b).copied().unwrap_or(0), seq))
 }
 
