@@ -11,8 +11,9 @@ use cptsim_models::{export, zoo};
 use cptsim_nn::build::{build_network, BuildOptions, Init, Network};
 
 /// A `checkpoint.bin` as the book's format page describes it: the magic `CPTSIMCK`, the JSON
-/// header's length (`u64`, little-endian), the header, then the tensors as little-endian `f32`.
-/// Returns the parameter shapes the header lists and the tensor bytes.
+/// header's length (`u64`, little-endian), the header, then the tensors as little-endian `f32`,
+/// then the 12-byte checksum trailer (which covers the header too, so it is left out). Returns
+/// the parameter shapes the header lists and the tensor bytes.
 fn checkpoint(path: &Path) -> (Vec<Vec<usize>>, Vec<u8>) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(&bytes[..8], b"CPTSIMCK", "{}: magic", path.display());
@@ -28,7 +29,8 @@ fn checkpoint(path: &Path) -> (Vec<Vec<usize>>, Vec<u8>) {
     );
     let shapes = serde_json::from_value(header["params"].clone())
         .unwrap_or_else(|e| panic!("{}: params: {e}", path.display()));
-    (shapes, bytes[end..].to_vec())
+    let tensors_end = bytes.len().saturating_sub(12).max(end);
+    (shapes, bytes[end..tensors_end].to_vec())
 }
 
 /// The index of the first parameter whose bytes differ between two checkpoints' tensor data
