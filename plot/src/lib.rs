@@ -17,6 +17,7 @@ pub mod palette;
 pub mod pareto;
 pub mod report;
 pub mod schedule;
+mod strip;
 mod svg_text;
 pub mod table;
 pub mod trace;

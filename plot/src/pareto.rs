@@ -1,8 +1,10 @@
 //! Accuracy against training cost from a sweep's tidy `results.csv`: one point per configuration
 //! (mean over seeds, ± one standard deviation as error bars), coloured by a `--by` column, the
-//! static baseline's cost marked, and the Pareto front (least cost for the accuracy) drawn. A
-//! file of several accelerators (its `accel` column) gives each accelerator its own marker, and
-//! its own front in its own colour: their costs are not comparable with each other's.
+//! static baseline's cost marked, and the Pareto front (least cost for the accuracy) drawn. On
+//! latency or energy, a file of several accelerators (its `accel` column) draws each accelerator
+//! in its own colour and marker with its own front and baseline, the points labelled by their
+//! `--by` value: one accelerator's seconds or joules are not comparable with another's. GBitOPs
+//! do not depend on the accelerator, so a GBitOPs figure draws each run once.
 //!
 //! Columns read (by name; others ignored): `schedule`, `seed`, the x column and its static twin
 //! (`gbitops`/`static_gbitops`, `latency_s`/`static_latency_s`, `energy_j`/`static_energy_j`),
@@ -16,9 +18,12 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::{PlotError, Result};
-use crate::figure::{chart, legend, span, Axes, Drawn, Figure, Look};
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::figure::{chart, span, Axes, Drawn, Figure, Look};
 use crate::marker::Marker;
 use crate::palette;
+use crate::strip::{legend_strip, Entry, Swatch};
 use crate::table::{Column, Range, Table};
 
 /// The cost on the x axis.
@@ -136,8 +141,8 @@ pub struct Pareto {
     pub accels: Vec<String>,
     /// Per accelerator, indices into `points` of its Pareto front, by increasing cost.
     pub fronts: Vec<Vec<usize>>,
-    /// Distinct static-baseline costs.
-    pub static_x: Vec<f64>,
+    /// Distinct static-baseline costs, each with its accelerator's index.
+    pub static_x: Vec<(f64, usize)>,
     groups: Vec<String>,
     x: XAxis,
     y: YAxis,
@@ -197,26 +202,44 @@ pub fn pareto_of(t: &Table, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
             .collect::<Result<_>>()?,
     };
     t.unique(&run_key.iter().collect::<Vec<_>>())?;
+    // GBitOPs are the same on every accelerator: each run counts once, under no accelerator.
+    let one_cost = x == XAxis::Gbitops;
+    let names: Vec<&str> = KEY_COLUMNS
+        .iter()
+        .filter(|k| t.has(k) && **k != by)
+        .chain([&by])
+        .copied()
+        .collect();
+    let cell_col = t.has("cell").then(|| t.column("cell")).transpose()?;
+    let mut seen_runs = std::collections::HashSet::new();
     let mut configs: BTreeMap<String, Runs> = BTreeMap::new();
     let mut groups: Vec<String> = Vec::new();
     let mut accels: Vec<String> = Vec::new();
     for r in 0..t.len() {
         let config = keys
             .iter()
-            .zip(
-                KEY_COLUMNS
-                    .iter()
-                    .filter(|k| t.has(k) && **k != by)
-                    .chain([&by]),
-            )
+            .zip(&names)
+            .filter(|(_, name)| !(one_cost && **name == "accel"))
             .map(|(c, name)| format!("{name}={}", t.text(r, c)))
             .collect::<Vec<_>>()
             .join(" ");
+        if one_cost {
+            let run = match &cell_col {
+                Some(c) => t.text(r, c).to_string(),
+                None => format!("{config} seed={}", t.text(r, &seed)),
+            };
+            if !seen_runs.insert(run) {
+                continue;
+            }
+        }
         let group = t.text(r, &by_col).to_string();
         if !groups.contains(&group) {
             groups.push(group.clone());
         }
-        let accel_name = accel_col.as_ref().map_or("", |c| t.text(r, c));
+        let accel_name = match (&accel_col, one_cost) {
+            (Some(c), false) => t.text(r, c),
+            _ => "",
+        };
         let accel = match accels.iter().position(|a| a == accel_name) {
             Some(i) => i,
             None => {
@@ -267,13 +290,18 @@ pub fn pareto_of(t: &Table, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
             front(&sub).into_iter().map(|i| of_accel[i]).collect()
         })
         .collect();
-    let mut static_x: Vec<f64> = Vec::new();
-    for s in statics {
+    let mut static_x: Vec<(f64, usize)> = Vec::new();
+    for (r, s) in statics.into_iter().enumerate() {
+        let name = match (&accel_col, one_cost) {
+            (Some(c), false) => t.text(r, c),
+            _ => "",
+        };
+        let a = accels.iter().position(|n| n == name).unwrap_or(0);
         if !static_x
             .iter()
-            .any(|v| (v - s).abs() <= 1e-9 * s.abs().max(1e-300))
+            .any(|&(v, b)| b == a && (v - s).abs() <= 1e-9 * s.abs().max(1e-300))
         {
-            static_x.push(s);
+            static_x.push((s, a));
         }
     }
     Ok(Pareto {
@@ -298,15 +326,6 @@ struct Runs {
     is_static: bool,
     accel: usize,
 }
-
-/// The colours of the accelerators' fronts: dark, apart from the series palette's, so a front
-/// is not read as a group.
-const FRONTS: [RGBColor; 4] = [
-    RGBColor(0, 0, 0),
-    RGBColor(120, 120, 120),
-    RGBColor(96, 40, 128),
-    RGBColor(0, 84, 84),
-];
 
 /// Mean and sample standard deviation.
 fn mean_std(v: &[f64]) -> (f64, f64) {
@@ -340,13 +359,111 @@ fn front(points: &[Point]) -> Vec<usize> {
     out
 }
 
+impl Pareto {
+    /// True when the accelerators are drawn apart (colour and marker each).
+    fn several(&self) -> bool {
+        self.accels.len() > 1
+    }
+
+    /// The legend above the plot; every swatch as its series is drawn.
+    fn legend(&self) -> Vec<Entry> {
+        let grey = RGBColor(110, 110, 110);
+        let mut e = Vec::new();
+        if self.several() {
+            for (a, name) in self.accels.iter().enumerate() {
+                let swatch = Swatch::LineMarker(palette::series(a), Marker::of(a));
+                e.push(Entry::new(format!("{name} and its front"), swatch));
+            }
+            e.push(Entry::new(
+                "static baseline cost (in its accelerator's colour)",
+                Swatch::Dashed(grey),
+            ));
+            if self.points.iter().any(|p| p.is_static) {
+                e.push(Entry::new(
+                    "schedule = static (hollow)",
+                    Swatch::Hollow(grey, Marker::Circle),
+                ));
+            }
+            return e;
+        }
+        for (g, name) in self.groups.iter().enumerate() {
+            let all_static = self
+                .points
+                .iter()
+                .filter(|p| &p.group == name)
+                .all(|p| p.is_static);
+            let colour = palette::series(g);
+            let swatch = match all_static {
+                true => Swatch::Cross(colour),
+                false => Swatch::Filled(colour, Marker::Circle),
+            };
+            e.push(Entry::new(name.as_str(), swatch));
+        }
+        e.push(Entry::new("Pareto front", Swatch::Line(BLACK)));
+        e.push(Entry::new("static baseline cost", Swatch::Dashed(grey)));
+        if self.points.iter().any(|p| p.is_static) {
+            e.push(Entry::new("schedule = static (×)", Swatch::Cross(BLACK)));
+        }
+        e
+    }
+
+    /// Each point's label: the values of its configuration's keys that differ between points
+    /// (the accelerator aside, which colour and marker say), or its `--by` value.
+    fn labels(&self) -> Vec<String> {
+        let pairs: Vec<Vec<(&str, &str)>> = self
+            .points
+            .iter()
+            .map(|p| {
+                p.config
+                    .split(' ')
+                    .filter_map(|kv| kv.split_once('='))
+                    .filter(|(k, _)| *k != "accel")
+                    .collect()
+            })
+            .collect();
+        let varies = |k: usize| {
+            let first = pairs.first().and_then(|p| p.get(k)).map(|kv| kv.1);
+            pairs.iter().any(|p| p.get(k).map(|kv| kv.1) != first)
+        };
+        let width = pairs.first().map_or(0, Vec::len);
+        // the --by value (the last key) first, then the other keys that vary
+        let keys: Vec<usize> = (0..width)
+            .rev()
+            .take(1)
+            .chain(0..width.saturating_sub(1))
+            .filter(|&k| varies(k))
+            .collect();
+        self.points
+            .iter()
+            .zip(&pairs)
+            .map(|(p, kv)| match keys.is_empty() {
+                true => p.group.clone(),
+                false => keys
+                    .iter()
+                    .filter_map(|&k| kv.get(k).map(|kv| kv.1))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            })
+            .collect()
+    }
+
+    /// The colour of point `p`: its accelerator's with several, else its group's.
+    fn colour(&self, p: &Point) -> RGBColor {
+        match self.several() {
+            true => palette::series(p.accel),
+            false => palette::series(self.groups.iter().position(|g| *g == p.group).unwrap_or(0)),
+        }
+    }
+}
+
 impl Figure for Pareto {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, look: Look) -> Result<()> {
+        let area = legend_strip(area, look, &self.legend())?;
         let xr = span(
             self.points
                 .iter()
                 .map(|p| p.x)
-                .chain(self.static_x.iter().copied()),
+                .chain(self.static_x.iter().map(|s| s.0)),
             0.08,
         )
         .unwrap_or(0.0..1.0);
@@ -357,14 +474,21 @@ impl Figure for Pareto {
             0.15,
         )
         .unwrap_or(0.0..1.0);
-        let title = format!(
-            "{} against {}, by {}",
-            self.y.desc(),
-            self.x.desc(),
-            self.by
-        );
+        let title = match self.several() {
+            true => format!(
+                "{} against {}, per accelerator",
+                self.y.desc(),
+                self.x.desc()
+            ),
+            false => format!(
+                "{} against {}, by {}",
+                self.y.desc(),
+                self.x.desc(),
+                self.by
+            ),
+        };
         let mut c = chart(
-            area,
+            &area,
             look,
             Axes {
                 title: &title,
@@ -376,104 +500,76 @@ impl Figure for Pareto {
                 x_names: &[],
             },
         )?;
+        let several = self.several();
         let grey = RGBColor(110, 110, 110);
         let (dash, gap) = (look.px(6.0), look.px(4.0));
-        for (i, &sx) in self.static_x.iter().enumerate() {
-            let s = c
-                .draw_series(DashedLineSeries::new(
-                    [(sx, yr.start), (sx, yr.end)],
-                    dash,
-                    gap,
-                    look.line(grey, 1.5),
-                ))
-                .drawn()?;
-            if i == 0 {
-                // the swatch dashed as the line is: two dashes and a gap
-                let (d, g) = (dash as i32, gap as i32);
-                let style = look.line(grey, 1.5);
-                s.label("static baseline cost").legend(move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new([(0, 0), (d, 0)], style)
-                        + PathElement::new([(d + g, 0), (2 * d + g, 0)], style)
-                });
-            }
+        for &(sx, a) in &self.static_x {
+            let colour = if several { palette::series(a) } else { grey };
+            c.draw_series(DashedLineSeries::new(
+                [(sx, yr.start), (sx, yr.end)],
+                dash,
+                gap,
+                look.line(colour, 1.5),
+            ))
+            .drawn()?;
         }
         let r = look.px(4.5);
-        let several = self.accels.len() > 1;
         for (a, front) in self.fronts.iter().enumerate() {
-            let colour = FRONTS[a % FRONTS.len()];
-            let line = look.line(colour, 1.5);
+            let colour = if several { palette::series(a) } else { BLACK };
             let pts: Vec<(f64, f64)> = front
                 .iter()
                 .map(|&i| (self.points[i].x, self.points[i].y))
                 .collect();
-            let s = c.draw_series(LineSeries::new(pts, line)).drawn()?;
-            if several {
-                let marker = Marker::of(a);
-                s.label(format!("{} front", self.accels[a]))
-                    .legend(move |(x, y)| {
-                        // the front's line with the accelerator's marker on it
-                        EmptyElement::at((x + 9, y))
-                            + PathElement::new([(-9, 0), (9, 0)], line)
-                            + Polygon::new(marker.outline(r as i32), colour.filled())
-                    });
+            c.draw_series(LineSeries::new(pts, look.line(colour, 1.5)))
+                .drawn()?;
+        }
+        c.draw_series(self.points.iter().filter(|p| p.y_std > 0.0).map(|p| {
+            ErrorBar::new_vertical(
+                p.x,
+                p.y - p.y_std,
+                p.y,
+                p.y + p.y_std,
+                look.line(self.colour(p), 1.5),
+                look.px(8.0),
+            )
+        }))
+        .drawn()?;
+        for p in &self.points {
+            let colour = self.colour(p);
+            let marker = if several {
+                Marker::of(p.accel)
             } else {
-                s.label("Pareto front").legend(move |(x, y)| {
-                    EmptyElement::at((x, y)) + PathElement::new([(0, 0), (18, 0)], line)
-                });
+                Marker::Circle
+            };
+            match (p.is_static, several) {
+                (false, _) => marker.draw(&mut c, &[(p.x, p.y)], r, colour.filled())?,
+                (true, true) => {
+                    marker.draw(&mut c, &[(p.x, p.y)], r + 1, WHITE.filled())?;
+                    marker.draw(&mut c, &[(p.x, p.y)], r + 1, look.line(colour, 1.5))?;
+                }
+                (true, false) => {
+                    c.draw_series([Cross::new((p.x, p.y), r + 1, look.line(colour, 2.5))])
+                        .drawn()?;
+                }
             }
         }
-        for (g, name) in self.groups.iter().enumerate() {
-            let color = palette::series(g);
-            let pts: Vec<&Point> = self.points.iter().filter(|p| &p.group == name).collect();
-            c.draw_series(pts.iter().filter(|p| p.y_std > 0.0).map(|p| {
-                ErrorBar::new_vertical(
-                    p.x,
-                    p.y - p.y_std,
-                    p.y,
-                    p.y + p.y_std,
-                    look.line(color, 1.5),
-                    look.px(8.0),
-                )
+        if several {
+            // each point's configuration beside it, on the side with room
+            let font = look.font(11.0);
+            let mid = (xr.start + xr.end) / 2.0;
+            let gap = look.at(8.0);
+            c.draw_series(self.points.iter().zip(self.labels()).map(|(p, label)| {
+                let (dx, h) = if p.x > mid {
+                    (-gap, HPos::Right)
+                } else {
+                    (gap, HPos::Left)
+                };
+                EmptyElement::at((p.x, p.y))
+                    + Text::new(label, (dx, 0), font.pos(Pos::new(h, VPos::Center)))
             }))
             .drawn()?;
-            for a in 0..self.accels.len() {
-                let dots: Vec<(f64, f64)> = pts
-                    .iter()
-                    .filter(|p| !p.is_static && p.accel == a)
-                    .map(|p| (p.x, p.y))
-                    .collect();
-                Marker::of(a).draw(&mut c, &dots, r, color.filled())?;
-            }
-            let labelled = c
-                .draw_series(
-                    pts.iter()
-                        .filter(|p| p.is_static)
-                        .map(|p| Cross::new((p.x, p.y), r + 1, look.line(color, 2.5))),
-                )
-                .drawn()?;
-            if pts.iter().any(|p| !p.is_static) {
-                // one accelerator: the group's dot; several: a patch of its colour (the
-                // markers say the accelerator)
-                let ri = r as i32;
-                let swatch = match several {
-                    true => vec![(-7, -ri), (7, -ri), (7, ri), (-7, ri)],
-                    false => Marker::Circle.outline(ri),
-                };
-                labelled.label(name.as_str()).legend(move |(x, y)| {
-                    EmptyElement::at((x + 9, y)) + Polygon::new(swatch.clone(), color.filled())
-                });
-            }
         }
-        if self.points.iter().any(|p| p.is_static) {
-            // Legend entry only: a cross marks the static schedule's own runs.
-            let cross = look.line(BLACK, 2.5);
-            c.draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())
-                .drawn()?
-                .label("schedule = static (×)")
-                .legend(move |(x, y)| Cross::new((x + 9, y), r + 1, cross));
-        }
-        legend(&mut c, look, SeriesLabelPosition::LowerRight)
+        Ok(())
     }
 }
 
@@ -531,7 +627,7 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
         assert_eq!(front.len(), 3);
         assert_eq!(front[0].0, 50.0);
         assert_eq!(front[2].0, 100.0);
-        assert_eq!(p.static_x, [100.0]);
+        assert_eq!(p.static_x, [(100.0, 0)]);
         let p = pareto(&path, XAxis::Energy, YAxis::Best, "bits").unwrap();
         assert_eq!(p.points[0].x, 10.0);
         assert_eq!(p.groups, ["8", "3:8", "4:8"]);
@@ -569,19 +665,17 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
             e.ends_with("line 2, column 'seed': 'zero' is not a number"),
             "{e}"
         );
-        // the same cell on another accelerator is another run
+        // the same cell on another accelerator is another run, which GBitOPs draw once
         std::fs::write(
             &path,
             "cell,schedule,seed,accel,gbitops,static_gbitops,final_test_acc\n\
              a,cosine,0,zc706,1,2,0.5\na,cosine,0,stripes,1,2,0.5\n",
         )
         .unwrap();
+        let p = pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule").unwrap();
         assert_eq!(
-            pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule")
-                .unwrap()
-                .accels
-                .len(),
-            2
+            (p.accels.len(), p.points.len(), p.points[0].seeds),
+            (1, 1, 1)
         );
     }
 
@@ -617,6 +711,70 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
             .unwrap_err()
             .to_string()
             .contains("--y loss"));
+    }
+
+    /// One cell on two accelerators, costs differing by accelerator.
+    const TWO_ACCELS: &str = "\
+cell,schedule,bits,seed,accel,gbitops,static_gbitops,latency_s,static_latency_s,final_test_acc
+s0,static,8,0,zc706,100,100,2.0,2.0,0.90
+s0,static,8,0,stripes,100,100,0.5,0.5,0.90
+c0,cosine,3:8,0,zc706,60,100,1.5,2.0,0.89
+c0,cosine,3:8,0,stripes,60,100,0.3,0.5,0.89
+e0,exp,3:8,0,zc706,50,100,1.6,2.0,0.80
+e0,exp,3:8,0,stripes,50,100,0.45,0.5,0.80
+";
+
+    #[test]
+    fn several_accelerators_get_a_colour_marker_and_front_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.csv");
+        std::fs::write(&path, TWO_ACCELS).unwrap();
+        let p = pareto(&path, XAxis::Latency, YAxis::Final, "schedule").unwrap();
+        assert_eq!(p.accels, ["zc706", "stripes"]);
+        assert_eq!(p.points.len(), 6);
+        // zc706: cosine (1.5) beats static (2.0), exp (1.6) is beaten; stripes: cosine only
+        let front = |a: usize| -> Vec<f64> { p.fronts[a].iter().map(|&i| p.points[i].x).collect() };
+        assert_eq!(front(0), [1.5, 2.0]);
+        assert_eq!(front(1), [0.3, 0.5]);
+        assert_eq!(p.static_x, [(2.0, 0), (0.5, 1)]);
+        let twice = |l: &str| [l.to_string(), l.to_string()];
+        let labels: Vec<String> = ["static 8", "cosine 3:8", "exp 3:8"]
+            .into_iter()
+            .flat_map(twice)
+            .collect();
+        assert_eq!(p.labels(), labels);
+        let svg = render_svg(&p, Size::default()).unwrap();
+        let texts = svg_texts(&svg);
+        for want in [
+            "zc706 and its front",
+            "stripes and its front",
+            "schedule = static (hollow)",
+        ] {
+            assert_eq!(
+                texts.iter().filter(|t| *t == want).count(),
+                1,
+                "{want}: {texts:?}"
+            );
+        }
+        // each front a line in its accelerator's colour
+        for colour in ["#0072B2", "#E69F00"] {
+            assert!(
+                svg.split("<polyline")
+                    .skip(1)
+                    .any(|l| l.contains(&format!("stroke=\"{colour}\""))),
+                "{colour}"
+            );
+        }
+        // on GBitOPs the accelerators agree: each run once, one front, no accelerator legend
+        let g = pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule").unwrap();
+        assert_eq!((g.accels.len(), g.points.len()), (1, 3));
+        assert!(g
+            .points
+            .iter()
+            .all(|p| p.seeds == 1 && !p.config.contains("accel")));
+        let texts = svg_texts(&render_svg(&g, Size::default()).unwrap());
+        assert!(texts.iter().any(|t| t == "Pareto front"));
+        assert!(!texts.iter().any(|t| t.contains("zc706")));
     }
 
     #[test]
