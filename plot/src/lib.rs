@@ -18,6 +18,7 @@ pub mod pareto;
 pub mod report;
 pub mod schedule;
 mod strip;
+mod summary;
 mod svg_text;
 pub mod table;
 pub mod trace;

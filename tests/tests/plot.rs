@@ -451,9 +451,10 @@ fn curves_overlay_runs_and_train_index() {
     ok(&["plot", "curves", &s(&a), &s(&b), "-o", &s(&svg)]);
     let text = std::fs::read_to_string(&svg).unwrap();
     for want in [
-        "\ncosine train\n",
-        "\nstatic test\n",
-        "\ncosine FW\n",
+        "\ncosine\n",
+        "\nstatic\n",
+        "\ntest loss/accuracy, BW bits\n",
+        "\nbits over the run (trace.csv)\n",
         "\nloss\n",
     ] {
         assert!(text.contains(want), "{want}");
@@ -461,7 +462,9 @@ fn curves_overlay_runs_and_train_index() {
     ok(&["plot", "train-index", &s(&a), "--model", "zoo:lenet5"]);
     let html = std::fs::read_to_string(a.join("index.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 2);
-    assert!(html.contains("<a href=\"metrics.csv\">") && html.contains("final_test_acc"));
+    assert!(html.contains("<a href=\"metrics.csv\">"));
+    // the summary as a labelled table, not summary.json's keys
+    assert!(html.contains("<td>final test accuracy</td>") && !html.contains("final_test_acc"));
     fails(
         &[
             "plot",
