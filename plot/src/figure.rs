@@ -260,7 +260,7 @@ pub(crate) fn chart<'a, DB: DrawingBackend>(
         .margin_right(look.px(22.0))
         .x_label_area_size(look.px(38.0))
         .y_label_area_size(look.px(58.0))
-        .build_cartesian_2d(x, y)
+        .build_cartesian_2d(x.clone(), y.clone())
         .drawn()?;
     c.configure_mesh()
         .x_desc(axes.x_desc)
@@ -276,14 +276,14 @@ pub(crate) fn chart<'a, DB: DrawingBackend>(
         .y_labels(6)
         .x_label_formatter(&|v| {
             if names.is_empty() {
-                tick(*v)
+                tick(zeroed(*v, &x))
             } else if v.fract() == 0.0 && *v >= 0.0 {
                 names.get(*v as usize).cloned().unwrap_or_default()
             } else {
                 String::new()
             }
         })
-        .y_label_formatter(&|v| tick(if axes.y_negated { -*v } else { *v }))
+        .y_label_formatter(&|v| tick(zeroed(if axes.y_negated { -*v } else { *v }, &y)))
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(215, 215, 215))
         .draw()
@@ -306,6 +306,15 @@ pub(crate) fn legend<'a, DB: DrawingBackend + 'a>(
         .margin(look.px(6.0))
         .draw()
         .drawn()
+}
+
+/// `v`, or 0 when it is rounding noise next to the axis' span (a tick at `-3.5e-18` is at 0).
+fn zeroed(v: f64, axis: &Range<f64>) -> f64 {
+    if v.abs() <= 1e-9 * (axis.end - axis.start).abs() {
+        0.0
+    } else {
+        v
+    }
 }
 
 /// A range that plotters can draw: empty or reversed ranges grow to a unit around their start.
