@@ -15,6 +15,7 @@ pub mod layers;
 mod marker;
 pub mod palette;
 pub mod pareto;
+mod pareto_draw;
 pub mod report;
 pub mod schedule;
 mod strip;

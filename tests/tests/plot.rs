@@ -62,32 +62,6 @@ fn assert_not_blank(path: &Path) {
     );
 }
 
-/// A small LeNet-5 training run on synthetic data into `dir`.
-fn train(dir: &Path, policy: &[&str]) {
-    let o = s(dir);
-    let mut args = vec![
-        "train",
-        "--model",
-        "zoo:lenet5",
-        "--data",
-        "synthetic",
-        "--iters",
-        "40",
-        "--batch",
-        "16",
-        "--eval-every",
-        "10",
-        "--bits",
-        "3:8",
-        "--grad-bits",
-        "8",
-        "--out",
-        &o,
-    ];
-    args.extend_from_slice(policy);
-    ok(&args);
-}
-
 #[test]
 fn schedule_figures_have_one_panel_per_schedule_in_svg_and_png() {
     let dir = tempfile::tempdir().unwrap();
@@ -207,7 +181,7 @@ fn assert_map_follows_trace(svg: &str, trace_csv: &str) {
 fn trace_heat_map_of_an_ldp_run_and_bad_traces() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("ldp");
-    train(&run_dir, &["--policy", "ldp"]);
+    cptsim_e2e::train_small(&run_dir, &["--policy", "ldp"]);
     let trace = s(&run_dir.join("trace.csv"));
     let png = dir.path().join("bits.png");
     let svg = dir.path().join("bits.svg");
@@ -444,8 +418,8 @@ fn run_report_index_and_breakdowns() {
 fn curves_overlay_runs_and_train_index() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("cosine"), dir.path().join("static"));
-    train(&a, &["--schedule", "cosine", "--cycles", "2"]);
-    train(&b, &["--schedule", "static"]);
+    cptsim_e2e::train_small(&a, &["--schedule", "cosine", "--cycles", "2"]);
+    cptsim_e2e::train_small(&b, &["--schedule", "static"]);
     let svg = dir.path().join("c.svg");
     ok(&["plot", "curves", &s(&a), &s(&b), "-o", &s(&svg)]);
     let text = std::fs::read_to_string(&svg).unwrap();

@@ -209,9 +209,9 @@ fn assert_not_blank(path: &Path) {
     );
 }
 
-/// The texts of figure `i` of a measurement.
-fn texts(m: &Value, i: usize) -> Vec<String> {
-    m["svgs"][i]["texts"]
+/// The strings of `key` (`texts`, `strokes`) of figure `i` of a measurement.
+fn strings(m: &Value, i: usize, key: &str) -> Vec<String> {
+    m["svgs"][i][key]
         .as_array()
         .map(|a| {
             a.iter()
@@ -219,44 +219,6 @@ fn texts(m: &Value, i: usize) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The line colours of figure `i` of a measurement.
-fn strokes(m: &Value, i: usize) -> Vec<String> {
-    m["svgs"][i]["strokes"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// A short LeNet-5 training run on synthetic data into `dir`.
-fn train(dir: &Path, policy: &[&str]) {
-    let o = s(dir);
-    let mut args = vec![
-        "train",
-        "--model",
-        "zoo:lenet5",
-        "--data",
-        "synthetic",
-        "--iters",
-        "80",
-        "--batch",
-        "16",
-        "--eval-every",
-        "20",
-        "--bits",
-        "3:8",
-        "--grad-bits",
-        "8",
-        "--out",
-        &o,
-    ];
-    args.extend_from_slice(policy);
-    ok(&args);
 }
 
 /// A real sweep of three arms × two seeds on three accelerators, on synthetic data.
@@ -324,8 +286,8 @@ fn figures_and_reports_read_well_at_1400_px_in_chromium() {
         &s(&latency),
     ]);
     let m = Page::figure(&latency, "pareto-latency").check(&chromium, 520);
-    let t = texts(&m, 0);
-    let lines = strokes(&m, 0);
+    let t = strings(&m, 0, "texts");
+    let lines = strings(&m, 0, "strokes");
     for (accel, colour) in ACCELS {
         let entry = format!("{accel} and its front");
         assert_eq!(
@@ -347,7 +309,7 @@ fn figures_and_reports_read_well_at_1400_px_in_chromium() {
     let gbitops = d.join("pareto-gbitops.svg");
     ok(&["plot", "pareto", &results, "-o", &s(&gbitops)]);
     let m = Page::figure(&gbitops, "pareto-gbitops").check(&chromium, 520);
-    let t = texts(&m, 0);
+    let t = strings(&m, 0, "texts");
     // GBitOPs are the same on every accelerator: one front, groups in the legend
     for want in ["Pareto front", "static", "cosine"] {
         assert!(t.iter().any(|x| x == want), "{want}: {t:?}");
@@ -358,8 +320,8 @@ fn figures_and_reports_read_well_at_1400_px_in_chromium() {
 
     // Training: CPT against static; the curves' bits follow the CPT trace.
     let (cpt, stat) = (d.join("cpt"), d.join("static"));
-    train(&cpt, &["--schedule", "cosine", "--cycles", "2"]);
-    train(&stat, &["--schedule", "static"]);
+    cptsim_e2e::train_small(&cpt, &["--schedule", "cosine", "--cycles", "2"]);
+    cptsim_e2e::train_small(&stat, &["--schedule", "static"]);
     let run = cptsim_plot::curves::read_run(&cpt).unwrap();
     let mut bits: Vec<u64> = run
         .trace
@@ -372,7 +334,7 @@ fn figures_and_reports_read_well_at_1400_px_in_chromium() {
     let curves = d.join("curves.svg");
     ok(&["plot", "curves", &s(&stat), &s(&cpt), "-o", &s(&curves)]);
     let m = Page::figure(&curves, "curves").check(&chromium, 520);
-    let t = texts(&m, 0);
+    let t = strings(&m, 0, "texts");
     for want in ["static", "cpt", "bits over the run (trace.csv)"] {
         assert!(t.iter().any(|x| x == want), "{want}: {t:?}");
     }
@@ -402,7 +364,10 @@ fn figures_and_reports_read_well_at_1400_px_in_chromium() {
     ]);
     let m = Page::figure(&ten, "schedules-ten").check(&chromium, 520);
     assert_eq!(
-        texts(&m, 0).iter().filter(|t| *t == "iteration").count(),
+        strings(&m, 0, "texts")
+            .iter()
+            .filter(|t| *t == "iteration")
+            .count(),
         10
     );
 
