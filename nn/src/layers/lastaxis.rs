@@ -203,7 +203,7 @@ impl Layer for Softmax {
 /// `erfc(z)` for `z ≥ 0`, relative error below 1.2·10⁻⁷ (Numerical Recipes' Chebyshev fit; the
 /// exponential is [`fastexp::exp`], so loops over it vectorise).
 #[inline(always)]
-fn erfc_nonnegative(z: f32) -> f32 {
+pub(crate) fn erfc_nonnegative(z: f32) -> f32 {
     let t = 1.0 / (1.0 + 0.5 * z);
     let poly = -z * z - 1.265_512_2
         + t * (1.000_023_7

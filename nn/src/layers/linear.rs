@@ -18,10 +18,10 @@ use super::qgemm::{
 use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::init::linear;
-use cptsim_models::zoo::init::LinearInit;
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul_rows_par, matmul_tn_reduce_par};
 use cptsim_models::ir::{self, Node};
+use cptsim_models::zoo::init::LinearInit;
 use rand::Rng;
 
 /// A linear layer.

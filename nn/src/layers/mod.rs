@@ -28,6 +28,7 @@ mod qgemm;
 pub mod shape_ops;
 pub mod tensor_ops;
 pub mod tokens;
+pub mod unary;
 
 #[cfg(test)]
 pub(crate) mod gradcheck;
@@ -58,6 +59,7 @@ pub use pool::{GlobalAvgPool, Pool2d, PoolKind, PoolSpec};
 pub use shape_ops::{Reshape, Transpose};
 pub use tensor_ops::{Concat, Pad, SliceLayer};
 pub use tokens::{ClassToken, PositionEmbedding};
+pub use unary::UnaryLayer;
 
 /// The tensor type flowing between layers.
 pub type Tensor = ArrayD<f32>;
