@@ -43,3 +43,40 @@ fn unary_ops_build_and_equal_their_function() {
         }
     }
 }
+
+#[test]
+fn prelu_and_group_norm_build_and_equal_a_direct_computation() {
+    let x = rand_tensor(&[2, 3, 4, 4], 2.0, 5);
+    let slope = rand_tensor(&[3, 1, 1], 0.5, 6);
+    let y = run_op(
+        Op::PRelu {
+            slope: slope.clone(),
+        },
+        &x,
+    );
+    for ((i, &v), got) in x.indexed_iter().zip(y.iter()) {
+        let want = if v >= 0.0 { v } else { slope[[i[1], 0, 0]] * v };
+        assert!((got - want).abs() < 1e-6);
+    }
+    // Instance norm (one group per channel) with a scale and shift.
+    let (scale, bias) = (rand_tensor(&[3], 1.0, 7), rand_tensor(&[3], 1.0, 8));
+    let op = Op::GroupNorm(ir::GroupNorm {
+        groups: 3,
+        scale: scale.clone(),
+        bias: bias.clone(),
+        epsilon: 1e-5,
+    });
+    let y = run_op(op, &x);
+    for n in 0..2 {
+        for ch in 0..3 {
+            let vals: Vec<f32> = (0..16).map(|k| x[[n, ch, k / 4, k % 4]]).collect();
+            let mean = vals.iter().sum::<f32>() / 16.0;
+            let var = vals.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / 16.0;
+            for (k, v) in vals.iter().enumerate() {
+                let want = (v - mean) / (var + 1e-5).sqrt() * scale[ch] + bias[ch];
+                let got = y[[n, ch * 16 + k]];
+                assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+            }
+        }
+    }
+}
