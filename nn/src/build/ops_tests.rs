@@ -80,3 +80,38 @@ fn prelu_and_group_norm_build_and_equal_a_direct_computation() {
         }
     }
 }
+
+/// A `ceil_mode` pool over `[1, 2, 6, 6]` keeps a last, overhanging window (3×3, not 2×2).
+#[test]
+fn ceil_mode_pools_keep_the_overhanging_window() {
+    let x = rand_tensor(&[1, 2, 6, 6], 2.0, 9);
+    let pool = ir::Pool {
+        kernel: [3, 3],
+        strides: [2, 2],
+        pads: [0; 4],
+        dilations: [1, 1],
+        ceil_mode: true,
+    };
+    let window = |oy: usize, ox: usize, ch: usize| -> Vec<f32> {
+        (oy * 2..(oy * 2 + 3).min(6))
+            .flat_map(|i| (ox * 2..(ox * 2 + 3).min(6)).map(move |j| (i, j)))
+            .map(|(i, j)| x[[0, ch, i, j]])
+            .collect()
+    };
+    let max = run_op(Op::MaxPool(pool.clone()), &x);
+    let avg = ir::AvgPool {
+        pool: pool.clone(),
+        count_include_pad: false,
+    };
+    let mean = run_op(Op::AveragePool(avg), &x);
+    assert_eq!(max.shape(), [1, 18]);
+    for ch in 0..2 {
+        for k in 0..9 {
+            let w = window(k / 3, k % 3, ch);
+            let m = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(max[[0, ch * 9 + k]], m);
+            let a = w.iter().sum::<f32>() / w.len() as f32;
+            assert!((mean[[0, ch * 9 + k]] - a).abs() < 1e-6);
+        }
+    }
+}
