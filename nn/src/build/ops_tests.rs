@@ -115,3 +115,40 @@ fn ceil_mode_pools_keep_the_overhanging_window() {
         }
     }
 }
+
+/// DenseNet's pattern: a batch norm reading a channel concat, in training.
+#[test]
+fn a_batch_norm_reads_a_concat_in_training() {
+    let x = rand_tensor(&[2, 2, 3, 3], 1.0, 10);
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let cat = Op::Concat { axis: 1 };
+    let c = g.push("cat", cat, vec![g.input, g.input], "c").unwrap();
+    let ones = ndarray::ArrayD::ones(vec![4]);
+    let bn = Op::BatchNorm(ir::BatchNorm {
+        scale: ones.clone(),
+        bias: ones.clone() * 0.0,
+        mean: ones.clone() * 0.0,
+        var: ones,
+        epsilon: 1e-5,
+        momentum: 0.9,
+        training_mode: false,
+    });
+    let b = g.push("bn", bn, vec![c], "b").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![b], "z")
+        .unwrap();
+    let mut net = build_network(&g, &BuildOptions::default()).unwrap();
+    let out = net
+        .forward(net.input_from_ir(&x).unwrap(), Mode::Train)
+        .unwrap();
+    // Per channel over the batch: the normalised values have mean 0.
+    for ch in 0..4 {
+        let s: f32 = (0..2)
+            .flat_map(|n| (0..9).map(move |k| (n, ch * 9 + k)))
+            .map(|(n, j)| out[[n, j]])
+            .sum();
+        assert!(s.abs() < 1e-4, "channel {ch}: {s}");
+    }
+    let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
+    assert!(grad.iter().all(|v| v.is_finite()));
+}

@@ -4,7 +4,7 @@
 use ndarray::{Axis, Slice};
 
 use super::from_ir::{one_any, unsupported, Ctx, Val};
-use super::{cached, check_grad, Layer, Mode, Tensor};
+use super::{cached, check_grad, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_models::ir::{self, Node};
 use rand::Rng;
@@ -203,8 +203,11 @@ impl Layer for Concat {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
-        let y = ndarray::concatenate(Axis(self.axis), &views)
+        // `ndarray::concatenate` lays its result out with the axis outermost; the layers after
+        // a concat read their input as a row-major slice, so the parts are copied into one.
+        let joined = ndarray::concatenate(Axis(self.axis), &views)
             .map_err(|e| SimError::shape(&self.name, format!("cannot concatenate: {e}")))?;
+        let y = standard(joined);
         self.sizes = (mode == Mode::Train).then(|| {
             let sizes = inputs.iter().map(|t| t.shape()[self.axis]).collect();
             (y.shape().to_vec(), sizes)
