@@ -152,3 +152,134 @@ fn a_batch_norm_reads_a_concat_in_training() {
     let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
     assert!(grad.iter().all(|v| v.is_finite()));
 }
+
+/// `x → ops… → global average pool → flatten`: the network's evaluation output and a training
+/// step's finite gradients.
+fn run_chain(x: &Tensor, ops: Vec<(&str, Op)>) -> Tensor {
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let mut v = g.input;
+    for (name, op) in ops {
+        v = g.push(name, op, vec![v], name).unwrap();
+    }
+    let p = g.push("gap", Op::GlobalAveragePool, vec![v], "p").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![p], "z")
+        .unwrap();
+    let mut net = build_network(&g, &BuildOptions::default()).unwrap();
+    let out = net
+        .forward(net.input_from_ir(x).unwrap(), Mode::Train)
+        .unwrap();
+    let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
+    assert!(grad.iter().all(|v| v.is_finite()));
+    net.forward(net.input_from_ir(x).unwrap(), Mode::Eval)
+        .unwrap()
+}
+
+fn channel_means(x: &Tensor) -> Vec<Vec<f32>> {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let hw = (x.len() / (n * c)) as f32;
+    (0..n)
+        .map(|i| {
+            (0..c)
+                .map(|ch| {
+                    x.index_axis(ndarray::Axis(0), i)
+                        .index_axis(ndarray::Axis(0), ch)
+                        .sum()
+                        / hw
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// ShuffleNetV2's channel shuffle, `[N, 2, C/2, H, W] → transpose(1, 2) → [N, C, H, W]`, feeds
+/// an op that reads an image.
+#[test]
+fn a_channel_shuffle_feeds_an_image_op() {
+    let x = rand_tensor(&[2, 4, 3, 3], 1.0, 12);
+    let y = run_chain(
+        &x,
+        vec![
+            (
+                "split",
+                Op::Reshape {
+                    shape: vec![2, 2, 2, 3, 3],
+                },
+            ),
+            (
+                "swap",
+                Op::Transpose {
+                    perm: vec![0, 2, 1, 3, 4],
+                },
+            ),
+            (
+                "join",
+                Op::Reshape {
+                    shape: vec![2, 4, 3, 3],
+                },
+            ),
+        ],
+    );
+    let m = channel_means(&x);
+    for n in 0..2 {
+        for (out, src) in [0, 2, 1, 3].into_iter().enumerate() {
+            assert!((y[[n, out]] - m[n][src]).abs() < 1e-5);
+        }
+    }
+}
+
+/// ConvNeXt's channels-last block: `permute(0, 2, 3, 1)`, a layer norm and a linear layer on
+/// the channels, `permute(0, 3, 1, 2)` back to an image.
+#[test]
+fn channels_last_layers_between_permutes_read_the_image() {
+    let x = rand_tensor(&[2, 3, 2, 2], 1.0, 13);
+    let w = rand_tensor(&[3, 3], 1.0, 14);
+    let ln = Op::LayerNorm(ir::LayerNorm {
+        scale: ndarray::ArrayD::ones(vec![3]),
+        bias: ndarray::ArrayD::zeros(vec![3]),
+        epsilon: 1e-5,
+    });
+    let lin = Op::Linear(ir::Linear {
+        weight: w.clone(),
+        bias: None,
+    });
+    let y = run_chain(
+        &x,
+        vec![
+            (
+                "to_last",
+                Op::Transpose {
+                    perm: vec![0, 2, 3, 1],
+                },
+            ),
+            ("ln", ln),
+            ("fc", lin),
+            (
+                "to_first",
+                Op::Transpose {
+                    perm: vec![0, 3, 1, 2],
+                },
+            ),
+        ],
+    );
+    for n in 0..2 {
+        let mut want = [0.0f32; 3];
+        for k in 0..4 {
+            let v: Vec<f32> = (0..3).map(|c| x[[n, c, k / 2, k % 2]]).collect();
+            let mu = v.iter().sum::<f32>() / 3.0;
+            let var = v.iter().map(|a| (a - mu).powi(2)).sum::<f32>() / 3.0;
+            let z: Vec<f32> = v.iter().map(|a| (a - mu) / (var + 1e-5).sqrt()).collect();
+            for (o, acc) in want.iter_mut().enumerate() {
+                *acc += (0..3).map(|i| w[[o, i]] * z[i]).sum::<f32>() / 4.0;
+            }
+        }
+        for o in 0..3 {
+            assert!(
+                (y[[n, o]] - want[o]).abs() < 1e-4,
+                "{} vs {}",
+                y[[n, o]],
+                want[o]
+            );
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! softmax and GELU (element-wise, in its exact erf form or the tanh approximation).
 
 use super::from_ir::owned;
-use super::from_ir::{one, one_any, unsupported, Ctx, Init, Layout, Val};
+use super::from_ir::{one_any, unsupported, Ctx, Init, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_kernels::fastexp;
@@ -368,7 +368,7 @@ impl LayerNorm {
         l: &ir::LayerNorm,
         ins: &[Val],
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         let (gamma, beta) = match ctx.init {
             Init::FromModel => (owned(&l.scale), owned(&l.bias)),
             Init::Seeded(_) => (
@@ -389,7 +389,7 @@ impl Softmax {
         ins: &[Val],
         axis: usize,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         if axis + 1 != ctx.shape(node.inputs[0]).len() {
             return Err(unsupported(
                 node,

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::from_ir::{one, unsupported, Ctx, Layout, Val};
+use super::from_ir::{unsupported, Ctx, Layout, Val};
 use super::Flatten;
 use super::{as4, cached, check_grad, expect_inputs, window_hw, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
@@ -391,7 +391,7 @@ impl Pool2d {
         p: &ir::Pool,
         count_include_pad: bool,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::Image)?;
+        let x = ctx.one_as(node, ins, Layout::Image)?;
         if p.dilations != [1, 1] {
             return Err(unsupported(node, format!("dilation {:?}", p.dilations)));
         }
@@ -449,7 +449,7 @@ impl GlobalAvgPool {
         ins: &[Val],
         keepdims: bool,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::Image)?;
+        let x = ctx.one_as(node, ins, Layout::Image)?;
         let name = node.name.as_str();
         let pooled = ctx.push(GlobalAvgPool::new(name), &[x.id], Layout::Image)?;
         if keepdims {
