@@ -95,5 +95,5 @@ pub(super) fn node<R: Rng>(
 }
 
 #[cfg(test)]
-#[path = "ops_tests.rs"]
+#[path = "tests/ops.rs"]
 mod tests;

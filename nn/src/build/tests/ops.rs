@@ -6,15 +6,10 @@ use crate::layers::gradcheck::rand_tensor;
 use crate::layers::{Mode, Tensor};
 use cptsim_models::ir::{self, Op};
 
-/// `x [2, 3, 4, 4] → op → flatten`; returns the network's evaluation output on `x` (NCHW
-/// flattened) after checking a training step gives finite input gradients.
-fn run_op(op: Op, x: &Tensor) -> Tensor {
-    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
-    let y = g.push("op", op, vec![g.input], "y").unwrap();
-    g.output = g
-        .push("flat", Op::Flatten { axis: 1 }, vec![y], "z")
-        .unwrap();
-    let mut net = build_network(&g, &BuildOptions::default()).unwrap();
+/// The evaluation output of `g` on `x` (NCHW flattened), after checking a training step gives
+/// finite input gradients.
+fn trained_and_evaluated(g: &ir::Graph, x: &Tensor) -> Tensor {
+    let mut net = build_network(g, &BuildOptions::default()).unwrap();
     let out = net
         .forward(net.input_from_ir(x).unwrap(), Mode::Train)
         .unwrap();
@@ -22,6 +17,16 @@ fn run_op(op: Op, x: &Tensor) -> Tensor {
     assert!(grad.iter().all(|v| v.is_finite()));
     net.forward(net.input_from_ir(x).unwrap(), Mode::Eval)
         .unwrap()
+}
+
+/// `x → op → flatten`.
+fn run_op(op: Op, x: &Tensor) -> Tensor {
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let y = g.push("op", op, vec![g.input], "y").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![y], "z")
+        .unwrap();
+    trained_and_evaluated(&g, x)
 }
 
 #[test]
@@ -153,8 +158,7 @@ fn a_batch_norm_reads_a_concat_in_training() {
     assert!(grad.iter().all(|v| v.is_finite()));
 }
 
-/// `x → ops… → global average pool → flatten`: the network's evaluation output and a training
-/// step's finite gradients.
+/// `x → ops… → global average pool → flatten`.
 fn run_chain(x: &Tensor, ops: Vec<(&str, Op)>) -> Tensor {
     let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
     let mut v = g.input;
@@ -165,14 +169,7 @@ fn run_chain(x: &Tensor, ops: Vec<(&str, Op)>) -> Tensor {
     g.output = g
         .push("flat", Op::Flatten { axis: 1 }, vec![p], "z")
         .unwrap();
-    let mut net = build_network(&g, &BuildOptions::default()).unwrap();
-    let out = net
-        .forward(net.input_from_ir(x).unwrap(), Mode::Train)
-        .unwrap();
-    let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
-    assert!(grad.iter().all(|v| v.is_finite()));
-    net.forward(net.input_from_ir(x).unwrap(), Mode::Eval)
-        .unwrap()
+    trained_and_evaluated(&g, x)
 }
 
 fn channel_means(x: &Tensor) -> Vec<Vec<f32>> {
