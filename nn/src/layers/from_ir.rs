@@ -107,21 +107,52 @@ impl<R: Rng> Ctx<'_, R> {
     /// keeps whichever layout the op that made it gave it and each reader gets the one it needs.
     pub(crate) fn one_as(&mut self, node: &Node, ins: &[Val], layout: Layout) -> Result<Val> {
         let v = one_any(node, ins)?;
+        let rank = node.inputs.first().map(|&i| self.shape(i).len());
+        self.convert(node, v, rank, layout, "")
+    }
+
+    /// The inputs of a node reading several tensors (concat, element-wise) in one layout: as
+    /// they are when they share one, else all rank-4 inputs as images.
+    pub(crate) fn shared_layout(&mut self, node: &Node, ins: &[Val]) -> Result<Vec<Val>> {
+        if ins.windows(2).all(|w| w[0].layout == w[1].layout) {
+            return Ok(ins.to_vec());
+        }
+        let mut out = Vec::with_capacity(ins.len());
+        for (i, (v, &id)) in ins.iter().zip(&node.inputs).enumerate() {
+            let rank = Some(self.shape(id).len());
+            out.push(self.convert(node, *v, rank, Layout::Image, &i.to_string())?);
+        }
+        Ok(out)
+    }
+
+    /// `v` (of IR rank `rank`) in `layout`, through a permuting layer when it is held in the
+    /// other one; `tag` tells apart the layers of one node.
+    fn convert(
+        &mut self,
+        node: &Node,
+        v: Val,
+        rank: Option<usize>,
+        layout: Layout,
+        tag: &str,
+    ) -> Result<Val> {
         if v.layout == layout {
             return Ok(v);
         }
-        let rank = node.inputs.first().map(|&i| self.shape(i).len());
         if rank != Some(4) {
             return Err(unsupported(
                 node,
-                format!("input layout {:?}, expected {layout:?}", v.layout),
+                format!(
+                    "an input of rank {} held {:?} where {layout:?} is needed",
+                    rank.unwrap_or(0),
+                    v.layout
+                ),
             ));
         }
         let (perm, suffix) = match layout {
             Layout::Image => ([0, 2, 3, 1], "to_nhwc"),
             Layout::AsIs => ([0, 3, 1, 2], "to_nchw"),
         };
-        let name = format!("{}/{suffix}", node.name);
+        let name = format!("{}/{suffix}{tag}", node.name);
         self.push(Transpose::new(&name, perm.to_vec())?, &[v.id], layout)
     }
 

@@ -280,3 +280,43 @@ fn channels_last_layers_between_permutes_read_the_image() {
         }
     }
 }
+
+/// A concat and an add of a channel-shuffled tensor (held as in the IR) and an image: both
+/// read their operands in one layout (ShuffleNetV2's next unit).
+#[test]
+fn a_shuffled_tensor_joins_an_image() {
+    let x = rand_tensor(&[2, 4, 3, 3], 1.0, 15);
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let split = Op::Reshape {
+        shape: vec![2, 2, 2, 3, 3],
+    };
+    let a = g.push("split", split, vec![g.input], "a").unwrap();
+    let swap = Op::Transpose {
+        perm: vec![0, 2, 1, 3, 4],
+    };
+    let b = g.push("swap", swap, vec![a], "b").unwrap();
+    let join = Op::Reshape {
+        shape: vec![2, 4, 3, 3],
+    };
+    let s = g.push("join", join, vec![b], "s").unwrap();
+    let add = Op::Binary(ir::Binary {
+        kind: ir::BinaryKind::Add,
+        constant: None,
+    });
+    let sum = g.push("add", add, vec![s, g.input], "sum").unwrap();
+    let c = g
+        .push("cat", Op::Concat { axis: 1 }, vec![s, sum], "c")
+        .unwrap();
+    let p = g.push("gap", Op::GlobalAveragePool, vec![c], "p").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![p], "z")
+        .unwrap();
+    let y = trained_and_evaluated(&g, &x);
+    let m = channel_means(&x);
+    for n in 0..2 {
+        for (out, src) in [0, 2, 1, 3].into_iter().enumerate() {
+            assert!((y[[n, out]] - m[n][src]).abs() < 1e-5);
+            assert!((y[[n, 4 + out]] - m[n][src] - m[n][out]).abs() < 1e-5);
+        }
+    }
+}
