@@ -279,17 +279,10 @@ impl Elementwise {
                 };
                 ctx.same_layout(Elementwise::with_constant(name, kind, constant), *x)
             }
-            ([a, c], None) => {
-                if a.layout != c.layout {
-                    return Err(unsupported(
-                        node,
-                        format!(
-                            "operands of ranks {} and {}",
-                            ctx.shape(node.inputs[0]).len(),
-                            ctx.shape(node.inputs[1]).len()
-                        ),
-                    ));
-                }
+            ([_, _], None) => {
+                let [a, c] = ctx.shared_layout(node, ins)?[..] else {
+                    return Err(unsupported(node, "expected two operands"));
+                };
                 let same = ctx.shape(node.inputs[0]) == ctx.shape(node.inputs[1]);
                 let ids = [a.id, c.id];
                 if same && kind == ElementwiseKind::Add {

@@ -9,7 +9,7 @@
 
 use ndarray::{Array2, CowArray, Ix2};
 
-use super::from_ir::{one, owned, Ctx, Init, Layout, Val};
+use super::from_ir::{owned, Ctx, Init, Layout, Val};
 use super::qgemm::bias_grad;
 use super::qgemm::{
     input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
@@ -219,7 +219,7 @@ impl Linear {
         ins: &[Val],
         quant: LayerQuant,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         let (weight, bias) = match ctx.init {
             Init::FromModel => (owned(&l.weight), l.bias.as_ref().map(owned)),
             Init::Seeded(_) => {

@@ -15,6 +15,7 @@ pub mod embedding;
 pub mod epilogue;
 pub mod flatten;
 pub(crate) mod from_ir;
+pub mod groupnorm;
 pub mod gru;
 pub mod lastaxis;
 pub mod linear;
@@ -24,10 +25,12 @@ pub mod masks;
 pub mod matmul;
 pub mod pointwise;
 pub mod pool;
+pub mod prelu;
 mod qgemm;
 pub mod shape_ops;
 pub mod tensor_ops;
 pub mod tokens;
+pub mod unary;
 
 #[cfg(test)]
 pub(crate) mod gradcheck;
@@ -47,6 +50,7 @@ pub use conv2d::{Conv2d, Conv2dSpec};
 pub use elementwise::{Elementwise, ElementwiseKind};
 pub use epilogue::{Epilogue, EpilogueStep};
 pub use flatten::{Flatten, Unflatten};
+pub use groupnorm::GroupNorm;
 pub use gru::Gru;
 pub use linear::Linear;
 pub use loss::SoftmaxCrossEntropy;
@@ -55,9 +59,11 @@ pub use masks::{CausalMask, Dropout};
 pub use matmul::MatMul;
 pub use pointwise::{Clip, Sigmoid, Tanh};
 pub use pool::{GlobalAvgPool, Pool2d, PoolKind, PoolSpec};
+pub use prelu::PRelu;
 pub use shape_ops::{Reshape, Transpose};
 pub use tensor_ops::{Concat, Pad, SliceLayer};
 pub use tokens::{ClassToken, PositionEmbedding};
+pub use unary::UnaryLayer;
 
 /// The tensor type flowing between layers.
 pub type Tensor = ArrayD<f32>;

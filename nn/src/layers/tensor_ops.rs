@@ -317,17 +317,15 @@ impl SliceLayer {
 }
 
 impl Concat {
-    /// The layer of an IR `Concat` node, whose inputs share a layout.
+    /// The layer of an IR `Concat` node (its inputs brought to one layout).
     pub(crate) fn build<R: Rng>(
         ctx: &mut Ctx<'_, R>,
         node: &Node,
         ins: &[Val],
         axis: usize,
     ) -> Result<Val> {
+        let ins = ctx.shared_layout(node, ins)?;
         let first = ins.first().ok_or_else(|| unsupported(node, "no inputs"))?;
-        if ins.iter().any(|v| v.layout != first.layout) {
-            return Err(unsupported(node, "inputs of different ranks"));
-        }
         let ids: Vec<usize> = ins.iter().map(|v| v.id).collect();
         let layer = Concat::new(&node.name, first.layout.engine_axis(axis));
         ctx.push(layer, &ids, first.layout)

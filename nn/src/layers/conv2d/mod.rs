@@ -27,7 +27,7 @@ use cptsim_kernels::reduce::{add_in_order, sums_and_squares};
 
 mod plan;
 
-use super::from_ir::{one, owned, Ctx, Layout, Val};
+use super::from_ir::{owned, Ctx, Layout, Val};
 use crate::init::{conv_bias, conv_weight};
 pub use cptsim_kernels::conv::Conv2dSpec;
 use cptsim_kernels::conv::{winograd, with_scratch, zeroed, Im2col};
@@ -707,7 +707,7 @@ impl Conv2d {
         ins: &[Val],
         quant: LayerQuant,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::Image)?;
+        let x = ctx.one_as(node, ins, Layout::Image)?;
         let in_channels = ctx.shape(node.inputs[0]).get(1).copied().unwrap_or(0);
         let kernel = c.kernel();
         let spec = Conv2dSpec {
