@@ -291,65 +291,48 @@ macro_rules! tall_tile {
     };
 }
 
-tall_tile!(
+/// A tall tile from its three groups of accumulators (`NAME, R, g0: [c0 0 c1 1 …], g1: […],
+/// g2: […]`, each accumulator with its row): pairs each group's rows with their offsets from the
+/// group's first row (`rs` times 0, 1, …, 8) and hands the rows to [`tall_tile!`].
+macro_rules! tall_tile_of_groups {
+    (@zip $name:ident, $r:literal, [$($row:tt)*], $g:ident,
+        [$c:ident $i:literal $($cn:ident $in:literal)*], [$off:literal $(, $offn:literal)*],
+        $($rest:tt)*) => {
+        tall_tile_of_groups!(@zip $name, $r, [$($row)* [$c, $g, $off, $i],], $g,
+            [$($cn $in)*], [$($offn),*], $($rest)*);
+    };
+    (@zip $name:ident, $r:literal, [$($row:tt)*], $g:ident, [], [$($offn:literal),*],
+        $($rest:tt)*) => {
+        tall_tile_of_groups!(@groups $name, $r, [$($row)*], $($rest)*);
+    };
+    (@groups $name:ident, $r:literal, [$($row:tt)*], $g:ident: [$($c:ident $i:literal)*]
+        $(, $($rest:tt)*)?) => {
+        tall_tile_of_groups!(@zip $name, $r, [$($row)*], $g, [$($c $i)*],
+            ["", " + {rs}", " + {rs}*2", " + {rs3}", " + {rs}*4", " + {rs5}", " + {rs3}*2",
+                " + {rs7}", " + {rs}*8"], $($($rest)*)?);
+    };
+    (@groups $name:ident, $r:literal, [$($row:tt)*], ) => {
+        tall_tile!($name, $r, $($row)*);
+    };
+    ($name:ident, $r:literal, $($groups:tt)*) => {
+        tall_tile_of_groups!(@groups $name, $r, [], $($groups)*);
+    };
+}
+
+tall_tile_of_groups!(
     tall_tile_24,
     24,
-    [c0, g0, "", 0],
-    [c1, g0, " + {rs}", 1],
-    [c2, g0, " + {rs}*2", 2],
-    [c3, g0, " + {rs3}", 3],
-    [c4, g0, " + {rs}*4", 4],
-    [c5, g0, " + {rs5}", 5],
-    [c6, g0, " + {rs3}*2", 6],
-    [c7, g0, " + {rs7}", 7],
-    [c8, g1, "", 8],
-    [c9, g1, " + {rs}", 9],
-    [c10, g1, " + {rs}*2", 10],
-    [c11, g1, " + {rs3}", 11],
-    [c12, g1, " + {rs}*4", 12],
-    [c13, g1, " + {rs5}", 13],
-    [c14, g1, " + {rs3}*2", 14],
-    [c15, g1, " + {rs7}", 15],
-    [c16, g2, "", 16],
-    [c17, g2, " + {rs}", 17],
-    [c18, g2, " + {rs}*2", 18],
-    [c19, g2, " + {rs3}", 19],
-    [c20, g2, " + {rs}*4", 20],
-    [c21, g2, " + {rs5}", 21],
-    [c22, g2, " + {rs3}*2", 22],
-    [c23, g2, " + {rs7}", 23],
+    g0: [c0 0 c1 1 c2 2 c3 3 c4 4 c5 5 c6 6 c7 7],
+    g1: [c8 8 c9 9 c10 10 c11 11 c12 12 c13 13 c14 14 c15 15],
+    g2: [c16 16 c17 17 c18 18 c19 19 c20 20 c21 21 c22 22 c23 23],
 );
 
-tall_tile!(
+tall_tile_of_groups!(
     tall_tile_27,
     27,
-    [c0, g0, "", 0],
-    [c1, g0, " + {rs}", 1],
-    [c2, g0, " + {rs}*2", 2],
-    [c3, g0, " + {rs3}", 3],
-    [c4, g0, " + {rs}*4", 4],
-    [c5, g0, " + {rs5}", 5],
-    [c6, g0, " + {rs3}*2", 6],
-    [c7, g0, " + {rs7}", 7],
-    [c8, g0, " + {rs}*8", 8],
-    [c9, g1, "", 9],
-    [c10, g1, " + {rs}", 10],
-    [c11, g1, " + {rs}*2", 11],
-    [c12, g1, " + {rs3}", 12],
-    [c13, g1, " + {rs}*4", 13],
-    [c14, g1, " + {rs5}", 14],
-    [c15, g1, " + {rs3}*2", 15],
-    [c16, g1, " + {rs7}", 16],
-    [c17, g1, " + {rs}*8", 17],
-    [c18, g2, "", 18],
-    [c19, g2, " + {rs}", 19],
-    [c20, g2, " + {rs}*2", 20],
-    [c21, g2, " + {rs3}", 21],
-    [c22, g2, " + {rs}*4", 22],
-    [c23, g2, " + {rs5}", 23],
-    [c24, g2, " + {rs3}*2", 24],
-    [c25, g2, " + {rs7}", 25],
-    [c26, g2, " + {rs}*8", 26],
+    g0: [c0 0 c1 1 c2 2 c3 3 c4 4 c5 5 c6 6 c7 7 c8 8],
+    g1: [c9 9 c10 10 c11 11 c12 12 c13 13 c14 14 c15 15 c16 16 c17 17],
+    g2: [c18 18 c19 19 c20 20 c21 21 c22 22 c23 23 c24 24 c25 25 c26 26],
 );
 
 #[cfg(test)]
