@@ -108,13 +108,15 @@ class Trace:
         self,
         operand: str = "a",
         max_columns: int = 400,
+        bits: Union[str, int, None] = None,
         title: str = "",
         width: int = 800,
         height: int = 500,
     ) -> Figure:
         """The heat map ``cptsim plot trace`` draws: one row per layer, one column per bin of
         iterations (at most ``max_columns``), coloured by the ``operand``'s bits (``"w"``
-        weights, ``"a"`` activations, ``"g"`` errors)."""
+        weights, ``"a"`` activations, ``"g"`` errors) on the range ``bits`` (``"MIN:MAX"``;
+        default the trace's range), under ``title``."""
         svg = _cptsim.trace_svg(
             self.model_name,
             self.layer_names,
@@ -123,6 +125,7 @@ class Trace:
             self.rows,
             operand=operand,
             max_columns=max_columns,
+            bits=None if bits is None else str(bits),
             title=title,
             width=width,
             height=height,

@@ -27,6 +27,7 @@ fn _cptsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train::train_json, m)?)?;
     m.add_function(wrap_pyfunction!(figure::trace_svg, m)?)?;
     m.add_function(wrap_pyfunction!(figure::curves_svg, m)?)?;
+    m.add_function(wrap_pyfunction!(figure::breakdown_svg, m)?)?;
     m.add_function(wrap_pyfunction!(accel::accel_text, m)?)?;
     m.add_function(wrap_pyfunction!(accel::accel_check, m)?)?;
     m.add_function(wrap_pyfunction!(accel::accel_builtins, m)?)?;

@@ -195,11 +195,37 @@ def test_figures_are_svg_documents(tmp_path):
         trace.plot(width=10)
 
 
-def test_a_runs_curves_are_an_svg_figure():
-    result = cptsim.train({"model": "zoo:lenet5", "data": "synthetic", "iters": 6, "batch": 8, "eval_every": 3})
-    assert len(result.metrics) == 2
-    svg = result.plot()._repr_svg_()
-    assert svg.lstrip().startswith("<svg") and "iteration" in svg
-    assert result.trace.plot()._repr_svg_().lstrip().startswith("<svg")
+def test_figures_are_the_programs_plots_byte_for_byte(cli, tmp_path):
+    out = tmp_path / "run"
+    plan = {"model": "zoo:lenet5", "data": "synthetic", "iters": 30, "batch": 16, "eval_every": 10,
+            "schedule": "cosine", "bits": "3:8", "cycles": 2, "out": str(out)}
+    result = cptsim.train(plan)
+    assert len(result.metrics) == 3
+    curves = result.plot()._repr_svg_()
+    assert curves.lstrip().startswith("<svg") and "iteration" in curves
+    # The program draws a run's curves from its metrics.csv (the bits from its trace.csv when
+    # there is one, which the in-memory figure does not read).
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "metrics.csv").write_bytes((out / "metrics.csv").read_bytes())
+    cli.run("plot", "curves", tmp_path / "metrics", "-o", tmp_path / "curves.svg")
+    assert curves == (tmp_path / "curves.svg").read_text()
+    heat = result.trace.plot(operand="w", bits="2:8", max_columns=7)._repr_svg_()
+    cli.run("plot", "trace", out / "trace.pb", "--model", "zoo:lenet5", "--operand", "w",
+            "--bits", "2:8", "--columns", "7", "-o", tmp_path / "trace.svg")
+    assert heat == (tmp_path / "trace.svg").read_text()
+    report = cptsim.cost("zoo:lenet5", trace=result.trace, accel=["zc706", "stripes"])
+    cli.run("run", "--model", "zoo:lenet5", "--trace", out / "trace.pb", "--accel", "zc706",
+            "--accel", "stripes", "--report", tmp_path / "report")
+    for accel, split in (("zc706", "components"), ("stripes", "gemm")):
+        bars = report.plot(accel, split=split)._repr_svg_()
+        cli.run("plot", "breakdown", tmp_path / "report", "--accel", accel, "--split", split,
+                "-o", tmp_path / f"{accel}.svg")
+        assert bars == (tmp_path / f"{accel}.svg").read_text(), accel
+    with pytest.raises(cptsim.UsageError, match="name the accelerator"):
+        report.plot()
+    with pytest.raises(cptsim.UsageError, match="split z"):
+        report.plot("zc706", split="z")
+    with pytest.raises(cptsim.UsageError, match="max_columns 0"):
+        result.trace.plot(max_columns=0)
     with pytest.raises(cptsim.BadInputError, match="no evaluation"):
         cptsim.Metrics([], "empty").plot()
