@@ -7,11 +7,14 @@ import os
 import shutil
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import cptsim
+from conftest import REPO
 
 # What differs between two runs of the same plan: how long they took.
 TIMING = {"seconds", "images_per_s", "cpu_seconds", "images_per_cpu_s", "load_average"}
@@ -19,7 +22,8 @@ TIMING = {"seconds", "images_per_s", "cpu_seconds", "images_per_cpu_s", "load_av
 
 @pytest.fixture(scope="session")
 def mnist():
-    root = Path(os.environ.get("CPTSIM_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data"))
+    # As the Rust tests find it: $CPTSIM_DATA_DIR, else ../shared/data beside the repository.
+    root = Path(os.environ.get("CPTSIM_DATA_DIR", REPO.parent / "shared" / "data"))
     found = root / "mnist"
     if not (found / "train-images-idx3-ubyte.gz").is_file():
         reason = f"{found} not found"
@@ -93,6 +97,30 @@ def test_a_toml_plan_file_and_text_train_the_same_run(mnist, tmp_path):
     assert a.metrics.to_dicts() == b.metrics.to_dicts() and len(a.metrics) == 1
     assert a.trace == b.trace
     assert a.summary["gbitops"] == b.summary["gbitops"]
+    # On two threads of its own, the same run.
+    c = cptsim.train(dict(plan, threads=2))
+    assert c.metrics.to_dicts() == a.metrics.to_dicts() and c.trace == a.trace
+
+
+def test_other_python_threads_run_while_it_trains():
+    ticks, done = [], threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.001)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        started = time.monotonic()
+        cptsim.train({"model": "zoo:lenet5", "data": "synthetic", "iters": 40, "batch": 32, "eval_every": 40})
+        finished = time.monotonic()
+    finally:
+        done.set()
+        counter.join()
+    during = [t for t in ticks if started < t < finished]
+    assert len(during) >= 10, f"{len(during)} ticks in {finished - started:.2f} s of training"
 
 
 def test_a_callback_returning_false_stops_the_run_with_its_checkpoint(cli, mnist, tmp_path):
