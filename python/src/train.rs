@@ -88,16 +88,20 @@ pub fn train_json(
     if let Some(e) = obs.error.take() {
         return Err(e);
     }
-    let (result, stopped) = match outcome {
-        Ok(r) => (Some(r), None),
-        Err(e) if e.kind() == ErrorKind::Interrupted => {
-            let message = chain(&e);
-            if interrupt.is_some() {
-                return Err(PyKeyboardInterrupt::new_err(message));
-            }
-            (None, Some(message))
+    let (result, stopped) = match (outcome, interrupt) {
+        // Ctrl-C: KeyboardInterrupt saying where the checkpoint is; another signal handler's
+        // exception as it raised it.
+        (Err(e), Some(signal)) if e.kind() == ErrorKind::Interrupted => {
+            return Err(match signal.is_instance_of::<PyKeyboardInterrupt>(py) {
+                true => PyKeyboardInterrupt::new_err(chain(&e)),
+                false => signal,
+            });
         }
-        Err(e) => return Err(failure(e)),
+        // A signal that came as the run finished (its outputs complete) is raised all the same.
+        (_, Some(signal)) => return Err(signal),
+        (Ok(r), None) => (Some(r), None),
+        (Err(e), None) if e.kind() == ErrorKind::Interrupted => (None, Some(chain(&e))),
+        (Err(e), None) => return Err(failure(e)),
     };
     let rows: Option<Vec<Row>> = match &result {
         Some(r) => Some(r.trace.iter().map(from_row).collect()),

@@ -168,6 +168,22 @@ def test_ctrl_c_stops_the_run_keeps_its_checkpoint_and_raises_keyboard_interrupt
     assert (out / "checkpoint.bin").is_file() and not (out / "summary.json").exists()
 
 
+def test_a_signal_handlers_own_exception_stops_the_run_and_is_raised(mnist):
+    def handler(signum, frame):
+        raise TimeoutError("time is up")
+
+    def progress(step):
+        if step.iteration == 2:
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    before = signal.signal(signal.SIGUSR1, handler)
+    try:
+        with pytest.raises(TimeoutError, match="time is up"):
+            cptsim.train(tiny(mnist), progress=progress)
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
 def test_an_exception_in_the_callback_stops_the_run_and_is_raised(mnist):
     def progress(step):
         raise ValueError(f"stop at {step.iteration}")
