@@ -242,11 +242,19 @@ impl Observer for Hooked<'_> {
     }
 
     fn evaluated(&mut self, eval: &EvalRecord) {
-        self.evals.push(eval.clone());
+        if self
+            .evals
+            .last()
+            .is_none_or(|e| e.iteration < eval.iteration)
+        {
+            self.evals.push(eval.clone());
+        }
     }
 
     fn write_extras(&mut self, o: &Outputs<'_>) -> anyhow::Result<()> {
         self.rows = Some(o.rows.iter().map(from_row).collect());
+        // Every evaluation so far, those of the invocations before a resume too.
+        self.evals.clone_from(&o.trainer.state.evals);
         Ok(())
     }
 

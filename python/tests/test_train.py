@@ -143,6 +143,11 @@ def test_a_callback_returning_false_stops_the_run_with_its_checkpoint(cli, mnist
     # Resumed, from Python or by the program, it finishes as the run that never stopped.
     again = tmp_path / "again"
     shutil.copytree(out, again)
+    part = cptsim.train(resume=out, progress=lambda step: step.iteration < 9)
+    assert "interrupted at iteration 9/12" in part.stopped
+    # The evaluations of both invocations, and the trace from the start.
+    assert [r["iteration"] for r in part.metrics.to_dicts()] == [4, 8]
+    assert part.trace.iterations == 9 and part.trace.rows[0][0] == 0
     resumed = cptsim.train(resume=out)
     whole = cptsim.train(tiny(mnist))
     strip = lambda s: {k: v for k, v in s.items() if k not in TIMING}
