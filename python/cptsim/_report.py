@@ -6,7 +6,9 @@ import json
 from typing import List, Optional, Sequence, Union
 
 from . import _cptsim
+from ._cptsim import UsageError
 from .accel import AccelConfig, load as _load_accel
+from ._figure import Figure
 from ._trace import Trace
 
 
@@ -35,6 +37,18 @@ class AcceleratorCost:
     def energy_reduction(self) -> float:
         """``1 − energy / static energy``."""
         return 1.0 - self.energy_j / self.static_energy_j
+
+    def plot(self, split: str = "components", width: int = 800, height: int = 500) -> Figure:
+        """The per-layer latency and energy breakdown ``cptsim plot breakdown`` draws, stacked by
+        cost component (``split="components"``: compute, SRAM, DRAM, DRAM stalls) or by
+        training GEMM (``"gemm"``: fw, eb, wg)."""
+        if not self.per_layer_gemm:
+            raise UsageError(
+                f"plot of {self.name}: the report has no per-layer rows "
+                "(cost(..., epoch_iters=None) leaves them out)"
+            )
+        doc = json.dumps({"name": self.name, "per_layer_gemm": self.per_layer_gemm})
+        return Figure(_cptsim.breakdown_svg(doc, split, width, height))
 
     def __repr__(self) -> str:
         return (
@@ -96,6 +110,26 @@ class Report:
         import pandas
 
         return pandas.DataFrame(self.to_dicts())
+
+    def plot(
+        self,
+        accelerator: Optional[str] = None,
+        split: str = "components",
+        width: int = 800,
+        height: int = 500,
+    ) -> Figure:
+        """The per-layer breakdown of ``accelerator`` (its name; may be left out when the report
+        costs one): ``AcceleratorCost.plot``."""
+        names = [a.name for a in self.accelerators]
+        if not names:
+            raise UsageError("plot: the report costs no accelerator (cost(..., accel=[...]))")
+        if accelerator is None:
+            if len(names) > 1:
+                raise UsageError(f"plot: name the accelerator, one of {', '.join(names)}")
+            accelerator = names[0]
+        if accelerator not in names:
+            raise UsageError(f"plot: accelerator {accelerator!r} is not in the report ({', '.join(names)})")
+        return self.accelerators[names.index(accelerator)].plot(split, width, height)
 
     def __repr__(self) -> str:
         head = (

@@ -5,6 +5,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _cptsim
 from ._cptsim import UsageError
+from ._figure import Figure
 
 COLUMNS = ("iter_start", "iter_end", "layer", "b_w", "b_a", "b_g", "samples")
 
@@ -102,6 +103,34 @@ class Trace:
         cols = self.columns()
         order = ["iter_start", "iter_end", "layer", "layer_name", "b_w", "b_a", "b_g", "samples"]
         return pandas.DataFrame({c: cols[c] for c in order})
+
+    def plot(
+        self,
+        operand: str = "a",
+        max_columns: int = 400,
+        bits: Union[str, int, None] = None,
+        title: str = "",
+        width: int = 800,
+        height: int = 500,
+    ) -> Figure:
+        """The heat map ``cptsim plot trace`` draws: one row per layer, one column per bin of
+        iterations (at most ``max_columns``), coloured by the ``operand``'s bits (``"w"``
+        weights, ``"a"`` activations, ``"g"`` errors) on the range ``bits`` (``"MIN:MAX"``;
+        default the trace's range), under ``title``."""
+        svg = _cptsim.trace_svg(
+            self.model_name,
+            self.layer_names,
+            self.batch,
+            self.iterations,
+            self.rows,
+            operand=operand,
+            max_columns=max_columns,
+            bits=None if bits is None else str(bits),
+            title=title,
+            width=width,
+            height=height,
+        )
+        return Figure(svg)
 
     def _cost_arg(self):
         label = self.path if self.path is not None else "<memory>"

@@ -36,6 +36,12 @@ create_exception!(
     Error,
     "Training diverged (exit code 5)."
 );
+create_exception!(
+    cptsim,
+    CollapsedError,
+    Error,
+    "Training collapsed to chance and `stop_on_collapse` stopped it (exit code 6)."
+);
 
 /// Adds the classes to the module, each with its `exit_code`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -46,6 +52,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("BadInputError", py.get_type::<BadInputError>(), 3),
         ("RuntimeFailure", py.get_type::<RuntimeFailure>(), 4),
         ("DivergedError", py.get_type::<DivergedError>(), 5),
+        ("CollapsedError", py.get_type::<CollapsedError>(), 6),
     ] {
         class.setattr("exit_code", code)?;
         m.add(name, class)?;
@@ -59,6 +66,8 @@ pub enum Kind {
     Usage,
     BadInput,
     Runtime,
+    Diverged,
+    Collapsed,
 }
 
 /// A failure: its class and its one-line message.
@@ -81,7 +90,7 @@ impl Failure {
     /// argument at fault and its value).
     pub fn of(context: &str, e: &(dyn StdError + 'static)) -> Self {
         let kind = classify(e);
-        let message = message(e);
+        let message = chain(e);
         let message = match context {
             "" => message,
             c => format!("{c}: {message}"),
@@ -96,13 +105,15 @@ impl From<Failure> for PyErr {
             Kind::Usage => UsageError::new_err(f.message),
             Kind::BadInput => BadInputError::new_err(f.message),
             Kind::Runtime => RuntimeFailure::new_err(f.message),
+            Kind::Diverged => DivergedError::new_err(f.message),
+            Kind::Collapsed => CollapsedError::new_err(f.message),
         }
     }
 }
 
 /// `e`'s message and its causes', joined by ": ", a cause its parent's text already ends with
 /// said once.
-fn message(e: &(dyn StdError + 'static)) -> String {
+pub fn chain(e: &(dyn StdError + 'static)) -> String {
     let mut out = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {

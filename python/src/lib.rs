@@ -7,9 +7,12 @@ use pyo3::prelude::*;
 
 mod accel;
 mod errors;
+mod figure;
 mod inspect;
+mod plan;
 mod run;
 mod trace;
+mod train;
 
 /// The extension module.
 #[pymodule]
@@ -21,6 +24,10 @@ fn _cptsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::write_trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace::check_trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace::layer_names, m)?)?;
+    m.add_function(wrap_pyfunction!(train::train_json, m)?)?;
+    m.add_function(wrap_pyfunction!(figure::trace_svg, m)?)?;
+    m.add_function(wrap_pyfunction!(figure::curves_svg, m)?)?;
+    m.add_function(wrap_pyfunction!(figure::breakdown_svg, m)?)?;
     m.add_function(wrap_pyfunction!(accel::accel_text, m)?)?;
     m.add_function(wrap_pyfunction!(accel::accel_check, m)?)?;
     m.add_function(wrap_pyfunction!(accel::accel_builtins, m)?)?;

@@ -32,7 +32,7 @@ pub fn to_row(r: Row) -> TraceRow {
     }
 }
 
-fn from_row(r: &TraceRow) -> Row {
+pub fn from_row(r: &TraceRow) -> Row {
     (
         r.iter_start,
         r.iter_end,
