@@ -18,15 +18,19 @@ pub fn uniform<R: Rng>(rng: &mut R, shape: &[usize], a: f32) -> Tensor {
     tensor(shape, init::uniform(rng, shape.iter().product(), a))
 }
 
-/// Conv weights `[O, KH, KW, I/g]` ([`init::conv_weight`]).
+/// Conv weights `[O, KH, KW, I/g]` in `groups` groups ([`init::conv_weight`]).
 pub fn conv_weight<R: Rng>(
     rng: &mut R,
     out: usize,
     kernel: [usize; 2],
     in_per_group: usize,
+    groups: usize,
 ) -> Tensor {
     let shape = [out, kernel[0], kernel[1], in_per_group];
-    tensor(&shape, init::conv_weight(rng, out, kernel, in_per_group))
+    tensor(
+        &shape,
+        init::conv_weight(rng, out, kernel, in_per_group, groups),
+    )
 }
 
 /// A conv bias ([`init::conv_bias`]).

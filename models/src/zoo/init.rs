@@ -65,14 +65,19 @@ fn inv_sqrt(n: usize) -> f32 {
     (n.max(1) as f32).sqrt().recip()
 }
 
-/// Conv weights `[O, KH, KW, I/g]` from `N(0, 2/(KH·KW·O))`.
+/// Conv weights `[O, KH, KW, I/g]` from `N(0, 2/fan_out)`, `fan_out = KH·KW·O/g`: the outputs
+/// each input value reaches. In `groups` groups an input feeds only its group's `O/g` filters, so a
+/// depthwise conv's fan-out is `KH·KW`; counting all `O` would shrink every depthwise layer's
+/// output variance by a factor `O`, and a deep depthwise-separable net without normalisation
+/// would start with vanishing activations and gradients.
 pub fn conv_weight<R: Rng>(
     rng: &mut R,
     out: usize,
     kernel: [usize; 2],
     in_per_group: usize,
+    groups: usize,
 ) -> Vec<f32> {
-    let fan = (kernel[0] * kernel[1] * out).max(1) as f32;
+    let fan = (kernel[0] * kernel[1] * out / groups.max(1)).max(1) as f32;
     let n = out * kernel[0] * kernel[1] * in_per_group;
     normal(rng, n, (2.0 / fan).sqrt())
 }
@@ -136,13 +141,18 @@ impl Init {
         Init { rng: None }
     }
 
-    /// A conv's weight in ONNX's `[O, I/g, K, K]` (`dims`) and, if `bias`, its bias.
-    pub(crate) fn conv(&mut self, dims: [usize; 4], bias: bool) -> (Vec<f32>, Option<Vec<f32>>) {
+    /// A conv's weight in ONNX's `[O, I/g, K, K]` (`dims`) in `groups` groups and, if `bias`, its bias.
+    pub(crate) fn conv(
+        &mut self,
+        dims: [usize; 4],
+        groups: usize,
+        bias: bool,
+    ) -> (Vec<f32>, Option<Vec<f32>>) {
         let [o, ipg, kh, kw] = dims;
         let Some(rng) = &mut self.rng else {
             return (vec![0.0; o * ipg * kh * kw], bias.then(|| vec![0.0; o]));
         };
-        let w = conv_weight(rng, o, [kh, kw], ipg);
+        let w = conv_weight(rng, o, [kh, kw], ipg, groups);
         let b = bias.then(|| conv_bias(rng, o, [kh, kw], ipg));
         (ohwi_to_oihw(&w, [o, kh, kw, ipg]), b)
     }
@@ -192,7 +202,7 @@ mod tests {
 
     #[test]
     fn conv_init_has_the_spec_variance() {
-        let w = conv_weight(&mut ChaCha8Rng::seed_from_u64(1), 64, [3, 3], 64);
+        let w = conv_weight(&mut ChaCha8Rng::seed_from_u64(1), 64, [3, 3], 64, 1);
         let (mean, var) = moments(&w);
         let want = 2.0 / (9.0 * 64.0);
         // std error of a sample variance ≈ var·√(2/n) (≈ 0.7 % here); allow 5 %.
@@ -258,8 +268,16 @@ mod tests {
     }
 
     #[test]
+    fn a_depthwise_conv_init_counts_the_fan_out_of_its_group() {
+        let w = conv_weight(&mut ChaCha8Rng::seed_from_u64(2), 64, [3, 3], 1, 64);
+        let (_, var) = moments(&w);
+        let want = 2.0 / 9.0;
+        assert!((var / want - 1.0).abs() < 0.25, "var {var} want {want}");
+    }
+
+    #[test]
     fn zeros_draws_nothing() {
-        let (w, b) = Init::zeros().conv([4, 2, 3, 3], true);
+        let (w, b) = Init::zeros().conv([4, 2, 3, 3], 1, true);
         assert!(w.len() == 72 && w.iter().all(|&v| v == 0.0) && b == Some(vec![0.0; 4]));
     }
 }

@@ -59,7 +59,9 @@ impl Net {
         bias: bool,
     ) -> Result<Value, ExportError> {
         let in_channels = x.shape.first().copied().unwrap_or(0);
-        let (weight, bias) = self.init.conv(geom.weight_dims(in_channels), bias);
+        let (weight, bias) = self
+            .init
+            .conv(geom.weight_dims(in_channels), geom.groups, bias);
         self.graph.conv(name, x, geom, &weight, bias.as_deref())
     }
 

@@ -740,3 +740,7 @@ mod tests {
         assert_ne!(a, weights(Init::Seeded(8)));
     }
 }
+
+#[cfg(test)]
+#[path = "tests/init.rs"]
+mod init_tests;

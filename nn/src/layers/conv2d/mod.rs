@@ -728,7 +728,7 @@ impl Conv2d {
             ),
             super::from_ir::Init::Seeded(_) => {
                 let (out, ipg) = (spec.out_channels, in_channels / c.groups.max(1));
-                let w = conv_weight(ctx.rng, out, kernel, ipg);
+                let w = conv_weight(ctx.rng, out, kernel, ipg, c.groups);
                 let b = c
                     .bias
                     .as_ref()

@@ -39,11 +39,11 @@ fn tiny_resnet(classes: usize, method: QuantMethod, seed: u64) -> Graph {
     let q = |i: u64| LayerQuant::new(method, seed ^ i);
     let c1 = Conv2dSpec::square(1, 8, 3, 1, 1);
     let c2 = Conv2dSpec::square(8, 8, 3, 1, 1);
-    g.then(Conv2d::new("c1", c1, conv_weight(&mut rng, 8, [3, 3], 1), None, q(1)).unwrap())
+    g.then(Conv2d::new("c1", c1, conv_weight(&mut rng, 8, [3, 3], 1, 1), None, q(1)).unwrap())
         .unwrap();
     g.then(BatchNorm::new("b1", 8)).unwrap();
     let a = g.then(Activation::new("r1", ActivationKind::Relu)).unwrap();
-    g.then(Conv2d::new("c2", c2, conv_weight(&mut rng, 8, [3, 3], 8), None, q(2)).unwrap())
+    g.then(Conv2d::new("c2", c2, conv_weight(&mut rng, 8, [3, 3], 8, 1), None, q(2)).unwrap())
         .unwrap();
     let b = g.then(BatchNorm::new("b2", 8)).unwrap();
     g.push(Add::new("add"), &[b, a]).unwrap();
@@ -233,7 +233,7 @@ fn two_conv_block(out: usize, seed: u64) -> Graph {
     let mut g = Graph::new();
     let q = |i: u64| LayerQuant::new(QuantMethod::Sbm, seed ^ i);
     let conv = |rng: &mut ChaCha8Rng, name: &str, i: usize, o: usize, k: u64| {
-        let w = conv_weight(rng, o, [3, 3], i);
+        let w = conv_weight(rng, o, [3, 3], i, 1);
         Conv2d::new(name, Conv2dSpec::square(i, o, 3, 1, 1), w, None, q(k)).unwrap()
     };
     g.then(conv(&mut rng, "c1", 1, 8, 1)).unwrap();
@@ -305,7 +305,7 @@ fn a_fused_batch_norm_of_the_wrong_width_is_an_error_naming_it() {
     let mut g = Graph::new();
     let spec = Conv2dSpec::square(1, 8, 3, 1, 1);
     let q = LayerQuant::new(QuantMethod::Sbm, 1);
-    g.then(Conv2d::new("c1", spec, conv_weight(&mut rng, 8, [3, 3], 1), None, q).unwrap())
+    g.then(Conv2d::new("c1", spec, conv_weight(&mut rng, 8, [3, 3], 1, 1), None, q).unwrap())
         .unwrap();
     g.then(BatchNorm::new("bn_wide", 6)).unwrap();
     assert_eval_errors_name(&mut g, Tensor::zeros(vec![2, 4, 4, 1]), "bn_wide");
@@ -343,14 +343,23 @@ fn cnn_learns_real_mnist_adapted_to_3x32x32_with_sbm8() {
         Conv2dSpec::square(3, 8, 3, 1, 1),
         Conv2dSpec::square(8, 16, 3, 1, 1),
     );
-    g.then(Conv2d::new("c1", c1, conv_weight(&mut rng, 8, [3, 3], 3), None, q(1)).unwrap())
+    g.then(Conv2d::new("c1", c1, conv_weight(&mut rng, 8, [3, 3], 3, 1), None, q(1)).unwrap())
         .unwrap();
     g.then(BatchNorm::new("b1", 8)).unwrap();
     g.then(Activation::new("r1", ActivationKind::Relu)).unwrap();
     g.then(Pool2d::new("p1", PoolKind::Max, PoolSpec::square(2, 2)).unwrap())
         .unwrap();
-    g.then(Conv2d::new("c2", c2, conv_weight(&mut rng, 16, [3, 3], 8), None, q(2)).unwrap())
-        .unwrap();
+    g.then(
+        Conv2d::new(
+            "c2",
+            c2,
+            conv_weight(&mut rng, 16, [3, 3], 8, 1),
+            None,
+            q(2),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     g.then(BatchNorm::new("b2", 16)).unwrap();
     g.then(Activation::new("r2", ActivationKind::Relu)).unwrap();
     g.then(Pool2d::new("p2", PoolKind::Max, PoolSpec::square(2, 2)).unwrap())

@@ -19,8 +19,17 @@ pub(crate) fn small_net_scoped(seed: u64, all: bool) -> TrainNet {
     let mut g = Graph::new();
     let spec = Conv2dSpec::square(1, 6, 3, 1, 1);
     let q = |i: u64| LayerQuant::new(QuantMethod::Sbm, seed ^ i);
-    g.then(Conv2d::new("c1", spec, conv_weight(&mut rng, 6, [3, 3], 1), None, q(1)).unwrap())
-        .unwrap();
+    g.then(
+        Conv2d::new(
+            "c1",
+            spec,
+            conv_weight(&mut rng, 6, [3, 3], 1, 1),
+            None,
+            q(1),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     g.then(BatchNorm::new("b1", 6)).unwrap();
     g.then(Activation::new("r1", ActivationKind::Relu)).unwrap();
     g.then(Pool2d::new("p1", PoolKind::Max, PoolSpec::square(2, 2)).unwrap())
