@@ -59,7 +59,7 @@ impl Reshape {
     /// the built one rebound to `x`'s batch, or an error naming the layer and the shapes.
     fn target(&self, x: &[usize]) -> Result<Vec<usize>> {
         let count = |s: &[usize]| s.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if count(x) == count(&self.shape) {
+        if x == self.from.as_slice() || count(x) == count(&self.shape) {
             return Ok(self.shape.clone());
         }
         rebatch(&self.from, &self.shape, self.batch, x).map_err(|m| {
