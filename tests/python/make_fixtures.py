@@ -139,6 +139,38 @@ class SECNN(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+class ShuffleAttn(nn.Module):
+    """Reshapes whose targets hold the batch: ShuffleNetV2's channel shuffle
+    (`view(n, 2, c // 2, h, w)`, transpose, `view(n, c, h, w)`), a ViT's patches
+    (`reshape(n, c, h * w)`) and `nn.MultiheadAttention`, whose legacy export merges the batch
+    with the heads (`[T, n * heads, d]`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 1)
+        self.attn = nn.MultiheadAttention(8, 4)
+        self.fc = nn.Linear(16 * 8, 5)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        n, c, h, w = x.size()
+        x = x.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        x = F.relu(self.conv2(x))
+        t = x.reshape(n, c, h * w).permute(2, 0, 1)
+        t, _ = self.attn(t, t, t, need_weights=False)
+        return self.fc(t.permute(1, 0, 2).reshape(n, -1))
+
+
+def export_fixed_batch(model, shape, name, opset):
+    """A legacy export with the batch of `shape` fixed (no dynamic axis): the batch is a
+    number in every reshape target."""
+    path = os.path.join(OUT, name)
+    torch.onnx.export(model, torch.randn(*shape), path, opset_version=opset, dynamo=False,
+                      input_names=["x"], output_names=["y"], training=torch.onnx.TrainingMode.EVAL)
+    return path
+
+
 def export_legacy(model, shape, name, opset, training=False):
     path = os.path.join(OUT, name)
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
@@ -261,6 +293,9 @@ def main():
             os.remove(path)
             continue
         written.append(path)
+    if fresh("shuffle_attn_fixed_batch2.onnx"):
+        written.append(export_fixed_batch(ShuffleAttn().eval(), (2, 3, 8, 8),
+                                          "shuffle_attn_fixed_batch2.onnx", 14))
     written += bad_models(fresh)
     for p in written:
         print(p, os.path.getsize(p))

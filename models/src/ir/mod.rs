@@ -9,6 +9,7 @@
 //! described in [`op`]; a language model's graph input is its token ids, `[B, T]` or `[T, B]`.
 
 pub mod op;
+pub mod rebatch;
 pub mod rules;
 pub mod shape;
 mod summary;

@@ -5,6 +5,7 @@ use super::from_ir::{one_any, unsupported, Ctx, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use super::{Flatten, Unflatten};
 use crate::error::{Result, SimError};
+use cptsim_models::ir::rebatch::rebatch;
 use cptsim_models::ir::Node;
 use rand::Rng;
 
@@ -27,22 +28,51 @@ fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
         .map_err(|e| SimError::shape(name, e.to_string()))
 }
 
-/// Reinterprets the input's row-major element order as a fixed shape (which includes the batch).
+/// Reinterprets the input's row-major element order as a target shape resolved at the built
+/// batch (which it includes): an input of another batch gets the target with the axis that
+/// carries the batch rebound ([`rebatch`]), so one network trains, evaluates and runs `forward`
+/// at any batch.
 pub struct Reshape {
     name: String,
+    /// The input shape the target was resolved for, and the batch it holds.
+    from: Vec<usize>,
+    batch: usize,
     shape: Vec<usize>,
-    /// Training pass: the input shape.
-    in_shape: Option<Vec<usize>>,
+    /// Training pass: the input and output shapes.
+    pass: Option<(Vec<usize>, Vec<usize>)>,
 }
 
 impl Reshape {
-    /// A reshape to exactly `shape`.
-    pub fn new(name: &str, shape: Vec<usize>) -> Self {
+    /// A reshape of inputs shaped `from` (at batch `batch`) to exactly `shape`, rebound for
+    /// other batches.
+    pub fn new(name: &str, from: Vec<usize>, batch: usize, shape: Vec<usize>) -> Self {
         Self {
             name: name.to_string(),
+            from,
+            batch,
             shape,
-            in_shape: None,
+            pass: None,
         }
+    }
+
+    /// The target for an input of shape `x`: the built one when the element counts agree, else
+    /// the built one rebound to `x`'s batch, or an error naming the layer and the shapes.
+    fn target(&self, x: &[usize]) -> Result<Vec<usize>> {
+        let count = |s: &[usize]| s.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if x == self.from.as_slice() || count(x) == count(&self.shape) {
+            return Ok(self.shape.clone());
+        }
+        rebatch(&self.from, &self.shape, self.batch, x).map_err(|m| {
+            SimError::shape(
+                &self.name,
+                format!(
+                    "cannot reshape {x:?} to the file's target {:?}: {m}; the export pins its \
+                     batch in this reshape's target, so re-export the model with a dynamic \
+                     batch axis",
+                    self.shape
+                ),
+            )
+        })
     }
 }
 
@@ -53,15 +83,16 @@ impl Layer for Reshape {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let y = reshaped(&self.name, x, &self.shape)?;
-        self.in_shape = (mode == Mode::Train).then(|| x.shape().to_vec());
+        let shape = self.target(x.shape())?;
+        let y = reshaped(&self.name, x, &shape)?;
+        self.pass = (mode == Mode::Train).then(|| (x.shape().to_vec(), shape));
         Ok(y)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let shape = cached(&self.name, &self.in_shape)?;
-        check_grad(&self.name, &grad_out, &self.shape)?;
-        Ok(vec![reshaped(&self.name, &grad_out, shape)?])
+        let (in_shape, out_shape) = cached(&self.name, &self.pass)?;
+        check_grad(&self.name, &grad_out, out_shape)?;
+        Ok(vec![reshaped(&self.name, &grad_out, in_shape)?])
     }
 }
 
@@ -195,6 +226,11 @@ impl Reshape {
             ));
         }
         let features = x.layout == Layout::Image || in_shape.len() == 2;
+        // What the layer reads: the IR shape, or an image flattened to [N, C·H·W].
+        let from = match x.layout {
+            Layout::AsIs => in_shape.clone(),
+            Layout::Image => vec![n, count(&in_shape).checked_div(n).unwrap_or(0)],
+        };
         let flattened = |ctx: &mut Ctx<'_, R>, name: String| match x.layout {
             Layout::AsIs => Ok(x.id),
             Layout::Image => ctx
@@ -206,7 +242,8 @@ impl Reshape {
             [m, c, h, w] if m == n && features => Some([c, h, w]),
             _ => {
                 let x = flattened(ctx, format!("{}/flatten", node.name))?;
-                return ctx.push(Reshape::new(&node.name, out_shape), &[x], Layout::AsIs);
+                let layer = Reshape::new(&node.name, from, ctx.ir.batch, out_shape);
+                return ctx.push(layer, &[x], Layout::AsIs);
             }
         };
         let name = match image {
@@ -265,7 +302,7 @@ mod tests {
 
     #[test]
     fn reshape_keeps_row_major_order_and_checks() {
-        let mut r = Reshape::new("r", vec![3, 2]);
+        let mut r = Reshape::new("r", vec![2, 3], 2, vec![3, 2]);
         let x = Tensor::from_shape_vec(vec![2, 3], (0..6).map(|v| v as f32).collect()).unwrap();
         let y = r.forward(&[&x], Mode::Eval).unwrap();
         assert_eq!(y.shape(), [3, 2]);
@@ -274,13 +311,40 @@ mod tests {
         let xt = x.t().to_owned();
         let y = r.forward(&[&xt], Mode::Eval).unwrap();
         assert_eq!(y.as_slice().unwrap(), &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
-        let mut r = Reshape::new("r", vec![4, 3, 2]);
+        let mut r = Reshape::new("r", vec![2, 12], 2, vec![4, 3, 2]);
         check_layer(&mut r, &[rand_tensor(&[2, 12], 1.0, 1)], 1e-2, 1e-3, 10).unwrap();
     }
 
     #[test]
+    fn reshape_built_at_one_batch_runs_and_trains_at_others() {
+        // a channel shuffle built at batch 2: [2, 2·3·4] → [2, 2, 3, 4]
+        let mut r = Reshape::new("shuffle", vec![2, 24], 2, vec![2, 2, 3, 4]);
+        let x = rand_tensor(&[5, 24], 1.0, 4);
+        let y = r.forward(&[&x], Mode::Train).unwrap();
+        assert_eq!(y.shape(), [5, 2, 3, 4]);
+        assert_eq!(y.as_slice().unwrap(), x.as_slice().unwrap());
+        let dx = r.backward(y.clone()).unwrap();
+        assert_eq!(dx[0].shape(), [5, 24]);
+        check_layer(&mut r, &[rand_tensor(&[1, 24], 1.0, 5)], 1e-2, 1e-3, 10).unwrap();
+        // attention heads merged with the batch, [T, N, E] → [T, N·h, d]
+        let mut r = Reshape::new("heads", vec![3, 2, 8], 2, vec![3, 8, 2]);
+        let y = r.forward(&[&rand_tensor(&[3, 7, 8], 1.0, 6)], Mode::Eval);
+        assert_eq!(y.unwrap().shape(), [3, 28, 2]);
+        // a batch the target splits: the error names the layer and asks for a dynamic axis
+        let mut r = Reshape::new("split", vec![4, 6], 4, vec![2, 12]);
+        let e = r
+            .forward(&[&Tensor::zeros(vec![6, 6])], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("split") && e.contains("[6, 6]") && e.contains("dynamic batch axis"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn reshape_count_mismatch_names_both_shapes() {
-        let e = Reshape::new("flat", vec![5, 2])
+        let e = Reshape::new("flat", vec![3, 3], 3, vec![5, 2])
             .forward(&[&Tensor::zeros(vec![3, 3])], Mode::Eval)
             .unwrap_err()
             .to_string();
@@ -288,7 +352,7 @@ mod tests {
             e.contains("flat") && e.contains("[3, 3]") && e.contains("[5, 2]"),
             "{e}"
         );
-        let e = Reshape::new("flat", vec![usize::MAX, 3])
+        let e = Reshape::new("flat", vec![3, 3], 3, vec![usize::MAX, 3])
             .forward(&[&Tensor::zeros(vec![3, 3])], Mode::Eval)
             .unwrap_err()
             .to_string();

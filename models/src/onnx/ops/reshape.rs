@@ -53,8 +53,55 @@ fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         }
     }
     let allowzero = node.attr_or("allowzero", false)?;
-    let shape = resolve_reshape(&dims, &target, allowzero).map_err(|m| node.err(m))?;
+    let shape = match resolve_reshape(&dims, &target, allowzero) {
+        Ok(shape) => shape,
+        Err(m) => imp
+            .file_batch
+            .and_then(|fb| rebound_target(&dims, &target, allowzero, fb, imp.graph.batch))
+            .ok_or_else(|| node.err(m))?,
+    };
     reshape_to(imp, node, x, shape)
+}
+
+/// A target written for the file's batch `fb` that does not fit input `dims` at the bound batch:
+/// resolved as it is for the file's input (`dims` with an axis of the bound batch holding `fb`
+/// instead; when no axis has the bound batch, one of the batch times a factor, `[N·heads]`),
+/// then rebound
+/// to the bound batch by element-count arithmetic ([`crate::ir::rebatch`]), which finds the
+/// target axis that carries the batch even where it is merged with another (the
+/// `[T, N·heads, d]` of attention). `None` unless exactly one result comes out.
+fn rebound_target(
+    dims: &[usize],
+    target: &[i64],
+    allowzero: bool,
+    fb: usize,
+    batch: usize,
+) -> Option<Vec<usize>> {
+    let alone: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == batch).collect();
+    let merged: Vec<usize> = (0..dims.len())
+        .filter(|&i| alone.is_empty() && batch > 1 && dims[i] % batch == 0)
+        .collect();
+    for axes in [alone, merged] {
+        let mut found: Option<Vec<usize>> = None;
+        for i in axes {
+            let mut file_dims = dims.to_vec();
+            file_dims[i] = (dims[i] / batch).checked_mul(fb)?;
+            let Ok(file_shape) = resolve_reshape(&file_dims, target, allowzero) else {
+                continue;
+            };
+            let Ok(shape) = crate::ir::rebatch::rebatch(&file_dims, &file_shape, fb, dims) else {
+                continue;
+            };
+            match &found {
+                Some(f) if *f != shape => return None,
+                _ => found = Some(shape),
+            }
+        }
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
 }
 
 /// ONNX Reshape target resolution.
@@ -228,6 +275,39 @@ mod tests {
         assert!(resolve_reshape(&[8, 64], &[0, 3], true).is_err());
         assert!(resolve_reshape(&[8, 64], &[-1, -1], false).is_err());
         assert!(resolve_reshape(&[8, 64], &[5, -1], false).is_err());
+    }
+
+    #[test]
+    fn a_target_pinning_the_batch_inside_an_axis_is_rebound() {
+        // attention heads [T, 2·8, d] of a file exported at batch 2, imported at batch 3
+        assert_eq!(
+            rebound_target(&[16, 3, 32], &[16, 16, 4], false, 2, 3),
+            Some(vec![16, 24, 4])
+        );
+        // [T·N, E] back from the heads
+        assert_eq!(
+            rebound_target(&[16, 3, 8], &[32, 8], false, 2, 3),
+            Some(vec![48, 8])
+        );
+        // two axes of the bound batch: taken when both read the target alike
+        assert_eq!(rebound_target(&[3, 3], &[6], false, 2, 3), Some(vec![9]));
+        // heads split off [N·heads, T, d]
+        assert_eq!(
+            rebound_target(&[12, 16, 2], &[2, 4, 16, 2], false, 2, 3),
+            Some(vec![3, 4, 16, 2])
+        );
+        // at batch 1 only the axes of size 1 can be the batch
+        assert_eq!(
+            rebound_target(&[16, 1, 8], &[16, 8, 2], false, 2, 1),
+            Some(vec![16, 4, 2])
+        );
+        // the batch merged into a target axis
+        assert_eq!(
+            rebound_target(&[3, 4], &[4, 2], false, 2, 3),
+            Some(vec![6, 2])
+        );
+        // the batch split across the target's axes: refused, and no other axis is guessed
+        assert_eq!(rebound_target(&[3, 6], &[2, 12], false, 4, 3), None);
     }
 
     #[test]
