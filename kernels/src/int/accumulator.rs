@@ -18,6 +18,7 @@ use std::str::FromStr;
 
 use ndarray::{Array2, ArrayView2};
 
+use super::pack::Code;
 use crate::error::{KernelError, Result};
 
 /// What a register does with a sum that does not fit.
@@ -95,7 +96,7 @@ impl Accumulator {
 
     /// Applies the register to exact sums `c` of `a · b` (the operands they came from, for the
     /// elements a saturating register must sum again).
-    pub(super) fn apply(self, c: &mut Array2<i64>, a: ArrayView2<i32>, b: ArrayView2<i32>) {
+    pub(super) fn apply<T: Code>(self, c: &mut Array2<i64>, a: ArrayView2<T>, b: ArrayView2<T>) {
         let Accumulator::Narrow { bits, overflow } = self else {
             return;
         };
@@ -103,8 +104,12 @@ impl Accumulator {
             Overflow::Wrap => c.iter_mut().for_each(|v| *v = wrap(*v, bits)),
             Overflow::Saturate => {
                 let k = a.ncols() as i128;
-                let peak =
-                    |v: ArrayView2<i32>| v.iter().map(|x| i128::from(*x).abs()).max().unwrap_or(0);
+                let peak = |v: ArrayView2<T>| {
+                    v.iter()
+                        .map(|x| i128::from(x.int()).abs())
+                        .max()
+                        .unwrap_or(0)
+                };
                 let (_, hi) = bounds(bits);
                 if k * peak(a) * peak(b) <= i128::from(hi) {
                     return;
@@ -114,7 +119,7 @@ impl Accumulator {
                         .row(i)
                         .iter()
                         .zip(b.column(j))
-                        .fold(0, |s, (&x, &y)| self.add(s, i64::from(x) * i64::from(y)));
+                        .fold(0, |s, (&x, &y)| self.add(s, x.int() * y.int()));
                 }
             }
         }

@@ -40,6 +40,7 @@ use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
 pub use accumulator::{Accumulator, Overflow};
+pub use pack::Code;
 use pack::{Form, Shift, PANEL, STEP_BYTES};
 use tile::{Kernel, TileSums, TILE_COLS, TILE_ROWS};
 
@@ -141,7 +142,7 @@ pub struct Product {
 }
 
 /// `C = A·B` on [`int_path`] (see the module docs); any strides.
-pub fn matmul(a: ArrayView2<i32>, b: ArrayView2<i32>, acc: Accumulator) -> Result<Product> {
+pub fn matmul<T: Code>(a: ArrayView2<T>, b: ArrayView2<T>, acc: Accumulator) -> Result<Product> {
     matmul_on(int_path(), a, b, acc)
 }
 
@@ -152,10 +153,10 @@ const TASK_ROWS: usize = 64;
 const TASK_COLS: usize = 256;
 
 /// [`matmul`] on `path`; an error if this CPU does not run it.
-pub fn matmul_on(
+pub fn matmul_on<T: Code>(
     path: IntPath,
-    a: ArrayView2<i32>,
-    b: ArrayView2<i32>,
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
     acc: Accumulator,
 ) -> Result<Product> {
     let (m, k) = check(a, b)?;
@@ -166,7 +167,7 @@ pub fn matmul_on(
             msg: "this CPU does not run it".into(),
         });
     }
-    let (ra, rb) = (pack::range(a), pack::range(b));
+    let (ra, rb) = (pack::range(a, "A")?, pack::range(b, "B")?);
     let bytes = |r: (i64, i64)| r.1 - r.0 <= 255;
     let form = if bytes(ra) && bytes(rb) && path != IntPath::Avx2 {
         Form::Byte
@@ -209,12 +210,16 @@ pub fn matmul_on(
     let run = ((i64::from(i32::MAX) / (form.terms() as i64 * part_peak * pb)) as usize)
         .clamp(1, CACHE_STEPS);
     let mut sums = Array2::<i64>::zeros((m, n));
+    let mut row_sums: Option<Vec<i64>> = None;
     let steps = pack::steps(k, form);
     if m > 0 && n > 0 && steps > 0 {
         let kernel = path.kernel(form);
         let packed_b = pack::pack_b(b, form, Shift::plain(zb))?;
         for (shift, weight) in parts {
-            let packed_a = pack::pack_a(a, form, shift)?;
+            let (packed_a, sums_a) = pack::pack_a(a, form, shift)?;
+            if weight == 1 && !shift.low_byte {
+                row_sums = Some(sums_a.iter().map(|s| s + k as i64 * za).collect());
+            }
             let geometry = Geometry {
                 m,
                 n,
@@ -225,19 +230,22 @@ pub fn matmul_on(
             drive(kernel, &packed_a, &packed_b, geometry, &mut sums);
         }
     }
-    let row_sums: Vec<i64> = a
-        .rows()
-        .into_iter()
-        .map(|r| r.iter().map(|&x| i64::from(x)).sum())
-        .collect();
+    let row_sums: Vec<i64> = row_sums.unwrap_or_else(|| {
+        a.rows()
+            .into_iter()
+            .map(|r| r.iter().map(|&x| x.int()).sum())
+            .collect()
+    });
     let col_sums: Vec<i64> = b
         .columns()
         .into_iter()
-        .map(|c| c.iter().map(|&x| i64::from(x)).sum())
+        .map(|c| c.iter().map(|&x| x.int()).sum())
         .collect();
     let kk = k as i64;
-    for ((i, j), v) in sums.indexed_iter_mut() {
-        *v += zb * row_sums[i] + za * col_sums[j] - kk * za * zb;
+    for (mut row, &ra) in sums.rows_mut().into_iter().zip(&row_sums) {
+        for (v, &cb) in row.iter_mut().zip(&col_sums) {
+            *v += zb * ra + za * cb - kk * za * zb;
+        }
     }
     acc.apply(&mut sums, a, b);
     Ok(Product {
@@ -259,7 +267,7 @@ pub fn reference(a: ArrayView2<i32>, b: ArrayView2<i32>, acc: Accumulator) -> Re
 }
 
 /// `(m, k)` of a conforming product whose sums cannot overflow 64 bits.
-fn check(a: ArrayView2<i32>, b: ArrayView2<i32>) -> Result<(usize, usize)> {
+fn check<T>(a: ArrayView2<T>, b: ArrayView2<T>) -> Result<(usize, usize)> {
     let (m, k) = a.dim();
     if k != b.nrows() {
         return Err(KernelError::shape(
@@ -319,12 +327,16 @@ fn task(kernel: Kernel, pa: &[u8], pb: &[u8], g: Geometry, i0: usize, j0: usize)
         let ns = g.run.min(g.steps - s0);
         for jt in (0..cols).step_by(kernel.cols) {
             let b = pb[(j0 + jt) / PANEL * panel + s0 * PANEL * STEP_BYTES..].as_ptr();
+            let tile = match kernel.narrow {
+                Some(narrow) if cols - jt <= PANEL => narrow,
+                _ => kernel.tile,
+            };
             for it in (0..rows).step_by(kernel.rows) {
                 let a = pa[(i0 + it) * lda + s0 * STEP_BYTES..].as_ptr();
                 // SAFETY: `A` is packed with rows padded to 8 and `B` with columns padded to
                 // two panels, each `steps` steps long, so the tile's rows and panels exist from
                 // step `s0` for `ns` steps; `kernel` runs on this CPU (its path was checked).
-                unsafe { (kernel.tile)(a, lda, b, panel, ns, &mut sums) };
+                unsafe { tile(a, lda, b, panel, ns, &mut sums) };
                 for r in 0..kernel.rows.min(rows - it) {
                     let dst = &mut block[(it + r) * cols + jt..];
                     let src = &sums[r * TILE_COLS..];

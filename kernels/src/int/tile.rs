@@ -35,6 +35,8 @@ pub(super) struct Kernel {
     pub rows: usize,
     pub cols: usize,
     pub tile: TileFn,
+    /// A kernel of the same rows and one panel, for a last panel left alone.
+    pub narrow: Option<TileFn>,
 }
 
 /// The portable kernel for `form` (4 × 16 tiles).
@@ -46,6 +48,7 @@ pub(super) fn portable(form: Form) -> Kernel {
             Form::Byte => portable_byte,
             Form::Word => portable_word,
         },
+        narrow: None,
     }
 }
 

@@ -21,6 +21,10 @@ pub(super) fn avx512_vnni(form: Form) -> Kernel {
             Form::Byte => vnni512_byte,
             Form::Word => vnni512_word,
         },
+        narrow: Some(match form {
+            Form::Byte => vnni512_byte_narrow,
+            Form::Word => vnni512_word_narrow,
+        }),
     }
 }
 
@@ -33,6 +37,7 @@ pub(super) fn avx_vnni(form: Form) -> Kernel {
             Form::Byte => vnni256_byte,
             Form::Word => vnni256_word,
         },
+        narrow: None,
     }
 }
 
@@ -42,6 +47,7 @@ pub(super) fn avx2() -> Kernel {
         rows: 4,
         cols: PANEL,
         tile: avx2_word,
+        narrow: None,
     }
 }
 
@@ -84,6 +90,43 @@ macro_rules! kernel512 {
                     _mm512_storeu_si512(o.cast(), acc[0]);
                     _mm512_storeu_si512(o.add(PANEL).cast(), acc[1]);
                 }
+            }
+        }
+    };
+}
+
+/// Defines a 512-bit kernel over 8 rows and one panel, `$op(acc, a, b)` per step (for the last
+/// 16 columns, which a two-panel tile would half waste).
+macro_rules! kernel512_narrow {
+    ($name:ident, $features:literal, $op:expr) => {
+        /// # Safety
+        /// As [`super::tile::TileFn`] for an 8 × 16 tile.
+        #[target_feature(enable = $features)]
+        unsafe fn $name(
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            _next: usize,
+            steps: usize,
+            out: &mut TileSums,
+        ) {
+            let mut acc = [_mm512_setzero_si512(); 8];
+            for s in 0..steps {
+                // SAFETY: the caller guarantees `steps` steps of the 8 rows and the panel.
+                unsafe {
+                    let b0 = _mm512_loadu_si512(b.add(s * PANEL * STEP_BYTES).cast());
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let x = a
+                            .add(r * lda + s * STEP_BYTES)
+                            .cast::<i32>()
+                            .read_unaligned();
+                        *acc = $op(*acc, _mm512_set1_epi32(x), b0);
+                    }
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                // SAFETY: row `r` of `out` holds 32 lanes.
+                unsafe { _mm512_storeu_si512(out.as_mut_ptr().add(r * TILE_COLS).cast(), *acc) };
             }
         }
     };
@@ -139,6 +182,16 @@ kernel512!(vnni512_byte, "avx512f,avx512bw,avx512vnni", |c, x, y| {
 kernel512!(vnni512_word, "avx512f,avx512bw,avx512vnni", |c, x, y| {
     _mm512_dpwssd_epi32(c, x, y)
 });
+kernel512_narrow!(
+    vnni512_byte_narrow,
+    "avx512f,avx512bw,avx512vnni",
+    |c, x, y| { _mm512_dpbusd_epi32(c, x, y) }
+);
+kernel512_narrow!(
+    vnni512_word_narrow,
+    "avx512f,avx512bw,avx512vnni",
+    |c, x, y| { _mm512_dpwssd_epi32(c, x, y) }
+);
 kernel256!(vnni256_byte, "avx2,avxvnni", |c, x, y| {
     _mm256_dpbusd_avx_epi32(c, x, y)
 });

@@ -228,3 +228,24 @@ fn paths_within_a_vector_path_run_here() {
     }
     assert_eq!(IntPath::within(VectorPath::Portable), IntPath::Portable);
 }
+
+#[test]
+fn f32_codes_give_the_i32_sums_and_fractions_are_errors() {
+    let a = codes(13, 70, 8, false, 21);
+    let b = codes(70, 9, 6, true, 22);
+    let (af, bf) = (a.mapv(|v| v as f32), b.mapv(|v| v as f32));
+    for path in paths() {
+        let i = matmul_on(path, a.view(), b.view(), Accumulator::Exact).unwrap();
+        let f = matmul_on(path, af.view(), bf.view(), Accumulator::Exact).unwrap();
+        assert_eq!(i, f, "{}", path.name());
+    }
+    let mut half = af.clone();
+    half[[2, 3]] = 0.5;
+    let e = matmul(half.view(), bf.view(), Accumulator::Exact).unwrap_err();
+    assert!(
+        e.to_string().contains("operand A") && e.to_string().contains("not an integer"),
+        "{e}"
+    );
+    half[[2, 3]] = f32::NAN;
+    assert!(matmul(half.view(), bf.view(), Accumulator::Exact).is_err());
+}
