@@ -16,6 +16,7 @@ pub mod epilogue;
 pub mod flatten;
 pub(crate) mod from_ir;
 pub mod gru;
+mod intgemm;
 pub mod lastaxis;
 pub mod linear;
 pub mod loss;
