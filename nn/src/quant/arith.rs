@@ -41,39 +41,44 @@ impl Arithmetic {
     }
 }
 
-/// The arithmetic of a run: [`Arithmetic`] and the accumulators of its integer GEMMs, one for
-/// the forward product and one for the backward ones.
+/// The arithmetic of a run: [`Arithmetic`] and the accumulator of its integer GEMMs (the
+/// forward products; the backward ones run in fp32 on the quantized values).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ArithSpec {
     /// fp32 or integer.
     pub arithmetic: Arithmetic,
     /// Accumulator of the forward GEMM (`fw`).
     pub forward: Accumulator,
-    /// Accumulator of the error and weight-gradient GEMMs (`bw`).
-    pub backward: Accumulator,
 }
 
 impl ArithSpec {
-    /// Sets the accumulators from `BITS[:wrap|saturate]` or `exact` (both kinds), or a comma
-    /// list of `fw=…` / `bw=…` (the kinds it names).
+    /// Sets the accumulator from `BITS[:wrap|saturate]` or `exact`, or per GEMM kind as
+    /// `fw=…` (the only kind with integer GEMMs: `bw=…` is an error saying so).
     pub fn set_accumulators(&mut self, s: &str) -> Result<()> {
         let parse = |v: &str| {
             v.parse::<Accumulator>()
                 .map_err(|e| SimError::invalid("accumulator", e.to_string()))
         };
         if !s.contains('=') {
-            let acc = parse(s)?;
-            (self.forward, self.backward) = (acc, acc);
+            self.forward = parse(s)?;
             return Ok(());
         }
         for part in s.split(',') {
             match part.split_once('=') {
                 Some(("fw", v)) => self.forward = parse(v)?,
-                Some(("bw", v)) => self.backward = parse(v)?,
+                Some(("bw", _)) => {
+                    return Err(SimError::invalid(
+                        "accumulator",
+                        format!(
+                            "`{part}`: the backward GEMMs run in fp32 on the quantized values, \
+                             only the forward ones (fw=) on integer codes"
+                        ),
+                    ))
+                }
                 _ => {
                     return Err(SimError::invalid(
                         "accumulator",
-                        format!("`{part}` in `{s}` (expected fw=ACC or bw=ACC)"),
+                        format!("`{part}` in `{s}` (expected fw=ACC)"),
                     ))
                 }
             }
@@ -83,15 +88,11 @@ impl ArithSpec {
 }
 
 impl fmt::Display for ArithSpec {
-    /// `fp32`, or `int (accumulator fw=…, bw=…)`.
+    /// `fp32`, or `int (accumulator fw=…)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.arithmetic {
             Arithmetic::Fp32 => write!(f, "fp32"),
-            Arithmetic::Int => write!(
-                f,
-                "int (accumulator fw={}, bw={})",
-                self.forward, self.backward
-            ),
+            Arithmetic::Int => write!(f, "int (accumulator fw={})", self.forward),
         }
     }
 }
@@ -104,11 +105,14 @@ mod tests {
     fn accumulators_are_set_per_kind_and_bad_ones_are_named() {
         let mut a = ArithSpec::default();
         a.set_accumulators("24:saturate").unwrap();
-        assert_eq!(a.forward, a.backward);
         assert_eq!(a.forward.to_string(), "24:saturate");
-        a.set_accumulators("fw=16,bw=exact").unwrap();
-        assert_eq!((a.forward.bits(), a.backward), (16, Accumulator::Exact));
-        for bad in ["fw=1", "xw=24", "24:maybe", "fw=24,,bw=32", ""] {
+        a.set_accumulators("fw=16").unwrap();
+        assert_eq!(a.forward.bits(), 16);
+        a.set_accumulators("exact").unwrap();
+        assert_eq!(a.forward, Accumulator::Exact);
+        let e = a.set_accumulators("fw=24,bw=32").unwrap_err().to_string();
+        assert!(e.contains("backward GEMMs run in fp32"), "{e}");
+        for bad in ["fw=1", "xw=24", "24:maybe", "fw=24,,fw=32", ""] {
             let e = a.set_accumulators(bad).unwrap_err().to_string();
             assert!(e.contains("accumulator"), "{bad}: {e}");
         }

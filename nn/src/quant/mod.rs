@@ -163,15 +163,15 @@ impl LayerQuant {
         Ok(())
     }
 
-    /// The accumulators of this layer's integer GEMMs (forward, backward) when its forward
-    /// product runs on integer codes: integer arithmetic, SBM at 1–16 forward bits, no hook.
-    pub fn integer_gemms(&self) -> Option<(Accumulator, Accumulator)> {
+    /// The accumulator of this layer's forward GEMM when it runs on integer codes: integer
+    /// arithmetic, SBM at 1–16 forward bits, no policy hook.
+    pub fn integer_gemms(&self) -> Option<Accumulator> {
         let a = self.arith;
         (a.arithmetic == arith::Arithmetic::Int
             && self.method == QuantMethod::Sbm
             && (1..=16).contains(&self.bits_fw)
             && self.hook.is_none())
-        .then_some((a.forward, a.backward))
+        .then_some(a.forward)
     }
 
     /// The codes of the quantized weights (`[O, K]`, as `f32`) and each row's grid, when the
