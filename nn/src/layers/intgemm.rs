@@ -64,30 +64,52 @@ pub(crate) fn quantize(
     Some((ops, wq))
 }
 
-/// Per output pixel `p` and channel `o`: `Σ_valid q_w[o,·]` (`[P, O]`) and the number of taps
-/// inside the input (`[P]`): the patches of an all-ones input against the weight codes.
+/// The per-output constants of the dequantization: per channel `o`, `s_x·s_o` and `s_x·lo_o`;
+/// per output pixel `p` and channel, `lo_x·(s_o·Σ_valid q_w[o,·] + lo_o·n_valid)`.
 pub(crate) struct ValidTaps {
-    sums: Array2<i64>,
-    counts: Vec<i64>,
+    scale: Vec<f64>,
+    row: Vec<f64>,
+    /// `[P, O]`, row-major.
+    offset: Vec<f64>,
 }
 
 impl ValidTaps {
     /// From the patches (`[P, K]`, 1 inside the input, 0 in the padding) of one sample.
     pub fn new(ones: ArrayView2<f32>, ops: &IntOperands) -> Result<Self> {
         let p = int::matmul(ones, ops.w_codes.t(), Accumulator::Exact)?;
-        Ok(ValidTaps {
-            sums: p.sums,
-            counts: p.row_sums,
-        })
+        Ok(Self::from_sums(ops, &p.sums, &p.row_sums))
     }
 
     /// A layer without padding: every tap is valid for the one "pixel" of a row.
     pub fn all(ops: &IntOperands) -> Self {
         let (o, k) = ops.w_codes.dim();
         let w = &ops.w_codes;
+        let sums = Array2::from_shape_fn((1, o), |(_, j)| w.row(j).iter().map(|&q| q as i64).sum());
+        Self::from_sums(ops, &sums, &[k as i64])
+    }
+
+    /// From `Σ_valid q_w` (`[P, O]`) and `n_valid` (`[P]`).
+    fn from_sums(ops: &IntOperands, sums: &Array2<i64>, counts: &[i64]) -> Self {
+        let (sx, lx) = (f64::from(ops.x_grid.step), f64::from(ops.x_grid.lo));
+        let grids = || {
+            ops.w_grids
+                .iter()
+                .map(|g| (f64::from(g.step), f64::from(g.lo)))
+        };
+        let offset = sums
+            .rows()
+            .into_iter()
+            .zip(counts)
+            .flat_map(|(row, &n)| {
+                row.into_iter()
+                    .zip(grids())
+                    .map(move |(&sv, (so, lo))| lx * (so * sv as f64 + lo * n as f64))
+            })
+            .collect();
         ValidTaps {
-            sums: Array2::from_shape_fn((1, o), |(_, j)| w.row(j).iter().map(|&q| q as i64).sum()),
-            counts: vec![k as i64],
+            scale: grids().map(|(so, _)| sx * so).collect(),
+            row: grids().map(|(_, lo)| sx * lo).collect(),
+            offset,
         }
     }
 }
@@ -102,34 +124,33 @@ pub(crate) fn forward(
     out: &mut [f32],
 ) -> Result<()> {
     let prod = int::matmul(xc, ops.w_codes.t(), ops.acc)?;
-    let o = ops.w_grids.len();
-    let pixels = taps.counts.len().max(1);
-    if out.len() != prod.sums.len() || taps.sums.ncols() != o {
-        return Err(SimError::shape(layer, "integer GEMM output does not fit"));
+    let o = taps.scale.len();
+    let pixels = taps.offset.len() / o.max(1);
+    let sums = prod.sums.as_slice();
+    match sums {
+        Some(sums) if out.len() == sums.len() && pixels > 0 && o > 0 => {
+            for (i, (y, c)) in out
+                .chunks_exact_mut(o)
+                .zip(sums.chunks_exact(o))
+                .enumerate()
+            {
+                let off = &taps.offset[(i % pixels) * o..][..o];
+                dequantize_row(y, c, prod.row_sums[i] as f64, &taps.scale, &taps.row, off);
+            }
+            Ok(())
+        }
+        _ if out.is_empty() => Ok(()),
+        _ => Err(SimError::shape(layer, "integer GEMM output does not fit")),
     }
-    let (sx, lx) = (f64::from(ops.x_grid.step), f64::from(ops.x_grid.lo));
-    for (i, (row, y)) in prod
-        .sums
-        .rows()
-        .into_iter()
-        .zip(out.chunks_mut(o))
-        .enumerate()
-    {
-        let p = i % pixels;
-        let rx = prod.row_sums[i] as f64;
-        let n_valid = taps.counts[p] as f64;
-        for (((y, &c), g), &sv) in y
-            .iter_mut()
-            .zip(row.iter())
-            .zip(&ops.w_grids)
-            .zip(taps.sums.row(p).iter())
-        {
-            let (so, lo) = (f64::from(g.step), f64::from(g.lo));
-            let v = sx * so * c as f64 + sx * lo * rx + lx * (so * sv as f64 + lo * n_valid);
-            *y = v as f32;
+}
+
+cptsim_kernels::simd::multiversion! {
+    /// `y[o] = scale[o]·c[o] + row[o]·r + off[o]` in f64, rounded to f32 once.
+    fn dequantize_row(y: &mut [f32], c: &[i64], r: f64, scale: &[f64], row: &[f64], off: &[f64]) {
+        for o in 0..y.len().min(c.len()).min(scale.len()).min(row.len()).min(off.len()) {
+            y[o] = (scale[o] * c[o] as f64 + row[o] * r + off[o]) as f32;
         }
     }
-    Ok(())
 }
 
 /// The valid taps of a conv of geometry `geo` (one sample's patches of an all-ones input).

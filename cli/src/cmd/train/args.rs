@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cmd::arith::ArithArgs;
 use crate::cmd::quant_scope::ScopeArgs;
 use crate::cmd::shared::ConventionArg;
 use crate::cmd::shared::{OutputFormat, QuantizerArg};
@@ -54,6 +55,9 @@ pub struct TrainArgs {
     /// Which layer roles are quantized.
     #[command(flatten)]
     pub(crate) scope: ScopeArgs,
+    /// How the quantized layers multiply.
+    #[command(flatten)]
+    pub(crate) arith: ArithArgs,
     /// Run depthwise convs at a fixed precision FW/BW instead of the schedule (FracTrain's model
     /// file uses 8/16; spec §1.4) [default: follow the schedule].
     #[arg(long, value_name = "FW/BW")]

@@ -155,7 +155,9 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         noise_seed: plan.seed,
         scope: plan.scope,
     };
-    let network = build_network(&graph, &opts).with_context(|| format!("--model {model_spec}"))?;
+    let mut network =
+        build_network(&graph, &opts).with_context(|| format!("--model {model_spec}"))?;
+    network.use_arithmetic(plan.arith()?);
     let summary = network.summary().clone();
     let mut net =
         TrainNet::from_network(network).with_context(|| format!("--model {model_spec}"))?;
@@ -358,6 +360,7 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
             let c = &t.corpus;
             cptsim_nn::data::text::unigram_perplexity(&c.train, &c.test, c.vocab.len())
         }),
+        arithmetic: plan.arith()?.to_string(),
         eval_bits: plan.eval_bits.name(),
         final_eval_bits: last.map(|e| [e.fw, e.bw]),
         best_eval_bits: tr.state.best_eval().map(|e| [e.fw, e.bw]),

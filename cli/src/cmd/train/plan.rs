@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 use super::args::{
     CandidatesArg, DfqExecArg, EvalBitsArg, InitArg, LrArg, MappingArg, PolicyArg, TrainArgs,
 };
+use crate::cmd::arith::ArithArgs;
 use crate::cmd::shared::ConventionArg;
 use crate::cmd::shared::{bit_range, QuantizerArg};
+use cptsim_nn::quant::arith::ArithSpec;
 
 /// Version of [`TrainPlan`]'s serialised form; a checkpoint with another is rejected.
 ///
@@ -114,6 +116,25 @@ pub(crate) struct LdpPlan {
     pub(crate) clip: bool,
 }
 
+fn fp32_arithmetic() -> String {
+    "fp32".into()
+}
+
+fn exact_accumulator() -> String {
+    "exact".into()
+}
+
+impl TrainPlan {
+    /// The arithmetic of the run's quantized GEMMs.
+    pub(crate) fn arith(&self) -> anyhow::Result<ArithSpec> {
+        ArithArgs {
+            arithmetic: self.arithmetic.clone(),
+            accumulator: self.accumulator.clone(),
+        }
+        .spec(self.quantizer)
+    }
+}
+
 /// Everything that determines a training run's numbers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct TrainPlan {
@@ -132,6 +153,11 @@ pub(crate) struct TrainPlan {
     pub(crate) convention: ConventionArg,
     pub(crate) quantizer: QuantizerArg,
     pub(crate) scope: QuantScope,
+    /// `--arithmetic` and `--accumulator` (a plan from before them: fp32).
+    #[serde(default = "fp32_arithmetic")]
+    pub(crate) arithmetic: String,
+    #[serde(default = "exact_accumulator")]
+    pub(crate) accumulator: String,
     /// Fixed (forward, backward) bits of depthwise convs.
     pub(crate) depthwise_bits: Option<(u8, u8)>,
     pub(crate) length: Length,
@@ -272,6 +298,11 @@ impl TrainArgs {
             convention: self.convention,
             quantizer: self.quantizer,
             scope: self.scope.scope(),
+            arithmetic: {
+                self.arith.spec(self.quantizer)?;
+                self.arith.arithmetic.clone()
+            },
+            accumulator: self.arith.accumulator.clone(),
             depthwise_bits,
             length,
             batch: self.batch,
