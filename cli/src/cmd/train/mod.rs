@@ -360,7 +360,9 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
             let c = &t.corpus;
             cptsim_nn::data::text::unigram_perplexity(&c.train, &c.test, c.vocab.len())
         }),
-        arithmetic: plan.arith()?.to_string(),
+        arithmetic: Some(plan.arith()?)
+            .filter(|a| a.arithmetic != cptsim_nn::quant::arith::Arithmetic::Fp32)
+            .map(|a| a.to_string()),
         eval_bits: plan.eval_bits.name(),
         final_eval_bits: last.map(|e| [e.fw, e.bw]),
         best_eval_bits: tr.state.best_eval().map(|e| [e.fw, e.bw]),

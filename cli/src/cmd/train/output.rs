@@ -50,8 +50,10 @@ pub(crate) struct Summary {
     /// baseline it has to beat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) unigram_test_ppl: Option<f64>,
-    /// The arithmetic of the quantized GEMMs: `fp32`, or `int (accumulator fw=…)`.
-    pub(crate) arithmetic: String,
+    /// The arithmetic of the quantized GEMMs when integer: `int (accumulator fw=…)` (absent:
+    /// fp32).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) arithmetic: Option<String>,
     /// `--eval-bits`: current, max or fp32.
     pub(crate) eval_bits: &'static str,
     /// Forward and backward bits of the last evaluation and of the best one (0 = fp32).
