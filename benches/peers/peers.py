@@ -259,6 +259,36 @@ def ort_forward(path, x, reps):
     return len(x) * reps / (time.process_time() - t0)
 
 
+# torchvision families beyond the ResNets, exported (legacy exporter, random init) at batch 16 on
+# --family-size images; the ones cptsim cannot import or run yet are reported, not timed.
+FAMILIES = ("squeezenet1_1", "regnet_y_400mf", "resnext50_32x4d", "mobilenet_v2",
+            "mobilenet_v3_small", "shufflenet_v2_x1_0", "densenet121", "convnext_tiny",
+            "efficientnet_b0")
+
+
+def export_family(exe, name, path, batch, size):
+    """Export torchvision's `name` (random init, eval mode) to `path` with a fixed batch; the
+    error's first line when the export fails or `cptsim bench eval` cannot run the file."""
+    import torchvision
+
+    torch.manual_seed(0)
+    net = torchvision.models.get_model(name, weights=None).eval()
+    x = torch.rand(batch, 3, size, size)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(net, x, path, input_names=["x"], dynamo=False)
+    except Exception as e:  # an exporter failure is a row without figures, not a crash
+        return f"export: {str(e).splitlines()[0]}"
+    cmd = [exe, "bench", "eval", "--model", path, "--batch", str(batch), "--passes", "1",
+           "--threads", "1", "--format", "json"]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode:
+        why = (run.stderr.strip().splitlines() or ["exit status " + str(run.returncode)])[-1]
+        return why.split("; supported ops:")[0]
+    return None
+
+
 def cptsim_train(exe, model, batch, quantizer, steps):
     """`cptsim bench train` of `model` (samples per CPU-second: images, or an LM's sequences)."""
     cmd = [exe, "bench", "train", "--model", model, "--batch", str(batch), "--steps",
@@ -294,6 +324,15 @@ def main():
                     help="sequences of the Transformer LM training comparison (0: skip it)")
     ap.add_argument("--gru-batch", type=int, default=0,
                     help="streams of the GRU LM training comparison (0: skip it)")
+    ap.add_argument("--families", default="",
+                    help="comma-separated torchvision models (or `all`: " + ",".join(FAMILIES)
+                    + ") for eval comparisons at --family-batch (default: none)")
+    ap.add_argument("--family-batch", type=int, default=16)
+    ap.add_argument("--imagenet-passes", type=int, default=IMAGENET_PASSES,
+                    help="timed passes of each ImageNet eval per round")
+    ap.add_argument("--family-size", type=int, default=224, help="their image side")
+    ap.add_argument("--only-families", action="store_true",
+                    help="skip the CIFAR ResNet rows (the families' and --*-batch rows only)")
     a = ap.parse_args()
     if a.depth < 8 or (a.depth - 2) % 6:
         ap.error(f"--depth {a.depth} is not 6n+2 with n >= 1")
@@ -316,6 +355,17 @@ def main():
                            capture_output=True)
             xi = np.random.default_rng(1).random((batch, 3, 224, 224), dtype=np.float32)
             imagenet.append((name, batch, path, xi))
+    families, broken = [], []
+    names = FAMILIES if a.families == "all" else [f for f in a.families.split(",") if f]
+    for name in names:
+        path = os.path.join(tmp, f"{name}.onnx")
+        why = export_family(a.cptsim, name, path, a.family_batch, a.family_size)
+        if why:
+            broken.append((name, why))
+        else:
+            xf = np.random.default_rng(2).random((a.family_batch, 3, a.family_size,
+                                                  a.family_size), dtype=np.float32)
+            imagenet.append((name, a.family_batch, path, xf))
     # Language models: (key, batch, PyTorch class, its ids' shape, cptsim's model, table label).
     lms = []
     if a.lstm_batch:
@@ -338,17 +388,19 @@ def main():
           f"{a.steps} timed steps per run, 1 thread each; images per CPU-second")
     for r in range(a.rounds):
         load = loadavg()
-        row = {
-            "torch_fp32": torch_train(d, 0, a.steps),
-            "cptsim_fp32": cptsim_train(a.cptsim, f"zoo:resnet{d}", BATCH, "none", a.steps),
-            "torch_fq8": torch_train(d, 8, a.steps),
-            "cptsim_sbm8": cptsim_train(a.cptsim, f"zoo:resnet{d}", BATCH, "sbm", a.steps),
-            "ort_eval": ort_forward(onnx_path, x, a.steps * 3),
-            "cptsim_eval": cptsim_eval(a.cptsim, onnx_path, a.steps * 3),
-        }
+        row = {}
+        if not a.only_families:
+            row = {
+                "torch_fp32": torch_train(d, 0, a.steps),
+                "cptsim_fp32": cptsim_train(a.cptsim, f"zoo:resnet{d}", BATCH, "none", a.steps),
+                "torch_fq8": torch_train(d, 8, a.steps),
+                "cptsim_sbm8": cptsim_train(a.cptsim, f"zoo:resnet{d}", BATCH, "sbm", a.steps),
+                "ort_eval": ort_forward(onnx_path, x, a.steps * 3),
+                "cptsim_eval": cptsim_eval(a.cptsim, onnx_path, a.steps * 3),
+            }
         for name, batch, path, xi in imagenet:
-            row[f"ort_eval_{name}"] = ort_forward(path, xi, IMAGENET_PASSES)
-            row[f"cptsim_eval_{name}"] = cptsim_eval(a.cptsim, path, IMAGENET_PASSES, batch)
+            row[f"ort_eval_{name}"] = ort_forward(path, xi, a.imagenet_passes)
+            row[f"cptsim_eval_{name}"] = cptsim_eval(a.cptsim, path, a.imagenet_passes, batch)
         # An LM step is ~10 ms against ~150 for ResNet-20's: ten times the steps.
         for key, batch, model, ids_shape, spec, _ in lms:
             row[f"torch_{key}"] = lm_rate(model, ids_shape, batch, 10 * a.steps)
@@ -357,17 +409,21 @@ def main():
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-    print(f"\n| work (ResNet-{d}, batch {BATCH}, 1 thread) | cptsim | peer | cptsim / peer |")
+    work = "1 thread" if a.only_families else f"ResNet-{d}, batch {BATCH}, 1 thread"
+    print(f"\n| work ({work}) | cptsim | peer | cptsim / peer |")
     print("|---|---|---|---|")
-    for label, c, p in (("training fp32 vs PyTorch fp32", "cptsim_fp32", "torch_fp32"),
+    for label, c, p in () if a.only_families else (("training fp32 vs PyTorch fp32", "cptsim_fp32", "torch_fp32"),
                         ("training 8/8: SBM vs PyTorch fake-quant", "cptsim_sbm8", "torch_fq8"),
                         ("eval forward vs onnxruntime (same ONNX file)", "cptsim_eval",
                          "ort_eval")):
         print(f"| {label} | {med[c]:.1f} | {med[p]:.1f} | {med[c] / med[p]:.2f} |")
     for name, batch, _, _ in imagenet:
         c, p = med[f"cptsim_eval_{name}"], med[f"ort_eval_{name}"]
-        print(f"| ImageNet {name} eval (batch {batch}) vs onnxruntime (same ONNX file) | "
-              f"{c:.1f} | {p:.1f} | {c / p:.2f} |")
+        size = a.family_size if name in names else 224
+        print(f"| ImageNet {name} eval (batch {batch}, {size}×{size}) vs onnxruntime (same ONNX "
+              f"file) | {c:.1f} | {p:.1f} | {c / p:.2f} |")
+    for name, why in broken:
+        print(f"| ImageNet {name} eval | — | — | does not run: {why} |")
     for key, _, _, _, _, label in lms:
         c, p = med[f"cptsim_{key}"], med[f"torch_{key}"]
         print(f"| {label} | {c:.1f} | {p:.1f} | {c / p:.2f} |")

@@ -7,7 +7,9 @@
 # MKL and oneDNN (ROUNDS, and SECS of CPU time per shape, default 0.3).
 # ROUNDS and STEPS (default 3 and 3) set the length; RESNET18_BATCH (default 0: skip) adds a
 # ResNet-18 eval comparison, LSTM_BATCH, TRANSFORMER_BATCH and GRU_BATCH (default 20 each; 0
-# skips one) the language models' training ones.
+# skips one) the language models' training ones. FAMILIES (default none; `all` for every one
+# peers.py lists) adds eval comparisons of torchvision models at batch 16 on FAMILY_SIZE images
+# (default 224); ONLY_FAMILIES=1 leaves out the CIFAR ResNet rows.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 script=peers
@@ -44,4 +46,5 @@ fi
 exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim" \
     --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet18-batch "${RESNET18_BATCH:-0}" \
     --lstm-batch "${LSTM_BATCH:-20}" --transformer-batch "${TRANSFORMER_BATCH:-20}" \
-    --gru-batch "${GRU_BATCH:-20}"
+    --gru-batch "${GRU_BATCH:-20}" --families "${FAMILIES:-}" --family-size "${FAMILY_SIZE:-224}" \
+    ${ONLY_FAMILIES:+--only-families}

@@ -1,14 +1,11 @@
 //! Exit codes and how an error maps to one. A closed stdout (`cptsim … | head -1`) is not an
 //! error: the command stops quietly with 0.
 
-use std::io::ErrorKind;
 use std::process::ExitCode;
 
 use cptsim_models::export::ExportError;
-use cptsim_models::ModelError;
-use cptsim_nn::SimError;
 use cptsim_plot::PlotError;
-use cptsim_traces::TraceError;
+use cptsim_train::ErrorKind;
 
 /// Exit codes of `cptsim` (README "Exit codes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,12 +45,12 @@ impl Exit {
     }
 }
 
-/// An error whose exit code is decided: a training run that stopped itself — diverged, or
-/// collapsed under `--stop-on-collapse` — its message saying where and what was kept, or any
-/// error made by [`Exit::error`] or [`relabel`].
+/// An error whose exit code is decided: a command that stopped itself (a sweep interrupted), an
+/// error relabelled ([`relabel`]) keeping its code, or one made by [`Exit::error`]; the message
+/// says what happened and what was kept.
 #[derive(Debug)]
 pub struct Stopped {
-    /// [`Exit::Diverged`] or [`Exit::Collapsed`].
+    /// The exit code.
     pub exit: Exit,
     /// What happened and what was kept.
     pub message: String,
@@ -123,73 +120,53 @@ pub fn classify(e: &anyhow::Error) -> Exit {
     e.chain().find_map(kind).unwrap_or(Exit::Usage)
 }
 
-fn io_kind(e: &std::io::Error) -> Exit {
-    match e.kind() {
-        ErrorKind::BrokenPipe => Exit::Ok,
-        ErrorKind::NotFound => Exit::Usage,
-        // a file that is not UTF-8 text, or ends early: the file is at fault, not the program
-        ErrorKind::InvalidData | ErrorKind::UnexpectedEof => Exit::BadInput,
-        _ => Exit::Runtime,
+impl From<ErrorKind> for Exit {
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::Usage => Exit::Usage,
+            ErrorKind::BadInput => Exit::BadInput,
+            ErrorKind::Runtime => Exit::Runtime,
+            ErrorKind::Diverged => Exit::Diverged,
+            ErrorKind::Collapsed => Exit::Collapsed,
+            ErrorKind::Interrupted => Exit::Interrupted,
+            ErrorKind::PipeClosed => Exit::Ok,
+        }
     }
 }
 
+/// The exit of one cause: a [`Stopped`]'s own, else the kind the library crates give their
+/// errors ([`ErrorKind::of_cause`]: a training run's, an I/O, model, trace or engine error), or
+/// a figure's or an export's.
 fn kind(cause: &(dyn std::error::Error + 'static)) -> Option<Exit> {
-    if let Some(e) = cause.downcast_ref::<std::io::Error>() {
-        return Some(io_kind(e));
-    }
     if let Some(s) = cause.downcast_ref::<Stopped>() {
         return Some(s.exit);
     }
-    if let Some(e) = cause.downcast_ref::<SimError>() {
-        return Some(match e {
-            SimError::Diverged { .. } => Exit::Diverged,
-            // data that does not fit the network is bad input too
-            SimError::Data { .. } | SimError::Shape { .. } => Exit::BadInput,
-            SimError::Io { source, .. } => io_kind(source),
-            SimError::Invalid { .. } => Exit::Usage,
-            _ => Exit::Runtime,
-        });
-    }
-    if let Some(e) = cause.downcast_ref::<ModelError>() {
-        return Some(match e {
-            ModelError::Io { .. } | ModelError::Zoo(_) => return None,
-            ModelError::Request { .. } => Exit::Usage,
-            _ => Exit::BadInput,
-        });
-    }
     if let Some(e) = cause.downcast_ref::<PlotError>() {
-        return Some(match e {
-            PlotError::Io { error, .. } => io_kind(error),
+        return match e {
+            PlotError::Io { error, .. } => kind(error),
             PlotError::MissingColumn { .. }
             | PlotError::BadValue { .. }
             | PlotError::Malformed { .. }
-            | PlotError::Empty { .. } => Exit::BadInput,
-            PlotError::Invalid(_) => Exit::Usage,
-            PlotError::Trace(t) => return kind(t),
-            PlotError::Draw(_) => Exit::Runtime,
-        });
+            | PlotError::Empty { .. } => Some(Exit::BadInput),
+            PlotError::Invalid(_) => Some(Exit::Usage),
+            PlotError::Trace(t) => kind(t),
+            PlotError::Draw(_) => Some(Exit::Runtime),
+        };
     }
     if let Some(e) = cause.downcast_ref::<ExportError>() {
-        return Some(match e {
-            ExportError::Io { cause, .. } => io_kind(cause),
-            _ => Exit::Runtime,
-        });
+        return match e {
+            ExportError::Io { cause, .. } => kind(cause),
+            _ => Some(Exit::Runtime),
+        };
     }
-    if let Some(e) = cause.downcast_ref::<TraceError>() {
-        return Some(match e {
-            TraceError::Io { error, .. } => io_kind(error),
-            TraceError::Malformed { .. }
-            | TraceError::ModelMismatch { .. }
-            | TraceError::Rejected { .. } => Exit::BadInput,
-            TraceError::UnknownFormat { .. } => Exit::Usage,
-        });
-    }
-    None
+    ErrorKind::of_cause(cause).map(Exit::from)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cptsim_nn::SimError;
+    use std::io::ErrorKind;
 
     #[test]
     fn a_cause_is_said_once_and_relabelling_keeps_the_code() {

@@ -1,7 +1,7 @@
 //! The `cptsim` command line: argument parsing, progress and printing. All work happens in the
 //! library crates; each subcommand lives in its own module under `cmd/`. `src/main.rs` only calls
-//! [`main`]. This is a library too so the sweep plan checks, which need the binary's own clap
-//! definition, can be fuzzed and tested from outside ([`sweep_plan`]; `tests/src/fuzz.rs`).
+//! [`main`]. This is a library too so the sweep plan checks can be fuzzed and tested from outside
+//! ([`sweep_plan`]; `tests/src/fuzz.rs`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -52,7 +52,7 @@ enum Command {
     Plot(cmd::plot::PlotArgs),
     /// Studies: run a plan's grid of run/train cells on a local pool or a Slurm job array,
     /// resumably, into one results table.
-    Sweep(cmd::sweep::SweepArgs),
+    Sweep(cmd::sweep_args::SweepArgs),
 }
 
 /// The `cptsim` program: parses the process's arguments, runs the subcommand, maps its error to
@@ -82,7 +82,7 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => to_stdout(|out| cmd::validate::run(&args, out)),
         Command::Compare(args) => to_stdout(|out| cmd::compare::run(args, out)),
         Command::Plot(args) => cmd::plot::run(args),
-        Command::Sweep(args) => to_stdout(|out| cmd::sweep::run(args, out)),
+        Command::Sweep(args) => to_stdout(|out| cmd::sweep_args::run(args, out)),
     });
     let result = result.and_then(|()| Ok(std::io::stdout().flush()?));
     match result {
@@ -121,8 +121,9 @@ fn in_pool(f: impl FnOnce() -> anyhow::Result<()> + Send) -> anyhow::Result<()> 
 
 /// Sweep plans checked without running them, for the fuzz target `sweep_plan` and tests:
 /// [`Plan::parse`] reads the TOML, [`expand`] lists the cells, [`Study::check`] makes every check
-/// `cptsim sweep run` makes before anything runs (keys against the flags of `run` / `train`, each
-/// cell's command lines through the binary's parser) short of loading models and accelerators.
+/// `cptsim sweep run` makes before anything runs (keys against the keys of the train crate's
+/// `TrainPlan` / `CostPlan`, each cell read into those plans and validated) short of loading
+/// models and accelerators.
 pub mod sweep_plan {
     pub use crate::cmd::sweep::grid::{expand, CellSpec};
     pub use crate::cmd::sweep::plan::Plan;

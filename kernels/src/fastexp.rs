@@ -40,6 +40,15 @@ pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
 }
 
+crate::simd::multiversion! {
+    /// [`sigmoid`] of every element of `x`, in place (vectorised: no call per element).
+    pub fn sigmoid_in_place(x: &mut [f32]) {
+        for v in x.iter_mut() {
+            *v = sigmoid(*v);
+        }
+    }
+}
+
 /// `tanh x` without a library call: Cephes' `tanhf` odd polynomial below `|x| = 0.625` (where
 /// `1 − 2/(e²ˣ + 1)` would cancel), that form with [`exp`] and `x`'s sign above. Relative error
 /// below 5·10⁻⁷ (unit test); `±∞` gives `±1`, NaN stays NaN.

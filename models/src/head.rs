@@ -3,11 +3,12 @@
 //! the caller asks to re-initialise the head (`--reinit-head`).
 
 use ndarray::{ArrayD, IxDyn};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::ModelError;
 use crate::ir::{Graph, Op};
+use crate::zoo::init::{self, LinearInit};
 
 /// How the head must fit the dataset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +44,8 @@ pub fn load_graph_for(
 
 /// Checks that `graph`'s head has `fit.classes` outputs; with `fit.reinit`, replaces a
 /// disagreeing final Linear layer by one of `fit.classes` outputs, initialised as PyTorch's
-/// `nn.Linear` (uniform ±1/√in) from `fit.seed`. Returns the outputs of the head it replaced.
+/// `nn.Linear` (uniform ±1/√in, [`init::linear`]) from `fit.seed`. Returns the outputs of the
+/// head it replaced.
 pub fn fit_head(graph: &mut Graph, fit: HeadFit) -> Result<Option<usize>, ModelError> {
     let have = graph.head_outputs();
     if have == fit.classes {
@@ -74,16 +76,13 @@ pub fn fit_head(graph: &mut Graph, fit: HeadFit) -> Result<Option<usize>, ModelE
         )));
     };
     let inputs = lin.in_features();
-    let bound = 1.0 / (inputs.max(1) as f32).sqrt();
     let mut rng = ChaCha8Rng::seed_from_u64(fit.seed);
-    let mut draw =
-        |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..=bound)).collect() };
+    let (weight, bias) = init::linear(&mut rng, fit.classes, inputs, LinearInit::PyTorch, true);
     let shape_err = |e: ndarray::ShapeError| fail(format!("new head: {e}"));
-    let weight = draw(fit.classes * inputs);
     lin.weight =
         ArrayD::from_shape_vec(IxDyn(&[fit.classes, inputs]), weight).map_err(shape_err)?;
-    lin.bias =
-        Some(ArrayD::from_shape_vec(IxDyn(&[fit.classes]), draw(fit.classes)).map_err(shape_err)?);
+    let bias = bias.unwrap_or_default();
+    lin.bias = Some(ArrayD::from_shape_vec(IxDyn(&[fit.classes]), bias).map_err(shape_err)?);
     if let Some(v) = graph.values.get_mut(output.0) {
         if let Some(last) = v.shape.get_mut(rank.saturating_sub(1)) {
             *last = fit.classes;

@@ -1,66 +1,58 @@
-//! Weight initialisation (spec §9.1) from a seeded ChaCha stream.
+//! The initialisation rule's draws ([`cptsim_models::zoo::init`], shared with the zoo's export)
+//! as engine tensors.
 
+use cptsim_models::zoo::init::{self, LinearInit};
 use rand::Rng;
 
 /// The tensor type (the layers' [`crate::layers::Tensor`]).
 type Tensor = ndarray::ArrayD<f32>;
 
-/// One standard-normal sample (Box–Muller; uses two uniforms).
-pub fn standard_normal<R: Rng>(rng: &mut R) -> f32 {
-    let u1 = 1.0 - rng.random::<f64>(); // (0, 1]
-    let u2 = rng.random::<f64>();
-    ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
-}
-
-/// A tensor of the given shape with i.i.d. `N(0, std²)` entries.
-pub fn normal<R: Rng>(rng: &mut R, shape: &[usize], std: f32) -> Tensor {
-    Tensor::from_shape_simple_fn(shape.to_vec(), || std * standard_normal(rng))
+/// `values` (exactly as many as `shape` holds) as a tensor of that shape.
+fn tensor(shape: &[usize], values: Vec<f32>) -> Tensor {
+    let mut values = values.into_iter();
+    Tensor::from_shape_simple_fn(shape.to_vec(), || values.next().unwrap_or(0.0))
 }
 
 /// A tensor with i.i.d. `U(−a, a)` entries.
 pub fn uniform<R: Rng>(rng: &mut R, shape: &[usize], a: f32) -> Tensor {
-    Tensor::from_shape_simple_fn(shape.to_vec(), || rng.random_range(-a..=a))
+    tensor(shape, init::uniform(rng, shape.iter().product(), a))
 }
 
-/// Conv weights `[O, KH, KW, I/g]` drawn from `N(0, 2/(KH·KW·O))` (spec §9.1).
+/// Conv weights `[O, KH, KW, I/g]` ([`init::conv_weight`]).
 pub fn conv_weight<R: Rng>(
     rng: &mut R,
     out: usize,
     kernel: [usize; 2],
     in_per_group: usize,
 ) -> Tensor {
-    let fan = (kernel[0] * kernel[1] * out).max(1) as f32;
-    normal(
-        rng,
-        &[out, kernel[0], kernel[1], in_per_group],
-        (2.0 / fan).sqrt(),
-    )
+    let shape = [out, kernel[0], kernel[1], in_per_group];
+    tensor(&shape, init::conv_weight(rng, out, kernel, in_per_group))
 }
 
-/// Linear weights `[O, I]` from `N(0, 2/(I·O))` and bias from PyTorch's default
-/// `U(−1/√I, 1/√I)` (spec §9.1).
+/// A conv bias ([`init::conv_bias`]).
+pub fn conv_bias<R: Rng>(
+    rng: &mut R,
+    out: usize,
+    kernel: [usize; 2],
+    in_per_group: usize,
+) -> Tensor {
+    tensor(&[out], init::conv_bias(rng, out, kernel, in_per_group))
+}
+
+/// Linear weights `[O, I]` by `rule` and, if `bias`, a bias ([`init::linear`]).
+pub fn linear<R: Rng>(
+    rng: &mut R,
+    out: usize,
+    inp: usize,
+    rule: LinearInit,
+    bias: bool,
+) -> (Tensor, Option<Tensor>) {
+    let (w, b) = init::linear(rng, out, inp, rule, bias);
+    (tensor(&[out, inp], w), b.map(|b| tensor(&[out], b)))
+}
+
+/// A classifier's weights `[O, I]` and bias by spec §9.1's CIFAR rule (the test networks').
 pub fn linear_weight_bias<R: Rng>(rng: &mut R, out: usize, inp: usize) -> (Tensor, Tensor) {
-    let w = normal(rng, &[out, inp], (2.0 / (inp * out).max(1) as f32).sqrt());
-    let b = uniform(rng, &[out], 1.0 / (inp.max(1) as f32).sqrt());
-    (w, b)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha8Rng;
-
-    #[test]
-    fn conv_init_has_the_spec_variance() {
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let w = conv_weight(&mut rng, 64, [3, 3], 64);
-        let n = w.len() as f64;
-        let mean = w.iter().map(|&v| v as f64).sum::<f64>() / n;
-        let var = w.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
-        let want = 2.0 / (9.0 * 64.0);
-        // std error of a sample variance ≈ var·√(2/n) (≈ 0.7 % here); allow 5 %.
-        assert!((var / want - 1.0).abs() < 0.05, "var {var} want {want}");
-        assert!(mean.abs() < 5.0 * (want / n).sqrt());
-    }
+    let (w, b) = linear(rng, out, inp, LinearInit::Cifar, true);
+    (w, b.unwrap_or_else(|| Tensor::zeros(vec![out])))
 }

@@ -1,7 +1,8 @@
 //! Training curves of one or several `train --out` directories from their `metrics.csv` (one
-//! line per evaluation): train/test loss, train/test accuracy and the bits in force at each
-//! evaluation (`fw_bits`, `bw_bits`), runs overlaid in the series palette, train solid and test
-//! dashed (FW solid, BW dashed).
+//! line per evaluation): train/test loss, train/test accuracy, and the bits over the run from
+//! the directory's `trace.csv` (every iteration, as it trained; the bits in force at each
+//! evaluation when there is no trace). Runs are overlaid in the series palette, train solid and
+//! test dashed (FW solid, BW dashed), under one legend above the panels.
 
 use std::path::Path;
 
@@ -9,8 +10,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::{PlotError, Result};
-use crate::figure::{chart, legend, span, Axes, Chart, Drawn, Figure, Look};
+use crate::figure::{chart, span, Axes, Chart, Drawn, Figure, Look};
 use crate::palette;
+use crate::strip::{legend_strip, Entry, Swatch};
 use crate::table::{Range, Table};
 
 /// The metrics of one run.
@@ -25,9 +27,86 @@ pub struct RunMetrics {
     pub test_acc: Vec<f64>,
     pub fw_bits: Vec<f64>,
     pub bw_bits: Vec<f64>,
+    /// The bits over every iteration from the run's trace, when it has one.
+    pub trace: Option<TraceBits>,
 }
 
-/// Reads `dir/metrics.csv`.
+/// Forward and backward bits over a run as step corners `(iteration, bits)`: each constant
+/// stretch contributes its start and its end. A stretch's bits are the sample-weighted mean
+/// over the quantized layers (one value for a uniform schedule; LDP's and DFQ's mixes as their
+/// mean); stretches where every layer ran in fp32 are left out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceBits {
+    /// Activation bits (`b_a`), the forward bits.
+    pub fw: Vec<(f64, f64)>,
+    /// Error bits (`b_g`), the backward bits.
+    pub bw: Vec<(f64, f64)>,
+}
+
+impl TraceBits {
+    /// The bits of the trace table `t` (a `trace.csv`: `iter_start`, `iter_end`, `b_a`, `b_g`,
+    /// `samples`), checking each span ends after it starts.
+    pub fn of(t: &Table) -> Result<TraceBits> {
+        let start = t.numbers("iter_start", Range::Count)?;
+        let end = t.numbers("iter_end", Range::Count)?;
+        let samples = t.numbers("samples", Range::Count)?;
+        let b_a = t.numbers("b_a", Range::Count)?;
+        let b_g = t.numbers("b_g", Range::Count)?;
+        if let Some(r) = (0..t.len()).find(|&r| end[r] <= start[r]) {
+            return Err(PlotError::Malformed {
+                path: t.path().to_path_buf(),
+                line: t.line(r),
+                problem: format!(
+                    "column 'iter_end': the span ends at {} but starts at {}",
+                    end[r], start[r]
+                ),
+            });
+        }
+        let mut cuts: Vec<f64> = start.iter().chain(&end).copied().collect();
+        cuts.sort_by(f64::total_cmp);
+        cuts.dedup();
+        let steps = |bits: &[f64]| {
+            // Σ bits·samples and Σ samples of the quantized rows, as differences at the cuts
+            let (mut sum, mut weight) = (vec![0.0; cuts.len()], vec![0.0; cuts.len()]);
+            for r in (0..t.len()).filter(|&r| bits[r] > 0.0 && samples[r] > 0.0) {
+                let (i, j) = (cut(&cuts, start[r]), cut(&cuts, end[r]));
+                sum[i] += bits[r] * samples[r];
+                sum[j] -= bits[r] * samples[r];
+                weight[i] += samples[r];
+                weight[j] -= samples[r];
+            }
+            let (mut s, mut w) = (0.0, 0.0);
+            let mut out: Vec<(f64, f64)> = Vec::new();
+            for k in 0..cuts.len().saturating_sub(1) {
+                s += sum[k];
+                w += weight[k];
+                if w <= 0.5 {
+                    continue;
+                }
+                let v = s / w;
+                match out.last_mut() {
+                    // the same bits carry on: extend the stretch
+                    Some(last) if last.0 == cuts[k] && (last.1 - v).abs() < 1e-9 => {
+                        last.0 = cuts[k + 1]
+                    }
+                    _ => out.extend([(cuts[k], v), (cuts[k + 1], v)]),
+                }
+            }
+            out
+        };
+        Ok(TraceBits {
+            fw: steps(&b_a),
+            bw: steps(&b_g),
+        })
+    }
+}
+
+/// The index of `v` in the sorted, deduplicated `cuts` (which hold it).
+fn cut(cuts: &[f64], v: f64) -> usize {
+    cuts.partition_point(|c| *c < v)
+}
+
+/// Reads `dir/metrics.csv`, and `dir/trace.csv` when there is one.
 pub fn read_run(dir: &Path) -> Result<RunMetrics> {
     let t = Table::read(&dir.join("metrics.csv"))?;
     let name = dir
@@ -35,7 +114,12 @@ pub fn read_run(dir: &Path) -> Result<RunMetrics> {
         .or_else(|| dir.parent().and_then(Path::file_name))
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_else(|| dir.display().to_string());
-    RunMetrics::of(&t, name)
+    let mut run = RunMetrics::of(&t, name)?;
+    let trace = dir.join("trace.csv");
+    if trace.is_file() {
+        run.trace = Some(TraceBits::of(&Table::read(&trace)?)?);
+    }
+    Ok(run)
 }
 
 impl RunMetrics {
@@ -79,6 +163,7 @@ impl RunMetrics {
             test_acc: take(),
             fw_bits: take(),
             bw_bits: take(),
+            trace: None,
         })
     }
 }
@@ -113,23 +198,11 @@ impl Curves {
             title,
             y_desc,
             series,
-            names,
-            steps,
-            corner,
         } = panel;
-        let x = span(
-            self.runs.iter().flat_map(|r| r.iteration.iter().copied()),
-            0.0,
-        )
-        .unwrap_or(0.0..1.0);
-        let y = span(
-            self.runs.iter().flat_map(|r| {
-                let (a, b) = series(r);
-                a.iter().chain(b).copied().collect::<Vec<_>>()
-            }),
-            0.1,
-        )
-        .unwrap_or(0.0..1.0);
+        let lines: Vec<_> = self.runs.iter().map(series).collect();
+        let all = || lines.iter().flat_map(|(a, b)| a.iter().chain(b));
+        let x = span(all().map(|p| p.0), 0.0).unwrap_or(0.0..1.0);
+        let y = span(all().map(|p| p.1), 0.1).unwrap_or(0.0..1.0);
         let mut c: Chart<'_, DB> = chart(
             area,
             look,
@@ -143,49 +216,59 @@ impl Curves {
                 x_names: &[],
             },
         )?;
-        let several = self.runs.len() > 1;
-        for (i, run) in self.runs.iter().enumerate() {
+        for (i, (a, b)) in lines.into_iter().enumerate() {
             let color = palette::series(i);
-            let (a, b) = series(run);
-            let pts = |v: &[f64]| points(&run.iteration, v, steps);
-            let label = |what: &str| {
-                if several {
-                    format!("{} {what}", run.name)
-                } else {
-                    what.to_string()
-                }
-            };
-            c.draw_series(LineSeries::new(pts(a), look.line(color, 2.0)))
-                .drawn()?
-                .label(label(names.0))
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2))
-                });
+            c.draw_series(LineSeries::new(a, look.line(color, 2.0)))
+                .drawn()?;
             c.draw_series(DashedLineSeries::new(
-                pts(b),
+                b,
                 look.px(6.0),
                 look.px(4.0),
                 look.line(color, 2.0),
             ))
-            .drawn()?
-            .label(label(names.1))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 6, y)], color.stroke_width(2)));
+            .drawn()?;
         }
-        legend(&mut c, look, corner)
+        Ok(())
+    }
+
+    /// The legend above the panels: each run's colour, then what solid and dashed mean.
+    fn legend(&self) -> Vec<Entry> {
+        let (solid, dashed) = (
+            "train loss/accuracy, FW bits",
+            "test loss/accuracy, BW bits",
+        );
+        match self.runs.as_slice() {
+            [_] => {
+                let c = palette::series(0);
+                vec![
+                    Entry::new(solid, Swatch::Line(c)),
+                    Entry::new(dashed, Swatch::Dashed(c)),
+                ]
+            }
+            runs => {
+                let grey = RGBColor(90, 90, 90);
+                let mut e: Vec<Entry> = runs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| Entry::new(r.name.clone(), Swatch::Patch(palette::series(i))))
+                    .collect();
+                e.push(Entry::new(solid, Swatch::Line(grey)));
+                e.push(Entry::new(dashed, Swatch::Dashed(grey)));
+                e
+            }
+        }
     }
 }
+
+/// Step corners, solid and dashed.
+type Lines = (Vec<(f64, f64)>, Vec<(f64, f64)>);
 
 /// What one panel of [`Curves`] shows.
 struct Panel {
     title: &'static str,
     y_desc: &'static str,
     /// The solid and the dashed series of a run.
-    series: fn(&RunMetrics) -> (&[f64], &[f64]),
-    /// Their legend names.
-    names: (&'static str, &'static str),
-    /// Draw as step functions (bits held between evaluations).
-    steps: bool,
-    corner: SeriesLabelPosition,
+    series: fn(&RunMetrics) -> Lines,
 }
 
 /// `(x, y)` points, as a step function (each value held until the next x) when `steps`.
@@ -200,8 +283,20 @@ fn points(x: &[f64], y: &[f64], steps: bool) -> Vec<(f64, f64)> {
     out
 }
 
+/// A run's FW and BW bits: its trace's, else the bits of its evaluations held between them.
+fn bits(r: &RunMetrics) -> Lines {
+    match &r.trace {
+        Some(t) => (t.fw.clone(), t.bw.clone()),
+        None => (
+            points(&r.iteration, &r.fw_bits, true),
+            points(&r.iteration, &r.bw_bits, true),
+        ),
+    }
+}
+
 impl Figure for Curves {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, look: Look) -> Result<()> {
+        let area = legend_strip(area, look, &self.legend())?;
         let (w, h) = area.dim_in_pixel();
         // A row of three on wide canvases, a column of three on tall ones, else a 2 × 2 grid
         // with the bits in the lower left.
@@ -218,10 +313,12 @@ impl Figure for Curves {
             Panel {
                 title: "loss",
                 y_desc: "cross-entropy loss",
-                series: |r| (&r.train_loss[..], &r.test_loss[..]),
-                names: ("train", "test"),
-                steps: false,
-                corner: SeriesLabelPosition::UpperRight,
+                series: |r| {
+                    (
+                        points(&r.iteration, &r.train_loss, false),
+                        points(&r.iteration, &r.test_loss, false),
+                    )
+                },
             },
         )?;
         self.panel(
@@ -230,22 +327,26 @@ impl Figure for Curves {
             Panel {
                 title: "accuracy",
                 y_desc: "accuracy",
-                series: |r| (&r.train_acc[..], &r.test_acc[..]),
-                names: ("train", "test"),
-                steps: false,
-                corner: SeriesLabelPosition::LowerRight,
+                series: |r| {
+                    (
+                        points(&r.iteration, &r.train_acc, false),
+                        points(&r.iteration, &r.test_acc, false),
+                    )
+                },
             },
         )?;
+        let traced = self.runs.iter().all(|r| r.trace.is_some());
         self.panel(
             &cells[2],
             look,
             Panel {
-                title: "bits in force at each evaluation",
+                title: if traced {
+                    "bits over the run (trace.csv)"
+                } else {
+                    "bits in force at each evaluation"
+                },
                 y_desc: "bits",
-                series: |r| (&r.fw_bits[..], &r.bw_bits[..]),
-                names: ("FW", "BW"),
-                steps: true,
-                corner: SeriesLabelPosition::LowerRight,
+                series: bits,
             },
         )
     }
@@ -280,13 +381,70 @@ iteration,train_loss,train_acc,test_loss,test_acc,val_acc,fw_bits,bw_bits,lr
         );
         let svg = render_svg(&c, Size::default()).unwrap();
         let texts = svg_texts(&svg);
-        for want in ["loss", "accuracy", "train", "test", "FW", "BW", "iteration"] {
+        for want in [
+            "loss",
+            "accuracy",
+            "train loss/accuracy, FW bits",
+            "test loss/accuracy, BW bits",
+            "bits in force at each evaluation",
+            "iteration",
+        ] {
             assert!(texts.iter().any(|t| t == want), "{want}: {texts:?}");
         }
         let two = Curves::read(&[&run, &run]).unwrap();
         let texts = svg_texts(&render_svg(&two, Size::default()).unwrap());
-        // Each run has a test series in the loss and the accuracy panel.
-        assert_eq!(texts.iter().filter(|t| *t == "cosine test").count(), 2 * 2);
+        // One legend above the panels: a colour per run, then the line styles once.
+        assert_eq!(texts.iter().filter(|t| *t == "cosine").count(), 2);
+        assert_eq!(
+            texts
+                .iter()
+                .filter(|t| *t == "test loss/accuracy, BW bits")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn bits_come_from_the_trace_when_the_run_has_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("metrics.csv"), METRICS).unwrap();
+        // Two quantized layers and an fp32 classifier; the second span mixes 4 and 6 bits
+        // half-and-half in layer 1 (a DFQ-like split); bits return to 4 at 30.
+        std::fs::write(
+            dir.path().join("trace.csv"),
+            "iter_start,iter_end,layer,layer_name,b_w,b_a,b_g,samples\n\
+             0,10,0,c1,4,4,8,16\n0,10,1,c2,4,4,8,16\n0,10,2,fc,0,0,0,16\n\
+             10,20,0,c1,6,6,8,16\n10,20,1,c2,4,4,8,8\n10,20,1,c2,8,8,8,8\n10,20,2,fc,0,0,0,16\n\
+             20,30,0,c1,6,6,8,16\n20,30,1,c2,6,6,8,16\n\
+             30,40,0,c1,4,4,8,16\n30,40,1,c2,4,4,8,16\n",
+        )
+        .unwrap();
+        let c = Curves::read(&[dir.path()]).unwrap();
+        let t = c.runs[0].trace.clone().unwrap();
+        assert_eq!(
+            t.fw,
+            [
+                (0.0, 4.0),
+                (10.0, 4.0),
+                (10.0, 6.0),
+                (30.0, 6.0),
+                (30.0, 4.0),
+                (40.0, 4.0)
+            ]
+        );
+        assert_eq!(t.bw, [(0.0, 8.0), (40.0, 8.0)]);
+        let texts = svg_texts(&render_svg(&c, Size::default()).unwrap());
+        assert!(texts.iter().any(|t| t == "bits over the run (trace.csv)"));
+        std::fs::write(
+            dir.path().join("trace.csv"),
+            "iter_start,iter_end,layer,layer_name,b_w,b_a,b_g,samples\n5,5,0,c1,4,4,8,16\n",
+        )
+        .unwrap();
+        let e = Curves::read(&[dir.path()]).unwrap_err().to_string();
+        assert!(
+            e.contains("trace.csv: line 2") && e.contains("ends at 5 but starts at 5"),
+            "{e}"
+        );
     }
 
     #[test]

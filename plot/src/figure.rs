@@ -260,25 +260,30 @@ pub(crate) fn chart<'a, DB: DrawingBackend>(
         .margin_right(look.px(22.0))
         .x_label_area_size(look.px(38.0))
         .y_label_area_size(look.px(58.0))
-        .build_cartesian_2d(x, y)
+        .build_cartesian_2d(x.clone(), y.clone())
         .drawn()?;
     c.configure_mesh()
         .x_desc(axes.x_desc)
         .y_desc(axes.y_desc)
         .label_style(look.font(13.0))
         .axis_desc_style(look.font(14.0))
-        .x_labels(if names.is_empty() { 8 } else { names.len() + 1 })
+        .x_labels(if names.is_empty() {
+            // about one label per 75 px, so narrow panels' labels do not run into each other
+            (area.dim_in_pixel().0 / look.px(75.0)).clamp(3, 8) as usize
+        } else {
+            names.len() + 1
+        })
         .y_labels(6)
         .x_label_formatter(&|v| {
             if names.is_empty() {
-                tick(*v)
+                tick(zeroed(*v, &x))
             } else if v.fract() == 0.0 && *v >= 0.0 {
                 names.get(*v as usize).cloned().unwrap_or_default()
             } else {
                 String::new()
             }
         })
-        .y_label_formatter(&|v| tick(if axes.y_negated { -*v } else { *v }))
+        .y_label_formatter(&|v| tick(zeroed(if axes.y_negated { -*v } else { *v }, &y)))
         .light_line_style(RGBColor(235, 235, 235))
         .bold_line_style(RGBColor(215, 215, 215))
         .draw()
@@ -303,6 +308,15 @@ pub(crate) fn legend<'a, DB: DrawingBackend + 'a>(
         .drawn()
 }
 
+/// `v`, or 0 when it is rounding noise next to the axis' span (a tick at `-3.5e-18` is at 0).
+fn zeroed(v: f64, axis: &Range<f64>) -> f64 {
+    if v.abs() <= 1e-9 * (axis.end - axis.start).abs() {
+        0.0
+    } else {
+        v
+    }
+}
+
 /// A range that plotters can draw: empty or reversed ranges grow to a unit around their start.
 fn widen(r: Range<f64>) -> Range<f64> {
     if r.end > r.start {
@@ -313,20 +327,29 @@ fn widen(r: Range<f64>) -> Range<f64> {
     }
 }
 
-/// A tick label: plain for ordinary magnitudes, scientific for very large or small ones.
+/// A tick label: plain for ordinary magnitudes, `k`/`M` from ten thousand (so labels stay
+/// short: `64k`, `12.5k`, `300M`), scientific for very large or small ones.
 pub(crate) fn tick(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
-    } else if !(1e-3..1e6).contains(&a) {
+    } else if !(1e-3..1e9).contains(&a) {
         let s = format!("{v:.1e}");
         s.replace(".0e", "e")
+    } else if a >= 1e4 {
+        let (unit, suffix) = if a >= 1e6 { (1e6, "M") } else { (1e3, "k") };
+        format!("{}{suffix}", plain(v / unit))
     } else if a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+        plain(v)
     }
+}
+
+/// `v` with at most three decimals and no trailing zeros.
+fn plain(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The range `lo..hi` of `values` with a margin of `pad` (a fraction of the span) each side.
@@ -364,8 +387,12 @@ mod tests {
         assert_eq!(tick(0.0), "0");
         assert_eq!(tick(8.0), "8");
         assert_eq!(tick(0.25), "0.25");
-        assert_eq!(tick(64000.0), "64000");
-        assert_eq!(tick(1.69e8), "1.7e8");
+        assert_eq!(tick(5000.0), "5000");
+        assert_eq!(tick(64000.0), "64k");
+        assert_eq!(tick(12500.0), "12.5k");
+        assert_eq!(tick(-300000.0), "-300k");
+        assert_eq!(tick(1.69e8), "169M");
+        assert_eq!(tick(1.69e10), "1.7e10");
         assert_eq!(tick(2.5e-5), "2.5e-5");
     }
 

@@ -64,13 +64,25 @@ impl Marker {
                     .draw_series(points.iter().map(|&p| Circle::new(p, r, style)))
                     .drawn()?;
             }
-            shape => {
+            shape if style.filled => {
                 let outline = shape.outline(ri);
                 chart
                     .draw_series(
                         points
                             .iter()
                             .map(|&p| EmptyElement::at(p) + Polygon::new(outline.clone(), style)),
+                    )
+                    .drawn()?;
+            }
+            shape => {
+                // an outline: the polygon's edges, closed
+                let mut ring = shape.outline(ri);
+                ring.extend(ring.first().copied());
+                chart
+                    .draw_series(
+                        points
+                            .iter()
+                            .map(|&p| EmptyElement::at(p) + PathElement::new(ring.clone(), style)),
                     )
                     .drawn()?;
             }

@@ -1,8 +1,10 @@
 //! Accuracy against training cost from a sweep's tidy `results.csv`: one point per configuration
 //! (mean over seeds, ± one standard deviation as error bars), coloured by a `--by` column, the
-//! static baseline's cost marked, and the Pareto front (least cost for the accuracy) drawn. A
-//! file of several accelerators (its `accel` column) gives each accelerator its own marker, and
-//! its own front in its own colour: their costs are not comparable with each other's.
+//! static baseline's cost marked, and the Pareto front (least cost for the accuracy) drawn. On
+//! latency or energy, a file of several accelerators (its `accel` column) draws each accelerator
+//! in its own colour and marker with its own front and baseline, the points labelled by their
+//! `--by` value: one accelerator's seconds or joules are not comparable with another's. GBitOPs
+//! do not depend on the accelerator, so a GBitOPs figure draws each run once.
 //!
 //! Columns read (by name; others ignored): `schedule`, `seed`, the x column and its static twin
 //! (`gbitops`/`static_gbitops`, `latency_s`/`static_latency_s`, `energy_j`/`static_energy_j`),
@@ -12,13 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use plotters::coord::Shift;
-use plotters::prelude::*;
-
 use crate::error::{PlotError, Result};
-use crate::figure::{chart, legend, span, Axes, Drawn, Figure, Look};
-use crate::marker::Marker;
-use crate::palette;
 use crate::table::{Column, Range, Table};
 
 /// The cost on the x axis.
@@ -60,7 +56,7 @@ impl XAxis {
         }
     }
 
-    fn desc(self) -> &'static str {
+    pub(crate) fn desc(self) -> &'static str {
         match self {
             XAxis::Gbitops => "training cost (GBitOPs)",
             XAxis::Latency => "training latency (s)",
@@ -98,7 +94,7 @@ impl YAxis {
         }
     }
 
-    fn desc(self) -> &'static str {
+    pub(crate) fn desc(self) -> &'static str {
         match self {
             YAxis::Final => "final test accuracy",
             YAxis::Best => "best test accuracy",
@@ -136,12 +132,12 @@ pub struct Pareto {
     pub accels: Vec<String>,
     /// Per accelerator, indices into `points` of its Pareto front, by increasing cost.
     pub fronts: Vec<Vec<usize>>,
-    /// Distinct static-baseline costs.
-    pub static_x: Vec<f64>,
-    groups: Vec<String>,
-    x: XAxis,
-    y: YAxis,
-    by: String,
+    /// Distinct static-baseline costs, each with its accelerator's index.
+    pub static_x: Vec<(f64, usize)>,
+    pub(crate) groups: Vec<String>,
+    pub(crate) x: XAxis,
+    pub(crate) y: YAxis,
+    pub(crate) by: String,
 }
 
 /// Columns that identify a configuration when present.
@@ -197,26 +193,44 @@ pub fn pareto_of(t: &Table, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
             .collect::<Result<_>>()?,
     };
     t.unique(&run_key.iter().collect::<Vec<_>>())?;
+    // GBitOPs are the same on every accelerator: each run counts once, under no accelerator.
+    let one_cost = x == XAxis::Gbitops;
+    let names: Vec<&str> = KEY_COLUMNS
+        .iter()
+        .filter(|k| t.has(k) && **k != by)
+        .chain([&by])
+        .copied()
+        .collect();
+    let cell_col = t.has("cell").then(|| t.column("cell")).transpose()?;
+    let mut seen_runs = std::collections::HashSet::new();
     let mut configs: BTreeMap<String, Runs> = BTreeMap::new();
     let mut groups: Vec<String> = Vec::new();
     let mut accels: Vec<String> = Vec::new();
     for r in 0..t.len() {
         let config = keys
             .iter()
-            .zip(
-                KEY_COLUMNS
-                    .iter()
-                    .filter(|k| t.has(k) && **k != by)
-                    .chain([&by]),
-            )
+            .zip(&names)
+            .filter(|(_, name)| !(one_cost && **name == "accel"))
             .map(|(c, name)| format!("{name}={}", t.text(r, c)))
             .collect::<Vec<_>>()
             .join(" ");
+        if one_cost {
+            let run = match &cell_col {
+                Some(c) => t.text(r, c).to_string(),
+                None => format!("{config} seed={}", t.text(r, &seed)),
+            };
+            if !seen_runs.insert(run) {
+                continue;
+            }
+        }
         let group = t.text(r, &by_col).to_string();
         if !groups.contains(&group) {
             groups.push(group.clone());
         }
-        let accel_name = accel_col.as_ref().map_or("", |c| t.text(r, c));
+        let accel_name = match (&accel_col, one_cost) {
+            (Some(c), false) => t.text(r, c),
+            _ => "",
+        };
         let accel = match accels.iter().position(|a| a == accel_name) {
             Some(i) => i,
             None => {
@@ -267,13 +281,18 @@ pub fn pareto_of(t: &Table, x: XAxis, y: YAxis, by: &str) -> Result<Pareto> {
             front(&sub).into_iter().map(|i| of_accel[i]).collect()
         })
         .collect();
-    let mut static_x: Vec<f64> = Vec::new();
-    for s in statics {
+    let mut static_x: Vec<(f64, usize)> = Vec::new();
+    for (r, s) in statics.into_iter().enumerate() {
+        let name = match (&accel_col, one_cost) {
+            (Some(c), false) => t.text(r, c),
+            _ => "",
+        };
+        let a = accels.iter().position(|n| n == name).unwrap_or(0);
         if !static_x
             .iter()
-            .any(|v| (v - s).abs() <= 1e-9 * s.abs().max(1e-300))
+            .any(|&(v, b)| b == a && (v - s).abs() <= 1e-9 * s.abs().max(1e-300))
         {
-            static_x.push(s);
+            static_x.push((s, a));
         }
     }
     Ok(Pareto {
@@ -298,15 +317,6 @@ struct Runs {
     is_static: bool,
     accel: usize,
 }
-
-/// The colours of the accelerators' fronts: dark, apart from the series palette's, so a front
-/// is not read as a group.
-const FRONTS: [RGBColor; 4] = [
-    RGBColor(0, 0, 0),
-    RGBColor(120, 120, 120),
-    RGBColor(96, 40, 128),
-    RGBColor(0, 84, 84),
-];
 
 /// Mean and sample standard deviation.
 fn mean_std(v: &[f64]) -> (f64, f64) {
@@ -338,143 +348,6 @@ fn front(points: &[Point]) -> Vec<usize> {
         }
     }
     out
-}
-
-impl Figure for Pareto {
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, look: Look) -> Result<()> {
-        let xr = span(
-            self.points
-                .iter()
-                .map(|p| p.x)
-                .chain(self.static_x.iter().copied()),
-            0.08,
-        )
-        .unwrap_or(0.0..1.0);
-        let yr = span(
-            self.points
-                .iter()
-                .flat_map(|p| [p.y - p.y_std, p.y + p.y_std]),
-            0.15,
-        )
-        .unwrap_or(0.0..1.0);
-        let title = format!(
-            "{} against {}, by {}",
-            self.y.desc(),
-            self.x.desc(),
-            self.by
-        );
-        let mut c = chart(
-            area,
-            look,
-            Axes {
-                title: &title,
-                x: xr.clone(),
-                y: yr.clone(),
-                x_desc: self.x.desc(),
-                y_desc: self.y.desc(),
-                y_negated: false,
-                x_names: &[],
-            },
-        )?;
-        let grey = RGBColor(110, 110, 110);
-        let (dash, gap) = (look.px(6.0), look.px(4.0));
-        for (i, &sx) in self.static_x.iter().enumerate() {
-            let s = c
-                .draw_series(DashedLineSeries::new(
-                    [(sx, yr.start), (sx, yr.end)],
-                    dash,
-                    gap,
-                    look.line(grey, 1.5),
-                ))
-                .drawn()?;
-            if i == 0 {
-                // the swatch dashed as the line is: two dashes and a gap
-                let (d, g) = (dash as i32, gap as i32);
-                let style = look.line(grey, 1.5);
-                s.label("static baseline cost").legend(move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new([(0, 0), (d, 0)], style)
-                        + PathElement::new([(d + g, 0), (2 * d + g, 0)], style)
-                });
-            }
-        }
-        let r = look.px(4.5);
-        let several = self.accels.len() > 1;
-        for (a, front) in self.fronts.iter().enumerate() {
-            let colour = FRONTS[a % FRONTS.len()];
-            let line = look.line(colour, 1.5);
-            let pts: Vec<(f64, f64)> = front
-                .iter()
-                .map(|&i| (self.points[i].x, self.points[i].y))
-                .collect();
-            let s = c.draw_series(LineSeries::new(pts, line)).drawn()?;
-            if several {
-                let marker = Marker::of(a);
-                s.label(format!("{} front", self.accels[a]))
-                    .legend(move |(x, y)| {
-                        // the front's line with the accelerator's marker on it
-                        EmptyElement::at((x + 9, y))
-                            + PathElement::new([(-9, 0), (9, 0)], line)
-                            + Polygon::new(marker.outline(r as i32), colour.filled())
-                    });
-            } else {
-                s.label("Pareto front").legend(move |(x, y)| {
-                    EmptyElement::at((x, y)) + PathElement::new([(0, 0), (18, 0)], line)
-                });
-            }
-        }
-        for (g, name) in self.groups.iter().enumerate() {
-            let color = palette::series(g);
-            let pts: Vec<&Point> = self.points.iter().filter(|p| &p.group == name).collect();
-            c.draw_series(pts.iter().filter(|p| p.y_std > 0.0).map(|p| {
-                ErrorBar::new_vertical(
-                    p.x,
-                    p.y - p.y_std,
-                    p.y,
-                    p.y + p.y_std,
-                    look.line(color, 1.5),
-                    look.px(8.0),
-                )
-            }))
-            .drawn()?;
-            for a in 0..self.accels.len() {
-                let dots: Vec<(f64, f64)> = pts
-                    .iter()
-                    .filter(|p| !p.is_static && p.accel == a)
-                    .map(|p| (p.x, p.y))
-                    .collect();
-                Marker::of(a).draw(&mut c, &dots, r, color.filled())?;
-            }
-            let labelled = c
-                .draw_series(
-                    pts.iter()
-                        .filter(|p| p.is_static)
-                        .map(|p| Cross::new((p.x, p.y), r + 1, look.line(color, 2.5))),
-                )
-                .drawn()?;
-            if pts.iter().any(|p| !p.is_static) {
-                // one accelerator: the group's dot; several: a patch of its colour (the
-                // markers say the accelerator)
-                let ri = r as i32;
-                let swatch = match several {
-                    true => vec![(-7, -ri), (7, -ri), (7, ri), (-7, ri)],
-                    false => Marker::Circle.outline(ri),
-                };
-                labelled.label(name.as_str()).legend(move |(x, y)| {
-                    EmptyElement::at((x + 9, y)) + Polygon::new(swatch.clone(), color.filled())
-                });
-            }
-        }
-        if self.points.iter().any(|p| p.is_static) {
-            // Legend entry only: a cross marks the static schedule's own runs.
-            let cross = look.line(BLACK, 2.5);
-            c.draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())
-                .drawn()?
-                .label("schedule = static (×)")
-                .legend(move |(x, y)| Cross::new((x + 9, y), r + 1, cross));
-        }
-        legend(&mut c, look, SeriesLabelPosition::LowerRight)
-    }
 }
 
 #[cfg(test)]
@@ -531,7 +404,7 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
         assert_eq!(front.len(), 3);
         assert_eq!(front[0].0, 50.0);
         assert_eq!(front[2].0, 100.0);
-        assert_eq!(p.static_x, [100.0]);
+        assert_eq!(p.static_x, [(100.0, 0)]);
         let p = pareto(&path, XAxis::Energy, YAxis::Best, "bits").unwrap();
         assert_eq!(p.points[0].x, 10.0);
         assert_eq!(p.groups, ["8", "3:8", "4:8"]);
@@ -569,19 +442,17 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
             e.ends_with("line 2, column 'seed': 'zero' is not a number"),
             "{e}"
         );
-        // the same cell on another accelerator is another run
+        // the same cell on another accelerator is another run, which GBitOPs draw once
         std::fs::write(
             &path,
             "cell,schedule,seed,accel,gbitops,static_gbitops,final_test_acc\n\
              a,cosine,0,zc706,1,2,0.5\na,cosine,0,stripes,1,2,0.5\n",
         )
         .unwrap();
+        let p = pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule").unwrap();
         assert_eq!(
-            pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule")
-                .unwrap()
-                .accels
-                .len(),
-            2
+            (p.accels.len(), p.points.len(), p.points[0].seeds),
+            (1, 1, 1)
         );
     }
 
@@ -617,6 +488,70 @@ lenet5,exp,3:8,8,1,,50,100,0.5,1.4,6,2.0,10,0.86,0.87,x
             .unwrap_err()
             .to_string()
             .contains("--y loss"));
+    }
+
+    /// One cell on two accelerators, costs differing by accelerator.
+    const TWO_ACCELS: &str = "\
+cell,schedule,bits,seed,accel,gbitops,static_gbitops,latency_s,static_latency_s,final_test_acc
+s0,static,8,0,zc706,100,100,2.0,2.0,0.90
+s0,static,8,0,stripes,100,100,0.5,0.5,0.90
+c0,cosine,3:8,0,zc706,60,100,1.5,2.0,0.89
+c0,cosine,3:8,0,stripes,60,100,0.3,0.5,0.89
+e0,exp,3:8,0,zc706,50,100,1.6,2.0,0.80
+e0,exp,3:8,0,stripes,50,100,0.45,0.5,0.80
+";
+
+    #[test]
+    fn several_accelerators_get_a_colour_marker_and_front_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.csv");
+        std::fs::write(&path, TWO_ACCELS).unwrap();
+        let p = pareto(&path, XAxis::Latency, YAxis::Final, "schedule").unwrap();
+        assert_eq!(p.accels, ["zc706", "stripes"]);
+        assert_eq!(p.points.len(), 6);
+        // zc706: cosine (1.5) beats static (2.0), exp (1.6) is beaten; stripes: cosine only
+        let front = |a: usize| -> Vec<f64> { p.fronts[a].iter().map(|&i| p.points[i].x).collect() };
+        assert_eq!(front(0), [1.5, 2.0]);
+        assert_eq!(front(1), [0.3, 0.5]);
+        assert_eq!(p.static_x, [(2.0, 0), (0.5, 1)]);
+        let twice = |l: &str| [l.to_string(), l.to_string()];
+        let labels: Vec<String> = ["static 8", "cosine 3:8", "exp 3:8"]
+            .into_iter()
+            .flat_map(twice)
+            .collect();
+        assert_eq!(p.labels(), labels);
+        let svg = render_svg(&p, Size::default()).unwrap();
+        let texts = svg_texts(&svg);
+        for want in [
+            "zc706 and its front",
+            "stripes and its front",
+            "schedule = static (hollow)",
+        ] {
+            assert_eq!(
+                texts.iter().filter(|t| *t == want).count(),
+                1,
+                "{want}: {texts:?}"
+            );
+        }
+        // each front a line in its accelerator's colour
+        for colour in ["#0072B2", "#E69F00"] {
+            assert!(
+                svg.split("<polyline")
+                    .skip(1)
+                    .any(|l| l.contains(&format!("stroke=\"{colour}\""))),
+                "{colour}"
+            );
+        }
+        // on GBitOPs the accelerators agree: each run once, one front, no accelerator legend
+        let g = pareto(&path, XAxis::Gbitops, YAxis::Final, "schedule").unwrap();
+        assert_eq!((g.accels.len(), g.points.len()), (1, 3));
+        assert!(g
+            .points
+            .iter()
+            .all(|p| p.seeds == 1 && !p.config.contains("accel")));
+        let texts = svg_texts(&render_svg(&g, Size::default()).unwrap());
+        assert!(texts.iter().any(|t| t == "Pareto front"));
+        assert!(!texts.iter().any(|t| t.contains("zc706")));
     }
 
     #[test]

@@ -7,8 +7,9 @@ use plotters::prelude::*;
 use cptsim_traces::schedule::Schedule;
 
 use crate::error::{PlotError, Result};
-use crate::figure::{chart, legend, Axes, Drawn, Figure, Look};
+use crate::figure::{chart, Axes, Drawn, Figure, Look};
 use crate::palette;
+use crate::strip::{legend_strip, Entry, Swatch};
 
 /// The plotted step series of one schedule: `(iteration, bits)` corners, from its spans.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,12 +99,21 @@ impl SchedulePlot {
 
 impl Figure for SchedulePlot {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, look: Look) -> Result<()> {
+        let (fw, bw) = (palette::series(0), palette::series(1));
+        // One legend for every panel, above them.
+        let area = legend_strip(
+            area,
+            look,
+            &[
+                Entry::new("FW (weights, activations)", Swatch::Line(fw)),
+                Entry::new("BW (errors)", Swatch::Line(bw)),
+            ],
+        )?;
         let cols = Self::columns(self.panels.len());
         let rows = self.panels.len().div_ceil(cols);
         let cells = area.split_evenly((rows, cols));
-        // Headroom above the top bits for the legend.
-        let y = f64::from(self.bits.0) - 0.5..f64::from(self.bits.1) + 2.0;
-        for (i, (panel, cell)) in self.panels.iter().zip(&cells).enumerate() {
+        let y = f64::from(self.bits.0) - 0.5..f64::from(self.bits.1) + 0.5;
+        for (panel, cell) in self.panels.iter().zip(&cells) {
             let mut c = chart(
                 cell,
                 look,
@@ -117,24 +127,16 @@ impl Figure for SchedulePlot {
                     x_names: &[],
                 },
             )?;
-            let (fw, bw) = (palette::series(0), palette::series(1));
             c.draw_series(LineSeries::new(
                 panel.bw.iter().copied(),
                 look.line(bw, 2.0),
             ))
-            .drawn()?
-            .label("BW (errors)")
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], bw.stroke_width(2)));
+            .drawn()?;
             c.draw_series(LineSeries::new(
                 panel.fw.iter().copied(),
                 look.line(fw, 2.0),
             ))
-            .drawn()?
-            .label("FW (weights, activations)")
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], fw.stroke_width(2)));
-            if i == 0 {
-                legend(&mut c, look, SeriesLabelPosition::UpperRight)?;
-            }
+            .drawn()?;
         }
         Ok(())
     }
@@ -186,7 +188,7 @@ mod tests {
         }
         assert_eq!(count("iteration"), 3);
         assert_eq!(count("bits"), 3);
-        // Legend entries once (first panel).
+        // Legend entries once (the strip above the panels).
         assert_eq!(count("FW (weights, activations)"), 1);
         assert_eq!(count("BW (errors)"), 1);
         // Two step series per panel, each with one corner pair per span (colours: series 0, 1).

@@ -12,7 +12,9 @@ with an input element, bias additions and elementwise work not counted:
 - Gemm: M × N × K; MatMul (linear layer or a product of two activations, batched or broadcast):
   output elements × K — attention's QKᵀ and AV per head are such batched MatMuls;
 - LSTM / GRU / RNN: directions × steps × batch × gates·H × (I + H), the input and recurrent
-  products of every gate at every step (gates 4, 3, 1).
+  products of every gate at every step (gates 4, 3, 1);
+- Einsum of two operands: the product of the sizes of every letter of its equation (each output
+  element costs the product of the contracted sizes).
 """
 
 import os
@@ -22,10 +24,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-GEMM_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU", "RNN")
+GEMM_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU", "RNN", "Einsum")
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 # Ops doing products this module cannot count: their presence makes the count incomplete.
-UNCOUNTED = ("Einsum", "MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv")
+UNCOUNTED = ("MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv")
 
 
 def node_names(graph):
@@ -104,6 +106,14 @@ def node_macs(node, ins, out):
         return prod(out) * k
     if op == "MatMul":
         return prod(out) * ins[0][-1]
+    if op == "Einsum":
+        eq = a["equation"]
+        eq = (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", "")
+        terms = eq.split("->")[0].split(",")
+        if len(terms) != 2 or "." in eq:
+            raise ValueError(f"Einsum '{eq}' is not a product of two operands")
+        sizes = {c: d for t, shape in zip(terms, ins) for c, d in zip(t, shape)}
+        return prod(list(sizes.values()))
     # LSTM / GRU / RNN: X [T, B, I] (layout 0) or [B, T, I]; W [D, G·H, I]; R [D, G·H, H].
     steps, batch = (ins[0][0], ins[0][1]) if a.get("layout", 0) == 0 else (ins[0][1], ins[0][0])
     d, gh, i = ins[1]

@@ -124,14 +124,14 @@ pub fn schedule(data: &[u8]) -> bool {
     true
 }
 
-/// Most cells whose command lines a `sweep_plan` input has built and parsed (each costs a few clap
-/// parses; a plan may legitimately have up to 10^5 cells, whose checking takes seconds): larger
-/// plans are parsed and expanded only.
+/// Most cells a `sweep_plan` input has read into typed plans and validated (a plan may
+/// legitimately have up to 10^5 cells, whose checking takes seconds): larger plans are parsed and
+/// expanded only.
 const MAX_CHECKED_CELLS: usize = 256;
 
 /// A `cptsim sweep` plan (TOML): parsed, expanded into cells and checked as `sweep run --dry-run`
-/// does (keys against the flags of `run` / `train`, every cell's command lines through the
-/// binary's parser), short of loading its models and accelerators (those would read any path).
+/// does (keys against the keys of `run` / `train`, every cell read into its typed plans and
+/// validated), short of loading its models and accelerators (those would read any path).
 pub fn sweep_plan(data: &[u8]) -> bool {
     use cptsim::sweep_plan::{expand, Plan, Study};
     let Ok(text) = std::str::from_utf8(data) else {
@@ -191,6 +191,7 @@ accel = "zc706,bitfusion"
 [train]
 data = "synthetic"
 iters = 20
+cycles = 2
 "#;
 
 /// A cell directory's files (see [`CELL_FILES`]), read as `sweep collect` reads a done cell's and

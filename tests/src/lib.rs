@@ -90,6 +90,34 @@ pub fn run(args: &[&str]) -> Output {
     }
 }
 
+/// A small LeNet-5 training run on synthetic data into `dir` (40 iterations of 16, an evaluation
+/// every 10, FW 3:8 and BW 8 bits) with the `policy` flags; panics when it fails.
+pub fn train_small(dir: &std::path::Path, policy: &[&str]) {
+    let out = dir.to_string_lossy().into_owned();
+    let mut args = vec![
+        "train",
+        "--model",
+        "zoo:lenet5",
+        "--data",
+        "synthetic",
+        "--iters",
+        "40",
+        "--batch",
+        "16",
+        "--eval-every",
+        "10",
+        "--bits",
+        "3:8",
+        "--grad-bits",
+        "8",
+        "--out",
+        &out,
+    ];
+    args.extend_from_slice(policy);
+    let o = run(&args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+}
+
 /// Stdout as UTF-8 text.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

@@ -84,7 +84,7 @@ fn a_checkpoint_changed_after_writing_is_refused_with_exit_3() {
             "iteration",
             edit(&good, "\"iteration\":4,", "\"iteration\":8,"),
         ),
-        ("plan", edit(&good, "\"iterations\":8", "\"iterations\":9")),
+        ("plan", edit(&good, "\"iters\":8,", "\"iters\":9,")),
         ("weight bit", {
             let mut b = good.clone();
             let n = b.len();

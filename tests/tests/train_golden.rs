@@ -5,7 +5,9 @@
 //! written by the binary before the structural refactor (issue 12), and written again once GEMM
 //! reductions were blocked independently of the machine's caches (`cptsim_kernels::gemm::K_BLOCK`), by
 //! the last commit before that refactor with only `sim/src/gemm.rs` changed: the files must be the
-//! same on every machine of the pool. A change of behaviour shows as a diff here. `CPTSIM_BLESS=1` rewrites the fixtures (only when a change is intended).
+//! same on every machine of the pool; the LeNet-5 cases were written again when `--init seed`
+//! took the zoo's initialisation rule (PyTorch's for LeNet-5's Linear layers; ResNet-20's weights
+//! did not change). A change of behaviour shows as a diff here. `CPTSIM_BLESS=1` rewrites the fixtures (only when a change is intended).
 
 use std::path::{Path, PathBuf};
 

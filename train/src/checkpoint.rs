@@ -57,13 +57,6 @@ pub struct SavedPolicy {
     pub state: serde_json::Value,
 }
 
-fn io_err(path: &Path, e: impl std::fmt::Display) -> SimError {
-    SimError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    }
-}
-
 fn put<W: std::io::Write>(out: &mut frame::Sealer<W>, values: &[f32]) -> std::io::Result<()> {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     out.write_all(&bytes)
@@ -83,6 +76,23 @@ fn param_shapes(tr: &mut Trainer<'_>) -> Vec<Vec<usize>> {
 
 /// Writes the trainer's complete state with the caller's `settings` to `path` (atomically).
 pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<()> {
+    let bytes = encode(tr, settings)?;
+    write(path, &bytes)
+}
+
+/// Writes checkpoint bytes ([`encode`]) to `path` (atomically).
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let write = |out: &mut std::io::BufWriter<std::fs::File>| {
+        out.write_all(bytes)
+            .map_err(|e: std::io::Error| SimError::output(path, e))
+    };
+    cptsim_models::atomic::write_atomically(path, write, SimError::output)
+}
+
+/// The trainer's complete state with the caller's `settings`, as the bytes of a checkpoint file
+/// (kept in memory to go back to, or written with [`write`]), sealed by its trailer.
+pub fn encode(tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<Vec<u8>> {
     let quant = tr
         .net
         .graph
@@ -110,28 +120,28 @@ pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> R
         velocity: !tr.opt.velocity.is_empty(),
         buffers: buffers.iter().map(Vec::len).collect(),
     };
-    let json = serde_json::to_vec(&header).map_err(|e| io_err(path, e))?;
-    let write = |file: &mut std::io::BufWriter<std::fs::File>| {
-        let werr = |e: std::io::Error| SimError::output(path, e);
-        let mut sealer = frame::Sealer::new(file);
-        let out = &mut sealer;
-        out.write_all(MAGIC).map_err(werr)?;
-        out.write_all(&(json.len() as u64).to_le_bytes())
-            .map_err(werr)?;
-        out.write_all(&json).map_err(werr)?;
-        for p in &params {
-            put(out, p).map_err(werr)?;
-        }
-        for v in &tr.opt.velocity {
-            put(out, &tensor_values(v)).map_err(werr)?;
-        }
-        for b in &buffers {
-            put(out, b).map_err(werr)?;
-        }
-        // Last: a file cut short has no valid trailer.
-        sealer.finish().map_err(werr)
-    };
-    cptsim_models::atomic::write_atomically(path, write, SimError::output)
+    let json = serde_json::to_vec(&header)
+        .map_err(|e| SimError::invalid("checkpoint header", e.to_string()))?;
+    let mut bytes = Vec::with_capacity(16 + json.len());
+    let mut sealer = frame::Sealer::new(&mut bytes);
+    let out = &mut sealer;
+    let werr = |e: std::io::Error| SimError::invalid("checkpoint", e.to_string());
+    out.write_all(MAGIC).map_err(werr)?;
+    out.write_all(&(json.len() as u64).to_le_bytes())
+        .map_err(werr)?;
+    out.write_all(&json).map_err(werr)?;
+    for p in &params {
+        put(out, p).map_err(werr)?;
+    }
+    for v in &tr.opt.velocity {
+        put(out, &tensor_values(v)).map_err(werr)?;
+    }
+    for b in &buffers {
+        put(out, b).map_err(werr)?;
+    }
+    // Last: bytes cut short have no valid trailer.
+    sealer.finish().map_err(werr)?;
+    Ok(bytes)
 }
 
 /// A loaded checkpoint.

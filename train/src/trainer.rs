@@ -228,11 +228,12 @@ pub struct Trainer<'a> {
     loss: SoftmaxCrossEntropy,
     /// The policy's last recovery point ([`Policy::recovery_point`]).
     snapshot: Option<Snapshot>,
-    /// Polled between evaluation batches: true stops the evaluation ([`Trainer::stop_when`]).
-    stop: Option<fn() -> bool>,
-    /// Images per forward of an evaluation batch while `stop` is set ([`Trainer::eval_forward`]).
+    /// Images per forward of an evaluation batch under a stop hook ([`Trainer::eval_forward`]).
     eval_rows: usize,
 }
+
+/// A hook polled during an evaluation: true stops it ([`Trainer::step_until`]).
+type Stop<'s> = Option<&'s dyn Fn() -> bool>;
 
 /// How long one forward of an evaluation may take while a stop can be requested: the batch is
 /// cut into pieces of about this, so that a stop is honoured within seconds on any model.
@@ -337,20 +338,12 @@ impl<'a> Trainer<'a> {
             feed,
             loss: SoftmaxCrossEntropy::new(),
             snapshot: None,
-            stop: None,
             eval_rows: 1,
         })
     }
 
-    /// Polls `requested` between evaluation batches: once it returns true the evaluation stops
-    /// with [`SimError::Interrupted`], the iteration's training done and the evaluation left
-    /// pending ([`RunState::pending`]) for [`Trainer::finish_evaluation`].
-    pub fn stop_when(&mut self, requested: fn() -> bool) {
-        self.stop = Some(requested);
-    }
-
-    fn interrupted(&self) -> Result<()> {
-        match self.stop {
+    fn interrupted(&self, stop: Stop<'_>) -> Result<()> {
+        match stop {
             Some(requested) if requested() => Err(SimError::Interrupted {
                 iteration: self.state.iteration,
             }),
@@ -361,10 +354,22 @@ impl<'a> Trainer<'a> {
     /// Runs the evaluation an interrupt left pending (and the policy's check point after it),
     /// as the uninterrupted run did; `None` when none is pending.
     pub fn finish_evaluation(&mut self) -> Result<Option<EvalRecord>> {
+        self.finish_evaluation_with(None)
+    }
+
+    /// [`Trainer::finish_evaluation`] polling `stop` as [`Trainer::step_until`] does.
+    pub fn finish_evaluation_until(
+        &mut self,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<EvalRecord>> {
+        self.finish_evaluation_with(Some(stop))
+    }
+
+    fn finish_evaluation_with(&mut self, stop: Stop<'_>) -> Result<Option<EvalRecord>> {
         let Some(p) = self.state.pending.clone() else {
             return Ok(None);
         };
-        let e = self.evaluation(Precision { fw: p.fw, bw: p.bw }, p.lr)?;
+        let e = self.evaluation(Precision { fw: p.fw, bw: p.bw }, p.lr, stop)?;
         self.state.pending = None;
         if p.check {
             self.policy.check(self.state.iteration.saturating_sub(1));
@@ -414,6 +419,19 @@ impl<'a> Trainer<'a> {
 
     /// Runs one iteration (and the evaluation due after it).
     pub fn step(&mut self) -> Result<StepReport> {
+        self.step_with(None)
+    }
+
+    /// [`Trainer::step`], polling `stop` during the evaluation: once it returns true the
+    /// evaluation stops with [`SimError::Interrupted`], the iteration's training done and the
+    /// evaluation left pending ([`RunState::pending`]) for [`Trainer::finish_evaluation`]. Under
+    /// a stop hook the evaluation runs in pieces of about half a second, so a stop is honoured
+    /// within seconds on any model.
+    pub fn step_until(&mut self, stop: &dyn Fn() -> bool) -> Result<StepReport> {
+        self.step_with(Some(stop))
+    }
+
+    fn step_with(&mut self, stop: Stop<'_>) -> Result<StepReport> {
         let t = self.state.iteration;
         if self.done() {
             return Err(SimError::invalid(
@@ -449,7 +467,7 @@ impl<'a> Trainer<'a> {
                         "{note} (restored the state before iteration {})",
                         snap.iteration
                     );
-                    let mut report = self.step()?;
+                    let mut report = self.step_with(stop)?;
                     report.notes.insert(0, note);
                     return Ok(report);
                 }
@@ -495,7 +513,7 @@ impl<'a> Trainer<'a> {
                 lr,
                 check,
             });
-            let e = self.evaluation(precision, lr)?;
+            let e = self.evaluation(precision, lr, stop)?;
             self.state.pending = None;
             eval_seconds = (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu);
             Some(e)
@@ -517,7 +535,7 @@ impl<'a> Trainer<'a> {
         })
     }
 
-    fn evaluation(&mut self, p: Precision, lr: f32) -> Result<EvalRecord> {
+    fn evaluation(&mut self, p: Precision, lr: f32, stop: Stop<'_>) -> Result<EvalRecord> {
         // The next step's `Policy::apply` sets the training bits again.
         let p = match self.config.eval_bits {
             EvalBits::Current => p,
@@ -533,16 +551,16 @@ impl<'a> Trainer<'a> {
         };
         let (test_loss, test_acc, val_acc, test_ppl, val_ppl) = match self.feed {
             Feed::Images { data, .. } => {
-                let (test_loss, test_acc) = self.evaluate(&data.test)?;
+                let (test_loss, test_acc) = self.evaluate_with(&data.test, stop)?;
                 let val_acc = match &data.val {
-                    Some(v) => Some(self.evaluate(v)?.1),
+                    Some(v) => Some(self.evaluate_with(v, stop)?.1),
                     None => None,
                 };
                 (test_loss, test_acc, val_acc, None, None)
             }
             Feed::Text { data, .. } => {
-                let (test_loss, test_acc) = self.evaluate_text(data, &data.test)?;
-                let (val_loss, val_acc) = self.evaluate_text(data, &data.valid)?;
+                let (test_loss, test_acc) = self.evaluate_text_with(data, &data.test, stop)?;
+                let (val_loss, val_acc) = self.evaluate_text_with(data, &data.valid, stop)?;
                 let ppl = |l: f64| l.exp();
                 (
                     test_loss,
@@ -553,7 +571,7 @@ impl<'a> Trainer<'a> {
                 )
             }
         };
-        self.interrupted()?;
+        self.interrupted(stop)?;
         let s = &mut self.state;
         let rec = EvalRecord {
             iteration: s.iteration,
@@ -575,6 +593,10 @@ impl<'a> Trainer<'a> {
 
     /// Mean loss and accuracy on `data` in evaluation mode at the current bits.
     pub fn evaluate(&mut self, data: &Dataset) -> Result<(f64, f64)> {
+        self.evaluate_with(data, None)
+    }
+
+    fn evaluate_with(&mut self, data: &Dataset, stop: Stop<'_>) -> Result<(f64, f64)> {
         let (mut loss, mut correct) = (0.0f64, 0usize);
         let chunk = self.config.eval_batch;
         let mut start = 0;
@@ -582,7 +604,7 @@ impl<'a> Trainer<'a> {
             let end = (start + chunk).min(data.len());
             let part = data.select(&(start..end).collect::<Vec<_>>());
             for b in eval_batches(&part, chunk, self.net.input)? {
-                let out = self.eval_forward(b.images)?;
+                let out = self.eval_forward(b.images, stop)?;
                 let (l, c) = self.loss.forward(&out, &b.labels)?;
                 loss += f64::from(l) * b.labels.len() as f64;
                 correct += c;
@@ -600,16 +622,17 @@ impl<'a> Trainer<'a> {
     fn eval_forward(
         &mut self,
         images: cptsim_nn::layers::Tensor,
+        stop: Stop<'_>,
     ) -> Result<cptsim_nn::layers::Tensor> {
         use ndarray::{Axis, Slice};
         let n = images.shape().first().copied().unwrap_or(0);
-        if self.stop.is_none() || n <= 1 {
+        if stop.is_none() || n <= 1 {
             return self.policy.forward(&mut self.net, images, Mode::Eval);
         }
         let mut outs = Vec::new();
         let mut start = 0;
         while start < n {
-            self.interrupted()?;
+            self.interrupted(stop)?;
             let rows = self.eval_rows.clamp(1, n - start);
             let part = images
                 .slice_axis(Axis(0), Slice::from(start..start + rows))
@@ -632,9 +655,18 @@ impl<'a> Trainer<'a> {
     /// Mean loss per token and next-token accuracy over the whole windows of `streams`, in
     /// evaluation mode at the current bits.
     pub fn evaluate_text(&mut self, data: &TextData, streams: &Streams) -> Result<(f64, f64)> {
+        self.evaluate_text_with(data, streams, None)
+    }
+
+    fn evaluate_text_with(
+        &mut self,
+        data: &TextData,
+        streams: &Streams,
+        stop: Stop<'_>,
+    ) -> Result<(f64, f64)> {
         let (mut loss, mut correct, mut tokens) = (0.0f64, 0usize, 0usize);
         for k in 0..data.windows(streams) {
-            self.interrupted()?;
+            self.interrupted(stop)?;
             let b = data.batch(streams, k as u64)?;
             let out = self.policy.forward(&mut self.net, b.ids, Mode::Eval)?;
             let (out, _) = logits_rows(out)?;

@@ -2,7 +2,7 @@
 //! (docs/src/methods/integer-arithmetic.md).
 
 use clap::Args;
-use cptsim_nn::quant::arith::{ArithSpec, Arithmetic};
+use cptsim_nn::quant::arith::ArithSpec;
 
 use super::shared::QuantizerArg;
 use crate::exit::Exit;
@@ -25,25 +25,12 @@ pub struct ArithArgs {
 impl ArithArgs {
     /// The arithmetic these flags ask for with `quantizer`; a usage error naming the flag.
     pub fn spec(&self, quantizer: QuantizerArg) -> anyhow::Result<ArithSpec> {
-        let mut spec = ArithSpec {
-            arithmetic: Arithmetic::parse(&self.arithmetic)
-                .map_err(|e| Exit::Usage.error(format!("--arithmetic {}: {e}", self.arithmetic)))?,
-            ..ArithSpec::default()
-        };
-        spec.set_accumulators(&self.accumulator)
-            .map_err(|e| Exit::Usage.error(format!("--accumulator {}: {e}", self.accumulator)))?;
-        if spec.arithmetic == Arithmetic::Int && quantizer != QuantizerArg::Sbm {
-            return Err(Exit::Usage.error(format!(
-                "--arithmetic int: integer GEMMs take SBM's codes (--quantizer sbm), not --quantizer {}",
-                quantizer.name()
-            )));
-        }
-        if spec.arithmetic == Arithmetic::Fp32 && self.accumulator != "exact" {
-            return Err(Exit::Usage.error(format!(
-                "--accumulator {}: fp32 arithmetic has no integer accumulator (add --arithmetic int)",
-                self.accumulator
-            )));
-        }
-        Ok(spec)
+        ArithSpec::from_flags(
+            &self.arithmetic,
+            &self.accumulator,
+            quantizer == QuantizerArg::Sbm,
+            quantizer.name(),
+        )
+        .map_err(|(_, message)| Exit::Usage.error(message))
     }
 }

@@ -92,7 +92,7 @@ pub struct TrainArgs {
     /// Timed steps (after one warm-up step).
     #[arg(long, default_value_t = 5)]
     pub steps: usize,
-    /// `none` (fp32) or `sbm` (in-scope layers at `--bits`, spec §1.4).
+    /// `none` (fp32) or `sbm` (in-scope layers at `--bits`; see docs/src/guide/shared-flags.md).
     #[arg(long, value_enum, default_value_t = QuantizerArg::None)]
     pub quantizer: QuantizerArg,
     /// Forward and backward bits with `--quantizer sbm`.

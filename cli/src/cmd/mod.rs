@@ -14,6 +14,7 @@ pub mod quant_scope;
 pub mod run;
 pub mod shared;
 pub mod sweep;
+pub mod sweep_args;
 pub mod train;
 pub mod validate;
 pub mod zoo;

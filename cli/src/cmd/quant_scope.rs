@@ -35,16 +35,4 @@ impl ScopeArgs {
             depthwise: self.quantize_depthwise,
         }
     }
-
-    /// The first flag given, by name, if any (for commands where none applies).
-    pub fn first_given(&self) -> Option<&'static str> {
-        [
-            ("--quantize-first", self.quantize_first),
-            ("--quantize-last", self.quantize_last),
-            ("--quantize-shortcut", self.quantize_shortcut),
-            ("--quantize-depthwise", self.quantize_depthwise),
-        ]
-        .into_iter()
-        .find_map(|(flag, v)| v.map(|_| flag))
-    }
 }

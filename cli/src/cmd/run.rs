@@ -12,6 +12,8 @@ use cptsim_models::atomic::Staged;
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{BitRange, Kind, Schedule, ScheduleArgs};
 use cptsim_traces::{read_trace, synthesize, write_trace, QuantScope, TraceMeta};
+use cptsim_train::plan::{AccountingKind, Convention, Range, ScopePreset};
+use cptsim_train::CostPlan;
 
 use super::accel_costs;
 use super::quant_scope::ScopeArgs;
@@ -124,6 +126,53 @@ impl RunArgs {
     }
 }
 
+impl RunArgs {
+    /// The cost plan these flags say (what `cptsim sweep` builds for a cell); it validates
+    /// itself.
+    pub(crate) fn plan(&self) -> anyhow::Result<CostPlan> {
+        let synthesised = self.trace.is_none();
+        let range = |flag, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| Range::parse_checked(flag, t).map_err(anyhow::Error::msg))
+                .transpose()
+        };
+        Ok(CostPlan {
+            model: self.model.clone(),
+            schedule: synthesised.then(|| self.schedule.clone()),
+            bits: range("--bits", &self.bits)?,
+            grad_bits: range("--grad-bits", &self.grad_bits)?,
+            cycles: synthesised.then_some(self.cycles),
+            iters: self.iters,
+            batch: self.batch,
+            seq_len: self.seq_len,
+            vocab: self.vocab,
+            accounting: match self.accounting {
+                AccountingArg::Paper => AccountingKind::Paper,
+                AccountingArg::Hardware => AccountingKind::Hardware,
+            },
+            policy: synthesised.then_some(match self.policy {
+                PolicyArg::All => ScopePreset::All,
+                PolicyArg::Cifar => ScopePreset::Cifar,
+                PolicyArg::Imagenet => ScopePreset::Imagenet,
+                PolicyArg::Family => ScopePreset::Family,
+            }),
+            quantize_first: self.scope.quantize_first,
+            quantize_last: self.scope.quantize_last,
+            quantize_shortcut: self.scope.quantize_shortcut,
+            quantize_depthwise: self.scope.quantize_depthwise,
+            convention: synthesised.then_some(match self.convention {
+                ConventionArg::Cpt => Convention::Cpt,
+                ConventionArg::Wk => Convention::Wk,
+            }),
+            save_trace: self.save_trace.clone(),
+            trace: self.trace.clone(),
+            accel: self.accel.clone(),
+            report: self.report.clone(),
+            epoch_iters: self.epoch_iters,
+        })
+    }
+}
+
 /// Runs the subcommand.
 pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     // --save-trace and --report are one unit: written into staging directories beside them and
@@ -155,24 +204,16 @@ pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 impl RunArgs {
-    /// The zoo sequence model `--model` names, if it is one (it brings its paper's defaults).
-    fn seq_entry(&self) -> Option<&'static cptsim_models::zoo::seq::SeqEntry> {
-        let name = self.model.strip_prefix("zoo:")?;
-        cptsim_models::zoo::seq::entry(name)
-    }
-
-    /// `--iters`, else the model's paper default, else 64 000.
+    /// `--iters`, else the model's paper default, else 64 000 ([`CostPlan::lengths`]).
     fn iters(&self) -> u64 {
         self.iters
-            .or_else(|| self.seq_entry().map(|e| e.iters))
-            .unwrap_or(64_000)
+            .unwrap_or_else(|| CostPlan::lengths(&self.model).0)
     }
 
     /// `--batch`, else the model's paper default, else 128.
     fn batch(&self) -> u64 {
         self.batch
-            .or_else(|| self.seq_entry().map(|e| e.batch))
-            .unwrap_or(128)
+            .unwrap_or_else(|| CostPlan::lengths(&self.model).1)
     }
 }
 
@@ -185,20 +226,10 @@ pub(crate) fn wants_json(args: &RunArgs) -> anyhow::Result<bool> {
 /// writes each accelerator's per-layer × GEMM and per-epoch CSVs and returns the report without
 /// those rows.
 pub(crate) fn evaluate(args: &RunArgs) -> anyhow::Result<(RunReport, ModelSummary)> {
-    if args.batch() == 0 {
-        bail!("--batch: a batch needs at least 1 sample");
-    }
+    args.plan()?.validate()?;
     let batch = usize::try_from(args.batch()).context("--batch: too large")?;
-    if args.epoch_iters == 0 {
-        bail!("--epoch-iters: an epoch needs at least 1 iteration");
-    }
-    if let (Some(_), Some(flag)) = (&args.trace, args.scope.first_given()) {
-        bail!("{flag}: a --trace file carries its own scope (the layers it ran in fp32)");
-    }
+    // the default three without --accel, none with `--accel none`
     let accels = accel_costs::load_all(&accel_costs::run_accels(&args.accel)?)?;
-    if accels.is_empty() && args.report.is_some() {
-        bail!("--report: needs an accelerator to report on (drop --accel none)");
-    }
     // Check the schedule flags before the (slower) model load.
     let schedule = match &args.trace {
         Some(_) => None,

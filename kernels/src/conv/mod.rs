@@ -1,6 +1,6 @@
 //! The inner loops of a 2-D convolution, channels-last: its geometry ([`Conv2dSpec`]), im2col
 //! gather and scatter and the padded copy the GEMM reads patches from ([`im2col`]), the direct
-//! depthwise loops ([`depthwise`]), and Winograd's minimal filtering for 3×3 convs
+//! depthwise loops ([`depthwise`]), the direct loops of grouped convs ([`grouped`]), and Winograd's minimal filtering for 3×3 convs
 //! ([`winograd`]), with the per-thread scratch buffers they share.
 
 use std::cell::RefCell;
@@ -9,6 +9,7 @@ use std::mem::MaybeUninit;
 use crate::error::{KernelError, Result};
 
 pub mod depthwise;
+pub mod grouped;
 pub mod im2col;
 mod lanes;
 pub mod winograd;

@@ -156,10 +156,114 @@ pub enum Op {
         /// The position axis of the input (1 for `[B, T, D]`, 0 for `[T, B, D]`).
         axis: usize,
     },
+    /// An elementwise function without parameters beyond scalars (see [`Unary`]).
+    Unary(Unary),
+    /// `max(x, 0) + slope · min(x, 0)` with a learned slope broadcast onto the input (ONNX
+    /// `PRelu`; `nn.PReLU(C)` exports one slope per channel, `[C, 1, 1]`).
+    PRelu {
+        /// The slope, broadcast onto the input without enlarging it.
+        slope: ArrayD<f32>,
+    },
+    /// Group normalisation over axis 1 of `[N, C, …]`: the channels fall into `groups` groups,
+    /// each normalised over its channels and all further axes, then scaled and shifted per
+    /// channel (ONNX `GroupNormalization`; `InstanceNormalization` is `groups = C`).
+    GroupNorm(GroupNorm),
+    /// `sqrt(Σ x²)` over `axes` (ONNX `ReduceL2`, `F.normalize`'s norm).
+    ReduceL2 {
+        /// Axes reduced, ascending, non-negative.
+        axes: Vec<usize>,
+        /// Whether reduced axes stay as size 1.
+        keepdims: bool,
+    },
+    /// Resampling of the axes after the first two to `shape` (ONNX `Resize`, `nn.Upsample`);
+    /// nearest or linear interpolation, no MACs.
+    Resize {
+        /// The output shape (batch and channels unchanged).
+        shape: Vec<usize>,
+        /// The ONNX `mode`: `nearest`, `linear` or `cubic`.
+        mode: String,
+    },
     /// A single-layer, single-direction recurrent layer (ONNX `RNN` / `LSTM` / `GRU`,
     /// `direction="forward"`), sequence-first: input `[T, B, I]`, output the hidden state of every
     /// step, `[T, B, H]` (ONNX `Y` without its `num_directions` axis). Initial states are zero.
     Recurrent(Recurrent),
+}
+
+/// The elementwise functions of [`Op::Unary`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unary {
+    /// `x · max(0, min(1, x/6 + 1/2))` (MobileNetV3's `nn.Hardswish`).
+    HardSwish,
+    /// `max(0, min(1, α·x + β))` (ONNX defaults α = 0.2, β = 0.5; PyTorch's `nn.Hardsigmoid`
+    /// exports α = 1/6).
+    HardSigmoid {
+        /// α.
+        alpha: f32,
+        /// β.
+        beta: f32,
+    },
+    /// `x` for `x ≥ 0`, else `α·x`.
+    LeakyRelu {
+        /// α.
+        alpha: f32,
+    },
+    /// `x` for `x > 0`, else `α·(eˣ − 1)`.
+    Elu {
+        /// α.
+        alpha: f32,
+    },
+    /// `ln(1 + eˣ)`.
+    Softplus,
+    /// `x · tanh(ln(1 + eˣ))`.
+    Mish,
+    /// `xᵖ` for a constant exponent `p`.
+    Pow {
+        /// The exponent.
+        exponent: f32,
+    },
+    /// `eˣ`.
+    Exp,
+    /// `√x`.
+    Sqrt,
+    /// `|x|`.
+    Abs,
+    /// `−x`.
+    Neg,
+    /// The error function.
+    Erf,
+}
+
+impl Unary {
+    /// The ONNX op type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unary::HardSwish => "HardSwish",
+            Unary::HardSigmoid { .. } => "HardSigmoid",
+            Unary::LeakyRelu { .. } => "LeakyRelu",
+            Unary::Elu { .. } => "Elu",
+            Unary::Softplus => "Softplus",
+            Unary::Mish => "Mish",
+            Unary::Pow { .. } => "Pow",
+            Unary::Exp => "Exp",
+            Unary::Sqrt => "Sqrt",
+            Unary::Abs => "Abs",
+            Unary::Neg => "Neg",
+            Unary::Erf => "Erf",
+        }
+    }
+}
+
+/// Group normalisation parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupNorm {
+    /// Channel groups; divides the channel count.
+    pub groups: usize,
+    /// γ per channel, `[C]`.
+    pub scale: ArrayD<f32>,
+    /// β per channel, `[C]`.
+    pub bias: ArrayD<f32>,
+    /// ε added to the variance.
+    pub epsilon: f32,
 }
 
 /// An embedding table.
@@ -461,6 +565,11 @@ impl Op {
             Op::ClassToken { .. } => "ClassToken",
             Op::PositionEmbedding { .. } => "PositionEmbedding",
             Op::Recurrent(r) => r.kind.name(),
+            Op::Unary(u) => u.name(),
+            Op::PRelu { .. } => "PRelu",
+            Op::GroupNorm(_) => "GroupNorm",
+            Op::ReduceL2 { .. } => "ReduceL2",
+            Op::Resize { .. } => "Resize",
         }
     }
 
@@ -477,6 +586,8 @@ impl Op {
             Op::ClassToken { token } => token.len() as u64,
             Op::PositionEmbedding { table, .. } => table.len() as u64,
             Op::Recurrent(r) => (r.w.len() + r.r.len() + r.bias_w.len() + r.bias_r.len()) as u64,
+            Op::PRelu { slope } => slope.len() as u64,
+            Op::GroupNorm(n) => (n.scale.len() + n.bias.len()) as u64,
             _ => 0,
         }
     }

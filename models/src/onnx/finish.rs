@@ -20,12 +20,6 @@ pub fn resolve_output(imp: &mut Importer, g: &GraphProto, source: &str) -> Resul
         .output
         .first()
         .ok_or_else(|| fail("the graph declares no output".into()))?;
-    if g.output.len() > 1 {
-        return Err(fail(format!(
-            "expected one graph output, found {}",
-            g.output.len()
-        )));
-    }
     match imp.vals.get(&out.name) {
         Some(Val::Tensor(t)) => imp.graph.output = *t,
         Some(Val::Const(_)) => {
@@ -38,7 +32,8 @@ pub fn resolve_output(imp: &mut Importer, g: &GraphProto, source: &str) -> Resul
             )))
         }
     }
-    check_declared_output(out, imp.graph.shape(imp.graph.output))
+    let rebound = imp.file_batch.map(|file| (file, imp.graph.batch));
+    check_declared_output(out, imp.graph.shape(imp.graph.output), rebound)
         .map_err(|m| fail(format!("graph output '{}': {m}", out.name)))
 }
 
@@ -106,8 +101,14 @@ fn absorb_linear_biases(graph: &mut Graph) {
     }
 }
 
-/// Compares the inferred output shape with the fixed dimensions the file declares (batch aside).
-fn check_declared_output(out: &ValueInfoProto, shape: &[usize]) -> Result<(), String> {
+/// Compares the inferred output shape with the fixed dimensions the file declares (batch aside:
+/// axis 0, and with `rebound` = (the file's fixed batch, the bound one) any axis where the file
+/// declares its batch and the graph computes the bound one — a sequence-first model's axis 1).
+fn check_declared_output(
+    out: &ValueInfoProto,
+    shape: &[usize],
+    rebound: Option<(usize, usize)>,
+) -> Result<(), String> {
     let Some(TypeValue::TensorType(t)) = out.type_.as_ref().and_then(|t| t.value.as_ref()) else {
         return Ok(());
     };
@@ -122,7 +123,9 @@ fn check_declared_output(out: &ValueInfoProto, shape: &[usize]) -> Result<(), St
     }
     for (i, d) in declared.dim.iter().enumerate().skip(1) {
         if let Some(Dim::DimValue(v)) = d.value {
-            if v != shape[i] as i64 {
+            let batch_axis = rebound
+                .is_some_and(|(file, bound)| i64::try_from(file) == Ok(v) && shape[i] == bound);
+            if v != shape[i] as i64 && !batch_axis {
                 return Err(format!(
                     "declared size {v} at dimension {i} but the graph computes {shape:?}"
                 ));

@@ -8,6 +8,13 @@
 //!   `epsilon = ε` and `axis` the reduced one (a missing γ is read as ones).
 //! - `Div(x, √2) | Mul(x, 1/√2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)` (the two `Mul`s in
 //!   either order) becomes `Gelu(x)`.
+//! - The tanh form (GPT-2's `NewGELUActivation`, `F.gelu(approximate="tanh")` before opset 20):
+//!   `Pow(x, 3) → Mul(·, 0.044715) → Add(x, ·) → Mul(·, √(2/π)) → Tanh → Add(·, 1)`, then
+//!   `Mul(Mul(x, 0.5), ·)` or `Mul(x, ·) → Mul(·, 0.5)`, becomes `Gelu(x, approximate="tanh")`.
+//! - `Where(IsNaN(p), c, p)` for a constant `c` (the dynamo exporter's scaled-dot-product
+//!   attention zeroes NaN probabilities after its softmax) becomes `Identity(p)`: the IR's
+//!   softmax makes no NaN (its causal masks keep every row's diagonal), and a NaN anywhere else
+//!   is an error of its own.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -26,10 +33,11 @@ pub fn fuse<'a>(
     initializers: &'a [TensorProto],
     outputs: &'a [ValueInfoProto],
 ) -> Vec<Cow<'a, NodeProto>> {
-    // Every fused chain starts at an `Erf` or a `ReduceMean`: without one, nothing to index.
+    // Every fused chain starts at an `Erf`, a `Tanh`, an `IsNaN` or a `ReduceMean`: without
+    // one, nothing to index.
     if !nodes
         .iter()
-        .any(|n| matches!(n.op_type.as_str(), "Erf" | "ReduceMean"))
+        .any(|n| matches!(n.op_type.as_str(), "Erf" | "Tanh" | "IsNaN" | "ReduceMean"))
     {
         return nodes.iter().map(Cow::Borrowed).collect();
     }
@@ -39,12 +47,16 @@ pub fn fuse<'a>(
     for (i, n) in nodes.iter().enumerate() {
         let found = match n.op_type.as_str() {
             "Erf" => g.gelu(i),
+            "Tanh" => g.gelu_tanh(i),
+            "IsNaN" => g.nan_to_constant(i),
             "ReduceMean" => g.layer_norm(i),
             _ => None,
         };
-        let Some((remove, last, fused)) = found else {
+        let Some((remove, last, mut fused)) = found else {
             continue;
         };
+        // The fused node keeps where the replaced one came from (its PyTorch module).
+        fused.metadata_props = nodes[last].metadata_props.clone();
         if remove
             .iter()
             .chain([&last])
@@ -190,6 +202,90 @@ impl<'a> Chains<'a> {
             vec![string_attr("approximate", "none")],
         );
         Some((vec![scale, e, add, m1], m2, fused))
+    }
+
+    /// Tanh-form GELU from its `Tanh` node `t`.
+    fn gelu_tanh(&self, t: usize) -> Option<Found> {
+        const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+        let s = self.made_by(self.nodes[t].input.first()?, "Mul")?;
+        let a_out = self.other_const(s, SQRT_2_OVER_PI, 1e-4)?;
+        let a = self.made_by(a_out, "Add")?;
+        let [p_in, q_in] = self.nodes[a].input.as_slice() else {
+            return None;
+        };
+        // Add(x, Mul(Pow(x, 3), 0.044715)), either operand order.
+        let (x, m) = [(p_in, q_in), (q_in, p_in)]
+            .into_iter()
+            .find_map(|(x, m)| {
+                let m = self.made_by(m, "Mul")?;
+                let p = self.made_by(self.other_const(m, 0.044_715, 1e-5)?, "Pow")?;
+                let [base, exp] = self.nodes[p].input.as_slice() else {
+                    return None;
+                };
+                (base == x && self.is_const(exp, 3.0, 0.0)).then_some((x, (m, p)))
+            })?;
+        let (m, p) = m;
+        for (from, to) in [(p, m), (m, a), (a, s), (s, t)] {
+            (self.only_consumer(from, &self.nodes[to].op_type)? == to).then_some(())?;
+        }
+        let one = self.only_consumer(t, "Add")?;
+        if !self.is_const(self.other(one, self.out(t))?, 1.0, 1e-6) {
+            return None;
+        }
+        let m1 = self.only_consumer(one, "Mul")?;
+        let other = self.other(m1, self.out(one))?;
+        let mut remove = vec![p, m, a, s, t, one];
+        let last = if other == x.as_str() {
+            // Mul(x, ·) → Mul(·, 0.5)
+            let m2 = self.only_consumer(m1, "Mul")?;
+            self.is_const(self.other(m2, self.out(m1))?, 0.5, 1e-6)
+                .then_some(())?;
+            remove.push(m1);
+            m2
+        } else {
+            // Mul(Mul(x, 0.5), ·)
+            let h = self.made_by(other, "Mul")?;
+            (self.other_const(h, 0.5, 1e-6)? == x.as_str()).then_some(())?;
+            (self.only_consumer(h, "Mul")? == m1).then_some(())?;
+            remove.push(h);
+            m1
+        };
+        let node_last = &self.nodes[last];
+        let fused = node(
+            "Gelu",
+            &node_last.name,
+            vec![x.clone()],
+            node_last.output.clone(),
+            vec![string_attr("approximate", "tanh")],
+        );
+        Some((remove, last, fused))
+    }
+
+    /// `Where(IsNaN(p), c, p)` from its `IsNaN` node `i`.
+    fn nan_to_constant(&self, i: usize) -> Option<Found> {
+        let p = self.nodes[i].input.first()?;
+        let w = self.only_consumer(i, "Where")?;
+        let wn = &self.nodes[w];
+        match wn.input.as_slice() {
+            [cond, c, x] if cond == self.out(i) && x == p && self.scalar(c).is_some() => {}
+            _ => return None,
+        }
+        let fused = node(
+            "Identity",
+            &wn.name,
+            vec![p.clone()],
+            wn.output.clone(),
+            vec![],
+        );
+        Some((vec![i], w, fused))
+    }
+
+    /// The input of binary node `i` beside a one-element constant within `tol` of `want`.
+    fn other_const(&self, i: usize, want: f32, tol: f32) -> Option<&'a str> {
+        match self.nodes[i].input.as_slice() {
+            [a, c] | [c, a] if self.is_const(c, want, tol) => Some(a.as_str()),
+            _ => None,
+        }
     }
 
     /// The single reduced axis of a `ReduceMean` (attribute or input 1), with keepdims on. An

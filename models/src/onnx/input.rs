@@ -7,6 +7,7 @@ use onnx_protobuf::tensor_shape_proto::dimension::Value as Dim;
 use onnx_protobuf::type_proto::Value as TypeValue;
 use onnx_protobuf::{GraphProto, ModelProto, NodeProto, ValueInfoProto};
 
+use super::node::read_attr;
 use super::value::{Const, Val};
 use crate::error::ModelError;
 use crate::ir::Graph;
@@ -45,7 +46,8 @@ pub fn bind_graph_input(
             "expected exactly one graph input besides initializers, found {names:?}"
         )));
     };
-    let bound = bind_input_shape(input, batch, seq_len)
+    let graph_axis = graph_batch_axis(&g.node, &input.name);
+    let bound = bind_input_shape(input, batch, seq_len, graph_axis)
         .map_err(|m| fail(format!("graph input '{}': {m}", input.name)))?;
     let name = if g.name.is_empty() { source } else { &g.name };
     let mut graph = Graph::new(name, source, batch, &input.name, bound.shape);
@@ -55,26 +57,86 @@ pub fn bind_graph_input(
 }
 
 /// Names of graph inputs whose every use is a recurrent layer's initial state (`LSTM` inputs
-/// 5 and 6, `GRU` / `RNN` input 5).
+/// 5 and 6, `GRU` / `RNN` input 5), directly or through ops that only pick from it (`Slice`,
+/// `Gather`, `Squeeze`, `Unsqueeze`, `Reshape`, `Identity`: a multi-layer LM's `state[i]`).
 pub fn initial_state_inputs(nodes: &[NodeProto]) -> HashSet<&str> {
-    let mut state = HashSet::new();
-    let mut other = HashSet::new();
-    for n in nodes {
-        let slots: &[usize] = match n.op_type.as_str() {
-            "LSTM" => &[5, 6],
-            "GRU" | "RNN" => &[5],
-            _ => &[],
+    // Every use of every tensor: (node, input slot).
+    let mut uses: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    for (k, n) in nodes.iter().enumerate() {
+        for (slot, name) in n.input.iter().enumerate() {
+            uses.entry(name.as_str()).or_default().push((k, slot));
+        }
+    }
+    // Whether every use of `name` ends in an initial state, following picking ops a bounded
+    // number of steps (graphs are acyclic; the bound keeps a malformed one finite).
+    fn state_only(
+        name: &str,
+        nodes: &[NodeProto],
+        uses: &HashMap<&str, Vec<(usize, usize)>>,
+        depth: usize,
+    ) -> bool {
+        let Some(list) = uses.get(name) else {
+            return false;
         };
-        for (k, name) in n.input.iter().enumerate() {
-            if slots.contains(&k) {
+        depth < 16
+            && list.iter().all(|&(k, slot)| {
+                let n = &nodes[k];
+                match (n.op_type.as_str(), slot) {
+                    ("LSTM", 5 | 6) | ("GRU" | "RNN", 5) => true,
+                    ("Slice" | "Gather" | "Squeeze" | "Unsqueeze" | "Reshape" | "Identity", 0) => n
+                        .output
+                        .iter()
+                        .all(|o| !o.is_empty() && state_only(o, nodes, uses, depth + 1)),
+                    _ => false,
+                }
+            })
+    }
+    let mut state = HashSet::new();
+    for n in nodes {
+        for name in &n.input {
+            if !name.is_empty() && state_only(name, nodes, &uses, 0) {
                 state.insert(name.as_str());
-            } else {
-                other.insert(name.as_str());
             }
         }
     }
-    state.retain(|n| !other.contains(n) && !n.is_empty());
     state
+}
+
+/// The batch axis of graph input `input` as the graph uses it: an input read (as embedding
+/// ids, or directly) by a recurrent layer has its batch on axis 1 for the default
+/// sequence-first `layout = 0` (`[T, B]` ids of PyTorch's word-language-model) and on axis 0
+/// for `layout = 1`; `None` when no recurrent layer reads it.
+fn graph_batch_axis(nodes: &[NodeProto], input: &str) -> Option<usize> {
+    let mut readers: HashMap<&str, Vec<&NodeProto>> = HashMap::new();
+    for n in nodes {
+        for i in &n.input {
+            readers.entry(i.as_str()).or_default().push(n);
+        }
+    }
+    let mut cur = input;
+    for _ in 0..8 {
+        let next = readers
+            .get(cur)?
+            .iter()
+            .find_map(|n| match n.op_type.as_str() {
+                "LSTM" | "GRU" | "RNN" if n.input.first().map(String::as_str) == Some(cur) => {
+                    Some(Err(read_attr::<i64>(n, "layout")
+                        .ok()
+                        .flatten()
+                        .unwrap_or(0)))
+                }
+                "Gather" if n.input.get(1).map(String::as_str) == Some(cur) => {
+                    n.output.first().map(|o| Ok(o.as_str()))
+                }
+                "Dropout" | "Identity" | "Cast" => n.output.first().map(|o| Ok(o.as_str())),
+                _ => None,
+            })?;
+        match next {
+            Ok(out) => cur = out,
+            Err(layout) => return Some(if layout == 1 { 0 } else { 1 }),
+        }
+    }
+    None
 }
 
 /// Zeros of an initial-state input's declared shape, symbolic dimensions bound to `batch`.
@@ -83,9 +145,12 @@ fn zero_state(input: &ValueInfoProto, batch: usize) -> Result<Const, String> {
         return Err("is not a tensor with a declared type".into());
     };
     let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
+    // A state is `[num_directions · layers, B, H]`: axis 1 follows the bound batch.
     let shape: Vec<usize> = dims
         .iter()
-        .map(|d| match d.value {
+        .enumerate()
+        .map(|(i, d)| match d.value {
+            Some(Dim::DimValue(_)) if i == 1 && dims.len() == 3 => Ok(batch),
             Some(Dim::DimValue(v)) if v > 0 => Ok(v as usize),
             Some(Dim::DimValue(v)) => Err(format!("dimension of size {v}")),
             _ => Ok(batch),
@@ -113,8 +178,13 @@ fn is_batch_name(p: &str) -> bool {
     l.contains("batch") || matches!(l.as_str(), "n" | "b")
 }
 
-/// The batch axis of an input declared with `dims` (rules in [`import_proto_with`]).
-fn batch_axis(dims: &[onnx_protobuf::tensor_shape_proto::Dimension]) -> usize {
+/// The batch axis of an input declared with `dims` (rules in [`import_proto_with`]): a
+/// dimension named like a batch, else the axis the graph reads as its batch (`graph`, see
+/// [`graph_batch_axis`]), else the first symbolic dimension not named like a sequence, else 0.
+fn batch_axis(
+    dims: &[onnx_protobuf::tensor_shape_proto::Dimension],
+    graph: Option<usize>,
+) -> usize {
     let params: Vec<Option<&str>> = dims
         .iter()
         .map(|d| match &d.value {
@@ -126,6 +196,7 @@ fn batch_axis(dims: &[onnx_protobuf::tensor_shape_proto::Dimension]) -> usize {
     params
         .iter()
         .position(|p| p.is_some_and(is_batch_name))
+        .or(graph.filter(|&a| a < dims.len()))
         .or_else(|| {
             params
                 .iter()
@@ -175,13 +246,20 @@ pub fn binding_for_shape(
             ),
         ));
     }
-    let b = batch_axis(dims);
-    let seq = (shape.len() <= 3)
-        .then(|| {
-            (0..dims.len()).find(|&i| i != b && !matches!(dims[i].value, Some(Dim::DimValue(_))))
-        })
-        .flatten()
-        .map(|i| shape[i]);
+    let b = batch_axis(dims, graph_batch_axis(&g.node, &input.name));
+    // Token ids ([B, T] or [T, B] of integers) have their sequence on the other axis, fixed or
+    // not; other inputs on the first free axis beside the batch.
+    let token_ids = matches!(t.elem_type, 6 | 7) && dims.len() == 2;
+    let seq = match token_ids {
+        true => Some(1 - b.min(1)),
+        false => (shape.len() <= 3)
+            .then(|| {
+                (0..dims.len())
+                    .find(|&i| i != b && !matches!(dims[i].value, Some(Dim::DimValue(_))))
+            })
+            .flatten(),
+    }
+    .map(|i| shape[i]);
     Ok((shape.get(b).copied().unwrap_or(0), seq))
 }
 
@@ -193,13 +271,14 @@ fn bind_input_shape(
     input: &ValueInfoProto,
     batch: usize,
     seq_len: Option<usize>,
+    graph_axis: Option<usize>,
 ) -> Result<BoundInput, String> {
     let mut file_batch = None;
     let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
         return Err("is not a tensor with a declared type".into());
     };
     let dims = &t.shape.as_ref().ok_or("has no declared shape")?.dim;
-    let batch_axis = batch_axis(dims);
+    let batch_axis = batch_axis(dims, graph_axis);
     // A token-id input ([B, T] or [T, B] of integers) has its sequence on the other axis.
     let token_ids = matches!(t.elem_type, 6 | 7) && dims.len() == 2;
     let mut bound_seq = None;

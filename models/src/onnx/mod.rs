@@ -9,16 +9,18 @@
 
 mod context;
 mod finish;
+mod fold;
 mod fuse;
 mod input;
 mod node;
 pub mod ops;
 mod order;
 pub mod registry;
+mod scope;
 mod tensor;
 mod value;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 
 use onnx_protobuf::{GraphProto, Message, ModelProto, NodeProto};
@@ -229,6 +231,7 @@ pub fn import_proto_opts(
     let (graph, file_batch) = input::bind_graph_input(g, source, batch, opts.seq_len, &mut vals)?;
     let fused = fuse::fuse(&g.node, &g.initializer, &g.output);
     let nodes: Vec<&NodeProto> = fused.iter().map(|n| n.as_ref()).collect();
+    let nodes = order::needed_for_first_output(&nodes, &g.output).map_err(|m| fail(&m))?;
     let mut imp = Importer::new(graph, vals, file_batch, &nodes, &g.output);
     let order = order::topological(&nodes).map_err(|m| fail(&m))?;
     import_nodes(&mut imp, &order, source, opset(proto), batch)?;
@@ -271,8 +274,10 @@ fn initializers(
     Ok(vals)
 }
 
-/// Imports `order`'s nodes one by one through their op's handler, recording what each first
-/// output stands for. Nodes get unique names: the file's, or `OpType_index` when it has none.
+/// Imports `order`'s nodes one by one, folding those on constants and handing the others to
+/// their op's handler, recording what each first output stands for. Nodes get unique names:
+/// the PyTorch module path the file records, else the file's name, else `OpType_index`
+/// ([`scope::names`]).
 fn import_nodes(
     imp: &mut Importer,
     order: &[&NodeProto],
@@ -280,24 +285,20 @@ fn import_nodes(
     opset: i64,
     batch: usize,
 ) -> Result<(), ModelError> {
-    let mut used_names = HashSet::with_capacity(order.len());
-    for (i, proto_node) in order.iter().copied().enumerate() {
-        let mut name = if proto_node.name.is_empty() {
-            format!("{}_{i}", proto_node.op_type)
-        } else {
-            proto_node.name.clone()
-        };
-        while !used_names.insert(name.clone()) {
-            name = format!("{name}_{i}");
-        }
+    let names = scope::names(order);
+    for (proto_node, (name, label)) in order.iter().copied().zip(names) {
         let view = NodeView {
             proto: proto_node,
             name,
+            label,
             file: source,
             opset,
         };
-        let handler = handler_for(&view)?;
-        let out = handler(imp, &view).map_err(|e| pinned_batch(e, imp.file_batch, batch))?;
+        let out = match fold::try_fold(imp, &view) {
+            Some(folded) => folded,
+            None => handler_for(&view)?(imp, &view),
+        }
+        .map_err(|e| pinned_batch(e, imp.file_batch, batch))?;
         // A multi-output node may leave its first output unnamed (a GRU read only through Y_h).
         if let Some(first) = proto_node.output.first().filter(|n| !n.is_empty()) {
             imp.vals.insert(first.clone(), out);
@@ -316,7 +317,7 @@ fn handler_for(node: &NodeView) -> Result<registry::Handler, ModelError> {
         .filter(|_| domain_ok)
         .ok_or_else(|| ModelError::Unsupported {
             file: node.file.to_string(),
-            node: node.name.clone(),
+            node: node.label.clone(),
             op: if domain_ok {
                 p.op_type.clone()
             } else {

@@ -13,8 +13,12 @@ use crate::error::ModelError;
 pub struct NodeView<'a> {
     /// The node as stored in the file.
     pub proto: &'a NodeProto,
-    /// Unique name: the file's name or `OpType_index`.
+    /// Unique name, the IR node's: the PyTorch module path the file records, the file's name
+    /// or `OpType_index`.
     pub name: String,
+    /// How errors name the node: the file's name, with the PyTorch module it comes from (or
+    /// the nearest one) when the file records it.
+    pub label: String,
     /// File name or `zoo:NAME`, for errors.
     pub file: &'a str,
     /// The default-domain opset the model imports.
@@ -31,7 +35,7 @@ impl NodeView<'_> {
     pub fn err(&self, msg: impl Into<String>) -> ModelError {
         ModelError::Node {
             file: self.file.to_string(),
-            node: self.name.clone(),
+            node: self.label.clone(),
             op: self.proto.op_type.clone(),
             msg: msg.into(),
         }
@@ -108,7 +112,7 @@ impl NodeView<'_> {
     pub fn attr_error(&self, attr: &str, msg: impl Into<String>) -> ModelError {
         ModelError::Attribute {
             file: self.file.to_string(),
-            node: self.name.clone(),
+            node: self.label.clone(),
             op: self.proto.op_type.clone(),
             attr: attr.to_string(),
             msg: msg.into(),

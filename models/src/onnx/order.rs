@@ -140,6 +140,76 @@ fn cycle(
     )
 }
 
+/// The nodes the first graph output needs, in their order. Further graph outputs (the hidden
+/// state a word-language-model returns beside its logits) are not computed: the nodes only they
+/// need are dropped, which is an error when one of those multiplies (a second head would lose
+/// its MACs), naming the output and node.
+pub fn needed_for_first_output<'a>(
+    nodes: &[&'a NodeProto],
+    outputs: &[onnx_protobuf::ValueInfoProto],
+) -> Result<Vec<&'a NodeProto>, String> {
+    let producer: std::collections::HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i)))
+        .collect();
+    let reach = |from: &str| {
+        let mut seen = vec![false; nodes.len()];
+        let mut stack: Vec<usize> = producer.get(from).copied().into_iter().collect();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            stack.extend(
+                nodes[i]
+                    .input
+                    .iter()
+                    .filter_map(|x| producer.get(x.as_str())),
+            );
+        }
+        seen
+    };
+    let Some(first) = outputs.first() else {
+        return Ok(nodes.to_vec());
+    };
+    let main = reach(&first.name);
+    for extra in &outputs[1..] {
+        if !producer.contains_key(extra.name.as_str()) {
+            return Err(format!(
+                "graph output '{}' is not produced by any node",
+                extra.name
+            ));
+        }
+        let reached = reach(&extra.name);
+        let gemm = reached.iter().enumerate().find(|&(i, &r)| {
+            r && !main[i]
+                && matches!(
+                    nodes[i].op_type.as_str(),
+                    "Conv"
+                        | "ConvTranspose"
+                        | "Gemm"
+                        | "MatMul"
+                        | "Einsum"
+                        | "LSTM"
+                        | "GRU"
+                        | "RNN"
+                )
+        });
+        if let Some((i, _)) = gemm {
+            return Err(format!(
+                "graph output '{}' needs node {} ({}) that the first output '{}' does not: \
+                 only one output is costed (export the model with one output)",
+                extra.name, nodes[i].name, nodes[i].op_type, first.name
+            ));
+        }
+    }
+    Ok(nodes
+        .iter()
+        .zip(main)
+        .filter_map(|(n, keep)| keep.then_some(*n))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,7 +49,7 @@ fn qnn(net: &mut Net, x: &Value, widths: [usize; 3], classes: usize) -> Result<V
     let y = net.flatten("flatten", &y)?;
     let y = fc(net, "fc6", &y, 1024)?;
     let y = fc(net, "fc7", &y, 1024)?;
-    net.fc("fc8", &y, classes)
+    net.head("fc8", &y, classes)
 }
 
 /// Builds `bench` on input `x`.
@@ -80,7 +80,7 @@ pub(crate) fn build(
             let y = net.flatten("flatten", &y)?;
             let y = fc(net, "fc1", &y, 4096)?;
             let y = fc(net, "fc2", &y, 4096)?;
-            net.fc("fc3", &y, classes)
+            net.head("fc3", &y, classes)
         }
         Bench::Svhn => qnn(net, x, [64, 128, 256], classes),
         Bench::Cifar10 => qnn(net, x, [128, 256, 512], classes),
@@ -91,7 +91,7 @@ pub(crate) fn build(
             let y = pool(net, "pool1", &y)?;
             let y = net.flatten("flatten", &y)?;
             let y = fc(net, "fc1", &y, 512)?;
-            net.fc("fc2", &y, classes)
+            net.head("fc2", &y, classes)
         }
         Bench::Vgg7 => {
             let mut towers = Vec::new();
@@ -105,7 +105,7 @@ pub(crate) fn build(
             }
             let y = net.add("add3", &towers[0], &towers[1])?;
             let y = net.flatten("flatten", &y)?;
-            net.fc("fc1", &y, classes)
+            net.head("fc1", &y, classes)
         }
         Bench::ResNet18 => {
             let y = net.conv("conv1", x, ConvGeom::dense(64, 7, 2, 3), true)?;
@@ -133,7 +133,7 @@ pub(crate) fn build(
         }
         Bench::Rnn | Bench::Lstm => {
             let y = net.flatten("flatten", x)?;
-            net.fc("matmul", &y, classes)
+            net.head("matmul", &y, classes)
         }
     }
 }

@@ -32,7 +32,7 @@ pub(crate) fn lenet5_bn(net: &mut Net, x: &Value, classes: usize) -> Result<Valu
         y = net.bn(&format!("bn_fc{}", i + 1), &y)?;
         y = net.relu(&format!("relu_fc{}", i + 1), &y)?;
     }
-    net.fc("fc3", &y, classes)
+    net.head("fc3", &y, classes)
 }
 
 /// The LeNet-300-100 MLP: flatten → FC 784→300 → ReLU → FC 300→100 → ReLU → FC 100→classes.
@@ -53,5 +53,5 @@ fn hidden_fc_stack(
         y = net.fc(&format!("fc{}", i + 1), &y, width)?;
         y = net.relu(&format!("relu_fc{}", i + 1), &y)?;
     }
-    net.fc(&format!("fc{}", hidden.len() + 1), &y, classes)
+    net.head(&format!("fc{}", hidden.len() + 1), &y, classes)
 }

@@ -5,7 +5,7 @@
 //! `zoo export` writes it to a file and `zoo:NAME` on the command line refers to it.
 
 mod bf;
-mod init;
+pub mod init;
 mod mnist;
 mod mobilenet;
 mod net;
@@ -16,7 +16,7 @@ use onnx_protobuf::ModelProto;
 
 use crate::export::{ExportError, NodeRecord};
 pub use bf::bits as bf_bits;
-use net::{FcInit, Net};
+use net::Net;
 use resnet::{cifar_stages, Block, ResNet, Stem};
 
 /// Largest class count `build` accepts (guards against absurd allocations).
@@ -286,7 +286,7 @@ pub fn input_shape(name: &str) -> Option<[usize; 3]> {
 }
 
 /// Builds zoo model `name` with `classes` outputs (default per [`default_classes`]) and weights
-/// initialised per spec §9.1 from `seed`. Same arguments → same bytes.
+/// drawn from `seed` by the initialisation rule ([`init`]). Same arguments → same bytes.
 pub fn build(name: &str, classes: Option<usize>, seed: u64) -> Result<ModelProto, ZooError> {
     build_recorded(name, classes, seed).map(|(model, _)| model)
 }
@@ -329,10 +329,6 @@ fn build_with(
             classes,
         });
     }
-    let fc_init = match e.input {
-        CIFAR => FcInit::Cifar,
-        _ => FcInit::PyTorch,
-    };
     let weights = match seed {
         Some(seed) => format!("seed {seed}"),
         None => "shapes only, no weight values".to_string(),
@@ -343,8 +339,8 @@ fn build_with(
     );
     let built = (|| {
         let mut net = match seed {
-            Some(seed) => Net::new(name, seed, fc_init),
-            None => Net::shapes_only(name, fc_init),
+            Some(seed) => Net::new(name, seed),
+            None => Net::shapes_only(name),
         };
         let x = net.input(&e.input)?;
         let logits = match e.arch {

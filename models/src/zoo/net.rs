@@ -5,22 +5,14 @@ use onnx_protobuf::ModelProto;
 
 use crate::export::{BnParams, ConvGeom, ExportError, GraphBuilder, NodeRecord, Value};
 
-use super::init::Init;
-
-/// How fully connected weights are drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FcInit {
-    /// Spec §9.1 (CIFAR models): `N(0, √(2/(C_in·C_out)))`.
-    Cifar,
-    /// PyTorch's `nn.Linear` default: `U(±1/√C_in)` (torchvision ImageNet ResNets, MNIST nets).
-    PyTorch,
-}
+use super::init::{Init, LinearInit};
 
 /// A zoo model under construction.
 pub(crate) struct Net {
     graph: GraphBuilder,
     init: Init,
-    fc_init: FcInit,
+    /// The per-sample input shape (set by [`Net::input`]), which picks the classifier's rule.
+    input: Vec<usize>,
 }
 
 /// `prefix.name`, or `name` alone at the top level.
@@ -34,31 +26,31 @@ pub(crate) fn join(prefix: &str, name: &str) -> String {
 
 impl Net {
     /// An empty model called `name`, weights drawn from `seed`.
-    pub(crate) fn new(name: &str, seed: u64, fc_init: FcInit) -> Self {
+    pub(crate) fn new(name: &str, seed: u64) -> Self {
         Net {
             graph: GraphBuilder::new(name),
             init: Init::new(seed),
-            fc_init,
+            input: Vec::new(),
         }
     }
 
     /// An empty model called `name` built for its shapes: zero weights, and conv/linear weight
     /// initializers without values ([`GraphBuilder::shapes_only`]).
-    pub(crate) fn shapes_only(name: &str, fc_init: FcInit) -> Self {
+    pub(crate) fn shapes_only(name: &str) -> Self {
         Net {
             graph: GraphBuilder::shapes_only(name),
             init: Init::zeros(),
-            fc_init,
+            input: Vec::new(),
         }
     }
 
     /// The graph input `input` with per-sample `shape`.
     pub(crate) fn input(&mut self, shape: &[usize]) -> Result<Value, ExportError> {
+        self.input = shape.to_vec();
         self.graph.input("input", shape)
     }
 
-    /// Convolution with weights `N(0, √(2/(k·k·C_out)))` (spec §9.1) and, if `bias`, a PyTorch
-    /// default bias `U(±1/√fan_in)`.
+    /// Convolution, weights and (if `bias`) bias drawn by [`Init::conv`].
     pub(crate) fn conv(
         &mut self,
         name: &str,
@@ -67,11 +59,7 @@ impl Net {
         bias: bool,
     ) -> Result<Value, ExportError> {
         let in_channels = x.shape.first().copied().unwrap_or(0);
-        let dims = geom.weight_dims(in_channels);
-        let std = (2.0 / (geom.kernel * geom.kernel * geom.out_channels).max(1) as f64).sqrt();
-        let weight = self.init.normal(dims.iter().product(), std);
-        let fan_in = dims[1] * dims[2] * dims[3];
-        let bias = bias.then(|| self.init.uniform(geom.out_channels, inv_sqrt(fan_in)));
+        let (weight, bias) = self.init.conv(geom.weight_dims(in_channels), bias);
         self.graph.conv(name, x, geom, &weight, bias.as_deref())
     }
 
@@ -113,16 +101,26 @@ impl Net {
         self.graph.flatten(name, x)
     }
 
-    /// Fully connected layer with bias; weights per this model's [`FcInit`], bias `U(±1/√C_in)`.
+    /// A hidden fully connected layer with bias ([`LinearInit::of`] a hidden layer: PyTorch's).
     pub(crate) fn fc(&mut self, name: &str, x: &Value, out: usize) -> Result<Value, ExportError> {
-        let n_in = x.elements();
-        let weight = match self.fc_init {
-            FcInit::Cifar => self
-                .init
-                .normal(n_in * out, (2.0 / (n_in * out).max(1) as f64).sqrt()),
-            FcInit::PyTorch => self.init.uniform(n_in * out, inv_sqrt(n_in)),
-        };
-        let bias = self.init.uniform(out, inv_sqrt(n_in));
+        self.linear(name, x, out, false)
+    }
+
+    /// The fully connected layer that produces the model's output ([`LinearInit::of`] the
+    /// classifier: spec §9.1's on CIFAR input).
+    pub(crate) fn head(&mut self, name: &str, x: &Value, out: usize) -> Result<Value, ExportError> {
+        self.linear(name, x, out, true)
+    }
+
+    fn linear(
+        &mut self,
+        name: &str,
+        x: &Value,
+        out: usize,
+        classifier: bool,
+    ) -> Result<Value, ExportError> {
+        let rule = LinearInit::of(&self.input, classifier);
+        let (weight, bias) = self.init.linear(out, x.elements(), rule);
         self.graph.gemm(name, x, out, &weight, Some(&bias))
     }
 
@@ -130,7 +128,7 @@ impl Net {
     pub(crate) fn classifier(&mut self, x: &Value, classes: usize) -> Result<Value, ExportError> {
         let pooled = self.graph.global_avg_pool("avgpool", x)?;
         let flat = self.flatten("flatten", &pooled)?;
-        self.fc("fc", &flat, classes)
+        self.head("fc", &flat, classes)
     }
 
     /// Finishes the graph with `logits` as its output.
@@ -141,10 +139,6 @@ impl Net {
     ) -> Result<(ModelProto, Vec<NodeRecord>), ExportError> {
         self.graph.finish(logits, "logits", doc)
     }
-}
-
-fn inv_sqrt(n: usize) -> f64 {
-    1.0 / (n.max(1) as f64).sqrt()
 }
 
 #[cfg(test)]
@@ -158,10 +152,11 @@ mod tests {
     }
 
     #[test]
-    fn cifar_fc_init_uses_the_in_times_out_fan() {
-        let mut net = Net::new("t", 5, FcInit::Cifar);
-        let x = net.input(&[400]).unwrap();
-        let y = net.fc("fc", &x, 100).unwrap();
+    fn cifar_classifier_init_uses_the_in_times_out_fan() {
+        let mut net = Net::new("t", 5);
+        let x = net.input(&[3, 32, 32]).unwrap();
+        let x = net.flatten("flatten", &x).unwrap();
+        let y = net.head("fc", &x, 10).unwrap();
         let (model, _) = net.finish(&y, "").unwrap();
         let w = &model.graph.as_ref().unwrap().initializer[0];
         let vals: Vec<f32> = w
@@ -171,7 +166,7 @@ mod tests {
             .collect();
         let std =
             (vals.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / vals.len() as f64).sqrt();
-        let want = (2.0f64 / 40_000.0).sqrt();
+        let want = (2.0f64 / 30_720.0).sqrt();
         assert!((std / want - 1.0).abs() < 0.03, "std {std} want {want}");
     }
 }

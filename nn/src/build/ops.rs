@@ -11,8 +11,8 @@ use crate::layers::from_ir::{unsupported, Ctx, Val};
 use crate::layers::lastaxis::{Gelu, LayerNorm, Softmax};
 use crate::layers::{
     pointwise, Activation, ActivationKind, BatchNorm, CausalMask, ClassToken, Concat, Conv2d,
-    Dropout, Elementwise, GlobalAvgPool, Gru, Linear, Lstm, MatMul, Pad, Pool2d, PoolKind,
-    PositionEmbedding, Reshape, SliceLayer, Transpose,
+    Dropout, Elementwise, GlobalAvgPool, GroupNorm, Gru, Linear, Lstm, MatMul, PRelu, Pad, Pool2d,
+    PoolKind, PositionEmbedding, Reshape, SliceLayer, Transpose, UnaryLayer,
 };
 use crate::quant::LayerQuant;
 
@@ -76,6 +76,12 @@ pub(super) fn node<R: Rng>(
                 "no engine layer for a plain RNN cell (LSTM and GRU train)",
             )),
         },
+        Op::Unary(u) => UnaryLayer::build(ctx, node, ins, *u),
+        Op::PRelu { slope } => PRelu::build(ctx, node, ins, slope),
+        Op::GroupNorm(n) => GroupNorm::build(ctx, node, n, ins),
+        Op::ReduceL2 { .. } | Op::Resize { .. } => {
+            Err(unsupported(node, "not trainable yet (no engine layer)"))
+        }
         // Every other op is listed, so a new IR op fails to compile here until it is mapped.
         Op::ReduceMean { .. } => Err(unsupported(
             node,
@@ -87,3 +93,7 @@ pub(super) fn node<R: Rng>(
         )),
     }
 }
+
+#[cfg(test)]
+#[path = "tests/ops.rs"]
+mod tests;

@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::epilogue::EpilogueStep;
-use super::from_ir::{unsupported, Ctx, Init, Val};
+use super::from_ir::{unsupported, Ctx, Init, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_kernels::elementwise::{clamp_passes, normalize};
@@ -398,10 +398,15 @@ impl BatchNorm {
         b: &ir::BatchNorm,
         ins: &[Val],
     ) -> Result<Val> {
-        let x = ins
-            .first()
-            .copied()
-            .ok_or_else(|| unsupported(node, "no input"))?;
+        // Channels last: an image, or features `[N, C]` / `[N, T, C]`-style tensors as held.
+        let rank = node.inputs.first().map(|&i| ctx.shape(i).len());
+        let x = match rank {
+            Some(4) => ctx.one_as(node, ins, Layout::Image)?,
+            _ => ins
+                .first()
+                .copied()
+                .ok_or_else(|| unsupported(node, "no input"))?,
+        };
         let name = node.name.as_str();
         let c = b.scale.len();
         let mut bn = BatchNorm::new(name, c);

@@ -25,6 +25,62 @@ pub enum ElementwiseKind {
     Div,
 }
 
+/// `a ∘ b` broadcast to `shape` row by row, where both operands are contiguous, of `shape`'s
+/// rank, and neither is broadcast along the last axis (the same tensors, or a squeeze-and-
+/// excitation gate `[N, 1, 1, C]` over `[N, H, W, C]`): each output row is one loop over two
+/// contiguous rows. `None` for the other cases. The same operation on each element as the
+/// general broadcast.
+fn by_rows(kind: ElementwiseKind, a: &Tensor, b: &Tensor, shape: &[usize]) -> Option<Tensor> {
+    let last = *shape.last()?;
+    let (xa, xb) = (a.as_slice()?, b.as_slice()?);
+    let fits = |t: &Tensor| t.ndim() == shape.len() && t.shape().last() == Some(&last);
+    if !fits(a) || !fits(b) || last == 0 {
+        return None;
+    }
+    // Each operand's row stride along each leading axis (0 where it is broadcast).
+    let lead = &shape[..shape.len() - 1];
+    let strides = |t: &Tensor| {
+        let mut st = vec![0usize; lead.len()];
+        let mut acc = 1;
+        for (i, &d) in t.shape()[..lead.len()].iter().enumerate().rev() {
+            st[i] = if d == 1 { 0 } else { acc };
+            acc *= d;
+        }
+        st
+    };
+    let (sa, sb) = (strides(a), strides(b));
+    let rows: usize = lead.iter().product();
+    let mut y = Vec::with_capacity(rows * last);
+    let mut idx = vec![0usize; lead.len()];
+    for _ in 0..rows {
+        let (ra, rb) = idx
+            .iter()
+            .zip(&sa)
+            .zip(&sb)
+            .fold((0, 0), |(ra, rb), ((&i, &s1), &s2)| {
+                (ra + i * s1, rb + i * s2)
+            });
+        let (ar, br) = (
+            &xa[ra * last..(ra + 1) * last],
+            &xb[rb * last..(rb + 1) * last],
+        );
+        match kind {
+            ElementwiseKind::Add => y.extend(ar.iter().zip(br).map(|(x, z)| x + z)),
+            ElementwiseKind::Sub => y.extend(ar.iter().zip(br).map(|(x, z)| x - z)),
+            ElementwiseKind::Mul => y.extend(ar.iter().zip(br).map(|(x, z)| x * z)),
+            ElementwiseKind::Div => y.extend(ar.iter().zip(br).map(|(x, z)| x / z)),
+        }
+        for (i, &d) in idx.iter_mut().zip(lead).rev() {
+            *i += 1;
+            if *i < d {
+                break;
+            }
+            *i = 0;
+        }
+    }
+    Tensor::from_shape_vec(shape.to_vec(), y).ok()
+}
+
 impl ElementwiseKind {
     fn apply(self, a: f32, b: f32) -> f32 {
         match self {
@@ -149,16 +205,22 @@ impl Layer for Elementwise {
                 ),
             )
         })?;
-        let (av, bv) = (a.broadcast(IxDyn(&shape)), b.broadcast(IxDyn(&shape)));
-        let (Some(av), Some(bv)) = (av, bv) else {
-            return Err(SimError::shape(&self.name, "broadcast failed"));
-        };
         let kind = self.kind;
-        let mut out = Tensor::zeros(IxDyn(&shape));
-        Zip::from(&mut out)
-            .and(&av)
-            .and(&bv)
-            .for_each(|y, &x, &z| *y = kind.apply(x, z));
+        let out = match by_rows(kind, a, b, &shape) {
+            Some(out) => out,
+            None => {
+                let (av, bv) = (a.broadcast(IxDyn(&shape)), b.broadcast(IxDyn(&shape)));
+                let (Some(av), Some(bv)) = (av, bv) else {
+                    return Err(SimError::shape(&self.name, "broadcast failed"));
+                };
+                let mut out = Tensor::zeros(IxDyn(&shape));
+                Zip::from(&mut out)
+                    .and(&av)
+                    .and(&bv)
+                    .for_each(|y, &x, &z| *y = kind.apply(x, z));
+                out
+            }
+        };
         self.cache = (mode == Mode::Train).then(|| (a.clone(), b.clone(), shape));
         Ok(out)
     }
@@ -217,17 +279,10 @@ impl Elementwise {
                 };
                 ctx.same_layout(Elementwise::with_constant(name, kind, constant), *x)
             }
-            ([a, c], None) => {
-                if a.layout != c.layout {
-                    return Err(unsupported(
-                        node,
-                        format!(
-                            "operands of ranks {} and {}",
-                            ctx.shape(node.inputs[0]).len(),
-                            ctx.shape(node.inputs[1]).len()
-                        ),
-                    ));
-                }
+            ([_, _], None) => {
+                let [a, c] = ctx.shared_layout(node, ins)?[..] else {
+                    return Err(unsupported(node, "expected two operands"));
+                };
                 let same = ctx.shape(node.inputs[0]) == ctx.shape(node.inputs[1]);
                 let ids = [a.id, c.id];
                 if same && kind == ElementwiseKind::Add {
@@ -349,5 +404,44 @@ mod tests {
             .forward(&[&x], Mode::Eval)
             .unwrap_err();
         assert!(e.to_string().contains("expects 2 input(s)"), "{e}");
+    }
+
+    #[test]
+    fn row_by_row_broadcast_equals_the_general_one() {
+        let kinds = [
+            ElementwiseKind::Add,
+            ElementwiseKind::Sub,
+            ElementwiseKind::Mul,
+            ElementwiseKind::Div,
+        ];
+        let pairs = [
+            (vec![2, 3, 4, 5], vec![2, 1, 1, 5]),
+            (vec![2, 1, 1, 5], vec![2, 3, 4, 5]),
+            (vec![2, 3, 4, 5], vec![2, 3, 4, 5]),
+            (vec![2, 1, 4, 5], vec![1, 3, 1, 5]),
+        ];
+        for (i, (sa, sb)) in pairs.iter().enumerate() {
+            let a = rand_tensor(sa, 2.0, 10 + i as u64);
+            let b = rand_tensor(sb, 2.0, 20 + i as u64).mapv(|v| v + 3.0);
+            let shape = broadcast_shape(sa, sb).unwrap();
+            for kind in kinds {
+                let got = by_rows(kind, &a, &b, &shape).unwrap();
+                let (av, bv) = (
+                    a.broadcast(IxDyn(&shape)).unwrap(),
+                    b.broadcast(IxDyn(&shape)).unwrap(),
+                );
+                let mut want = Tensor::zeros(IxDyn(&shape));
+                Zip::from(&mut want)
+                    .and(&av)
+                    .and(&bv)
+                    .for_each(|y, &x, &z| *y = kind.apply(x, z));
+                assert_eq!(got, want, "{kind:?} {sa:?} {sb:?}");
+            }
+        }
+        // Broadcast along the last axis, or by rank: the general path.
+        let (a, c) = (rand_tensor(&[2, 3], 1.0, 1), rand_tensor(&[2, 1], 1.0, 2));
+        assert!(by_rows(ElementwiseKind::Mul, &a, &c, &[2, 3]).is_none());
+        let r = rand_tensor(&[3], 1.0, 3);
+        assert!(by_rows(ElementwiseKind::Mul, &a, &r, &[2, 3]).is_none());
     }
 }

@@ -1,7 +1,7 @@
 //! Token embedding: a lookup of rows of a `[vocab, dim]` table by token id. The ids arrive as an
 //! f32 tensor of exact integers (the IR's convention); they carry no gradient.
 
-use super::from_ir::{one, Ctx, Layout, Val, EMBED_INIT};
+use super::from_ir::{Ctx, Layout, Val, EMBED_INIT};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::init::uniform;
@@ -117,7 +117,7 @@ impl Embedding {
         e: &ir::Embedding,
         ins: &[Val],
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         let table = ctx.weight(&e.table, |rng| uniform(rng, e.table.shape(), EMBED_INIT));
         ctx.push(Embedding::new(&node.name, table)?, &[x.id], Layout::AsIs)
     }

@@ -12,7 +12,7 @@
 use cptsim_models::ir::{self, Node};
 use rand::Rng;
 
-use super::{Layer, Tensor};
+use super::{Layer, Tensor, Transpose};
 use crate::error::{Result, SimError};
 
 /// Where the initial weights come from.
@@ -20,7 +20,8 @@ use crate::error::{Result, SimError};
 pub enum Init {
     /// The weights, biases and BN statistics stored in the model.
     FromModel,
-    /// Fresh weights per spec §9.1 from this seed (BN γ = 1, β = 0, running mean 0, var 1).
+    /// Fresh weights from this seed by the zoo's rule ([`cptsim_models::zoo::init`]: the weights
+    /// `zoo export --seed` writes) (BN γ = 1, β = 0, running mean 0, var 1).
     Seeded(u64),
 }
 
@@ -101,6 +102,60 @@ impl<R: Rng> Ctx<'_, R> {
         Ok(Val { id, layout })
     }
 
+    /// The single input of `node` in `layout`: a rank-4 tensor held in the other layout is
+    /// permuted into it by a layer named after the node (`…/to_nhwc`, `…/to_nchw`), so a value
+    /// keeps whichever layout the op that made it gave it and each reader gets the one it needs.
+    pub(crate) fn one_as(&mut self, node: &Node, ins: &[Val], layout: Layout) -> Result<Val> {
+        let v = one_any(node, ins)?;
+        let rank = node.inputs.first().map(|&i| self.shape(i).len());
+        self.convert(node, v, rank, layout, "")
+    }
+
+    /// The inputs of a node reading several tensors (concat, element-wise) in one layout: as
+    /// they are when they share one, else all rank-4 inputs as images.
+    pub(crate) fn shared_layout(&mut self, node: &Node, ins: &[Val]) -> Result<Vec<Val>> {
+        if ins.windows(2).all(|w| w[0].layout == w[1].layout) {
+            return Ok(ins.to_vec());
+        }
+        let mut out = Vec::with_capacity(ins.len());
+        for (i, (v, &id)) in ins.iter().zip(&node.inputs).enumerate() {
+            let rank = Some(self.shape(id).len());
+            out.push(self.convert(node, *v, rank, Layout::Image, &i.to_string())?);
+        }
+        Ok(out)
+    }
+
+    /// `v` (of IR rank `rank`) in `layout`, through a permuting layer when it is held in the
+    /// other one; `tag` tells apart the layers of one node.
+    fn convert(
+        &mut self,
+        node: &Node,
+        v: Val,
+        rank: Option<usize>,
+        layout: Layout,
+        tag: &str,
+    ) -> Result<Val> {
+        if v.layout == layout {
+            return Ok(v);
+        }
+        if rank != Some(4) {
+            return Err(unsupported(
+                node,
+                format!(
+                    "an input of rank {} held {:?} where {layout:?} is needed",
+                    rank.unwrap_or(0),
+                    v.layout
+                ),
+            ));
+        }
+        let (perm, suffix) = match layout {
+            Layout::Image => ([0, 2, 3, 1], "to_nhwc"),
+            Layout::AsIs => ([0, 3, 1, 2], "to_nchw"),
+        };
+        let name = format!("{}/{suffix}{tag}", node.name);
+        self.push(Transpose::new(&name, perm.to_vec())?, &[v.id], layout)
+    }
+
     /// Appends a one-input layer whose output has its input's layout.
     pub(crate) fn same_layout(&mut self, layer: impl Layer + 'static, x: Val) -> Result<Val> {
         self.push(layer, &[x.id], x.layout)
@@ -142,21 +197,6 @@ pub(crate) fn unsupported(node: &Node, why: impl std::fmt::Display) -> SimError 
 pub(crate) fn one_any(node: &Node, ins: &[Val]) -> Result<Val> {
     match ins {
         [v] => Ok(*v),
-        _ => Err(unsupported(
-            node,
-            format!("{} inputs, expected 1", ins.len()),
-        )),
-    }
-}
-
-/// The single input of a node, which must have `layout`.
-pub(crate) fn one(node: &Node, ins: &[Val], layout: Layout) -> Result<Val> {
-    match ins {
-        [v] if v.layout == layout => Ok(*v),
-        [v] => Err(unsupported(
-            node,
-            format!("input layout {:?}, expected {layout:?}", v.layout),
-        )),
         _ => Err(unsupported(
             node,
             format!("{} inputs, expected 1", ins.len()),

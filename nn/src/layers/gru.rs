@@ -18,7 +18,7 @@ use super::cell::recurrent_weights;
 use super::cell::{
     recurrent_product, sigmoid, start_backward, state_operand, step_error, tanh, Recurrent,
 };
-use super::from_ir::{one, Ctx, Layout, Val};
+use super::from_ir::{Ctx, Layout, Val};
 use super::{Layer, Mode, Param, Tensor};
 use crate::error::Result;
 use crate::quant::LayerQuant;
@@ -234,7 +234,7 @@ impl Gru {
         linear_before_reset: bool,
         quant: LayerQuant,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         let [w, rr, bw, br] = recurrent_weights(ctx, r);
         let layer = Gru::new(&node.name, w, rr, bw, br, linear_before_reset, quant)?;
         ctx.push(layer, &[x.id], Layout::AsIs)

@@ -2,7 +2,7 @@
 //! softmax and GELU (element-wise, in its exact erf form or the tanh approximation).
 
 use super::from_ir::owned;
-use super::from_ir::{one, one_any, unsupported, Ctx, Init, Layout, Val};
+use super::from_ir::{one_any, unsupported, Ctx, Init, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_kernels::fastexp;
@@ -203,7 +203,7 @@ impl Layer for Softmax {
 /// `erfc(z)` for `z ≥ 0`, relative error below 1.2·10⁻⁷ (Numerical Recipes' Chebyshev fit; the
 /// exponential is [`fastexp::exp`], so loops over it vectorise).
 #[inline(always)]
-fn erfc_nonnegative(z: f32) -> f32 {
+pub(crate) fn erfc_nonnegative(z: f32) -> f32 {
     let t = 1.0 / (1.0 + 0.5 * z);
     let poly = -z * z - 1.265_512_2
         + t * (1.000_023_7
@@ -368,7 +368,7 @@ impl LayerNorm {
         l: &ir::LayerNorm,
         ins: &[Val],
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         let (gamma, beta) = match ctx.init {
             Init::FromModel => (owned(&l.scale), owned(&l.bias)),
             Init::Seeded(_) => (
@@ -389,7 +389,7 @@ impl Softmax {
         ins: &[Val],
         axis: usize,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         if axis + 1 != ctx.shape(node.inputs[0]).len() {
             return Err(unsupported(
                 node,

@@ -9,7 +9,7 @@
 
 use ndarray::{Array2, ArrayView2, CowArray, Ix2};
 
-use super::from_ir::{one, owned, Ctx, Init, Layout, Val};
+use super::from_ir::{owned, Ctx, Init, Layout, Val};
 use super::intgemm::{self, ValidTaps};
 use super::qgemm::bias_grad;
 use super::qgemm::{
@@ -18,10 +18,11 @@ use super::qgemm::{
 };
 use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
-use crate::init::linear_weight_bias;
+use crate::init::linear;
 use crate::quant::LayerQuant;
 use cptsim_kernels::gemm::{matmul_rows_par, matmul_tn_reduce_par};
 use cptsim_models::ir::{self, Node};
+use cptsim_models::zoo::init::LinearInit;
 use rand::Rng;
 
 /// A linear layer.
@@ -226,12 +227,15 @@ impl Linear {
         ins: &[Val],
         quant: LayerQuant,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         let (weight, bias) = match ctx.init {
             Init::FromModel => (owned(&l.weight), l.bias.as_ref().map(owned)),
             Init::Seeded(_) => {
-                let (w, b) = linear_weight_bias(ctx.rng, l.out_features(), l.in_features());
-                (w, l.bias.as_ref().map(|_| b))
+                // The classifier is the layer that produces the model's output.
+                let input = ctx.shape(ctx.ir.input).get(1..).unwrap_or_default();
+                let rule = LinearInit::of(input, node.output == ctx.ir.output);
+                let (out, inp) = (l.out_features(), l.in_features());
+                linear(ctx.rng, out, inp, rule, l.bias.is_some())
             }
         };
         let layer = Linear::new(&node.name, weight, bias, quant)?;

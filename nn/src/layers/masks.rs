@@ -4,7 +4,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::from_ir::{one, one_any, Ctx, Layout, Val};
+use super::from_ir::{one_any, Ctx, Layout, Val};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::mix64;
@@ -240,7 +240,7 @@ impl Dropout {
 impl CausalMask {
     /// The layer of an IR causal-mask node on attention scores.
     pub(crate) fn build<R: Rng>(ctx: &mut Ctx<'_, R>, node: &Node, ins: &[Val]) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         ctx.push(CausalMask::new(&node.name), &[x.id], Layout::AsIs)
     }
 }

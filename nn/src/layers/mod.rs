@@ -15,6 +15,7 @@ pub mod embedding;
 pub mod epilogue;
 pub mod flatten;
 pub(crate) mod from_ir;
+pub mod groupnorm;
 pub mod gru;
 mod intgemm;
 pub mod lastaxis;
@@ -25,10 +26,12 @@ pub mod masks;
 pub mod matmul;
 pub mod pointwise;
 pub mod pool;
+pub mod prelu;
 mod qgemm;
 pub mod shape_ops;
 pub mod tensor_ops;
 pub mod tokens;
+pub mod unary;
 
 #[cfg(test)]
 pub(crate) mod gradcheck;
@@ -48,6 +51,7 @@ pub use conv2d::{Conv2d, Conv2dSpec};
 pub use elementwise::{Elementwise, ElementwiseKind};
 pub use epilogue::{Epilogue, EpilogueStep};
 pub use flatten::{Flatten, Unflatten};
+pub use groupnorm::GroupNorm;
 pub use gru::Gru;
 pub use linear::Linear;
 pub use loss::SoftmaxCrossEntropy;
@@ -56,9 +60,11 @@ pub use masks::{CausalMask, Dropout};
 pub use matmul::MatMul;
 pub use pointwise::{Clip, Sigmoid, Tanh};
 pub use pool::{GlobalAvgPool, Pool2d, PoolKind, PoolSpec};
+pub use prelu::PRelu;
 pub use shape_ops::{Reshape, Transpose};
 pub use tensor_ops::{Concat, Pad, SliceLayer};
 pub use tokens::{ClassToken, PositionEmbedding};
+pub use unary::UnaryLayer;
 
 /// The tensor type flowing between layers.
 pub type Tensor = ArrayD<f32>;

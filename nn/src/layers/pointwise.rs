@@ -3,7 +3,8 @@
 
 use super::from_ir::{one_any, unsupported, Ctx, Val};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
-use crate::error::Result;
+use crate::error::{Result, SimError};
+use cptsim_kernels::fastexp;
 use cptsim_models::ir::{Node, Op};
 use rand::Rng;
 
@@ -52,14 +53,15 @@ impl Layer for Clip {
 /// An element-wise function whose derivative is a function of its output `y` (sigmoid, tanh).
 struct OutputDerived {
     name: String,
-    f: fn(f32) -> f32,
+    /// The function, applied in place to a contiguous copy of the input.
+    f: fn(&mut [f32]),
     /// `dy/dx` in terms of `y`.
     df: fn(f32) -> f32,
     out: Option<Tensor>,
 }
 
 impl OutputDerived {
-    fn new(name: &str, f: fn(f32) -> f32, df: fn(f32) -> f32) -> Self {
+    fn new(name: &str, f: fn(&mut [f32]), df: fn(f32) -> f32) -> Self {
         Self {
             name: name.to_string(),
             f,
@@ -70,7 +72,11 @@ impl OutputDerived {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let y = x.mapv(self.f);
+        let mut y = x.as_standard_layout().into_owned();
+        let data = y
+            .as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "output is not contiguous"))?;
+        (self.f)(data);
         self.out = (mode == Mode::Train).then(|| y.clone());
         Ok(y)
     }
@@ -101,17 +107,16 @@ macro_rules! output_derived_layer {
     };
 }
 
-/// `1 / (1 + e^(−x))`; backward `y(1 − y)`.
+/// `1 / (1 + e^(−x))` (on the vectorised [`fastexp::exp`], relative error below 5·10⁻⁷); backward
+/// `y(1 − y)`.
 pub struct Sigmoid(OutputDerived);
 
 impl Sigmoid {
     /// A sigmoid layer.
     pub fn new(name: &str) -> Self {
-        Self(OutputDerived::new(
-            name,
-            |v| 1.0 / (1.0 + (-v).exp()),
-            |s| s * (1.0 - s),
-        ))
+        Self(OutputDerived::new(name, fastexp::sigmoid_in_place, |s| {
+            s * (1.0 - s)
+        }))
     }
 }
 
@@ -123,7 +128,11 @@ pub struct Tanh(OutputDerived);
 impl Tanh {
     /// A tanh layer.
     pub fn new(name: &str) -> Self {
-        Self(OutputDerived::new(name, f32::tanh, |y| 1.0 - y * y))
+        Self(OutputDerived::new(
+            name,
+            |x| x.iter_mut().for_each(|v| *v = v.tanh()),
+            |y| 1.0 - y * y,
+        ))
     }
 }
 

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::from_ir::{one, unsupported, Ctx, Layout, Val};
+use super::from_ir::{unsupported, Ctx, Layout, Val};
 use super::Flatten;
 use super::{as4, cached, check_grad, expect_inputs, window_hw, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
@@ -381,8 +381,8 @@ impl Layer for GlobalAvgPool {
 }
 
 impl Pool2d {
-    /// The layer of an IR `MaxPool` or `AveragePool` node. The engine rounds the output size
-    /// down; `ceil_mode` is fine when it changes nothing.
+    /// The layer of an IR `MaxPool` or `AveragePool` node; `ceil_mode` becomes extra
+    /// bottom/right padding (not for an average that counts padding).
     pub(crate) fn build<R: Rng>(
         ctx: &mut Ctx<'_, R>,
         node: &Node,
@@ -391,27 +391,48 @@ impl Pool2d {
         p: &ir::Pool,
         count_include_pad: bool,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::Image)?;
+        let x = ctx.one_as(node, ins, Layout::Image)?;
         if p.dilations != [1, 1] {
             return Err(unsupported(node, format!("dilation {:?}", p.dilations)));
+        }
+        let (ins, outs) = (ctx.shape(node.inputs[0]), ctx.shape(node.output));
+        let ([_, _, ih, iw], [_, _, oh, ow]) = (ins, outs) else {
+            return Err(unsupported(node, format!("{ins:?} → {outs:?} is not 2-D")));
+        };
+        // `ceil_mode` keeps a last window that overhangs the bottom/right padding: as much
+        // padding again there (which neither wins a maximum nor counts in an average that
+        // excludes padding) gives that window with the engine's floor rounding.
+        let mut pads = p.pads;
+        for (i, (len, out)) in [(*ih, *oh), (*iw, *ow)].into_iter().enumerate() {
+            let need = out
+                .saturating_sub(1)
+                .saturating_mul(p.strides[i])
+                .saturating_add(p.kernel[i]);
+            let extra = need.saturating_sub(len + p.pads[i] + p.pads[i + 2]);
+            if extra > 0 && kind == PoolKind::Avg && count_include_pad {
+                return Err(unsupported(
+                    node,
+                    "ceil_mode with count_include_pad: a window past the padding has no \
+                     engine layer (export with count_include_pad=False or ceil_mode=False)",
+                ));
+            }
+            pads[i + 2] += extra;
         }
         let spec = PoolSpec {
             kernel: p.kernel,
             stride: p.strides,
-            pads: p.pads,
+            pads,
             count_include_pad,
         };
-        let (ins, outs) = (ctx.shape(node.inputs[0]), ctx.shape(node.output));
-        let floor = |i: usize| {
-            let padded = ins[i + 2] + p.pads[i] + p.pads[i + 2];
-            padded
+        let floor = |i: usize, len: usize| {
+            (len + pads[i] + pads[i + 2])
                 .checked_sub(p.kernel[i])
                 .map(|d| d / p.strides[i] + 1)
         };
-        if ins.len() != 4 || floor(0) != outs.get(2).copied() || floor(1) != outs.get(3).copied() {
+        if floor(0, *ih) != Some(*oh) || floor(1, *iw) != Some(*ow) {
             return Err(unsupported(
                 node,
-                format!("ceil_mode output {outs:?} differs from the engine's floor rounding"),
+                format!("output {outs:?} of input {ins:?} is not the engine's window count"),
             ));
         }
         let layer = Pool2d::new(&node.name, kind, spec)?;
@@ -428,7 +449,7 @@ impl GlobalAvgPool {
         ins: &[Val],
         keepdims: bool,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::Image)?;
+        let x = ctx.one_as(node, ins, Layout::Image)?;
         let name = node.name.as_str();
         let pooled = ctx.push(GlobalAvgPool::new(name), &[x.id], Layout::Image)?;
         if keepdims {

@@ -1,7 +1,7 @@
 //! Layers that only move elements: [`Reshape`] to a fixed shape (row-major element order, as
 //! ONNX `Reshape`) and [`Transpose`] by an axis permutation. Both return standard-layout tensors.
 
-use super::from_ir::{one, unsupported, Ctx, Layout, Val};
+use super::from_ir::{one_any, unsupported, Ctx, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use super::{Flatten, Unflatten};
 use crate::error::{Result, SimError};
@@ -225,15 +225,35 @@ impl Reshape {
 }
 
 impl Transpose {
-    /// The layer of an IR `Transpose` node on a tensor held as is.
+    /// The layer of an IR `Transpose` node, in whichever layout its input is held. The IR
+    /// permutation becomes one of the engine tensor; a rank-4 result whose engine order
+    /// already is an image's (`permute(0, 3, 1, 2)` of a channels-last tensor) or the IR's
+    /// (`permute(0, 2, 3, 1)` of an image) is the input relabelled, with no layer.
     pub(crate) fn build<R: Rng>(
         ctx: &mut Ctx<'_, R>,
         node: &Node,
         ins: &[Val],
         perm: &[usize],
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
-        let layer = Transpose::new(&node.name, perm.to_vec())?;
+        let x = one_any(node, ins)?;
+        let as_is: Vec<usize> = perm.iter().map(|&p| x.layout.engine_axis(p)).collect();
+        let identity = |p: &[usize]| p.iter().enumerate().all(|(i, &a)| i == a);
+        if as_is.len() == 4 {
+            let image: Vec<usize> = [0, 2, 3, 1].iter().map(|&k| as_is[k]).collect();
+            if identity(&image) {
+                return Ok(Val {
+                    id: x.id,
+                    layout: Layout::Image,
+                });
+            }
+        }
+        if identity(&as_is) {
+            return Ok(Val {
+                id: x.id,
+                layout: Layout::AsIs,
+            });
+        }
+        let layer = Transpose::new(&node.name, as_is)?;
         ctx.push(layer, &[x.id], Layout::AsIs)
     }
 }

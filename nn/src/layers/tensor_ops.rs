@@ -202,9 +202,7 @@ impl Layer for Concat {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
-        let y = ndarray::concatenate(Axis(self.axis), &views)
-            .map_err(|e| SimError::shape(&self.name, format!("cannot concatenate: {e}")))?;
+        let y = concat(&self.name, self.axis, inputs)?;
         self.sizes = (mode == Mode::Train).then(|| {
             let sizes = inputs.iter().map(|t| t.shape()[self.axis]).collect();
             (y.shape().to_vec(), sizes)
@@ -227,6 +225,58 @@ impl Layer for Concat {
             })
             .collect())
     }
+}
+
+/// `inputs` joined along `axis`, in standard layout: for each index of the axes before `axis`,
+/// each input's contiguous run in turn (the consumers read it as it lies, with no reordering
+/// copy).
+fn concat(layer: &str, axis: usize, inputs: &[&Tensor]) -> Result<Tensor> {
+    let bad = |msg: String| SimError::shape(layer, format!("cannot concatenate: {msg}"));
+    let first = inputs.first().ok_or_else(|| bad("no inputs".into()))?;
+    let shape = first.shape();
+    if axis >= shape.len() {
+        return Err(bad(format!("axis {axis} of a rank-{} tensor", shape.len())));
+    }
+    let mut joined = 0usize;
+    for t in inputs {
+        let s = t.shape();
+        let fits = s.len() == shape.len()
+            && s.iter()
+                .zip(shape)
+                .enumerate()
+                .all(|(i, (a, b))| i == axis || a == b);
+        if !fits {
+            return Err(bad(format!(
+                "shapes {shape:?} and {s:?} differ off axis {axis}"
+            )));
+        }
+        joined = joined
+            .checked_add(s[axis])
+            .ok_or_else(|| bad("size overflows".into()))?;
+    }
+    let outer: usize = shape[..axis].iter().product();
+    let inner: usize = shape[axis + 1..].iter().product();
+    let parts: Vec<_> = inputs.iter().map(|t| t.as_standard_layout()).collect();
+    let mut runs = Vec::with_capacity(parts.len());
+    for (p, t) in parts.iter().zip(inputs) {
+        let data = p
+            .as_slice()
+            .ok_or_else(|| bad("input is not contiguous".into()))?;
+        runs.push((data, t.shape()[axis] * inner));
+    }
+    let mut out_shape = shape.to_vec();
+    out_shape[axis] = joined;
+    let len = joined
+        .checked_mul(inner)
+        .and_then(|r| r.checked_mul(outer))
+        .ok_or_else(|| bad("size overflows".into()))?;
+    let mut y = Vec::with_capacity(len);
+    for o in 0..outer {
+        for &(data, run) in &runs {
+            y.extend_from_slice(&data[o * run..(o + 1) * run]);
+        }
+    }
+    Tensor::from_shape_vec(out_shape, y).map_err(|e| bad(e.to_string()))
 }
 
 impl Pad {
@@ -267,17 +317,15 @@ impl SliceLayer {
 }
 
 impl Concat {
-    /// The layer of an IR `Concat` node, whose inputs share a layout.
+    /// The layer of an IR `Concat` node (its inputs brought to one layout).
     pub(crate) fn build<R: Rng>(
         ctx: &mut Ctx<'_, R>,
         node: &Node,
         ins: &[Val],
         axis: usize,
     ) -> Result<Val> {
+        let ins = ctx.shared_layout(node, ins)?;
         let first = ins.first().ok_or_else(|| unsupported(node, "no inputs"))?;
-        if ins.iter().any(|v| v.layout != first.layout) {
-            return Err(unsupported(node, "inputs of different ranks"));
-        }
         let ids: Vec<usize> = ins.iter().map(|v| v.id).collect();
         let layer = Concat::new(&node.name, first.layout.engine_axis(axis));
         ctx.push(layer, &ids, first.layout)
@@ -360,5 +408,30 @@ mod tests {
             30,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn concat_is_in_standard_layout_on_every_axis_and_checks_shapes() {
+        let a = rand_tensor(&[2, 3, 4, 5], 1.0, 5);
+        // A transposed (non-standard) input is read as its values, not its memory.
+        let b = rand_tensor(&[5, 4, 3, 2], 1.0, 6).reversed_axes();
+        for axis in 0..4 {
+            let mut shape = vec![2, 3, 4, 5];
+            shape[axis] = 1;
+            let c = rand_tensor(&shape, 1.0, 7 + axis as u64);
+            let want = ndarray::concatenate(Axis(axis), &[a.view(), b.view(), c.view()]).unwrap();
+            let got = Concat::new("c", axis)
+                .forward(&[&a, &b, &c], Mode::Eval)
+                .unwrap();
+            assert!(got.is_standard_layout());
+            assert_eq!(got, want, "axis {axis}");
+        }
+        let odd = rand_tensor(&[2, 3, 4, 6], 1.0, 9);
+        let err = Concat::new("c", 1)
+            .forward(&[&a, &odd], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("differ off axis 1"), "{err}");
+        assert!(Concat::new("c", 4).forward(&[&a], Mode::Eval).is_err());
     }
 }

@@ -5,7 +5,7 @@
 
 use ndarray::{s, Array1, Array3, Axis, Ix1, Ix3};
 
-use super::from_ir::{one, Ctx, Layout, Val, POSITION_INIT};
+use super::from_ir::{Ctx, Layout, Val, POSITION_INIT};
 use super::{cached, check_grad, expect_inputs, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use crate::init::uniform;
@@ -196,7 +196,7 @@ impl ClassToken {
         ins: &[Val],
         token: &Tensor,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         let token = ctx.weight(token, |rng| uniform(rng, token.shape(), POSITION_INIT));
         ctx.push(ClassToken::new(&node.name, token)?, &[x.id], Layout::AsIs)
     }
@@ -211,7 +211,7 @@ impl PositionEmbedding {
         table: &Tensor,
         axis: usize,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::AsIs)?;
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
         let table = ctx.weight(table, |rng| uniform(rng, table.shape(), POSITION_INIT));
         let layer = PositionEmbedding::new(&node.name, table, axis)?;
         ctx.push(layer, &[x.id], Layout::AsIs)

@@ -87,6 +87,45 @@ impl ArithSpec {
     }
 }
 
+impl ArithSpec {
+    /// The arithmetic `--arithmetic` and `--accumulator` ask for, for a run whose quantizer is
+    /// SBM (`sbm`) or another; an error is the flag at fault (`arithmetic` or `accumulator`)
+    /// and what is wrong.
+    pub fn from_flags(
+        arithmetic: &str,
+        accumulator: &str,
+        sbm: bool,
+        quantizer: &str,
+    ) -> std::result::Result<Self, (&'static str, String)> {
+        let mut spec = ArithSpec {
+            arithmetic: Arithmetic::parse(arithmetic)
+                .map_err(|e| ("arithmetic", format!("--arithmetic {arithmetic}: {e}")))?,
+            ..ArithSpec::default()
+        };
+        spec.set_accumulators(accumulator)
+            .map_err(|e| ("accumulator", format!("--accumulator {accumulator}: {e}")))?;
+        if spec.arithmetic == Arithmetic::Int && !sbm {
+            return Err((
+                "arithmetic",
+                format!(
+                    "--arithmetic int: integer GEMMs take SBM's codes (--quantizer sbm), not \
+                     --quantizer {quantizer}"
+                ),
+            ));
+        }
+        if spec.arithmetic == Arithmetic::Fp32 && accumulator != "exact" {
+            return Err((
+                "accumulator",
+                format!(
+                    "--accumulator {accumulator}: fp32 arithmetic has no integer accumulator \
+                     (add --arithmetic int)"
+                ),
+            ));
+        }
+        Ok(spec)
+    }
+}
+
 impl fmt::Display for ArithSpec {
     /// `fp32`, or `int (accumulator fw=…)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -13,6 +13,7 @@ use super::command::Commands;
 use super::grid::CellSpec;
 use super::lock::Owner;
 use super::plan::Scalar;
+use super::typed::Plans;
 
 /// File names inside a cell directory.
 pub const DONE: &str = "done";
@@ -33,6 +34,8 @@ pub struct Cell {
     pub index: usize,
     pub id: String,
     pub spec: CellSpec,
+    /// Its training run and cost, typed and validated.
+    pub plans: Plans,
     pub commands: Commands,
     pub dir: PathBuf,
 }
@@ -133,6 +136,9 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
             accel: vec!["zc706".into()],
+            origins: Vec::new(),
+            accel_from: None,
+            table: crate::cmd::sweep::spans::Table::Grid,
         }
     }
 

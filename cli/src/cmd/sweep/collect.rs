@@ -227,9 +227,38 @@ fn csv_field(v: &Value) -> String {
     }
 }
 
-/// Rebuilds `results.csv` and `results.json` from the study's done cells; returns the number
-/// of rows.
-pub fn write_results(study: &Study) -> anyhow::Result<usize> {
+/// What [`write_results`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// Rows of the new table.
+    pub rows: usize,
+    /// Rows of the `results.csv` it replaced, if there was a readable one.
+    pub previous: Option<usize>,
+}
+
+impl Written {
+    /// How many rows fewer than the table it replaced, if fewer.
+    pub fn lost(&self) -> Option<usize> {
+        self.previous
+            .filter(|&p| p > self.rows)
+            .map(|p| p - self.rows)
+    }
+}
+
+/// The data rows of an existing `results.csv` (`None`: no file, or not one this writes).
+fn rows_in(path: &Path) -> Option<usize> {
+    let mut reader = csv::Reader::from_path(path).ok()?;
+    let mut n = 0usize;
+    for record in reader.records() {
+        record.ok()?;
+        n += 1;
+    }
+    Some(n)
+}
+
+/// Rebuilds `results.csv` and `results.json` from the study's done cells.
+pub fn write_results(study: &Study) -> anyhow::Result<Written> {
+    let previous = rows_in(&study.dir.join("results.csv"));
     let cols = columns(study);
     let fixed: Vec<(String, Value)> = study
         .plan
@@ -270,7 +299,10 @@ pub fn write_results(study: &Study) -> anyhow::Result<usize> {
         &study.dir.join("results.json"),
         &serde_json::to_string_pretty(&objects)?,
     )?;
-    Ok(rows.len())
+    Ok(Written {
+        rows: rows.len(),
+        previous,
+    })
 }
 
 #[cfg(test)]

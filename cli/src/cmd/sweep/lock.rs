@@ -11,6 +11,7 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
@@ -67,6 +68,15 @@ fn read_owner(path: &Path) -> Option<Owner> {
     Some(Owner { pid, host })
 }
 
+/// The locks this process holds. A lock naming this process's PID that is not one of them was
+/// left by an earlier process that had the same PID (PIDs are reused): it is stale, and the
+/// sweep must not report itself as running the cell "elsewhere".
+static HELD: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn held_here(path: &Path) -> bool {
+    HELD.lock().is_ok_and(|held| held.iter().any(|p| p == path))
+}
+
 /// The lock's owner when it is held and not stale.
 pub fn live_owner(path: &Path) -> Option<Owner> {
     let meta = std::fs::metadata(path).ok()?;
@@ -80,7 +90,14 @@ pub fn live_owner(path: &Path) -> Option<Owner> {
         pid: 0,
         host: String::new(),
     });
-    let dead_here = owner.host == host_name() && owner.pid != 0 && !pid_alive(owner.pid);
+    let here = owner.host == host_name() && owner.pid != 0;
+    let ours = owner.pid == std::process::id();
+    let dead_here = here
+        && if ours {
+            !held_here(path)
+        } else {
+            !pid_alive(owner.pid)
+        };
     (!dead_here && age < STALE_AFTER).then_some(owner)
 }
 
@@ -105,6 +122,9 @@ impl Lock {
                     writeln!(file, "{} {} {now}", std::process::id(), host_name())
                         .and_then(|()| file.sync_all())
                         .with_context(|| format!("writing lock {}", path.display()))?;
+                    if let Ok(mut held) = HELD.lock() {
+                        held.push(path.to_path_buf());
+                    }
                     return Ok(Acquired::Held(Lock {
                         path: path.to_path_buf(),
                     }));
@@ -138,6 +158,9 @@ impl Lock {
 impl Drop for Lock {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        if let Ok(mut held) = HELD.lock() {
+            held.retain(|p| *p != self.path);
+        }
     }
 }
 
@@ -195,6 +218,15 @@ mod tests {
         // A lock left by a process that is gone (PIDs above the kernel's limit never exist).
         std::fs::write(&path, format!("4194305 {} 0\n", host_name())).unwrap();
         assert!(matches!(Lock::acquire(&path).unwrap(), Acquired::Held(_)));
+        // A lock naming this process that it does not hold was left by an earlier process
+        // with the same PID: stale, not "running elsewhere".
+        std::fs::write(&path, format!("{} {} 0\n", std::process::id(), host_name())).unwrap();
+        assert!(live_owner(&path).is_none());
+        let Acquired::Held(again) = Lock::acquire(&path).unwrap() else {
+            panic!("a lock left under this process's PID was not broken");
+        };
+        assert!(live_owner(&path).is_some());
+        drop(again);
         // A fresh lock of another host is live.
         std::fs::write(&path, "1 some-other-node 0\n").unwrap();
         assert!(matches!(Lock::acquire(&path).unwrap(), Acquired::Busy(_)));

@@ -1,10 +1,12 @@
 //! The sweep plan (`PLAN.toml`): its name, output directory, `[grid]`, optional `[train]`,
 //! `[[cell]]` and `[[exclude]]` tables and `[slurm]` options, read with key order kept (it is the
-//! column order of `results.csv`).
+//! column order of `results.csv`) and every key's line and column ([`Spans`]) for the errors.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+
+use super::spans::{Pos, Spans, Table};
 
 /// One plan value: what a TOML scalar becomes on a `cptsim` command line. Floats are finite
 /// (a plan's `nan` and `inf` are refused), so equality is an equivalence and cells can be hashed.
@@ -89,6 +91,8 @@ pub struct Plan {
     pub exclude: Vec<Fixed>,
     /// `[slurm]`: sbatch options.
     pub slurm: Vec<String>,
+    /// Where each table, key and value is in the text.
+    pub spans: Spans,
 }
 
 /// Top-level keys a plan may have.
@@ -116,54 +120,77 @@ impl Plan {
 
     /// Parses plan text.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let spans = Spans::parse(text)?;
         let table: toml::Table = toml::from_str(text).map_err(|e| {
             // toml's message spans several lines (a source excerpt); keep its first line.
             anyhow::anyhow!("{}", e.message().lines().next().unwrap_or("invalid TOML"))
         })?;
+        let at = |t: Table, key: &str, message: String| {
+            anyhow::anyhow!(spans.at(t, key, None, &message))
+        };
         for key in table.keys() {
             if !TOP_KEYS.contains(&key.as_str()) {
-                bail!(
-                    "unknown top-level key `{key}` (valid: {})",
-                    TOP_KEYS.join(", ")
-                );
+                let valid = TOP_KEYS.join(", ");
+                return Err(at(
+                    Table::Top,
+                    key,
+                    format!("unknown top-level key `{key}` (valid: {valid})"),
+                ));
             }
         }
         let name = match table.get("name") {
             Some(toml::Value::String(s)) if !s.trim().is_empty() => s.clone(),
-            Some(_) => bail!("`name`: expected a non-empty string"),
+            Some(_) => {
+                return Err(at(
+                    Table::Top,
+                    "name",
+                    "`name`: expected a non-empty string".into(),
+                ))
+            }
             None => bail!("`name` is missing (a short name for the study)"),
         };
         let out = match table.get("out") {
             Some(toml::Value::String(s)) => Some(PathBuf::from(s)),
-            Some(_) => bail!("`out`: expected a path string"),
+            Some(_) => {
+                return Err(at(
+                    Table::Top,
+                    "out",
+                    "`out`: expected a path string".into(),
+                ))
+            }
             None => None,
         };
         let grid = match table.get("grid") {
-            Some(v) => axes(sub_table(v, "[grid]")?, "[grid]")?,
+            Some(v) => axes(sub_table(v, Table::Grid, &spans)?, Table::Grid, &spans)?,
             None => Vec::new(),
         };
         let train = match table.get("train") {
-            Some(v) => Some(fixed(sub_table(v, "[train]")?, "[train]")?),
+            Some(v) => Some(fixed(
+                sub_table(v, Table::Train, &spans)?,
+                Table::Train,
+                &spans,
+            )?),
             None => None,
         };
         if train.iter().flatten().any(|(k, _)| k == "accel") {
-            bail!("[train] key `accel`: accelerators are a [grid] or [[cell]] key (every cell is costed on them)");
+            let message = "[train] key `accel`: accelerators are a [grid] or [[cell]] key (every cell is costed on them)";
+            return Err(at(Table::Train, "accel", message.into()));
         }
-        let cells = array_of_tables(&table, "cell")?
+        let cells = array_of_tables(&table, "cell", &spans)?
             .into_iter()
             .enumerate()
-            .map(|(i, t)| axes(t, &format!("[[cell]] #{}", i + 1)))
+            .map(|(i, t)| axes(t, Table::Cell(i), &spans))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let exclude = array_of_tables(&table, "exclude")?
+        let exclude = array_of_tables(&table, "exclude", &spans)?
             .into_iter()
             .enumerate()
-            .map(|(i, t)| fixed(t, &format!("[[exclude]] #{}", i + 1)))
+            .map(|(i, t)| fixed(t, Table::Exclude(i), &spans))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let slurm = match table.get("slurm") {
-            Some(v) => slurm_args(sub_table(v, "[slurm]")?)?,
+            Some(v) => slurm_args(sub_table(v, Table::Slurm, &spans)?, &spans)?,
             None => Vec::new(),
         };
-        Ok(Self {
+        let plan = Self {
             name,
             out,
             grid,
@@ -171,44 +198,112 @@ impl Plan {
             cells,
             exclude,
             slurm,
-        })
+            spans,
+        };
+        plan.check_repeated_keys()?;
+        Ok(plan)
     }
 }
 
-fn sub_table<'a>(v: &'a toml::Value, what: &str) -> anyhow::Result<&'a toml::Table> {
-    v.as_table()
-        .with_context(|| format!("{what}: expected a table"))
+/// Whether `a` and `b` name the same key, `-` and `_` alike.
+pub fn same_key(a: &str, b: &str) -> bool {
+    let sep = |c: u8| c == b'-' || c == b'_';
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .all(|(x, y)| x == y || sep(x) && sep(y))
 }
 
-fn array_of_tables<'a>(table: &'a toml::Table, key: &str) -> anyhow::Result<Vec<&'a toml::Table>> {
+impl Plan {
+    /// Refuses a key given twice: in one table under two spellings (`grad_bits`, `grad-bits`),
+    /// or in `[train]` and in `[grid]` / a `[[cell]]` (a key is fixed for every cell or varied,
+    /// not both); the error names both places.
+    fn check_repeated_keys(&self) -> anyhow::Result<()> {
+        let names = |keys: Vec<&String>| keys.into_iter().cloned().collect::<Vec<_>>();
+        let train = names(self.train.iter().flatten().map(|(k, _)| k).collect());
+        let mut tables = vec![(
+            Table::Grid,
+            names(self.grid.iter().map(|(k, _)| k).collect()),
+        )];
+        for (i, cell) in self.cells.iter().enumerate() {
+            tables.push((Table::Cell(i), names(cell.iter().map(|(k, _)| k).collect())));
+        }
+        tables.push((Table::Train, train.clone()));
+        let at = |t: Table, k: &str| self.spans.key(t, k, None);
+        let pos = |p: Option<Pos>| p.map_or(String::new(), |p| format!(" ({p})"));
+        for (table, keys) in &tables {
+            for (i, a) in keys.iter().enumerate() {
+                if let Some(b) = keys[..i].iter().find(|b| same_key(a, b)) {
+                    let message = format!(
+                        "{table} key `{a}` repeats `{b}`{}: give each key once",
+                        pos(at(*table, b))
+                    );
+                    bail!(self.spans.at(*table, a, None, &message));
+                }
+                let fixed = train.iter().find(|t| same_key(a, t));
+                if let Some(t) = fixed.filter(|_| *table != Table::Train) {
+                    let message = format!(
+                        "{table} key `{a}` is also set in [train]{}: a key is fixed for every \
+                         cell in [train] or varied in [grid] / [[cell]], not both",
+                        pos(at(Table::Train, t))
+                    );
+                    bail!(self.spans.at(*table, a, None, &message));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn sub_table<'a>(
+    v: &'a toml::Value,
+    what: Table,
+    spans: &Spans,
+) -> anyhow::Result<&'a toml::Table> {
+    v.as_table().with_context(|| {
+        let key = what.to_string().trim_matches(['[', ']']).to_string();
+        spans.at(Table::Top, &key, None, &format!("{what}: expected a table"))
+    })
+}
+
+fn array_of_tables<'a>(
+    table: &'a toml::Table,
+    key: &str,
+    spans: &Spans,
+) -> anyhow::Result<Vec<&'a toml::Table>> {
+    let expected = || {
+        let message = format!("`{key}`: expected an array of tables ([[{key}]])");
+        anyhow::anyhow!(spans.at(Table::Top, key, None, &message))
+    };
     match table.get(key) {
         None => Ok(Vec::new()),
         Some(toml::Value::Array(items)) => items
             .iter()
-            .map(|v| {
-                v.as_table()
-                    .with_context(|| format!("[[{key}]]: expected tables"))
-            })
+            .map(|v| v.as_table().ok_or_else(expected))
             .collect(),
-        Some(_) => bail!("`{key}`: expected an array of tables ([[{key}]])"),
+        Some(_) => Err(expected()),
     }
 }
 
 /// Keys with one value or an array of values.
-fn axes(table: &toml::Table, what: &str) -> anyhow::Result<Axes> {
+fn axes(table: &toml::Table, what: Table, spans: &Spans) -> anyhow::Result<Axes> {
     table
         .iter()
         .map(|(key, v)| {
-            let place = format!("{what} key `{key}`");
+            let place = |i: Option<usize>| spans.at(what, key, i, &format!("{what} key `{key}`"));
             let values = match v {
                 toml::Value::Array(items) => items
                     .iter()
-                    .map(|item| Scalar::from_toml(item, &place))
+                    .enumerate()
+                    .map(|(i, item)| Scalar::from_toml(item, &place(Some(i))))
                     .collect::<anyhow::Result<Vec<_>>>()?,
-                scalar => vec![Scalar::from_toml(scalar, &place)?],
+                scalar => vec![Scalar::from_toml(scalar, &place(Some(0)))?],
             };
             if values.is_empty() {
-                bail!("{place}: the list of values is empty (an empty grid has no cells)");
+                bail!(
+                    "{}: the list of values is empty (an empty grid has no cells)",
+                    place(None)
+                );
             }
             Ok((key.clone(), values))
         })
@@ -216,31 +311,34 @@ fn axes(table: &toml::Table, what: &str) -> anyhow::Result<Axes> {
 }
 
 /// Keys with one value each.
-fn fixed(table: &toml::Table, what: &str) -> anyhow::Result<Fixed> {
+fn fixed(table: &toml::Table, what: Table, spans: &Spans) -> anyhow::Result<Fixed> {
     table
         .iter()
         .map(|(key, v)| {
-            let place = format!("{what} key `{key}`");
+            let place = |i| spans.at(what, key, i, &format!("{what} key `{key}`"));
             if v.is_array() {
+                let place = place(None);
                 bail!("{place}: takes one value (put lists of values in [grid])");
             }
+            let place = place(Some(0));
             Ok((key.clone(), Scalar::from_toml(v, &place)?))
         })
         .collect()
 }
 
 /// `[slurm]` as sbatch arguments.
-fn slurm_args(table: &toml::Table) -> anyhow::Result<Vec<String>> {
+fn slurm_args(table: &toml::Table, spans: &Spans) -> anyhow::Result<Vec<String>> {
     let mut args = Vec::new();
     for (key, v) in table {
         let flag = key.replace('_', "-");
         if !SLURM_KEYS.contains(&flag.as_str()) {
-            bail!(
+            let message = format!(
                 "[slurm]: unknown key `{key}` (valid: {})",
                 SLURM_KEYS.join(", ")
             );
+            bail!(spans.at(Table::Slurm, key, None, &message));
         }
-        let place = format!("[slurm] key `{key}`");
+        let place = spans.at(Table::Slurm, key, None, &format!("[slurm] key `{key}`"));
         if flag == "extra" {
             let items = v
                 .as_array()
@@ -311,5 +409,33 @@ extra = ["--exclusive"]
         assert!(err("[grid]\nseed = [1]").contains("`name`"));
         assert!(err("name = \"x\"\n[train]\naccel = \"zc706\"").contains("`accel`"));
         assert!(err("name = \"x\"\n[grid]\nseed = [[1]]").contains("`seed`"));
+        // … and where it is.
+        assert!(err("name = \"x\"\ngird = 1").starts_with("line 2, column 1: "));
+        let e = err("name = \"x\"\n[grid]\nseed = [1,\n  [2]]");
+        assert!(e.starts_with("line 4, column 3: [grid] key `seed`"), "{e}");
+        assert!(err("name = \"x\"\n[grid\n").starts_with("line 2, column "));
+        assert!(err("name = \"x\"\ncell = 1").starts_with("line 2, column 1: `cell`"));
+    }
+
+    #[test]
+    fn a_key_given_twice_names_both_lines() {
+        let err = |text: &str| format!("{:#}", Plan::parse(text).unwrap_err());
+        let e = err("name = \"x\"\n[grid]\ngrad_bits = 8\ngrad-bits = [6]");
+        assert!(
+            e.starts_with(
+                "line 4, column 1: [grid] key `grad-bits` repeats `grad_bits` (line 3, column 1)"
+            ),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[train]\niters = 2\n[[cell]]\niters = 3");
+        assert!(
+            e.starts_with(
+                "line 5, column 1: [[cell]] #1 key `iters` is also set in [train] (line 3"
+            ),
+            "{e}"
+        );
+        // A [[cell]] may set a grid key in the other spelling: its value replaces the grid's.
+        let plan = Plan::parse("name = \"x\"\n[grid]\ngrad_bits = 8\n[[cell]]\ngrad-bits = 6");
+        assert!(plan.is_ok());
     }
 }

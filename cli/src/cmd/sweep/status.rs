@@ -1,13 +1,16 @@
 //! `cptsim sweep status DIR`: how many cells are done, running (a live lock), failed
-//! (`error.txt`) or pending, each failure's error, how far each running training cell has got
-//! and where each interrupted one resumes.
+//! (`error.txt`) or pending, each failure's error, how far each running training cell has got,
+//! where each interrupted one resumes, and the done cells the plan no longer has; as text or
+//! JSON.
 
 use std::io::Write;
 
 use super::cell::{Cell, ERROR, LOCK, STDERR_LOG};
 use super::lock::live_owner;
 use super::study::Study;
-use crate::cmd::train::{parse_progress, CHECKPOINT};
+use super::unplanned::{self, Unplanned};
+use crate::cmd::train::parse_progress;
+use cptsim_train::run::CHECKPOINT;
 
 /// Where a cell stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,8 +49,81 @@ pub fn counts(study: &Study) -> [usize; 4] {
     n
 }
 
+/// One cell's line of `status --format json`.
+#[derive(Debug, serde::Serialize)]
+struct CellStatus<'a> {
+    index: usize,
+    id: &'a str,
+    /// `done`, `running`, `failed` or `pending`.
+    state: &'static str,
+    /// Who runs it (`PID N on HOST`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// How far a running training cell has got.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<String>,
+    /// The iteration an unfinished training cell resumes from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resumes_from: Option<u64>,
+}
+
+/// Prints the study's status as JSON: the counts, every cell's state and the done cells the
+/// plan no longer has.
+pub fn print_json(study: &Study, out: &mut dyn Write) -> anyhow::Result<()> {
+    let [done, running, failed, pending] = counts(study);
+    let cells: Vec<CellStatus<'_>> = study
+        .cells
+        .iter()
+        .map(|cell| {
+            let mut line = CellStatus {
+                index: cell.index,
+                id: &cell.id,
+                state: "done",
+                owner: None,
+                error: None,
+                progress: None,
+                resumes_from: None,
+            };
+            match state(cell) {
+                State::Done => {}
+                State::Running(owner) => {
+                    line.state = "running";
+                    line.owner = Some(owner);
+                    line.progress = last_progress(cell);
+                }
+                State::Failed(error) => {
+                    line.state = "failed";
+                    line.error = Some(error);
+                    line.resumes_from = checkpoint_iteration(cell);
+                }
+                State::Pending => {
+                    line.state = "pending";
+                    line.resumes_from = checkpoint_iteration(cell);
+                }
+            }
+            line
+        })
+        .collect();
+    let report = serde_json::json!({
+        "name": study.plan.name,
+        "dir": study.dir,
+        "total": study.cells.len(),
+        "done": done,
+        "running": running,
+        "failed": failed,
+        "pending": pending,
+        "cells": cells,
+        "unplanned": unplanned::done_cells(study)?,
+    });
+    writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+    Ok(())
+}
+
 /// Prints the study's status.
-pub fn print(study: &Study, out: &mut dyn Write) -> std::io::Result<()> {
+pub fn print(study: &Study, out: &mut dyn Write) -> anyhow::Result<()> {
     let [done, running, failed, pending] = counts(study);
     writeln!(
         out,
@@ -81,6 +157,14 @@ pub fn print(study: &Study, out: &mut dyn Write) -> std::io::Result<()> {
             }
             State::Done => {}
         }
+    }
+    let dropped: Vec<Unplanned> = unplanned::done_cells(study)?;
+    if !dropped.is_empty() {
+        writeln!(
+            out,
+            "not in the plan (done before it was edited): {}",
+            unplanned::list(&dropped)
+        )?;
     }
     Ok(())
 }

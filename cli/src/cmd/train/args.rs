@@ -1,15 +1,34 @@
-//! The command-line flags of `cptsim train` as clap parses them, and their value enums. Nothing
-//! here validates or interprets: [`TrainArgs::resolve`](super::plan) turns them into a
-//! [`TrainPlan`](super::plan::TrainPlan).
+//! The command-line flags of `cptsim train`: a thin front of [`TrainPlan`], one flag per plan
+//! key (the key with `-` for `_`), defaults and value names taken from the plan's.
+//! [`TrainArgs::to_plan`] turns them into the plan; the plan validates itself.
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::parser::ValueSource;
+use clap::ArgMatches;
+use cptsim_train::plan::{
+    CandidatesKind, Choice, Convention, DfqExecKind, EvalBitsKind, FwBw, InitKind, LrKind,
+    MappingKind, PlanError, PolicyKind, Quantizer, Range, Stages,
+};
+use cptsim_train::TrainPlan;
 
 use crate::cmd::arith::ArithArgs;
 use crate::cmd::quant_scope::ScopeArgs;
-use crate::cmd::shared::ConventionArg;
-use crate::cmd::shared::{OutputFormat, QuantizerArg};
+use crate::cmd::shared::OutputFormat;
+
+/// The plan's defaults (the flags' defaults).
+fn d() -> TrainPlan {
+    TrainPlan::default()
+}
+
+/// Parses a flag whose values are a plan [`Choice`], listing each value with its line of help.
+fn choice<T: Choice + Clone>() -> impl TypedValueParser<Value = T> {
+    let values = T::VALUES
+        .iter()
+        .map(|(_, name, help)| PossibleValue::new(*name).help(help.trim()));
+    PossibleValuesParser::new(values).map(|name| T::from_name(&name).unwrap_or(T::VALUES[0].0))
+}
 
 /// Arguments of `cptsim train`.
 #[derive(clap::Args, Debug, Clone)]
@@ -28,14 +47,11 @@ pub struct TrainArgs {
     /// per-sample execution does not compute the unselected candidates its task-loss gradient
     /// needs) or `fractrain` (DFQ whose cp target the PFQ indicator raises by --cp-step, see
     /// --pfq-eps/--pfq-alpha).
-    #[arg(long, value_enum, default_value_t = PolicyArg::Schedule)]
-    pub(crate) policy: PolicyArg,
-    /// LDP settings.
-    #[command(flatten)]
-    pub(crate) ldp: LdpArgs,
+    #[arg(long, value_parser = choice::<PolicyKind>(), default_value_t = d().policy)]
+    pub(crate) policy: PolicyKind,
     /// Precision schedule (any name `cptsim run` accepts), or `pfq` for the PFQ loss-plateau
     /// indicator (see --pfq-*).
-    #[arg(long, default_value = "static")]
+    #[arg(long, default_value_t = d().schedule)]
     pub(crate) schedule: String,
     /// Forward bits MIN:MAX (one number = fixed) [default: 3:8].
     #[arg(long)]
@@ -44,14 +60,14 @@ pub struct TrainArgs {
     #[arg(long)]
     pub(crate) grad_bits: Option<String>,
     /// Cycles of a cyclic schedule.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = d().cycles)]
     pub(crate) cycles: u64,
     /// Whose reference code cyclic schedules follow: cpt (P = T/N) or wk (P = T/N + 1).
-    #[arg(long, value_enum, default_value_t = ConventionArg::Cpt)]
-    pub(crate) convention: ConventionArg,
+    #[arg(long, value_parser = choice::<Convention>(), default_value_t = d().convention)]
+    pub(crate) convention: Convention,
     /// Quantizer simulating low precision; `none` trains in fp32.
-    #[arg(long, value_enum, default_value_t = QuantizerArg::Sbm)]
-    pub(crate) quantizer: QuantizerArg,
+    #[arg(long, value_parser = choice::<Quantizer>(), default_value_t = d().quantizer)]
+    pub(crate) quantizer: Quantizer,
     /// Which layer roles are quantized.
     #[command(flatten)]
     pub(crate) scope: ScopeArgs,
@@ -59,55 +75,56 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub(crate) arith: ArithArgs,
     /// Run depthwise convs at a fixed precision FW/BW instead of the schedule (FracTrain's model
-    /// file uses 8/16; spec §1.4) [default: follow the schedule].
+    /// file uses 8/16; see docs/src/guide/shared-flags.md) [default: follow the schedule].
     #[arg(long, value_name = "FW/BW")]
     pub(crate) depthwise_bits: Option<String>,
-    /// Training iterations [default: 390].
+    /// Training iterations [default: 390, unless --epochs].
     #[arg(long, conflicts_with = "epochs")]
     pub(crate) iters: Option<u64>,
     /// Passes over the training set (instead of --iters).
     #[arg(long)]
     pub(crate) epochs: Option<u64>,
     /// Samples per iteration (a language model: token streams).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = d().batch)]
     pub(crate) batch: usize,
     /// Tokens per window of a language model (truncated BPTT length) [default: the zoo
     /// model's, or the ONNX file's fixed length].
     #[arg(long)]
     pub(crate) seq_len: Option<usize>,
     /// Base learning rate (the CIFAR recipe's 0.1).
-    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = d().lr, allow_negative_numbers = true)]
     pub(crate) lr: f32,
     /// Learning-rate schedule: cosine (annealed to 0 over the run, whatever its length), constant,
     /// or paper (×0.1 at 50 % and 75 % of the run, the CIFAR recipe's 32k/48k of 64k).
-    #[arg(long, value_enum, default_value_t = LrArg::Cosine)]
-    pub(crate) lr_schedule: LrArg,
+    #[arg(long, value_parser = choice::<LrKind>(), default_value_t = d().lr_schedule)]
+    pub(crate) lr_schedule: LrKind,
     /// Precision of every evaluation: current (the bits of the iteration it follows, as the
     /// papers did; a cyclic run's last evaluation is then at the top of --bits, since its last
     /// cycle ends on the last iteration), max (forward and backward at the top of --bits and
     /// --grad-bits) or fp32. metrics.csv records the bits each evaluation ran at (0 = fp32).
-    #[arg(long, value_enum, default_value_t = EvalBitsArg::Current)]
-    pub(crate) eval_bits: EvalBitsArg,
+    #[arg(long, value_parser = choice::<EvalBitsKind>(), default_value_t = d().eval_bits)]
+    pub(crate) eval_bits: EvalBitsKind,
     /// Linear learning-rate warm-up iterations.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = d().warmup)]
     pub(crate) warmup: u64,
     /// SGD momentum.
-    #[arg(long, default_value_t = 0.9, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = d().momentum, allow_negative_numbers = true)]
     pub(crate) momentum: f32,
     /// Weight decay (all parameters, as the reference code).
-    #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = d().weight_decay, allow_negative_numbers = true)]
     pub(crate) weight_decay: f32,
     /// Clip the global L2 norm of all gradients to this before each step (PyTorch's
     /// `clip_grad_norm_`; its word_language_model example uses 0.25) [default: no clipping].
     #[arg(long, allow_negative_numbers = true)]
     pub(crate) clip_grad: Option<f32>,
     /// Seed of the initial weights, data order, augmentation and rounding noise.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = d().seed)]
     pub(crate) seed: u64,
-    /// Initial weights: `seed` re-initialises per spec §9.1 from --seed, `model` keeps the
-    /// model's stored weights.
-    #[arg(long, value_enum, default_value_t = InitArg::Seed)]
-    pub(crate) init: InitArg,
+    /// Initial weights: `seed` re-initialises from --seed (the weights `zoo export --seed` writes
+    /// for a zoo model: conv N(0, 2/(k·k·C_out)), Linear PyTorch's U(±1/√C_in) but a CIFAR
+    /// classifier's N(0, 2/(C_in·C_out))), `model` keeps the model's stored weights.
+    #[arg(long, value_parser = choice::<InitKind>(), default_value_t = d().init)]
+    pub(crate) init: InitKind,
     /// Classes of the model's head [default: the dataset's: 10 for MNIST, Fashion-MNIST and
     /// CIFAR-10, 100 for CIFAR-100; synthetic data follows the model's head]. A zoo model is
     /// built with this head; a label of the data at or above it is an error.
@@ -121,16 +138,16 @@ pub struct TrainArgs {
     #[arg(long)]
     pub(crate) subset: Option<usize>,
     /// Hold out this fraction of the training set as a validation set (reported per evaluation).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = d().val_split)]
     pub(crate) val_split: f64,
-    /// Evaluate on the test set (and write a checkpoint) every N iterations [default: 390].
-    #[arg(long)]
-    pub(crate) eval_every: Option<u64>,
+    /// Evaluate on the test set (and write a checkpoint) every N iterations.
+    #[arg(long, default_value_t = d().eval_every)]
+    pub(crate) eval_every: u64,
     /// Disable the random crop/flip augmentation of CIFAR.
     #[arg(long)]
     pub(crate) no_augment: bool,
     /// A loss above this (or NaN) stops the run.
-    #[arg(long, default_value_t = 1000.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = d().max_loss, allow_negative_numbers = true)]
     pub(crate) max_loss: f32,
     /// Stop a run that collapsed to chance (test loss at ln(classes) with chance accuracy over 3
     /// evaluations in a row) with exit code 6, keeping its outputs; without it a collapse is a
@@ -138,16 +155,16 @@ pub struct TrainArgs {
     #[arg(long)]
     pub(crate) stop_on_collapse: bool,
     /// PFQ forward stage list.
-    #[arg(long, default_value = "3,4,6,8")]
+    #[arg(long, default_value_t = d().pfq_fw.to_string())]
     pub(crate) pfq_fw: String,
     /// PFQ backward stage list.
-    #[arg(long, default_value = "6,6,8,8")]
+    #[arg(long, default_value_t = d().pfq_bw.to_string())]
     pub(crate) pfq_bw: String,
     /// PFQ initial plateau threshold ε.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = d().pfq_eps)]
     pub(crate) pfq_eps: f64,
     /// PFQ threshold decay α.
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = d().pfq_alpha)]
     pub(crate) pfq_alpha: f64,
     /// PFQ/FracTrain: check the loss-plateau indicator every N iterations [default: at each
     /// evaluation, every --eval-every, as the reference code]. Short runs need checks more often
@@ -159,44 +176,73 @@ pub struct TrainArgs {
     #[arg(long)]
     pub(crate) target_cp: Option<f64>,
     /// DFQ: fixed weight bits of the gated convs.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = d().weight_bits)]
     pub(crate) weight_bits: u32,
     /// DFQ candidate (activation, error) bit pairs: cifar (5 options) or imagenet (4).
-    #[arg(long, value_enum, default_value_t = CandidatesArg::Cifar)]
-    pub(crate) candidates: CandidatesArg,
+    #[arg(long, value_parser = choice::<CandidatesKind>(), default_value_t = d().candidates)]
+    pub(crate) candidates: CandidatesKind,
     /// FracTrain: target increase per turning point Δcp.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = d().cp_step)]
     pub(crate) cp_step: f64,
     /// FracTrain: turning points K.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = d().cp_turns)]
     pub(crate) cp_turns: usize,
     /// DFQ cost-term weight β.
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = d().dfq_beta)]
     pub(crate) dfq_beta: f64,
     /// DFQ sign-rule dead band (cp within target ± this gets ±0.1; 0 = none).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = d().dfq_relax)]
     pub(crate) dfq_relax: f64,
     /// DFQ/FracTrain block execution in training: `selected` runs each sample's chosen
     /// candidate only and trains the gate by the cost term alone; `all` runs every candidate
     /// over the batch and mixes them, so the gate also gets the task gradient, as the reference
-    /// (spec §6.3; about K times the block work and memory).
-    #[arg(long, value_enum, default_value_t = DfqExecArg::Selected)]
-    pub(crate) dfq_exec: DfqExecArg,
+    /// (see docs/src/methods/dfq.md; about K times the block work and memory).
+    #[arg(long, value_parser = choice::<DfqExecKind>(), default_value_t = d().dfq_exec)]
+    pub(crate) dfq_exec: DfqExecKind,
     /// Run the Precision Range Test first and use the bound it finds as B_min of the schedule.
     #[arg(long)]
     pub(crate) prt: bool,
     /// PRT: first forward precision.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = d().prt_start_bits)]
     pub(crate) prt_start_bits: u8,
     /// PRT: iterations per precision step.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = d().prt_iters_per_step)]
     pub(crate) prt_iters_per_step: u64,
     /// PRT: iterations at the end of each step whose training accuracy is averaged.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = d().prt_window)]
     pub(crate) prt_window: u64,
     /// PRT: training-accuracy gain (percentage points) that marks B_min.
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, default_value_t = d().prt_threshold)]
     pub(crate) prt_threshold: f64,
+    /// LDP: target forward cost T as a fraction of the static cost (every LDP layer at the
+    /// --bits maximum), in (0, 1].
+    #[arg(long, default_value_t = d().target)]
+    pub(crate) target: f64,
+    /// LDP: how β becomes bits: `scaled` b = clamp(rne(β·B_max), B_min, B_max) (reading 1), or
+    /// `offset` b = B_min + rne(β·(B_max − B_min)) (reading 2).
+    #[arg(long, value_parser = choice::<MappingKind>(), default_value_t = d().ldp_mapping)]
+    pub(crate) ldp_mapping: MappingKind,
+    /// LDP: initial (unrounded) bits of every layer [default: middle of --bits].
+    #[arg(long)]
+    pub(crate) ldp_init_bits: Option<f64>,
+    /// LDP: precision learning rate (SGD on β every iteration).
+    #[arg(long, default_value_t = d().ldp_lr)]
+    pub(crate) ldp_lr: f64,
+    /// LDP: weight α of the balanced cost gradient.
+    #[arg(long, default_value_t = d().ldp_alpha)]
+    pub(crate) ldp_alpha: f64,
+    /// LDP: ε in the balancing denominator mean|G_C| + ε.
+    #[arg(long, default_value_t = d().ldp_eps)]
+    pub(crate) ldp_eps: f64,
+    /// LDP: momentum on β.
+    #[arg(long, default_value_t = d().ldp_momentum)]
+    pub(crate) ldp_momentum: f64,
+    /// LDP: weight decay on β.
+    #[arg(long, default_value_t = d().ldp_weight_decay)]
+    pub(crate) ldp_weight_decay: f64,
+    /// LDP: let β leave the interval mapping to [B_min − ½, B_max + ½] (clipped by default).
+    #[arg(long)]
+    pub(crate) ldp_no_clip: bool,
     /// Directory for trace.pb, trace.csv, metrics.csv, checkpoint.bin and summary.json.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
@@ -209,8 +255,17 @@ pub struct TrainArgs {
     /// Also write a checkpoint (and the outputs so far) whenever this many minutes have passed
     /// since the last one, so that a hard kill (SIGKILL, a crashed node, the OOM killer) loses at
     /// most that much work; 0: only at evaluations. Results do not depend on it.
-    #[arg(long, value_name = "MINUTES", default_value_t = 10.0)]
+    #[arg(long, value_name = "MINUTES", default_value_t = d().checkpoint_minutes)]
     pub(crate) checkpoint_minutes: f64,
+    /// Worker threads of the run [default: RAYON_NUM_THREADS, else one per core]. Results do
+    /// not depend on it.
+    #[arg(long, value_name = "N")]
+    pub(crate) threads: Option<usize>,
+    /// Cost the trace the run records on these accelerators when it ends (comma-separated
+    /// built-in names or TOML config paths; see `cptsim accel list`): latency and energy against
+    /// the static baseline, in the summary and its summary.json.
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "NAME|PATH")]
+    pub(crate) accel: Vec<String>,
     /// Output format of the final summary.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub(crate) format: OutputFormat,
@@ -220,139 +275,168 @@ pub struct TrainArgs {
     pub(crate) given: Vec<String>,
 }
 
-/// `--policy` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum PolicyArg {
-    /// The precision follows --schedule (static, cyclic, pfq) or --prt.
-    #[default]
-    Schedule,
-    /// LDP: learnable per-layer precision (spec §8).
-    Ldp,
-    /// DFQ: an LSTM gate picks each sample's (activation, error) bits per residual block (§6).
-    Dfq,
-    /// FracTrain: DFQ whose cp target the PFQ indicator raises by --cp-step per turning point (§7).
-    Fractrain,
+/// Parses a text flag's value into its plan type, the error naming the flag.
+fn parse<T: std::str::FromStr<Err = String>>(key: &str, text: &str) -> Result<T, PlanError> {
+    text.parse()
+        .map_err(|m| PlanError::new(key, format!("{}: {m}", cptsim_train::plan::flag(key))))
 }
 
-impl PolicyArg {
-    /// The name the summary reports.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Schedule => "schedule",
-            Self::Ldp => "ldp",
-            Self::Dfq => "dfq",
-            Self::Fractrain => "fractrain",
-        }
+impl TrainArgs {
+    /// The plan these flags say (not validated: a resumed run takes most of its plan from the
+    /// checkpoint; [`TrainPlan::validate`] checks a new one).
+    pub(crate) fn to_plan(&self) -> Result<TrainPlan, PlanError> {
+        let range = |key: &str, flag, text: &Option<String>, default: Range| match text {
+            Some(t) => Range::parse_checked(flag, t).map_err(|m| PlanError::new(key, m)),
+            None => Ok(default),
+        };
+        let depthwise_bits = match &self.depthwise_bits {
+            Some(t) => Some(parse::<FwBw>("depthwise_bits", t)?),
+            None => None,
+        };
+        Ok(TrainPlan {
+            model: self.model.clone().unwrap_or_default(),
+            data: self.data.clone().unwrap_or_default(),
+            policy: self.policy,
+            schedule: self.schedule.clone(),
+            bits: range("bits", "--bits", &self.bits, d().bits)?,
+            grad_bits: range("grad_bits", "--grad-bits", &self.grad_bits, d().grad_bits)?,
+            cycles: self.cycles,
+            convention: self.convention,
+            quantizer: self.quantizer,
+            quantize_first: self.scope.quantize_first,
+            quantize_last: self.scope.quantize_last,
+            quantize_shortcut: self.scope.quantize_shortcut,
+            quantize_depthwise: self.scope.quantize_depthwise,
+            arithmetic: self.arith.arithmetic.clone(),
+            accumulator: self.arith.accumulator.clone(),
+            depthwise_bits,
+            iters: self.iters,
+            epochs: self.epochs,
+            batch: self.batch,
+            seq_len: self.seq_len,
+            lr: self.lr,
+            lr_schedule: self.lr_schedule,
+            eval_bits: self.eval_bits,
+            warmup: self.warmup,
+            momentum: self.momentum,
+            weight_decay: self.weight_decay,
+            clip_grad: self.clip_grad,
+            seed: self.seed,
+            init: self.init,
+            classes: self.classes,
+            reinit_head: self.reinit_head,
+            subset: self.subset,
+            val_split: self.val_split,
+            eval_every: self.eval_every,
+            no_augment: self.no_augment,
+            max_loss: self.max_loss,
+            stop_on_collapse: self.stop_on_collapse,
+            pfq_fw: parse::<Stages>("pfq_fw", &self.pfq_fw)?,
+            pfq_bw: parse::<Stages>("pfq_bw", &self.pfq_bw)?,
+            pfq_eps: self.pfq_eps,
+            pfq_alpha: self.pfq_alpha,
+            pfq_check_every: self.pfq_check_every,
+            target_cp: self.target_cp,
+            weight_bits: self.weight_bits,
+            candidates: self.candidates,
+            cp_step: self.cp_step,
+            cp_turns: self.cp_turns,
+            dfq_beta: self.dfq_beta,
+            dfq_relax: self.dfq_relax,
+            dfq_exec: self.dfq_exec,
+            prt: self.prt,
+            prt_start_bits: self.prt_start_bits,
+            prt_iters_per_step: self.prt_iters_per_step,
+            prt_window: self.prt_window,
+            prt_threshold: self.prt_threshold,
+            target: self.target,
+            ldp_mapping: self.ldp_mapping,
+            ldp_init_bits: self.ldp_init_bits,
+            ldp_lr: self.ldp_lr,
+            ldp_alpha: self.ldp_alpha,
+            ldp_eps: self.ldp_eps,
+            ldp_momentum: self.ldp_momentum,
+            ldp_weight_decay: self.ldp_weight_decay,
+            ldp_no_clip: self.ldp_no_clip,
+            out: self.out.clone(),
+            stop_at: self.stop_at,
+            checkpoint_minutes: self.checkpoint_minutes,
+            threads: self.threads,
+        })
     }
 }
 
-/// `--lr-schedule` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum LrArg {
-    Constant,
-    Cosine,
-    Paper,
+/// The ids of the flags given on the command line of `train` (not defaulted): its plan keys.
+pub fn given_flags(matches: Option<&ArgMatches>) -> Vec<String> {
+    let Some(m) = matches else { return Vec::new() };
+    m.ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::CommandLine))
+        .map(|id| id.as_str().to_string())
+        .collect()
 }
 
-/// `--eval-bits` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum EvalBitsArg {
-    #[default]
-    Current,
-    Max,
-    Fp32,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
 
-impl EvalBitsArg {
-    /// The value's name on the command line.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Current => "current",
-            Self::Max => "max",
-            Self::Fp32 => "fp32",
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: TrainArgs,
+    }
+
+    fn plan(extra: &[&str]) -> Result<TrainPlan, String> {
+        let mut argv = vec!["t", "--model", "zoo:lenet5", "--data", "synthetic"];
+        argv.extend_from_slice(extra);
+        let args = Cli::try_parse_from(argv).map_err(|e| e.to_string())?.args;
+        let plan = args.to_plan().map_err(|e| e.to_string())?;
+        plan.validate().map_err(|e| e.to_string())?;
+        Ok(plan)
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_plans_and_each_flag_is_its_key() {
+        let mut want = TrainPlan {
+            model: "zoo:lenet5".into(),
+            data: "synthetic".into(),
+            ..TrainPlan::default()
+        };
+        assert_eq!(plan(&[]).unwrap(), want);
+        let got = plan(&[
+            "--policy",
+            "ldp",
+            "--ldp-lr",
+            "0.5",
+            "--no-augment",
+            "--bits",
+            "3:6",
+        ]);
+        (want.policy, want.ldp_lr, want.no_augment) = (PolicyKind::Ldp, 0.5, true);
+        want.bits = Range::new(3, 6);
+        assert_eq!(got.unwrap(), want);
+        let keys = TrainPlan::keys();
+        let cmd = <Cli as clap::CommandFactory>::command();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            // --accel costs the finished run's trace: the cost, not the run, takes it
+            if !["format", "resume", "help", "given", "accel"].contains(&id) {
+                assert!(keys.iter().any(|k| k == id), "flag --{id} is no plan key");
+            }
         }
     }
-}
 
-/// `--init` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum InitArg {
-    Seed,
-    Model,
-}
-
-/// `--candidates` values (spec §6.1).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum CandidatesArg {
-    /// (3,6) (4,6) (4,8) (6,8) (6,12).
-    #[default]
-    Cifar,
-    /// (3,6) (4,8) (6,12) (8,16).
-    Imagenet,
-}
-
-/// `--dfq-exec` values (spec §6.3).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum DfqExecArg {
-    /// Each sample's selected candidate only; the gate learns from the cost term.
-    #[default]
-    Selected,
-    /// Every candidate, mixed by the masks; the gate also gets the task gradient.
-    All,
-}
-
-const TARGET: f64 = 0.6;
-const LR: f64 = 0.1;
-const ALPHA: f64 = 1.0;
-const EPS: f64 = 1e-8;
-
-/// The LDP options of `cptsim train` (spec §8; used with `--policy ldp`). Every choice the spec
-/// marks unknown is one of them, at the spec's default.
-#[derive(clap::Args, Debug, Clone)]
-pub struct LdpArgs {
-    /// LDP: target forward cost T as a fraction of the static cost (every LDP layer at the
-    /// --bits maximum), in (0, 1].
-    #[arg(long, default_value_t = TARGET)]
-    pub(crate) target: f64,
-    /// LDP: how β becomes bits: `scaled` b = clamp(rne(β·B_max), B_min, B_max) (reading 1), or
-    /// `offset` b = B_min + rne(β·(B_max − B_min)) (reading 2).
-    #[arg(long, value_enum, default_value_t = MappingArg::Scaled)]
-    pub(crate) ldp_mapping: MappingArg,
-    /// LDP: initial (unrounded) bits of every layer [default: middle of --bits].
-    #[arg(long)]
-    pub(crate) ldp_init_bits: Option<f64>,
-    /// LDP: precision learning rate (SGD on β every iteration).
-    #[arg(long, default_value_t = LR)]
-    pub(crate) ldp_lr: f64,
-    /// LDP: weight α of the balanced cost gradient.
-    #[arg(long, default_value_t = ALPHA)]
-    pub(crate) ldp_alpha: f64,
-    /// LDP: ε in the balancing denominator mean|G_C| + ε.
-    #[arg(long, default_value_t = EPS)]
-    pub(crate) ldp_eps: f64,
-    /// LDP: momentum on β.
-    #[arg(long, default_value_t = 0.0)]
-    pub(crate) ldp_momentum: f64,
-    /// LDP: weight decay on β.
-    #[arg(long, default_value_t = 0.0)]
-    pub(crate) ldp_weight_decay: f64,
-    /// LDP: let β leave the interval mapping to [B_min − ½, B_max + ½] (clipped by default).
-    #[arg(long)]
-    pub(crate) ldp_no_clip: bool,
-}
-
-/// `--ldp-mapping` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum MappingArg {
-    /// Reading 1: N = B_max.
-    Scaled,
-    /// Reading 2: B_min + β·(B_max − B_min).
-    Offset,
+    #[test]
+    fn flag_values_are_checked_with_the_flag_named() {
+        for (extra, needle) in [
+            (&["--pfq-fw", "3,x"][..], "--pfq-fw"),
+            (&["--bits", "9:3"], "--bits"),
+            (&["--depthwise-bits", "8"], "--depthwise-bits"),
+            (&["--policy", "lpd"], "lpd"),
+            (&["--batch", "0"], "--batch"),
+        ] {
+            let e = plan(extra).unwrap_err();
+            assert!(e.contains(needle), "{extra:?}: {e}");
+        }
+    }
 }

@@ -23,6 +23,16 @@ pub fn reduce_mean(axes: &[usize], keepdims: bool, x: &[usize]) -> Result<Vec<us
     Ok(s)
 }
 
+/// `Resize` to `shape`: same rank, batch and channels as the input.
+pub fn resize(shape: &[usize], x: &[usize]) -> Result<Vec<usize>, String> {
+    if shape.len() != x.len() || x.len() < 3 || shape[..2] != x[..2] {
+        return Err(format!(
+            "cannot resize {x:?} to {shape:?} (only the axes after batch and channels change)"
+        ));
+    }
+    Ok(shape.to_vec())
+}
+
 /// `Flatten` at `axis`: `[d0·…·d(axis−1), d(axis)·…·dn]`.
 pub fn flatten(axis: usize, x: &[usize]) -> Result<Vec<usize>, String> {
     if axis > x.len() {

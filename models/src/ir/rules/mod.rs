@@ -84,6 +84,11 @@ impl Op {
             Op::ClassToken { token } => layout::class_token(token, x)?,
             Op::PositionEmbedding { table, axis } => layout::position_embedding(table, *axis, x)?,
             Op::Recurrent(r) => r.output_shape(x)?,
+            Op::Unary(_) => x.to_vec(),
+            Op::PRelu { slope } => norm::prelu(slope.shape(), x)?,
+            Op::GroupNorm(n) => n.output_shape(x)?,
+            Op::ReduceL2 { axes, keepdims } => layout::reduce_mean(axes, *keepdims, x)?,
+            Op::Resize { shape, .. } => layout::resize(shape, x)?,
         };
         if out.contains(&0) {
             return Err(format!("output shape {out:?} has a zero-size dimension"));

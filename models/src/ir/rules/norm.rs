@@ -1,7 +1,8 @@
-//! Elementwise ops with parameters: `BatchNorm`, `LayerNorm`, `Binary` (broadcasting) and
-//! `Dropout`. None is a GEMM; all keep the input's shape but `Binary`, which broadcasts.
+//! Elementwise ops with parameters: `BatchNorm`, `LayerNorm`, `GroupNorm`, `PRelu`, `Binary`
+//! (broadcasting) and `Dropout`. None is a GEMM; all keep the input's shape but `Binary`, which
+//! broadcasts.
 
-use crate::ir::op::{BatchNorm, Binary, LayerNorm};
+use crate::ir::op::{BatchNorm, Binary, GroupNorm, LayerNorm};
 use crate::ir::shape::broadcast;
 
 impl BatchNorm {
@@ -40,6 +41,41 @@ impl LayerNorm {
             }
         }
         Ok(x.to_vec())
+    }
+}
+
+impl GroupNorm {
+    /// The input's shape, after checking it is `[N, C, …]` with `C` a multiple of the groups
+    /// and scale and bias are `[C]`.
+    pub fn output_shape(&self, x: &[usize]) -> Result<Vec<usize>, String> {
+        let [_, ch, _, ..] = x else {
+            return Err(format!("GroupNorm input {x:?} needs rank ≥ 3"));
+        };
+        if self.groups == 0 || !ch.is_multiple_of(self.groups) {
+            return Err(format!(
+                "{ch} channels do not divide into {} groups",
+                self.groups
+            ));
+        }
+        for (what, t) in [("scale", &self.scale), ("bias", &self.bias)] {
+            if t.shape() != [*ch] {
+                return Err(format!(
+                    "{what} has shape {:?}, expected [{ch}] for input {x:?}",
+                    t.shape()
+                ));
+            }
+        }
+        Ok(x.to_vec())
+    }
+}
+
+/// `PRelu`: the input's shape, when the slope broadcasts onto it without enlarging it.
+pub fn prelu(slope: &[usize], x: &[usize]) -> Result<Vec<usize>, String> {
+    match broadcast(x, slope) {
+        Ok(s) if s == x => Ok(x.to_vec()),
+        _ => Err(format!(
+            "slope {slope:?} does not broadcast onto the input {x:?}"
+        )),
     }
 }
 

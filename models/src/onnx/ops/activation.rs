@@ -1,12 +1,14 @@
 //! Activations: `Relu`, `Clip` (min/max as attributes before opset 11, as inputs after),
-//! `Sigmoid`, `Tanh`, `Gelu` (opset 20), `Softmax`, `LogSoftmax`.
+//! `Sigmoid`, `Tanh`, `Gelu` (opset 20), `Softmax`, `LogSoftmax`; the parameter-free
+//! functions of [`Unary`] (`HardSwish`, `HardSigmoid`, `LeakyRelu`, `Elu`, `Softplus`, `Mish`,
+//! `Pow` by a constant exponent, `Exp`, `Sqrt`, `Abs`, `Neg`, `Erf`) and `PRelu`.
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
 use super::super::value::Val;
 use crate::error::ModelError;
-use crate::ir::Op;
+use crate::ir::{Op, Unary};
 
 /// Registers `Relu`, `Clip`, `Sigmoid`, `Tanh`, `Gelu`, `Softmax` and `LogSoftmax`.
 pub fn register(reg: &mut Registry) {
@@ -17,6 +19,64 @@ pub fn register(reg: &mut Registry) {
     reg.insert("Gelu", gelu);
     reg.insert("Softmax", |imp, node| softmax_family(imp, node, false));
     reg.insert("LogSoftmax", |imp, node| softmax_family(imp, node, true));
+    reg.insert("HardSwish", |imp, node| unary(imp, node, Unary::HardSwish));
+    reg.insert("HardSigmoid", |imp, node| {
+        let alpha = node.attr_or("alpha", 0.2)?;
+        let beta = node.attr_or("beta", 0.5)?;
+        unary(imp, node, Unary::HardSigmoid { alpha, beta })
+    });
+    reg.insert("LeakyRelu", |imp, node| {
+        let alpha = node.attr_or("alpha", 0.01)?;
+        unary(imp, node, Unary::LeakyRelu { alpha })
+    });
+    reg.insert("Elu", |imp, node| {
+        let alpha = node.attr_or("alpha", 1.0)?;
+        unary(imp, node, Unary::Elu { alpha })
+    });
+    reg.insert("Softplus", |imp, node| unary(imp, node, Unary::Softplus));
+    reg.insert("Mish", |imp, node| unary(imp, node, Unary::Mish));
+    reg.insert("Exp", |imp, node| unary(imp, node, Unary::Exp));
+    reg.insert("Sqrt", |imp, node| unary(imp, node, Unary::Sqrt));
+    reg.insert("Abs", |imp, node| unary(imp, node, Unary::Abs));
+    reg.insert("Neg", |imp, node| unary(imp, node, Unary::Neg));
+    reg.insert("Erf", |imp, node| unary(imp, node, Unary::Erf));
+    reg.insert("Pow", pow);
+    reg.insert("PRelu", prelu);
+}
+
+/// A [`Unary`] function of input 0; its scalar parameters must be finite.
+fn unary(imp: &mut Importer, node: &NodeView, u: Unary) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let params: &[f32] = match &u {
+        Unary::HardSigmoid { alpha, beta } => &[*alpha, *beta],
+        Unary::LeakyRelu { alpha } | Unary::Elu { alpha } => &[*alpha],
+        Unary::Pow { exponent } => &[*exponent],
+        _ => &[],
+    };
+    if params.iter().any(|v| !v.is_finite()) {
+        return Err(node.err(format!("parameters {params:?} must be finite")));
+    }
+    imp.push(node, Op::Unary(u), vec![x])
+}
+
+/// `Pow(X, Y)` of a run-time base and a one-element constant exponent.
+fn pow(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let exponent = match imp.input(node, 1)? {
+        Val::Const(c) => c
+            .scalar_f32()
+            .map_err(|m| node.err(format!("exponent (input 1): {m}")))?,
+        Val::Tensor(_) => {
+            return Err(node.err("a run-time exponent is not supported (only a constant one)"))
+        }
+    };
+    unary(imp, node, Unary::Pow { exponent })
+}
+
+/// `PRelu(X, slope)` with a constant slope that broadcasts onto `X`.
+fn prelu(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let slope = imp.constant(node, 1)?.into_f32();
+    imp.push(node, Op::PRelu { slope }, vec![x])
 }
 
 /// `Relu(X)`.

@@ -1,5 +1,7 @@
-//! Ops that exist only at import time: Constant, ConstantOfShape, Shape, Cast, and the
-//! pass-throughs Identity and Dropout. None of them leaves a node in the IR.
+//! Ops that leave no node in the IR: `Shape` of a run-time tensor (a constant), `Cast` and the
+//! pass-throughs `Identity` and `Dropout` of one (unchanged: the IR computes in f32), and the
+//! value a `Constant` node holds. On constant inputs all of them fold in [`crate::onnx::fold`],
+//! as do `Constant` and `ConstantOfShape`, which only ever fold.
 
 use ndarray::{ArrayD, IxDyn};
 use onnx_protobuf::NodeProto;
@@ -10,21 +12,12 @@ use super::super::registry::Registry;
 use super::super::value::{Const, Val};
 use crate::error::ModelError;
 
-/// Registers `Identity`, `Dropout`, `Cast`, `Constant`, `ConstantOfShape` and `Shape`.
+/// Registers `Identity`, `Dropout`, `Cast` and `Shape`.
 pub fn register(reg: &mut Registry) {
     reg.insert("Identity", pass_through);
     reg.insert("Dropout", pass_through);
     reg.insert("Cast", cast);
-    reg.insert("Constant", constant);
-    reg.insert("ConstantOfShape", constant_of_shape);
     reg.insert("Shape", shape);
-}
-
-/// `Constant`: the value from whichever `value*` attribute is set.
-fn constant(_: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    value_of(node.proto)
-        .map(Val::Const)
-        .map_err(|m| node.err(m))
 }
 
 /// The value a `Constant` node holds: its `value` tensor, `value_float`, `value_int` or
@@ -55,71 +48,38 @@ pub fn value_of(node: &NodeProto) -> Result<Const, String> {
     Err(format!("unsupported value attribute '{a}'"))
 }
 
-/// `ConstantOfShape`: a tensor of the given shape filled with the `value` attribute (default 0.0).
-fn constant_of_shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let shape: Vec<usize> = imp
-        .constant(node, 0)?
-        .ints()
-        .into_iter()
-        .map(usize::try_from)
-        .collect::<Result<_, _>>()
-        .map_err(|_| node.err("negative dimension in the shape input"))?;
-    let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
-    if count.is_none_or(|c| c > 1 << 24) {
-        return Err(node.err(format!("shape {shape:?} is too large for a constant")));
-    }
-    let fill = node
-        .tensor("value")?
-        .unwrap_or(Const::F32(ArrayD::zeros(IxDyn(&[1]))));
-    let c = match fill {
-        Const::F32(v) => Const::F32(ArrayD::from_elem(IxDyn(&shape), first(node, v.iter())?)),
-        Const::I64(v) => Const::I64(ArrayD::from_elem(IxDyn(&shape), first(node, v.iter())?)),
-    };
-    Ok(Val::Const(c))
-}
-
-fn first<'a, T: Copy + 'a>(
-    node: &NodeView,
-    mut it: impl Iterator<Item = &'a T>,
-) -> Result<T, ModelError> {
-    it.next()
-        .copied()
-        .ok_or_else(|| node.attr_error("value", "is empty"))
-}
-
-/// `Shape`: the static shape of a tensor as an int64 constant (opset 15 `start`/`end` honoured).
+/// `Shape` of a run-time tensor: its static shape as an int64 constant.
 fn shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let s: Vec<i64> = match imp.input(node, 0)? {
-        Val::Tensor(t) => imp.shape(t).iter().map(|&d| d as i64).collect(),
-        Val::Const(c) => c.shape().iter().map(|&d| d as i64).collect(),
-    };
-    let r = s.len() as i64;
+    let t = imp.tensor(node, 0)?;
+    shape_of(node, &imp.shape(t)).map(Val::Const)
+}
+
+/// `Cast` of a run-time tensor to a float type: the input unchanged (the IR computes in f32);
+/// to an integer or boolean type, an error (the run-time graph has no such values).
+fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    match node.attr::<i64>("to")? {
+        1 | 10 | 11 | 16 => pass_through(imp, node),
+        to => Err(node.err(format!(
+            "a cast of a run-time tensor to data type {to} is not supported (only to float types)"
+        ))),
+    }
+}
+
+/// `Identity` and `Dropout` (inference) of a run-time tensor: the input unchanged.
+fn pass_through(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    imp.tensor(node, 0).map(Val::Tensor)
+}
+
+/// `Shape(X)`: the dims of `dims` from `start` to `end` (opset 15; negative values count from
+/// the end, both clamp), as a 1-D int64 constant. The run-time handler calls it too.
+pub fn shape_of(node: &NodeView, dims: &[usize]) -> Result<Const, ModelError> {
+    let r = dims.len() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
     let start = clamp(node.attr_or("start", 0)?);
     let end = clamp(node.attr_or("end", r)?).max(start);
-    let v = s[start..end].to_vec();
-    Ok(Val::Const(Const::I64(
-        ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).map_err(|e| node.err(e.to_string()))?,
-    )))
-}
-
-/// `Cast`: converts constants between float and integer; a run-time tensor passes unchanged
-/// (the IR computes in f32).
-fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let to: i64 = node.attr("to")?;
-    Ok(match imp.input(node, 0)? {
-        Val::Const(c) => Val::Const(match to {
-            1 | 10 | 11 | 16 => Const::F32(c.to_f32()),
-            9 => Const::I64(c.to_f32().mapv(|v| i64::from(v != 0.0))),
-            2..=7 | 12 | 13 => Const::I64(c.to_i64()),
-            other => return Err(node.err(format!("cast to data type {other} is not supported"))),
-        }),
-        t => t,
-    })
-}
-
-/// `Identity`, `Dropout` (inference): the first input unchanged. Constants are cloned, so every
-/// consumer of a de-duplicated initializer gets its own copy.
-fn pass_through(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    imp.input(node, 0)
+    let v: Vec<i64> = dims[start..end].iter().map(|&d| d as i64).collect();
+    let n = v.len();
+    ArrayD::from_shape_vec(IxDyn(&[n]), v)
+        .map(Const::I64)
+        .map_err(|e| node.err(e.to_string()))
 }

@@ -1,12 +1,11 @@
-//! Binary arithmetic `Add`, `Sub`, `Mul`, `Div` with numpy broadcasting. Two constants fold
-//! (integer arithmetic stays integer, as in `F.pad`'s pad-building chains); a constant and a
-//! tensor become a [`Binary`] with a constant operand (an additive causal mask becomes a
+//! Binary arithmetic `Add`, `Sub`, `Mul`, `Div` with numpy broadcasting (two constants fold in
+//! [`crate::onnx::fold`], integers staying integers); a constant and a tensor become a [`Binary`] with a constant operand (an additive causal mask becomes a
 //! `CausalMask`, see [`super::mask`]); two tensors a plain [`Binary`].
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
-use super::super::value::{broadcast_map, Const, Val};
+use super::super::value::{Const, Val};
 use crate::error::ModelError;
 use crate::ir::{Binary, BinaryKind, ConstOperand, Op};
 
@@ -22,8 +21,8 @@ pub fn register(reg: &mut Registry) {
 fn binary(imp: &mut Importer, node: &NodeView, kind: BinaryKind) -> Result<Val, ModelError> {
     let (a, b) = (imp.input(node, 0)?, imp.input(node, 1)?);
     let (op, inputs) = match (a, b) {
-        (Val::Const(a), Val::Const(b)) => {
-            return fold(kind, &a, &b).map(Val::Const).map_err(|m| node.err(m))
+        (Val::Const(_), Val::Const(_)) => {
+            return Err(node.err("internal: two constant operands reached the run-time handler"))
         }
         (Val::Tensor(a), Val::Tensor(b)) => (
             Binary {
@@ -54,31 +53,4 @@ fn binary(imp: &mut Importer, node: &NodeView, kind: BinaryKind) -> Result<Val, 
         }
     };
     imp.push(node, Op::Binary(op), inputs)
-}
-
-/// Evaluates `a ∘ b` on constants.
-pub fn fold(kind: BinaryKind, a: &Const, b: &Const) -> Result<Const, String> {
-    match (a, b) {
-        (Const::I64(a), Const::I64(b)) => {
-            if kind == BinaryKind::Div && b.iter().any(|&v| v == 0) {
-                return Err("integer division by zero".into());
-            }
-            let r = broadcast_map(a, b, |x, y| match kind {
-                BinaryKind::Add => x.wrapping_add(y),
-                BinaryKind::Sub => x.wrapping_sub(y),
-                BinaryKind::Mul => x.wrapping_mul(y),
-                BinaryKind::Div => x.wrapping_div(y),
-            })?;
-            Ok(Const::I64(r))
-        }
-        _ => {
-            let r = broadcast_map(&a.to_f32(), &b.to_f32(), |x, y| match kind {
-                BinaryKind::Add => x + y,
-                BinaryKind::Sub => x - y,
-                BinaryKind::Mul => x * y,
-                BinaryKind::Div => x / y,
-            })?;
-            Ok(Const::F32(r))
-        }
-    }
 }

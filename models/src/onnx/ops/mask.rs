@@ -1,6 +1,6 @@
 //! Attention masks and broadcasting: an additive causal mask (`Add` of a constant with 0 on and
 //! below the diagonal and a large negative value or `-inf` above it), `Where(cond, x, −inf)` of a
-//! constant causal condition, both become the IR [`Op::CausalMask`]; `Expand` folds on constants,
+//! constant causal condition, both become the IR [`Op::CausalMask`]; `Expand` of a run-time tensor
 //! is an identity on a run-time tensor it does not enlarge, and otherwise a broadcasting `Mul` by
 //! ones (`x.expand_as(y)` of a squeeze-and-excitation gate).
 
@@ -9,7 +9,7 @@ use ndarray::{ArrayD, Axis, IxDyn};
 use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
-use super::super::value::{each_const, Const, Val};
+use super::super::value::{Const, Val};
 use crate::error::ModelError;
 use crate::ir::shape::broadcast;
 use crate::ir::{Binary, BinaryKind, ConstOperand, Op};
@@ -73,7 +73,7 @@ pub fn additive(
     push_mask(imp, node, x, mask.shape())
 }
 
-/// `Where(cond, X, Y)`: constants fold; a constant causal `cond` choosing a run-time tensor
+/// `Where(cond, X, Y)` (on constants it folds in [`crate::onnx::fold`]): a constant causal `cond` choosing a run-time tensor
 /// where it holds and a constant ≤ −1e4 elsewhere (or the reverse with the negated condition)
 /// is a `CausalMask`. Other run-time selections are not supported.
 fn where_(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
@@ -84,25 +84,8 @@ fn where_(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     };
     let c = cond.to_i64();
     match (a, b) {
-        (Val::Const(a), Val::Const(b)) => {
-            let shape = broadcast(
-                c.shape(),
-                &broadcast(a.shape(), b.shape()).map_err(|m| node.err(m))?,
-            )
-            .map_err(|m| node.err(m))?;
-            let (a, b) = (a.to_f32(), b.to_f32());
-            let pick = |t: &ArrayD<f32>| t.broadcast(IxDyn(&shape)).map(|v| v.to_owned());
-            let (Some(a), Some(b)) = (pick(&a), pick(&b)) else {
-                return Err(node.err("inputs do not broadcast"));
-            };
-            let Some(c) = c.broadcast(IxDyn(&shape)).map(|v| v.to_owned()) else {
-                return Err(node.err("condition does not broadcast"));
-            };
-            let out = ndarray::Zip::from(&c)
-                .and(&a)
-                .and(&b)
-                .map_collect(|&k, &x, &y| if k != 0 { x } else { y });
-            Ok(Val::Const(Const::F32(out)))
+        (Val::Const(_), Val::Const(_)) => {
+            Err(node.err("internal: constant inputs reached the run-time handler"))
         }
         (Val::Tensor(x), Val::Const(fill)) | (Val::Const(fill), Val::Tensor(x)) => {
             let keep_when = matches!(imp.input(node, 1)?, Val::Tensor(_));
@@ -129,8 +112,8 @@ fn where_(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     }
 }
 
-/// `Expand(X, shape)`: a constant is broadcast to the target; a run-time tensor passes through
-/// when the target does not enlarge it (the result would be the tensor itself).
+/// `Expand(X, shape)` of a run-time tensor (a constant folds in [`crate::onnx::fold`]): the
+/// tensor itself when the target does not enlarge it, else a broadcasting `Mul` by ones.
 fn expand(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let target: Vec<usize> = imp
         .constant(node, 1)?
@@ -138,50 +121,34 @@ fn expand(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         .into_iter()
         .map(|d| usize::try_from(d).map_err(|_| node.err(format!("negative dimension {d}"))))
         .collect::<Result<_, _>>()?;
-    match imp.input(node, 0)? {
-        Val::Const(c) => {
-            let shape = broadcast(c.shape(), &target).map_err(|m| node.err(m))?;
-            if crate::ir::shape::element_count(&shape).is_none_or(|n| n > 1 << 24) {
-                return Err(node.err(format!(
-                    "expanding to {shape:?} is too large for a constant"
-                )));
-            }
-            let out = each_const!(&c, a => a
-                .broadcast(IxDyn(&shape))
-                .map(|v| v.to_owned())
-                .ok_or_else(|| node.err(format!("cannot expand {:?} to {shape:?}", a.shape())))?);
-            Ok(Val::Const(out))
-        }
-        Val::Tensor(x) => {
-            let xs = imp.shape(x).to_vec();
-            let shape = broadcast(&xs, &target).map_err(|m| node.err(m))?;
-            if shape == xs {
-                return Ok(Val::Tensor(x));
-            }
-            // x · ones: ones only where x has to grow (its other axes are 1 here), so the
-            // constant stays as small as the expansion itself is per sample
-            let lead = shape.len() - xs.len();
-            let ones: Vec<usize> = (0..shape.len())
-                .map(|i| match i.checked_sub(lead).map(|j| xs[j]) {
-                    Some(d) if d == shape[i] => 1,
-                    _ => shape[i],
-                })
-                .collect();
-            if crate::ir::shape::element_count(&ones).is_none_or(|n| n > 1 << 24) {
-                return Err(node.err(format!(
-                    "expanding the run-time tensor {xs:?} to {shape:?} needs a constant too large"
-                )));
-            }
-            let op = Op::Binary(Binary {
-                kind: BinaryKind::Mul,
-                constant: Some(ConstOperand {
-                    value: ArrayD::from_elem(IxDyn(&ones), 1.0),
-                    on_left: false,
-                }),
-            });
-            imp.push(node, op, vec![x])
-        }
+    let x = imp.tensor(node, 0)?;
+    let xs = imp.shape(x).to_vec();
+    let shape = broadcast(&xs, &target).map_err(|m| node.err(m))?;
+    if shape == xs {
+        return Ok(Val::Tensor(x));
     }
+    // x · ones: ones only where x has to grow (its other axes are 1 here), so the
+    // constant stays as small as the expansion itself is per sample
+    let lead = shape.len() - xs.len();
+    let ones: Vec<usize> = (0..shape.len())
+        .map(|i| match i.checked_sub(lead).map(|j| xs[j]) {
+            Some(d) if d == shape[i] => 1,
+            _ => shape[i],
+        })
+        .collect();
+    if crate::ir::shape::element_count(&ones).is_none_or(|n| n > 1 << 24) {
+        return Err(node.err(format!(
+            "expanding the run-time tensor {xs:?} to {shape:?} needs a constant too large"
+        )));
+    }
+    let op = Op::Binary(Binary {
+        kind: BinaryKind::Mul,
+        constant: Some(ConstOperand {
+            value: ArrayD::from_elem(IxDyn(&ones), 1.0),
+            on_left: false,
+        }),
+    });
+    imp.push(node, op, vec![x])
 }
 
 /// The leading row of a constant along axis 0 when all rows are equal (a class token expanded

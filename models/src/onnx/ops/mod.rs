@@ -3,10 +3,11 @@
 //! own `register`; [`register_all`] gathers them into the importer's [`Registry`].
 
 pub mod activation;
-pub mod arith;
 pub mod constant;
 pub mod conv;
+pub mod einsum;
 pub mod elementwise;
+pub mod fold_only;
 pub mod linear;
 pub mod mask;
 pub mod norm;
@@ -41,8 +42,8 @@ fn register_all(reg: &mut Registry) {
         recurrent::register,
         select::register,
         mask::register,
-        arith::register,
         elementwise::register,
+        einsum::register,
         pool::register,
         reshape::register,
         linear::register,
@@ -50,6 +51,9 @@ fn register_all(reg: &mut Registry) {
     ];
     for register in families {
         register(reg);
+    }
+    for &op in fold_only::FOLD_ONLY {
+        reg.insert(op, fold_only::only_folds);
     }
 }
 
@@ -122,11 +126,12 @@ mod tests {
         let mut reg = Registry::default();
         register_all(&mut reg);
         assert!(reg.duplicates().is_empty(), "{:?}", reg.duplicates());
-        assert_eq!(reg.op_types().len(), 48);
+        assert_eq!(reg.op_types().len(), 92);
         assert_eq!(&reg.op_types()[..2], ["Conv", "BatchNormalization"]);
         for op in reg.op_types() {
             assert!(registry().get(op).is_some(), "{op}");
         }
-        assert!(registry().get("Erf").is_none());
+        assert!(registry().get("Einsum").is_some());
+        assert!(registry().get("NonZero").is_none());
     }
 }

@@ -1,17 +1,65 @@
 //! `BatchNormalization` in its inference and `training_mode` forms; `LayerNormalization`
-//! (opset 17) over the last axis.
+//! (opset 17) over the last axis; `GroupNormalization` (opset 18 per-group and opset 21
+//! per-channel affine) and `InstanceNormalization` (one group per channel).
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
 use super::super::value::Val;
 use crate::error::ModelError;
-use crate::ir::{BatchNorm, LayerNorm, Op};
+use crate::ir::{BatchNorm, GroupNorm, LayerNorm, Op};
 
-/// Registers `BatchNormalization` and `LayerNormalization`.
+/// Registers `BatchNormalization`, `LayerNormalization`, `GroupNormalization` and
+/// `InstanceNormalization`.
 pub fn register(reg: &mut Registry) {
     reg.insert("BatchNormalization", batch_norm);
     reg.insert("LayerNormalization", layer_norm);
+    reg.insert("GroupNormalization", |imp, node| {
+        group_norm(imp, node, false)
+    });
+    reg.insert("InstanceNormalization", |imp, node| {
+        group_norm(imp, node, true)
+    });
+}
+
+/// `GroupNormalization(X, scale, bias)` with `num_groups`, or with `instance`
+/// `InstanceNormalization(X, scale, B)`. A per-group scale (opset 18's form, `[groups]`) is
+/// spread over the channels of its group.
+fn group_norm(imp: &mut Importer, node: &NodeView, instance: bool) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let dims = imp.shape(x);
+    let ch = dims.get(1).copied().unwrap_or(0);
+    let groups = if instance {
+        ch
+    } else {
+        node.attr::<usize>("num_groups")?
+    };
+    if groups == 0 || !ch.is_multiple_of(groups) {
+        return Err(node.err(format!(
+            "{ch} channels of {dims:?} do not divide into {groups} groups"
+        )));
+    }
+    let per_channel = |i: usize| -> Result<ndarray::ArrayD<f32>, ModelError> {
+        let c = imp.constant(node, i)?.to_f32();
+        match c.len() {
+            n if n == ch => Ok(c
+                .into_shape_with_order(vec![ch])
+                .map_err(|e| node.err(e.to_string()))?),
+            n if n == groups => Ok(ndarray::ArrayD::from_shape_fn(vec![ch], |i| {
+                c.as_slice().map_or(0.0, |s| s[i[0] / (ch / groups)])
+            })),
+            n => Err(node.err(format!(
+                "input {i} has {n} values, expected {ch} (per channel) or {groups} (per group)"
+            ))),
+        }
+    };
+    let op = Op::GroupNorm(GroupNorm {
+        groups,
+        scale: per_channel(1)?,
+        bias: per_channel(2)?,
+        epsilon: non_negative_epsilon(node)?,
+    });
+    imp.push(node, op, vec![x])
 }
 
 /// `BatchNormalization(X, scale, B, mean, var)` with constant parameters. Only the first output

@@ -1,4 +1,5 @@
-//! Pooling and reductions: `MaxPool`, `AveragePool`, `GlobalAveragePool`, `ReduceMean`.
+//! Pooling, reductions and resampling: `MaxPool`, `AveragePool`, `GlobalAveragePool`,
+//! `ReduceMean`, `ReduceL2`, `Resize`.
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
@@ -8,12 +9,15 @@ use super::{spatial, window};
 use crate::error::ModelError;
 use crate::ir::{AvgPool, Op, Pool};
 
-/// Registers `MaxPool`, `AveragePool`, `GlobalAveragePool` and `ReduceMean`.
+/// Registers `MaxPool`, `AveragePool`, `GlobalAveragePool`, `ReduceMean`, `ReduceL2` and
+/// `Resize`.
 pub fn register(reg: &mut Registry) {
     reg.insert("MaxPool", max_pool);
     reg.insert("AveragePool", average_pool);
     reg.insert("GlobalAveragePool", global_average_pool);
-    reg.insert("ReduceMean", reduce_mean);
+    reg.insert("ReduceMean", |imp, node| reduce(imp, node, false));
+    reg.insert("ReduceL2", |imp, node| reduce(imp, node, true));
+    reg.insert("Resize", resize);
 }
 
 fn geometry(imp: &Importer, node: &NodeView, x: crate::ir::ValueId) -> Result<Pool, ModelError> {
@@ -70,9 +74,9 @@ fn global_average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, Model
     imp.push(node, Op::GlobalAveragePool, vec![x])
 }
 
-/// `ReduceMean(X[, axes])`: axes as attribute (opset < 18) or input (opset ≥ 18); no axes means
-/// all axes unless `noop_with_empty_axes`.
-fn reduce_mean(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+/// `ReduceMean(X[, axes])`, or with `l2` `ReduceL2`: axes as attribute (opset < 18) or input
+/// (opset ≥ 18); no axes means all axes unless `noop_with_empty_axes`.
+fn reduce(imp: &mut Importer, node: &NodeView, l2: bool) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let rank = imp.shape(x).len();
     let raw = match node.ints("axes")? {
@@ -95,5 +99,54 @@ fn reduce_mean(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     axes.sort_unstable();
     axes.dedup();
     let keepdims = node.attr_or("keepdims", true)?;
-    imp.push(node, Op::ReduceMean { axes, keepdims }, vec![x])
+    let op = if l2 {
+        Op::ReduceL2 { axes, keepdims }
+    } else {
+        Op::ReduceMean { axes, keepdims }
+    };
+    imp.push(node, op, vec![x])
+}
+
+/// `Resize(X[, roi][, scales][, sizes])` (opset ≥ 11; `Upsample` and opset 10's two-input form
+/// are not read): the output size from `sizes`, or `floor(d · scale)` per axis from `scales`;
+/// only the axes after batch and channels may change.
+fn resize(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let dims = imp.shape(x);
+    if node.opset < 11 {
+        return Err(node.err("Resize before opset 11 is not supported (re-export at opset ≥ 11)"));
+    }
+    let mode = node.attr_or("mode", "nearest".to_string())?;
+    if !matches!(mode.as_str(), "nearest" | "linear" | "cubic") {
+        return Err(node.attr_error("mode", format!("unknown value '{mode}'")));
+    }
+    let sizes = imp.opt_const(node, 3)?.map(|c| c.ints());
+    let scales = imp
+        .opt_const(node, 2)?
+        .map(|c| c.floats())
+        .filter(|s| !s.is_empty());
+    let shape: Vec<usize> = match (sizes, scales) {
+        (Some(s), _) if s.len() == dims.len() => s
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| node.err(format!("negative size {d}"))))
+            .collect::<Result<_, _>>()?,
+        (None, Some(sc)) if sc.len() == dims.len() => dims
+            .iter()
+            .zip(&sc)
+            .map(|(&d, &f)| {
+                let v = (d as f64 * f64::from(f)).floor();
+                if v.is_finite() && v >= 1.0 && v <= crate::ir::shape::MAX_ELEMENTS as f64 {
+                    Ok(v as usize)
+                } else {
+                    Err(node.err(format!("scale {f} of axis length {d} gives no valid size")))
+                }
+            })
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err(node.err(format!(
+                "needs `sizes` or `scales` with one entry per axis of {dims:?} (constants)"
+            )))
+        }
+    };
+    imp.push(node, Op::Resize { shape, mode }, vec![x])
 }

@@ -1,7 +1,11 @@
-//! `LSTM`, `GRU` and `RNN`: one IR [`Recurrent`] layer each (forward direction, sequence-first
-//! `layout = 0`, default activations, zero initial state), then a `Reshape` to ONNX's `Y`
-//! `[T, 1, B, H]`; `Y_h` is the last step of `Y`. `Y_c` (the LSTM's final cell state) is not
-//! produced: a node reading it fails as reading an unknown tensor.
+//! `LSTM`, `GRU` and `RNN`: one IR [`Recurrent`] layer per direction (sequence-first
+//! `layout = 0`, default activations, zero initial state). The forward direction reads the
+//! sequence as it is; the reverse one reads it through a time-reversing `Slice` and its output is
+//! reversed back, so step `t` of either is its hidden state at time `t`. ONNX's `Y`
+//! `[T, num_directions, B, H]` is their outputs concatenated on axis 1 (forward first), `Y_h`
+//! `[num_directions, B, H]` each direction's final state (the forward one's last step, the
+//! reverse one's first). `Y_c` (the LSTM's final cell state) is not produced: a node reading it
+//! fails as reading an unknown tensor.
 
 use ndarray::{ArrayD, Axis, IxDyn};
 
@@ -10,7 +14,7 @@ use super::super::node::NodeView;
 use super::super::registry::Registry;
 use super::super::value::{Const, Val};
 use crate::error::ModelError;
-use crate::ir::{CellKind, Op, Recurrent, SliceAxis};
+use crate::ir::{CellKind, Op, Recurrent, SliceAxis, ValueId};
 
 /// Registers `LSTM`, `GRU` and `RNN`.
 pub fn register(reg: &mut Registry) {
@@ -39,15 +43,53 @@ fn default_activations(cell: Cell) -> &'static [&'static str] {
     }
 }
 
-/// `W`, `R` or `B` with its `num_directions` axis of 1 dropped.
-fn one_direction(node: &NodeView, c: Const, what: &str) -> Result<ArrayD<f32>, ModelError> {
+/// Direction `d` of `W`, `R` or `B`, whose leading axis holds the `dirs` directions.
+fn one_direction(
+    node: &NodeView,
+    c: &Const,
+    what: &str,
+    d: usize,
+    dirs: usize,
+) -> Result<ArrayD<f32>, ModelError> {
     let a = c.to_f32();
     match a.shape().first() {
-        Some(1) => Ok(a.index_axis_move(Axis(0), 0)),
+        Some(&n) if n == dirs => Ok(a.index_axis_move(Axis(0), d)),
         _ => Err(node.err(format!(
-            "{what} has shape {:?}; expected a leading num_directions axis of 1",
+            "{what} has shape {:?}; expected a leading num_directions axis of {dirs}",
             a.shape()
         ))),
+    }
+}
+
+/// Which directions a node runs, from its `direction` attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Reverse,
+    Bidirectional,
+}
+
+impl Direction {
+    fn of(node: &NodeView) -> Result<Self, ModelError> {
+        match node.attr_or("direction", "forward".to_string())?.as_str() {
+            "forward" => Ok(Direction::Forward),
+            "reverse" => Ok(Direction::Reverse),
+            "bidirectional" => Ok(Direction::Bidirectional),
+            other => Err(node.attr_error(
+                "direction",
+                format!("unknown value '{other}' (forward, reverse or bidirectional)"),
+            )),
+        }
+    }
+
+    /// Per weight slot `d` (the order of the ONNX weights' leading axis), whether it reads the
+    /// sequence reversed.
+    fn reversed(self) -> &'static [bool] {
+        match self {
+            Direction::Forward => &[false],
+            Direction::Reverse => &[true],
+            Direction::Bidirectional => &[false, true],
+        }
     }
 }
 
@@ -67,22 +109,18 @@ fn zero_or_absent(imp: &Importer, node: &NodeView, i: usize, what: &str) -> Resu
 fn recurrent(imp: &mut Importer, node: &NodeView, cell: Cell) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let kind = cell_kind(node, cell)?;
-    let op = Op::Recurrent(weights(imp, node, kind)?);
+    let direction = Direction::of(node)?;
+    let dirs = direction.reversed().len();
+    let layers = (0..dirs)
+        .map(|d| weights(imp, node, kind, d, dirs).map(Op::Recurrent))
+        .collect::<Result<Vec<_>, _>>()?;
     check_sequence_and_states(imp, node, cell, imp.shape(x).first().copied().unwrap_or(0))?;
-    outputs(imp, node, op, x)
+    outputs(imp, node, layers, direction, x)
 }
 
 /// The IR cell of `node`, after checking that its attributes ask for nothing the IR's
-/// recurrent layers do not do (other directions, batch-first layout, clipping, coupled gates,
-/// other activations).
+/// recurrent layers do not do (batch-first layout, clipping, coupled gates, other activations).
 fn cell_kind(node: &NodeView, cell: Cell) -> Result<CellKind, ModelError> {
-    let direction = node.attr_or("direction", "forward".to_string())?;
-    if direction != "forward" {
-        return Err(node.attr_error(
-            "direction",
-            format!("'{direction}' is not supported (only 'forward'; a bidirectional layer is two layers to cptsim)"),
-        ));
-    }
     match node.attr_or("layout", 0i64)? {
         0 => {}
         1 => {
@@ -120,11 +158,17 @@ fn cell_kind(node: &NodeView, cell: Cell) -> Result<CellKind, ModelError> {
     })
 }
 
-/// `W`, `R` and `B` (split into its `Wb` and `Rb` halves; zeros when absent) and the hidden
-/// size (the attribute, or the rows of `W` over the gates).
-fn weights(imp: &Importer, node: &NodeView, kind: CellKind) -> Result<Recurrent, ModelError> {
-    let w = one_direction(node, imp.constant(node, 1)?, "W")?;
-    let r = one_direction(node, imp.constant(node, 2)?, "R")?;
+/// Direction `d` of `dirs`: `W`, `R` and `B` (split into its `Wb` and `Rb` halves; zeros when
+/// absent) and the hidden size (the attribute, or the rows of `W` over the gates).
+fn weights(
+    imp: &Importer,
+    node: &NodeView,
+    kind: CellKind,
+    d: usize,
+    dirs: usize,
+) -> Result<Recurrent, ModelError> {
+    let w = one_direction(node, &imp.constant(node, 1)?, "W", d, dirs)?;
+    let r = one_direction(node, &imp.constant(node, 2)?, "R", d, dirs)?;
     let rows = w.shape().first().copied().unwrap_or(0);
     let gates = kind.gates();
     let hidden = match node.attr_opt::<i64>("hidden_size")? {
@@ -138,10 +182,10 @@ fn weights(imp: &Importer, node: &NodeView, kind: CellKind) -> Result<Recurrent,
     let (bias_w, bias_r) = match imp.opt_const(node, 3)? {
         None => (ArrayD::zeros(IxDyn(&[g])), ArrayD::zeros(IxDyn(&[g]))),
         Some(b) => {
-            let b = one_direction(node, b, "B")?;
+            let b = one_direction(node, &b, "B", d, dirs)?;
             if b.shape() != [2 * g] {
                 return Err(node.err(format!(
-                    "B has shape [1, {:?}]; expected [1, {}] (Wb and Rb)",
+                    "B has shape [{dirs}, {:?}]; expected [{dirs}, {}] (Wb and Rb)",
                     b.shape(),
                     2 * g
                 )));
@@ -186,41 +230,127 @@ fn check_sequence_and_states(
     Ok(())
 }
 
-/// Adds the recurrent layer `op` on `x`, then `Y_h` (its last step) when read and `Y` (its
-/// output reshaped to ONNX's `[T, 1, B, H]`) when named.
+/// The whole time axis of a `[T, …]` tensor, walked backwards.
+fn reversed_time(t: usize) -> Op {
+    Op::Slice {
+        axes: vec![SliceAxis {
+            axis: 0,
+            start: t - 1,
+            len: t,
+            step: -1,
+        }],
+    }
+}
+
+/// Adds one recurrent layer per direction on `x` (named after the node, the reverse one of a
+/// bidirectional node `NODE/reverse`), then `Y_h` when read and `Y` when named.
 fn outputs(
     imp: &mut Importer,
     node: &NodeView,
-    op: Op,
-    x: crate::ir::ValueId,
+    layers: Vec<Op>,
+    direction: Direction,
+    x: ValueId,
 ) -> Result<Val, ModelError> {
     let y_name = match node.proto.output.first().filter(|n| !n.is_empty()) {
         Some(n) => n.clone(),
         None => format!("{}/Y", node.name),
     };
-    let seq_name = format!("{y_name}/seq");
-    let Val::Tensor(seq) = imp.push_named(node, &node.name, op, vec![x], &seq_name)? else {
-        return Err(node.err("internal: a recurrent layer produced a constant"));
+    let t = imp.shape(x).first().copied().unwrap_or(0);
+    if t == 0 {
+        return Err(node.err("the input has no time steps"));
+    }
+    // Adds `op` as IR node `name` with output `name/out`.
+    let tensor = |imp: &mut Importer, name: String, op: Op, inputs: Vec<ValueId>| match imp
+        .push_named(node, &name, op, inputs, &format!("{name}/out"))?
+    {
+        Val::Tensor(v) => Ok(v),
+        Val::Const(_) => Err(node.err("internal: a run-time op produced a constant")),
     };
-    let [t, b, h] = imp.shape(seq)[..] else {
-        return Err(node.err("internal: recurrent output is not [T, B, H]"));
-    };
-    if let Some(yh) = node.proto.output.get(1).filter(|n| !n.is_empty()) {
-        let last = SliceAxis {
-            axis: 0,
-            start: t - 1,
-            len: 1,
-            step: 1,
+    // Per direction: its output in time order [T, B, H] and its final state [1, B, H].
+    let mut seqs = Vec::with_capacity(layers.len());
+    let mut finals = Vec::with_capacity(layers.len());
+    for (op, &rev) in layers.into_iter().zip(direction.reversed()) {
+        let layer = if rev && direction == Direction::Bidirectional {
+            format!("{}/reverse", node.name)
+        } else {
+            node.name.clone()
         };
-        let name = format!("{}/Y_h", node.name);
-        let v = imp.push_named(node, &name, Op::Slice { axes: vec![last] }, vec![seq], yh)?;
+        let input = if rev {
+            tensor(
+                imp,
+                format!("{layer}/reversed_input"),
+                reversed_time(t),
+                vec![x],
+            )?
+        } else {
+            x
+        };
+        let out = tensor(imp, layer.clone(), op, vec![input])?;
+        let last = Op::Slice {
+            axes: vec![SliceAxis {
+                axis: 0,
+                start: t - 1,
+                len: 1,
+                step: 1,
+            }],
+        };
+        finals.push((format!("{layer}/Y_h"), last, out));
+        seqs.push(if rev {
+            tensor(
+                imp,
+                format!("{layer}/time_order"),
+                reversed_time(t),
+                vec![out],
+            )?
+        } else {
+            out
+        });
+    }
+    if let Some(yh) = node.proto.output.get(1).filter(|n| !n.is_empty()) {
+        let mut parts = Vec::with_capacity(finals.len());
+        for (name, op, seq) in finals {
+            parts.push(tensor(imp, name, op, vec![seq])?);
+        }
+        let v = match parts[..] {
+            [one] => Val::Tensor(one),
+            _ => imp.push_named(
+                node,
+                &format!("{}/Y_h", node.name),
+                Op::Concat { axis: 0 },
+                parts,
+                yh,
+            )?,
+        };
         imp.vals.insert(yh.clone(), v);
     }
-    let name = format!("{}/Y", node.name);
-    let shape = vec![t, 1, b, h];
     if node.proto.output.first().is_none_or(|n| n.is_empty()) {
-        // Nobody reads Y: the recurrent layer's own output stands for it.
-        return Ok(Val::Tensor(seq));
+        // Nobody reads Y: the first direction's sequence stands for it.
+        return Ok(Val::Tensor(seqs[0]));
     }
-    imp.push_named(node, &name, Op::Reshape { shape }, vec![seq], &y_name)
+    let [_, b, h] = imp.shape(seqs[0])[..] else {
+        return Err(node.err("internal: recurrent output is not [T, B, H]"));
+    };
+    let name = format!("{}/Y", node.name);
+    if let [one] = seqs[..] {
+        return imp.push_named(
+            node,
+            &name,
+            Op::Reshape {
+                shape: vec![t, 1, b, h],
+            },
+            vec![one],
+            &y_name,
+        );
+    }
+    let mut parts = Vec::with_capacity(seqs.len());
+    for (d, seq) in seqs.into_iter().enumerate() {
+        let shape = vec![t, 1, b, h];
+        parts.push(tensor(
+            imp,
+            format!("{name}/{d}"),
+            Op::Reshape { shape },
+            vec![seq],
+        )?);
+    }
+    imp.push_named(node, &name, Op::Concat { axis: 1 }, parts, &y_name)
 }

@@ -1,13 +1,14 @@
 //! Shape changes: `Reshape` (with `allowzero`), `Flatten`, `Squeeze`, `Unsqueeze`, `Transpose`.
-//! On constants they fold; on run-time tensors Reshape/Squeeze/Unsqueeze become an IR
-//! `Reshape` with the fully resolved target shape.
+//! On run-time tensors Reshape/Squeeze/Unsqueeze become an IR `Reshape` with the fully
+//! resolved target shape (on constants the import-time evaluator computes them with the shape
+//! rules here).
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
-use super::super::value::{each_const, Const, Val};
+use super::super::value::Val;
 use crate::error::ModelError;
-use crate::ir::Op;
+use crate::ir::{Op, ValueId};
 
 /// Registers `Flatten`, `Reshape`, `Squeeze`, `Unsqueeze` and `Transpose`.
 pub fn register(reg: &mut Registry) {
@@ -18,25 +19,14 @@ pub fn register(reg: &mut Registry) {
     reg.insert("Transpose", transpose);
 }
 
-/// Shape of a constant or run-time value.
-fn shape_of(imp: &Importer, v: &Val) -> Vec<usize> {
-    match v {
-        Val::Tensor(t) => imp.shape(*t),
-        Val::Const(c) => c.shape().to_vec(),
-    }
-}
-
-/// Gives `v` the shape `shape` (same element count, checked).
+/// Gives run-time tensor `x` the shape `shape` (same element count, checked).
 fn reshape_to(
     imp: &mut Importer,
     node: &NodeView,
-    v: Val,
+    x: ValueId,
     shape: Vec<usize>,
 ) -> Result<Val, ModelError> {
-    match v {
-        Val::Const(c) => c.reshaped(&shape).map(Val::Const).map_err(|m| node.err(m)),
-        Val::Tensor(t) => imp.push(node, Op::Reshape { shape }, vec![t]),
-    }
+    imp.push(node, Op::Reshape { shape }, vec![x])
 }
 
 /// Axes from the `axes` attribute (before opset 13) or input 1.
@@ -49,15 +39,15 @@ fn axes_arg(imp: &Importer, node: &NodeView) -> Result<Option<Vec<i64>>, ModelEr
 
 /// `Reshape(X, shape)`: `0` copies the input dimension (unless `allowzero`), `-1` is inferred.
 fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let x = imp.input(node, 0)?;
-    let dims = shape_of(imp, &x);
+    let x = imp.tensor(node, 0)?;
+    let dims = imp.shape(x);
     let mut target = match node.ints("shape")? {
         Some(s) => s,
         None => imp.constant(node, 1)?.ints(),
     };
     // A run-time tensor's axis 0 is the batch: a target that carries the file's fixed batch there
     // follows the rebound batch.
-    if let (Val::Tensor(_), Some(fb), Some(t0)) = (&x, imp.file_batch, target.first_mut()) {
+    if let (Some(fb), Some(t0)) = (imp.file_batch, target.first_mut()) {
         if *t0 == fb as i64 && dims.first() == Some(&imp.graph.batch) {
             *t0 = imp.graph.batch as i64;
         }
@@ -113,29 +103,37 @@ pub fn resolve_reshape(
 
 /// `Flatten(X)` to 2-D at `axis` (default 1).
 fn flatten(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let x = imp.input(node, 0)?;
-    let dims = shape_of(imp, &x);
+    let x = imp.tensor(node, 0)?;
+    let dims = imp.shape(x);
+    let axis = flatten_axis(node, &dims)?;
+    imp.push(node, Op::Flatten { axis }, vec![x])
+}
+
+/// The `axis` attribute of a `Flatten` of `dims` (default 1; `rank` is allowed).
+pub fn flatten_axis(node: &NodeView, dims: &[usize]) -> Result<usize, ModelError> {
     let axis = node.attr_or("axis", 1i64)?;
     // Flatten accepts axis == rank (everything in the first dimension).
-    let axis = if axis == dims.len() as i64 {
-        dims.len()
+    if axis == dims.len() as i64 {
+        Ok(dims.len())
     } else {
-        node.axis(axis, dims.len())?
-    };
-    match x {
-        Val::Tensor(t) => imp.push(node, Op::Flatten { axis }, vec![t]),
-        c => {
-            let shape = vec![dims[..axis].iter().product(), dims[axis..].iter().product()];
-            reshape_to(imp, node, c, shape)
-        }
+        node.axis(axis, dims.len())
     }
 }
 
 /// `Squeeze(X[, axes])`: drops the listed size-1 axes, or all of them.
 fn squeeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let x = imp.input(node, 0)?;
-    let dims = shape_of(imp, &x);
-    let axes = match axes_arg(imp, node)? {
+    let x = imp.tensor(node, 0)?;
+    let shape = squeeze_shape(node, &imp.shape(x), axes_arg(imp, node)?)?;
+    reshape_to(imp, node, x, shape)
+}
+
+/// The shape `Squeeze` leaves of `dims`: without `axes`, every size-1 axis dropped.
+pub fn squeeze_shape(
+    node: &NodeView,
+    dims: &[usize],
+    axes: Option<Vec<i64>>,
+) -> Result<Vec<usize>, ModelError> {
+    let axes = match axes {
         Some(a) => a
             .iter()
             .map(|&a| node.axis(a, dims.len()))
@@ -148,18 +146,26 @@ fn squeeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             dims[a]
         )));
     }
-    let shape = (0..dims.len())
+    Ok((0..dims.len())
         .filter(|i| !axes.contains(i))
         .map(|i| dims[i])
-        .collect();
-    reshape_to(imp, node, x, shape)
+        .collect())
 }
 
 /// `Unsqueeze(X, axes)`: inserts size-1 axes at the listed output positions.
 fn unsqueeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let x = imp.input(node, 0)?;
-    let dims = shape_of(imp, &x);
+    let x = imp.tensor(node, 0)?;
     let raw = axes_arg(imp, node)?.ok_or_else(|| node.err("axes are missing"))?;
+    let shape = unsqueeze_shape(node, &imp.shape(x), &raw)?;
+    reshape_to(imp, node, x, shape)
+}
+
+/// The shape `Unsqueeze` makes of `dims` with size-1 axes at output positions `raw`.
+pub fn unsqueeze_shape(
+    node: &NodeView,
+    dims: &[usize],
+    raw: &[i64],
+) -> Result<Vec<usize>, ModelError> {
     let rank = dims.len() + raw.len();
     let axes = raw
         .iter()
@@ -178,13 +184,18 @@ fn unsqueeze(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             );
         }
     }
-    reshape_to(imp, node, x, shape)
+    Ok(shape)
 }
 
 /// `Transpose(X)` by `perm` (default: reverse the axes).
 fn transpose(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let x = imp.input(node, 0)?;
-    let rank = shape_of(imp, &x).len();
+    let x = imp.tensor(node, 0)?;
+    let perm = permutation(node, imp.shape(x).len())?;
+    imp.push(node, Op::Transpose { perm }, vec![x])
+}
+
+/// The `perm` attribute of a `Transpose` on `rank` axes, checked (default: the axes reversed).
+pub fn permutation(node: &NodeView, rank: usize) -> Result<Vec<usize>, ModelError> {
     let perm = match node.ints("perm")? {
         Some(p) => p
             .iter()
@@ -197,12 +208,7 @@ fn transpose(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     if sorted != (0..rank).collect::<Vec<_>>() {
         return Err(node.err(format!("perm {perm:?} is not a permutation of {rank} axes")));
     }
-    match x {
-        Val::Tensor(t) => imp.push(node, Op::Transpose { perm }, vec![t]),
-        Val::Const(c) => Ok(Val::Const(
-            each_const!(&c, a => a.view().permuted_axes(perm.clone()).as_standard_layout().into_owned()),
-        )),
-    }
+    Ok(perm)
 }
 
 #[cfg(test)]

@@ -1,14 +1,12 @@
-//! Selection and assembly: `Concat`, `Slice` (attribute and 5-input forms, INT64_MAX ends,
-//! negative steps), `Gather` (shape arithmetic on constants; an embedding lookup of run-time
-//! ids in a constant table; a constant index into a run-time tensor), `Split` (one `Slice` per
-//! output), `Pad` (constant mode).
-
-use ndarray::{concatenate, ArrayD, Axis};
+//! Selection and assembly of run-time tensors: `Concat`, `Slice` (attribute and 5-input forms,
+//! INT64_MAX ends, negative steps), `Gather` (an embedding lookup of run-time ids in a constant
+//! table; a constant index into a run-time tensor), `Split` (one `Slice` per output), `Pad`
+//! (constant mode). On constants they fold in [`crate::onnx::fold`].
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
-use super::super::value::{each_const, Const, Val};
+use super::super::value::Val;
 use crate::error::ModelError;
 use crate::ir::{Embedding, Op, SliceAxis, ValueId};
 
@@ -47,33 +45,7 @@ fn concat(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     if tensors.len() == vals.len() {
         return imp.push(node, Op::Concat { axis }, tensors);
     }
-    if !tensors.is_empty() {
-        return class_token(imp, node, &vals, axis);
-    }
-    let consts: Vec<Const> = vals
-        .into_iter()
-        .filter_map(|v| if let Val::Const(c) = v { Some(c) } else { None })
-        .collect();
-    let joined = if consts.iter().all(|c| matches!(c, Const::I64(_))) {
-        let parts: Vec<ArrayD<i64>> = consts.iter().map(Const::to_i64).collect();
-        Const::I64(
-            concatenate(
-                Axis(axis),
-                &parts.iter().map(|a| a.view()).collect::<Vec<_>>(),
-            )
-            .map_err(|e| node.err(e.to_string()))?,
-        )
-    } else {
-        let parts: Vec<ArrayD<f32>> = consts.iter().map(Const::to_f32).collect();
-        Const::F32(
-            concatenate(
-                Axis(axis),
-                &parts.iter().map(|a| a.view()).collect::<Vec<_>>(),
-            )
-            .map_err(|e| node.err(e.to_string()))?,
-        )
-    };
-    Ok(Val::Const(joined))
+    class_token(imp, node, &vals, axis)
 }
 
 /// `Concat([token, x], axis=1)` of a constant `[B|1, 1, D]` (the same row for every sample) and
@@ -110,11 +82,8 @@ fn class_token(
 
 /// `Slice(X, starts, ends[, axes][, steps])` (opset ≥ 10) or with attributes (opset < 10).
 fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let x = imp.input(node, 0)?;
-    let dims = match &x {
-        Val::Tensor(t) => imp.shape(*t),
-        Val::Const(c) => c.shape().to_vec(),
-    };
+    let x = imp.tensor(node, 0)?;
+    let dims = imp.shape(x);
     let arg = |i: usize, attr: &str| -> Result<Option<Vec<i64>>, ModelError> {
         match node.ints(attr)? {
             Some(v) => Ok(Some(v)),
@@ -138,21 +107,13 @@ fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             slice_axis(axis, dims[axis], starts[i], ends[i], steps[i]).map_err(|m| node.err(m))?;
         sel.push(s);
     }
-    if let (Val::Tensor(_), Some(s)) = (&x, sel.iter().find(|s| s.len == 0)) {
+    if let Some(s) = sel.iter().find(|s| s.len == 0) {
         return Err(node.err(format!(
             "selects nothing on axis {} (length {})",
             s.axis, dims[s.axis]
         )));
     }
-    match x {
-        Val::Tensor(t) => imp.push(node, Op::Slice { axes: sel }, vec![t]),
-        Val::Const(c) => Ok(Val::Const(sel.iter().fold(c, |c, s| {
-            let idx: Vec<usize> = (0..s.len)
-                .map(|k| (s.start as i64 + k as i64 * s.step) as usize)
-                .collect();
-            each_const!(&c, a => a.select(Axis(s.axis), &idx))
-        }))),
-    }
+    imp.push(node, Op::Slice { axes: sel }, vec![x])
 }
 
 /// Resolves ONNX slice bounds on an axis of length `dim` (negative indices count from the end,
@@ -190,10 +151,9 @@ pub fn slice_axis(
     })
 }
 
-/// `Gather(data, indices)`: on two constants it folds (the `Shape → Gather` part of shape
-/// subgraphs); run-time ids into a constant rank-2 table on axis 0 are an [`Embedding`]; a
-/// constant index into a run-time tensor is a `Slice` (plus a `Reshape` dropping the axis for
-/// a scalar index, e.g. the ViT class token `x[:, 0]`).
+/// `Gather(data, indices)` (on two constants it folds in [`crate::onnx::fold`]): run-time ids
+/// into a constant rank-2 table on axis 0 are an [`Embedding`]; constant indices into a
+/// run-time tensor are a `Slice` when they step evenly (see [`gather_progression`]).
 fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     match (imp.input(node, 0)?, imp.input(node, 1)?) {
         (Val::Const(table), Val::Tensor(ids)) => {
@@ -210,80 +170,83 @@ fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             });
             imp.push(node, op, vec![ids])
         }
-        (Val::Tensor(x), Val::Const(indices)) => {
-            let dims = imp.shape(x);
-            let axis = node.axis_attr("axis", Some(0), dims.len())?;
-            let idx = match indices.ints().as_slice() {
-                [i] => *i,
-                v => {
-                    return Err(node.err(format!(
-                        "{} constant indices into a run-time tensor; only one is supported",
-                        v.len()
-                    )))
-                }
-            };
-            let n = dims[axis] as i64;
-            let sel = slice_axis(
-                axis,
-                dims[axis],
-                idx,
-                if idx == -1 { n } else { idx.saturating_add(1) },
-                1,
-            )
-            .ok()
-            .filter(|s| s.len == 1)
-            .ok_or_else(|| {
-                node.err(format!(
-                    "index {idx} out of range for axis {axis} of length {n}"
-                ))
-            })?;
-            if !indices.shape().is_empty() {
-                return imp.push(node, Op::Slice { axes: vec![sel] }, vec![x]);
-            }
-            let name = format!("{}/select", node.name);
-            let Val::Tensor(picked) =
-                imp.push_named(node, &name, Op::Slice { axes: vec![sel] }, vec![x], &name)?
-            else {
-                return Err(node.err("internal: a slice produced a constant"));
-            };
-            let mut shape = dims;
-            shape.remove(axis);
-            imp.push(node, Op::Reshape { shape }, vec![picked])
-        }
+        (Val::Tensor(x), Val::Const(indices)) => gather_progression(imp, node, x, &indices),
         (Val::Tensor(_), Val::Tensor(_)) => {
             Err(node.err("gathering a run-time tensor at run-time indices is not supported"))
         }
-        (Val::Const(data), Val::Const(indices)) => gather_const(node, &data, &indices),
+        (Val::Const(_), Val::Const(_)) => {
+            Err(node.err("internal: constant inputs reached the run-time handler"))
+        }
     }
 }
 
-fn gather_const(node: &NodeView, data: &Const, indices: &Const) -> Result<Val, ModelError> {
-    let dims = data.shape().to_vec();
+/// `Gather` of a run-time `x` at constant indices that step evenly (one index, `0, 1, …, n−1`,
+/// `7, 5, 3`: the ViT class token `x[:, 0]`, the dynamo exporter's `as_strided` of a whole
+/// axis): a `Slice`, plus a `Reshape` when the indices are not one list (a scalar index drops
+/// the axis). Other index patterns are errors naming the node.
+fn gather_progression(
+    imp: &mut Importer,
+    node: &NodeView,
+    x: ValueId,
+    indices: &crate::onnx::value::Const,
+) -> Result<Val, ModelError> {
+    let dims = imp.shape(x);
     let axis = node.axis_attr("axis", Some(0), dims.len())?;
-    let n = dims[axis] as i64;
-    let flat = indices
+    let n = dims[axis];
+    let idx = indices
         .ints()
         .into_iter()
         .map(|i| {
-            let j = if i < 0 { i + n } else { i };
-            usize::try_from(j)
-                .ok()
-                .filter(|&j| j < dims[axis])
-                .ok_or_else(|| {
-                    node.err(format!(
-                        "index {i} out of range for axis {axis} of length {n}"
-                    ))
-                })
+            let j = if i < 0 { i + n as i64 } else { i };
+            usize::try_from(j).ok().filter(|&j| j < n).ok_or_else(|| {
+                node.err(format!(
+                    "index {i} out of range for axis {axis} of length {n}"
+                ))
+            })
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<usize>, _>>()?;
+    let (Some(&start), len) = (idx.first(), idx.len()) else {
+        return Err(node.err("no indices"));
+    };
+    let step = match idx.get(1) {
+        Some(&next) => next as i64 - start as i64,
+        None => 1,
+    };
+    let even = step != 0
+        && idx
+            .iter()
+            .enumerate()
+            .all(|(k, &i)| i as i64 == start as i64 + k as i64 * step);
+    if !even {
+        return Err(node.err(format!(
+            "{len} constant indices into a run-time tensor that do not step evenly; only an \
+             even progression (a slice) is supported"
+        )));
+    }
+    let sel = SliceAxis {
+        axis,
+        start,
+        len,
+        step,
+    };
     let mut shape = dims[..axis].to_vec();
     shape.extend_from_slice(indices.shape());
     shape.extend_from_slice(&dims[axis + 1..]);
-    let picked = each_const!(data, a => a.select(Axis(axis), &flat));
-    picked
-        .reshaped(&shape)
-        .map(Val::Const)
-        .map_err(|m| node.err(m))
+    let sliced = {
+        let mut s = dims.clone();
+        s[axis] = len;
+        s
+    };
+    if shape == sliced {
+        return imp.push(node, Op::Slice { axes: vec![sel] }, vec![x]);
+    }
+    let name = format!("{}/select", node.name);
+    let Val::Tensor(picked) =
+        imp.push_named(node, &name, Op::Slice { axes: vec![sel] }, vec![x], &name)?
+    else {
+        return Err(node.err("internal: a slice produced a constant"));
+    };
+    imp.push(node, Op::Reshape { shape }, vec![picked])
 }
 
 /// `Split(X[, split])` along `axis` (default 0): sizes from the `split` input (opset ≥ 13) or

@@ -475,11 +475,11 @@ fn empty_random_and_truncated_bytes_are_rejected() {
 #[test]
 fn unsupported_op_names_op_node_file_and_supported_list() {
     let b = ModelBuilder::new(13, &[None, Some(4)])
-        .node("Erf", "prob", &["x"], &["y"], vec![])
+        .node("NonZero", "prob", &["x"], &["y"], vec![])
         .output("y", &[None, Some(4)]);
     let e = err(&b);
     assert!(
-        e.starts_with("t.onnx: node prob: unsupported op type 'Erf'"),
+        e.starts_with("t.onnx: node prob: unsupported op type 'NonZero'"),
         "{e}"
     );
     assert!(e.contains("supported ops: Conv, BatchNormalization"), "{e}");
@@ -519,9 +519,30 @@ fn inconsistent_shapes_are_reported_at_the_node() {
     );
     let out = small_cnn().output("extra", &[None]);
     assert!(
-        err(&out).contains("expected one graph output"),
+        err(&out).contains("graph output 'extra' is not produced by any node"),
         "{}",
         err(&out)
+    );
+}
+
+#[test]
+fn extra_outputs_without_products_are_dropped_and_a_second_head_is_an_error() {
+    // A second output read off the pooled features (like an LM's returned state): dropped.
+    let side = small_cnn()
+        .node("Relu", "side", &["p"], &["s"], vec![])
+        .output("s", &[None, Some(8), Some(1), Some(1)]);
+    let g = import(&side, 2).unwrap();
+    assert_eq!(g.shape(g.output), &[2, 10]);
+    assert!(g.nodes.iter().all(|n| n.name != "side"));
+    // A second head multiplies: it would lose its MACs, so it is refused by name.
+    let head = small_cnn()
+        .init(floats("w2", &[8, 3]))
+        .node("MatMul", "head2", &["f", "w2"], &["z"], vec![])
+        .output("z", &[None, Some(3)]);
+    let e = err(&head);
+    assert!(
+        e.contains("graph output 'z' needs node head2 (MatMul)"),
+        "{e}"
     );
 }
 

@@ -1,7 +1,9 @@
 //! Importer tests: a small ModelProto builder and the tests over models built with it.
 
 mod attrs;
+mod fold;
 mod import;
+mod ops;
 mod scale;
 mod sequence;
 pub(crate) mod testutil;

@@ -109,15 +109,19 @@ fn sequence_length_must_be_given_and_fit_a_fixed_export() {
 
 #[test]
 fn unsupported_recurrent_forms_name_node_and_attribute() {
+    let b = lstm_lm(&["seq", "batch"], vec![("direction", A::S("sideways"))]);
+    let e = err(&b, Some(3));
+    assert!(
+        e.contains("rnn") && e.contains("direction") && e.contains("sideways"),
+        "{e}"
+    );
+    // Bidirectional weights need two directions.
     let b = lstm_lm(
         &["seq", "batch"],
         vec![("direction", A::S("bidirectional"))],
     );
     let e = err(&b, Some(3));
-    assert!(
-        e.contains("rnn") && e.contains("direction") && e.contains("bidirectional"),
-        "{e}"
-    );
+    assert!(e.contains("num_directions axis of 2"), "{e}");
     let b = lstm_lm(&["seq", "batch"], vec![("layout", A::I(1))]);
     assert!(err(&b, Some(3)).contains("layout"));
     let b = lstm_lm(
@@ -464,9 +468,13 @@ fn decomposed_layer_norm_and_erf_gelu_fuse() {
     assert_eq!(ln.bias[1], 0.01);
     assert_eq!(g.nodes[1].op, Op::Gelu { tanh_approx: false });
     assert_eq!(g.params(), 8);
-    // An intermediate read elsewhere keeps the chain as it is: Pow has no handler.
-    let e = err(&decomposed(true), None);
-    assert!(e.contains("unsupported op type 'Pow'"), "{e}");
+    // An intermediate read elsewhere keeps the chain as it is, op by op.
+    let g = import(&decomposed(true), 2, None).unwrap();
+    let names = ops(&g);
+    assert!(
+        names.contains(&"Pow") && names.contains(&"Sqrt") && names.contains(&"Gelu"),
+        "{names:?}"
+    );
 }
 
 /// `binding_for_shape` reads the batch and the sequence length off the data's shape by the
@@ -497,4 +505,148 @@ fn the_binding_follows_the_declared_axes_of_the_data() {
     assert!(e.contains("rank 2") && e.contains("[7, 3, 1]"), "{e}");
     let g = import_file_for_shape(&dir.join("lstm_lm_legacy_opset14.onnx"), &[5, 2]).unwrap();
     assert_eq!((g.batch, g.seq_len), (2, Some(5)));
+}
+
+/// A bidirectional LSTM `[T, B, D] → Y [T, 2, B, H]`, `Y_h [2, B, H]`, both read: `Y` through
+/// `Transpose(0, 2, 1, 3) → Reshape [T, B, 2H]`, `Y_h` through a `Reshape [2B, H]`.
+fn bilstm(direction: &'static str) -> ModelBuilder {
+    let dirs = if direction == "bidirectional" { 2 } else { 1 };
+    ModelBuilder::new(14, &[None])
+        .input_info(named_value_info("x", &["7", "batch", "6"], 1))
+        .init(floats("W", &[dirs, 4 * H, D]))
+        .init(floats("R", &[dirs, 4 * H, H]))
+        .init(floats("B", &[dirs, 8 * H]))
+        .init(ints("shape", &[7, -1, 2 * H]))
+        .init(ints("flat", &[-1, H]))
+        .node(
+            "LSTM",
+            "rnn",
+            &["x", "W", "R", "B"],
+            &["y", "yh"],
+            vec![("direction", A::S(direction)), ("hidden_size", A::I(H))],
+        )
+        .node(
+            "Transpose",
+            "t",
+            &["y"],
+            &["yt"],
+            vec![("perm", A::Is(vec![0, 2, 1, 3]))],
+        )
+        .node("Reshape", "r", &["yt", "shape"], &["ys"], vec![])
+        .node("Reshape", "rh", &["yh", "flat"], &["hs"], vec![])
+        .node(
+            "Concat",
+            "cat",
+            &["ys", "ys"],
+            &["z"],
+            vec![("axis", A::I(0))],
+        )
+        .output_info(named_value_info("z", &["14", "batch", "8"], 1))
+}
+
+#[test]
+fn bidirectional_recurrent_layers_run_both_directions_and_count_both() {
+    let g = import(&bilstm("bidirectional"), 3, None).unwrap();
+    assert_eq!(g.shape(g.output), &[14, 3, 2 * H as usize]);
+    let layers = g.summary().layers;
+    let names: Vec<&str> = layers.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["rnn", "rnn/reverse"]);
+    // Each direction: 7 steps of 4 gates · H · (D + H) MACs per sample.
+    let per_dir = 7 * 4 * H as u64 * (D + H) as u64;
+    assert!(layers.iter().all(|l| l.macs == per_dir), "{layers:?}");
+    // The reverse direction reads the input backwards and is put back in time order.
+    let slices: Vec<_> = g
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.op {
+            Op::Slice { axes } if axes[0].step == -1 => Some((axes[0].start, axes[0].len)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(slices, [(6, 7), (6, 7)]);
+    // A reverse-only layer is one layer, named after the node.
+    let g = import(&bilstm("reverse"), 3, None);
+    let e = g.map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("node r"), "{e}");
+    let rev = ModelBuilder::new(14, &[None])
+        .input_info(named_value_info("x", &["7", "batch", "6"], 1))
+        .init(floats("W", &[1, 3 * H, D]))
+        .init(floats("R", &[1, 3 * H, H]))
+        .node(
+            "GRU",
+            "gru",
+            &["x", "W", "R"],
+            &["y"],
+            vec![("direction", A::S("reverse"))],
+        )
+        .output_info(named_value_info("y", &["7", "1", "batch", "4"], 1));
+    let g = import(&rev, 2, None).unwrap();
+    let names: Vec<String> = g.summary().layers.iter().map(|l| l.name.clone()).collect();
+    assert_eq!(names, ["gru"]);
+    assert_eq!(g.shape(g.output), &[7, 1, 2, H as usize]);
+}
+
+/// PyTorch's word-language-model export: ids `[35, 4]` fixed (35 steps of 4 sequences), the
+/// two-layer state `[2, 4, H]` passed in and sliced per layer.
+fn wlm_fixed() -> ModelBuilder {
+    ModelBuilder::new(14, &[None])
+        .input_info(named_value_info("x", &["35", "4"], 7))
+        .extra_input(named_value_info("state0", &["2", "4", "4"], 1))
+        .extra_input(named_value_info("state1", &["2", "4", "4"], 1))
+        .init(floats("emb", &[V, D]))
+        .init(floats("W", &[1, 4 * H, D]))
+        .init(floats("R", &[1, 4 * H, H]))
+        .init(floats("dec", &[H, V]))
+        .init(ints("s0", &[0]))
+        .init(ints("s1", &[1]))
+        .init(ints("ax0", &[0]))
+        .init(ints("ax1", &[1]))
+        .node("Gather", "encoder", &["emb", "x"], &["e"], vec![])
+        .node(
+            "Slice",
+            "h0",
+            &["state0", "s0", "s1", "ax0"],
+            &["h"],
+            vec![],
+        )
+        .node(
+            "Slice",
+            "c0",
+            &["state1", "s0", "s1", "ax0"],
+            &["c"],
+            vec![],
+        )
+        .node(
+            "LSTM",
+            "rnn",
+            &["e", "W", "R", "", "", "h", "c"],
+            &["y", "yh", "yc"],
+            vec![],
+        )
+        .node("Squeeze", "sq", &["y", "ax1"], &["ys"], vec![])
+        .node("MatMul", "decoder", &["ys", "dec"], &["logits"], vec![])
+        .output_info(named_value_info("logits", &["35", "4", "11"], 1))
+}
+
+#[test]
+fn a_fixed_sequence_first_export_binds_time_and_batch_from_the_graph() {
+    // The ids feed an embedding whose output is the LSTM's sequence-first input: axis 0 is
+    // time, axis 1 the batch, whatever their sizes.
+    let b = wlm_fixed();
+    let proto = decode(&b.bytes(), "wlm.onnx").unwrap();
+    assert_eq!(
+        binding_for_shape(&proto, "wlm.onnx", &[35, 4]).unwrap(),
+        (4, Some(35))
+    );
+    let g = import(&b, 4, None).unwrap();
+    assert_eq!((g.shape(g.input), g.seq_len), (&[35, 4][..], Some(35)));
+    let s = g.summary();
+    // Per sequence: 35 steps of the LSTM (4 gates · H · (D + H)) and of the decoder (H · V).
+    let lstm = 35 * 4 * H as u64 * (D + H) as u64;
+    assert_eq!(s.layers[0].macs, lstm);
+    assert_eq!(s.layers[1].macs, 35 * (H * V) as u64);
+    // The state inputs bind to zeros at the graph's batch.
+    if let Err(e) = import(&b, 2, None) {
+        panic!("{e}");
+    }
 }

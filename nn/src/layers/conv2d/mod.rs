@@ -1,7 +1,7 @@
 //! 2-D convolution (any stride, padding, dilation and groups, depthwise included) as im2col +
 //! GEMM on channels-last tensors, with the three GEMMs on quantized operands (spec §1.2); the
 //! forward pass and input gradient of 3×3 convs at stride 1 by Winograd's F(2×2, 3×3)
-//! (`winograd`).
+//! (`winograd`); the forward pass of depthwise and grouped convs by direct loops over the taps.
 
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
@@ -28,8 +28,8 @@ use cptsim_kernels::reduce::{add_in_order, sums_and_squares};
 
 mod plan;
 
-use super::from_ir::{one, owned, Ctx, Layout, Val};
-use crate::init::{conv_weight, uniform};
+use super::from_ir::{owned, Ctx, Layout, Val};
+use crate::init::{conv_bias, conv_weight};
 pub use cptsim_kernels::conv::Conv2dSpec;
 use cptsim_kernels::conv::{winograd, with_scratch, zeroed, Im2col};
 use cptsim_models::ir::{self, Node};
@@ -74,6 +74,8 @@ struct Prepared {
     key: PreparedKey,
     packed: Option<PackedB>,
     wino: Option<Vec<PackedB>>,
+    /// A grouped conv's weights as its direct loop reads them.
+    grouped: Option<Vec<f32>>,
 }
 
 /// The weights `[O, KH, KW, I/groups]` of `spec` as the matrix `[O, K]` (a view of `weight`
@@ -489,7 +491,6 @@ impl Conv2d {
             self.spec.k_per_group(),
             self.spec.groups,
         );
-        let opg = o / groups;
         let mut quant = self.quant.clone();
         // A training pass of a conv that pads and reads its patches in place keeps the padded
         // input for the weight gradient (one padded copy per step, not two) instead of the
@@ -547,11 +548,15 @@ impl Conv2d {
                 key,
                 packed: None,
                 wino: None,
+                grouped: None,
             });
         if let Some(tile) = tile {
             if prep.wino.is_none() {
                 prep.wino = Some(winograd::weights(ops.w.t(), self.spec.in_channels, tile)?);
             }
+        } else if geo.grouped_direct() {
+            prep.grouped
+                .get_or_insert_with(|| geo.grouped_weights(ops.w.view()));
         } else if dw_t.is_none() && groups == 1 && int_taps.is_none() {
             prep.packed.get_or_insert_with(|| PackedB::new(ops.w.t()));
         }
@@ -596,6 +601,10 @@ impl Conv2d {
                 let yb = zeroed(yb);
                 geo.depthwise_forward(xb, wt, yb);
                 yb
+            } else if let Some(gw) = &prep.grouped {
+                let yb = zeroed(yb);
+                geo.grouped_forward(name, xb, gw, yb)?;
+                yb
             } else if geo.input_is_columns() {
                 let colv = ArrayView2::from_shape((r, kg), xb).map_err(shape_err(name))?;
                 matmul_uninit(yb, colv, w_operand())?
@@ -611,28 +620,13 @@ impl Conv2d {
                         matmul_patches_uninit(yb, &patches, w_operand()).map_err(SimError::from)
                     })?,
                 }
-            } else if groups == 1 {
+            } else {
+                // One group (grouped convs took the direct loop above).
                 with_scratch(r * kg, 0, |col, _| {
                     geo.gather(xb, 0, col);
                     let colv = ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
                     matmul_uninit(yb, colv, w_operand()).map_err(SimError::from)
                 })?
-            } else {
-                let yb = zeroed(yb);
-                let mut yv =
-                    ArrayViewMut2::from_shape((r, o), &mut *yb).map_err(shape_err(name))?;
-                with_scratch(r * kg, 0, |col, _| -> Result<()> {
-                    for g in 0..groups {
-                        geo.gather(xb, g, col);
-                        let colv =
-                            ArrayView2::from_shape((r, kg), &*col).map_err(shape_err(name))?;
-                        let wg = ops.w.slice(s![g * opg..(g + 1) * opg, ..]);
-                        let yg = yv.slice_mut(s![.., g * opg..(g + 1) * opg]);
-                        matmul_into(yg, colv, wg.t(), false)?;
-                    }
-                    Ok(())
-                })?;
-                yb
             };
             if let Some(b) = bias {
                 for row in yb.chunks_exact_mut(o) {
@@ -725,7 +719,7 @@ impl Conv2d {
         ins: &[Val],
         quant: LayerQuant,
     ) -> Result<Val> {
-        let x = one(node, ins, Layout::Image)?;
+        let x = ctx.one_as(node, ins, Layout::Image)?;
         let in_channels = ctx.shape(node.inputs[0]).get(1).copied().unwrap_or(0);
         let kernel = c.kernel();
         let spec = Conv2dSpec {
@@ -745,13 +739,12 @@ impl Conv2d {
                 c.bias.as_ref().map(owned),
             ),
             super::from_ir::Init::Seeded(_) => {
-                let ipg = in_channels / c.groups.max(1);
-                let w = conv_weight(ctx.rng, spec.out_channels, kernel, ipg);
-                let fan_in = (ipg * kernel[0] * kernel[1]).max(1) as f32;
+                let (out, ipg) = (spec.out_channels, in_channels / c.groups.max(1));
+                let w = conv_weight(ctx.rng, out, kernel, ipg);
                 let b = c
                     .bias
                     .as_ref()
-                    .map(|b| uniform(ctx.rng, b.shape(), fan_in.sqrt().recip()));
+                    .map(|_| conv_bias(ctx.rng, out, kernel, ipg));
                 (w, b)
             }
         };

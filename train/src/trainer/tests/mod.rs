@@ -164,11 +164,11 @@ fn an_evaluation_in_pieces_equals_the_whole_and_stops_when_asked() {
     let data = small_data();
     let run = |stop: Option<fn() -> bool>| {
         let mut tr = Trainer::new(small_net(5), &data, config(20), cosine(20)).unwrap();
-        if let Some(f) = stop {
-            tr.stop_when(f);
-        }
         while !tr.done() {
-            tr.step().unwrap();
+            match stop {
+                Some(f) => tr.step_until(&f).unwrap(),
+                None => tr.step().unwrap(),
+            };
         }
         (tr.state.clone(), tr.evaluate(&data.test).unwrap())
     };
@@ -180,11 +180,9 @@ fn an_evaluation_in_pieces_equals_the_whole_and_stops_when_asked() {
     for _ in 0..9 {
         tr.step().unwrap();
     }
-    tr.stop_when(always);
-    let e = tr.step().unwrap_err();
+    let e = tr.step_until(&always).unwrap_err();
     assert!(matches!(e, SimError::Interrupted { iteration: 10 }), "{e}");
     assert!(tr.state.pending.is_some() && tr.state.evals.is_empty());
-    tr.stop = None;
     let rec = tr.finish_evaluation().unwrap().unwrap();
     assert_eq!(rec, whole.0.evals[0]);
     assert_eq!(tr.finish_evaluation().unwrap(), None);

@@ -1,5 +1,7 @@
-//! What `cptsim train` assembles before the first iteration: the datasets from `--data`, the
-//! precision policy from the schedule/PFQ/PRT flags, and the trainer settings.
+//! What a run loads before its first iteration: the model (a zoo or ONNX graph, its head fitted
+//! to the data's classes, or a language model over a corpus's vocabulary) and the data
+//! (MNIST/Fashion-MNIST, CIFAR, synthetic images, or a text corpus), with `subset`, `val_split`
+//! and `classes` applied. Errors name the key as its flag (`--data mnist:/x: …`).
 
 use std::path::{Path, PathBuf};
 
@@ -9,29 +11,22 @@ use cptsim_models::{Graph, LayerRole, ModelSummary};
 use cptsim_nn::data::file::find_file;
 use cptsim_nn::data::text::{self, Corpus, TextData, TextKind, TokenLayout};
 use cptsim_nn::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
-use cptsim_nn::optim::{LrPolicy, LrSchedule};
-use cptsim_traces::schedule::{BitRange, ScheduleArgs};
 use cptsim_traces::Bits;
-use cptsim_train::{
-    EvalBits, Pfq, PfqConfig, Policy, Prt, PrtConfig, PrtPolicy, SchedulePolicy, TrainConfig,
-    TrainData, TrainNet,
-};
 
-use super::args::{EvalBitsArg, LrArg};
-use super::plan::{Length, TrainPlan};
+use super::observer::Notice;
+use crate::plan::{Length, TrainPlan};
+use crate::{TrainData, TrainNet};
 
 /// Images of the synthetic dataset (training + test).
 const SYNTHETIC_TRAIN: usize = 4096;
 const SYNTHETIC_TEST: usize = 1024;
 
-/// The `--data` kinds.
-pub(crate) const DATA_KINDS: &str = "mnist:DIR, fashion-mnist:DIR, cifar10:DIR, cifar100:DIR, \
-     synthetic, text:FILE, ptb:DIR, wikitext:DIR";
+pub use crate::plan::DATA_KINDS;
 
-/// Reads the corpus a text `--data` names (`None` for image data).
+/// Reads the corpus a text `data` names (`None` for image data).
 pub(crate) fn load_corpus(plan: &TrainPlan) -> anyhow::Result<Option<Corpus>> {
     let spec = plan.data.as_str();
-    let Some((kind, path)) = spec.split_once(':').filter(|_| super::plan::is_text(spec)) else {
+    let Some((kind, path)) = spec.split_once(':').filter(|_| plan.is_text()) else {
         return Ok(None);
     };
     let path = Path::new(path);
@@ -50,7 +45,7 @@ pub(crate) fn load_corpus(plan: &TrainPlan) -> anyhow::Result<Option<Corpus>> {
     Ok(Some(corpus))
 }
 
-/// The corpus cut into `--batch` streams read in windows of the model's sequence length.
+/// The corpus cut into `batch` streams read in windows of the model's sequence length.
 pub(crate) fn text_data(
     plan: &TrainPlan,
     corpus: Corpus,
@@ -74,8 +69,8 @@ pub(crate) fn text_data(
     TextData::new(corpus, plan.batch, bptt, layout).with_context(|| format!("--data {}", plan.data))
 }
 
-/// Loads `--model` as a language model over `corpus`'s vocabulary at `--batch` streams of
-/// `--seq-len` tokens.
+/// Loads `model` as a language model over `corpus`'s vocabulary at `batch` streams of
+/// `seq_len` tokens.
 pub(crate) fn load_lm(plan: &TrainPlan, corpus: &Corpus) -> anyhow::Result<Graph> {
     let (spec, batch) = (plan.model.as_str(), plan.batch.max(1));
     cptsim_models::load_lm_graph(spec, batch, plan.seq_len, corpus.vocab.len()).with_context(|| {
@@ -87,14 +82,14 @@ pub(crate) fn load_lm(plan: &TrainPlan, corpus: &Corpus) -> anyhow::Result<Graph
     })
 }
 
-/// Loads the training and test sets `--data` names (synthetic ones shaped for the model), then
-/// applies `--subset` and `--val-split`.
+/// Loads the training and test sets `data` names (synthetic ones shaped for the model), then
+/// applies `subset` and `val_split`.
 pub(crate) fn load_data(
-    args: &TrainPlan,
+    plan: &TrainPlan,
     input: [usize; 3],
     classes: usize,
 ) -> anyhow::Result<TrainData> {
-    let spec = args.data.as_str();
+    let spec = plan.data.as_str();
     let (kind, dir) = match spec.split_once(':') {
         Some((k, d)) => (k, Some(PathBuf::from(d))),
         None => (spec, None),
@@ -135,7 +130,7 @@ pub(crate) fn load_data(
                 input,
                 classes,
                 60.0,
-                args.seed,
+                plan.seed,
             )?;
             let test = all.select(&(SYNTHETIC_TRAIN..all.len()).collect::<Vec<_>>());
             let train = all.select(&(0..SYNTHETIC_TRAIN).collect::<Vec<_>>());
@@ -143,17 +138,17 @@ pub(crate) fn load_data(
         }
         _ => bail!("--data {spec}: unknown dataset kind `{kind}` (expected {DATA_KINDS})"),
     };
-    if let Some(n) = args.subset {
+    if let Some(n) = plan.subset {
         train.truncate(n);
     }
-    let (train, val) = if args.val_split > 0.0 {
+    let (train, val) = if plan.val_split > 0.0 {
         let (t, v) = train
-            .split_validation(args.val_split, args.seed)
+            .split_validation(plan.val_split, plan.seed)
             .context("--val-split")?;
         if t.is_empty() || v.is_empty() {
             bail!(
                 "--val-split {}: leaves {} training and {} validation images",
-                args.val_split,
+                plan.val_split,
                 t.len(),
                 v.len()
             );
@@ -165,7 +160,7 @@ pub(crate) fn load_data(
     Ok(TrainData { train, test, val })
 }
 
-/// Classes of the `--data` kind, known before anything is read (`None`: synthetic data, whose
+/// Classes of the `data` kind, known before anything is read (`None`: synthetic data, whose
 /// classes follow the model's head).
 fn data_classes(spec: &str) -> Option<usize> {
     match spec.split_once(':').map_or(spec, |(kind, _)| kind) {
@@ -176,9 +171,9 @@ fn data_classes(spec: &str) -> Option<usize> {
     }
 }
 
-/// Loads `--model` with a head of `--classes` or the dataset's class count: a zoo model is built
-/// with it; an ONNX file's head must agree unless `--reinit-head` replaces it.
-pub(crate) fn load_model(plan: &TrainPlan) -> anyhow::Result<Graph> {
+/// Loads `model` with a head of `classes` or the dataset's class count: a zoo model is built
+/// with it; an ONNX file's head must agree unless `reinit_head` replaces it.
+pub(crate) fn load_model(plan: &TrainPlan, notes: &mut Vec<Notice>) -> anyhow::Result<Graph> {
     let spec = plan.model.as_str();
     let batch = plan.batch.max(1);
     // The input's size is the batch's too: an oversized batch is reported by the model loader.
@@ -193,16 +188,16 @@ pub(crate) fn load_model(plan: &TrainPlan) -> anyhow::Result<Graph> {
     };
     let (graph, replaced) = load_graph_for(spec, batch, fit).with_context(context)?;
     if let Some(had) = replaced {
-        eprintln!(
+        notes.push(Notice::Note(format!(
             "note: --reinit-head: replaced the {had}-output head of {spec} by a {classes}-output \
              one initialised from --seed {}",
             plan.seed
-        );
+        )));
     }
     Ok(graph)
 }
 
-/// Checks the labels against `--classes` (the loaders checked them against the dataset's own
+/// Checks the labels against `classes` (the loaders checked them against the dataset's own
 /// count), naming the file of the first one at or above it, and gives the sets the head's count.
 pub(crate) fn check_labels(
     plan: &TrainPlan,
@@ -267,7 +262,7 @@ fn label_file(plan: &TrainPlan, split: Split, index: usize) -> String {
 
 /// Iterations of the run: the plan's, or its epochs over `train_len` images.
 pub(crate) fn iterations(plan: &TrainPlan, train_len: usize) -> anyhow::Result<u64> {
-    match plan.length {
+    match plan.length() {
         Length::Iterations(n) => Ok(n),
         Length::Epochs(e) => (train_len as u64)
             .div_ceil(plan.batch.max(1) as u64)
@@ -276,124 +271,14 @@ pub(crate) fn iterations(plan: &TrainPlan, train_len: usize) -> anyhow::Result<u
     }
 }
 
-/// The schedule, PFQ or PRT policy and the static baseline's forward/backward bits.
-pub(crate) fn policy(
-    args: &TrainPlan,
-    iterations: u64,
-) -> anyhow::Result<(Box<dyn Policy>, BitRange, BitRange)> {
-    let fw = args.bits.bit_range();
-    let bw = args.grad_bits.bit_range();
-    if args.schedule == "pfq" {
-        let cfg = PfqConfig {
-            fw: args.pfq.fw.clone(),
-            bw: args.pfq.bw.clone(),
-            epsilon: args.pfq.epsilon,
-            alpha: args.pfq.alpha,
-        };
-        let pfq = Pfq::new(cfg.clone()).context("--pfq-fw/--pfq-bw/--pfq-eps/--pfq-alpha")?;
-        let range = |v: &[u8]| BitRange {
-            min: v.iter().copied().min().unwrap_or(0),
-            max: v.iter().copied().max().unwrap_or(0),
-        };
-        return Ok((Box::new(pfq), range(&cfg.fw), range(&cfg.bw)));
-    }
-    let sched = ScheduleArgs::new(args.schedule.as_str(), iterations)
-        .cycles(args.cycles)
-        .bits(fw)
-        .grad_bits(bw)
-        .convention(args.convention.rule());
-    let schedule = sched.build()?;
-    let Some(prt) = &args.prt else {
-        return Ok((Box::new(SchedulePolicy(schedule)), fw, bw));
-    };
-    let cfg = PrtConfig {
-        start_bits: prt.start_bits,
-        max_bits: fw.max,
-        iters_per_step: prt.iters_per_step,
-        window: prt.window,
-        threshold_pp: prt.threshold,
-    };
-    let Some(steps) = cfg.max_bits.checked_sub(cfg.start_bits) else {
-        bail!(
-            "--prt-start-bits {}: above the top of --bits ({})",
-            cfg.start_bits,
-            cfg.max_bits
-        );
-    };
-    let steps = u64::from(steps) + 1;
-    let test = steps.checked_mul(cfg.iters_per_step).with_context(|| {
-        format!(
-            "--prt-iters-per-step {}: {steps} steps of it overflow",
-            cfg.iters_per_step
-        )
-    })?;
-    if test > iterations {
-        bail!(
-            "--prt: the test may take {test} iterations ({steps} steps × --prt-iters-per-step {}), more than the run's {iterations}",
-            cfg.iters_per_step
-        );
-    }
-    let prt = Prt::new(cfg.clone()).context("--prt-start-bits/--prt-window")?;
-    let range = BitRange {
-        min: cfg.start_bits.min(fw.max),
-        max: fw.max,
-    };
-    Ok((Box::new(PrtPolicy::new(prt, sched, bw.max)), range, bw))
-}
-
-/// Trainer settings from the flags.
-pub(crate) fn config(args: &TrainPlan, iterations: u64, fw: BitRange, bw: BitRange) -> TrainConfig {
-    // W&K's critical-period probe drops the rate at 50 % and 75 % of the part after the deficit.
-    let deficit = cptsim_traces::schedule::deficit_of(&args.schedule).unwrap_or(0);
-    let after = iterations.saturating_sub(deficit);
-    let schedule = match args.lr_schedule {
-        LrArg::Constant => LrSchedule::Constant,
-        LrArg::Cosine => LrSchedule::Cosine {
-            total: iterations,
-            min_lr: 0.0,
-        },
-        // The CIFAR recipe's drops at 32 000 and 48 000 of 64 000 iterations, scaled to the run.
-        LrArg::Paper => LrSchedule::MultiStep {
-            // ⌊3·after/4⌋ without overflowing 3·after.
-            milestones: vec![
-                deficit + after / 2,
-                deficit + after / 4 * 3 + after % 4 * 3 / 4,
-            ],
-            gamma: 0.1,
-        },
-    };
-    TrainConfig {
-        iterations,
-        batch: args.batch,
-        lr: LrPolicy {
-            base_lr: args.lr,
-            schedule,
-            warmup: args.warmup,
-        },
-        momentum: args.momentum,
-        weight_decay: args.weight_decay,
-        clip_grad: args.clip_grad,
-        seed: args.seed,
-        eval_every: args.eval_every,
-        check_every: args.pfq.check_every,
-        eval_batch: 500,
-        augment: args.augment,
-        max_loss: args.max_loss,
-        quantize: args.quantizer.method().is_some(),
-        eval_bits: match args.eval_bits {
-            EvalBitsArg::Current => EvalBits::Current,
-            EvalBitsArg::Max => EvalBits::Fixed {
-                fw: fw.max,
-                bw: bw.max,
-            },
-            EvalBitsArg::Fp32 => EvalBits::Fp32,
-        },
-    }
-}
-
-/// Applies `--depthwise-bits FW/BW`: depthwise convs run at that fixed precision.
-pub(crate) fn fix_depthwise(plan: &TrainPlan, summary: &ModelSummary, net: &mut TrainNet) {
-    let Some((fw, bw)) = plan.depthwise_bits else {
+/// Applies `depthwise_bits FW/BW`: depthwise convs run at that fixed precision.
+pub(crate) fn fix_depthwise(
+    plan: &TrainPlan,
+    summary: &ModelSummary,
+    net: &mut TrainNet,
+    notes: &mut Vec<Notice>,
+) {
+    let Some(d) = plan.depthwise_bits else {
         return;
     };
     let depthwise = |i: u32| {
@@ -402,11 +287,11 @@ pub(crate) fn fix_depthwise(plan: &TrainPlan, summary: &ModelSummary, net: &mut 
             .get(i as usize)
             .is_some_and(|l| l.role == LayerRole::Depthwise)
     };
-    let n = net.fix_bits(depthwise, Bits::forward_backward(fw, bw));
+    let n = net.fix_bits(depthwise, Bits::forward_backward(d.fw, d.bw));
     if n == 0 {
-        eprintln!(
+        notes.push(Notice::Note(format!(
             "note: --depthwise-bits has no effect: `{}` has no depthwise convs",
             summary.name
-        );
+        )));
     }
 }

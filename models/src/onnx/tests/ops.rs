@@ -1,0 +1,243 @@
+//! The activations, norms, resampling, `ReduceL2`, `Einsum` and the tanh-form GELU: each
+//! imports to the IR op it names, with its shape and MACs, and a malformed node is an error
+//! naming it.
+
+use super::testutil::{floats, ints, named_value_info, ModelBuilder, A};
+use crate::ir::{Op, Unary};
+use crate::onnx::*;
+use crate::{Graph, ModelError};
+
+fn import(b: &ModelBuilder, batch: usize) -> Result<Graph, ModelError> {
+    import_proto(&decode(&b.bytes(), "t.onnx")?, "t.onnx", batch)
+}
+
+fn err(b: &ModelBuilder) -> String {
+    import(b, 2).map_or_else(|e| e.to_string(), |_| "imported without error".into())
+}
+
+/// `op` on a `[N, 4, 3, 3]` input with `inputs` besides `x` and attributes `attrs`.
+fn one(op: &str, inputs: &[&str], attrs: Vec<(&str, A)>) -> ModelBuilder {
+    let mut names = vec!["x"];
+    names.extend_from_slice(inputs);
+    ModelBuilder::new(18, &[None, Some(4), Some(3), Some(3)])
+        .node(op, "n", &names, &["y"], attrs)
+        .output("y", &[None, Some(4), Some(3), Some(3)])
+}
+
+#[test]
+fn activations_import_with_their_parameters() {
+    let cases: Vec<(&str, Vec<(&str, A)>, Unary)> = vec![
+        ("HardSwish", vec![], Unary::HardSwish),
+        (
+            "HardSigmoid",
+            vec![("alpha", A::F(1.0 / 6.0))],
+            Unary::HardSigmoid {
+                alpha: 1.0 / 6.0,
+                beta: 0.5,
+            },
+        ),
+        ("LeakyRelu", vec![], Unary::LeakyRelu { alpha: 0.01 }),
+        ("Elu", vec![("alpha", A::F(0.5))], Unary::Elu { alpha: 0.5 }),
+        ("Softplus", vec![], Unary::Softplus),
+        ("Mish", vec![], Unary::Mish),
+        ("Exp", vec![], Unary::Exp),
+        ("Erf", vec![], Unary::Erf),
+    ];
+    for (op, attrs, want) in cases {
+        let g = import(&one(op, &[], attrs), 2).unwrap();
+        assert_eq!(g.nodes.len(), 1, "{op}");
+        assert_eq!(g.nodes[0].op, Op::Unary(want), "{op}");
+        assert_eq!(g.nodes[0].op.name(), op);
+        assert_eq!(g.shape(g.output), &[2, 4, 3, 3]);
+        assert_eq!(g.summary().layers.len(), 0, "{op} is no GEMM");
+    }
+    let e = err(&one("LeakyRelu", &[], vec![("alpha", A::F(f32::NAN))]));
+    assert!(
+        e.contains("node n (LeakyRelu)") && e.contains("finite"),
+        "{e}"
+    );
+}
+
+#[test]
+fn pow_takes_a_constant_exponent_and_prelu_a_broadcast_slope() {
+    let b = one("Pow", &["p"], vec![]).init(floats("p", &[1]));
+    let g = import(&b, 2).unwrap();
+    assert_eq!(g.nodes[0].op, Op::Unary(Unary::Pow { exponent: 0.0 }));
+    // A run-time exponent is refused by name.
+    let e = err(&one("Pow", &["x"], vec![]));
+    assert!(
+        e.contains("node n (Pow)") && e.contains("run-time exponent"),
+        "{e}"
+    );
+    let b = one("PRelu", &["s"], vec![]).init(floats("s", &[4, 1, 1]));
+    let g = import(&b, 2).unwrap();
+    assert_eq!(g.nodes[0].op.name(), "PRelu");
+    assert_eq!(g.params(), 4);
+    let b = one("PRelu", &["s"], vec![]).init(floats("s", &[5, 1, 1]));
+    let e = err(&b);
+    assert!(e.contains("node n") && e.contains("slope [5, 1, 1]"), "{e}");
+}
+
+#[test]
+fn group_and_instance_norms_normalise_channel_groups() {
+    let b = one(
+        "GroupNormalization",
+        &["g", "b"],
+        vec![("num_groups", A::I(2))],
+    )
+    .init(floats("g", &[4]))
+    .init(floats("b", &[4]));
+    let g = import(&b, 2).unwrap();
+    let Op::GroupNorm(n) = &g.nodes[0].op else {
+        panic!("{:?}", g.nodes[0].op)
+    };
+    assert_eq!((n.groups, n.scale.len()), (2, 4));
+    // Opset 18's per-group scale is spread over the group's channels.
+    let b = one(
+        "GroupNormalization",
+        &["g", "b"],
+        vec![("num_groups", A::I(2))],
+    )
+    .init(floats("g", &[2]))
+    .init(floats("b", &[2]));
+    let g = import(&b, 2).unwrap();
+    let Op::GroupNorm(n) = &g.nodes[0].op else {
+        panic!()
+    };
+    assert_eq!(
+        n.scale.iter().copied().collect::<Vec<_>>(),
+        [0.0, 0.0, 0.01, 0.01]
+    );
+    let b = one("InstanceNormalization", &["g", "b"], vec![])
+        .init(floats("g", &[4]))
+        .init(floats("b", &[4]));
+    let g = import(&b, 2).unwrap();
+    assert!(matches!(&g.nodes[0].op, Op::GroupNorm(n) if n.groups == 4));
+    let b = one(
+        "GroupNormalization",
+        &["g", "b"],
+        vec![("num_groups", A::I(3))],
+    )
+    .init(floats("g", &[4]))
+    .init(floats("b", &[4]));
+    let e = err(&b);
+    assert!(e.contains("node n") && e.contains("3 groups"), "{e}");
+}
+
+#[test]
+fn resize_and_reduce_l2_shapes() {
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(3), Some(3)])
+        .node(
+            "Resize",
+            "up",
+            &["x", "", "sc"],
+            &["y"],
+            vec![("mode", A::S("nearest"))],
+        )
+        .output("y", &[None, Some(4), Some(6), Some(6)]);
+    let mut sc = floats("sc", &[4]);
+    sc.float_data = vec![1.0, 1.0, 2.0, 2.0];
+    let g = import(&b.init(sc), 2).unwrap();
+    assert_eq!(g.shape(g.output), &[2, 4, 6, 6]);
+    assert_eq!(g.nodes[0].op.name(), "Resize");
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(3), Some(3)])
+        .init(ints("sz", &[2, 5, 6, 6]))
+        .node("Resize", "up", &["x", "", "", "sz"], &["y"], vec![])
+        .output("y", &[None, Some(5), Some(6), Some(6)]);
+    let e = err(&b);
+    assert!(e.contains("node up") && e.contains("cannot resize"), "{e}");
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(3), Some(3)])
+        .node(
+            "ReduceL2",
+            "n",
+            &["x"],
+            &["y"],
+            vec![("axes", A::Is(vec![-1]))],
+        )
+        .output("y", &[None, Some(4), Some(3), Some(1)]);
+    let g = import(&b, 2).unwrap();
+    assert_eq!(g.shape(g.output), &[2, 4, 3, 1]);
+}
+
+/// `Einsum(equation)` of a `[N, 2, 5, 3]` input with itself, through `Identity` copies.
+fn einsum(equation: &'static str, out: &[&str]) -> ModelBuilder {
+    ModelBuilder::new(12, &[None])
+        .input_info(named_value_info("x", &["N", "2", "5", "3"], 1))
+        .node("Identity", "k", &["x"], &["k"], vec![])
+        .node(
+            "Einsum",
+            "e",
+            &["x", "k"],
+            &["y"],
+            vec![("equation", A::S(equation))],
+        )
+        .output_info(named_value_info("y", out, 1))
+}
+
+#[test]
+fn attention_einsums_are_batched_matmuls() {
+    // Scores q·kᵀ: [N, h, i, d] × [N, h, j, d] → [N, h, i, j]; 5·5·3 MACs per head.
+    let g = import(&einsum("bhid,bhjd->bhij", &["N", "2", "5", "5"]), 4).unwrap();
+    assert_eq!(g.shape(g.output), &[4, 2, 5, 5]);
+    let s = g.summary();
+    assert_eq!(s.layers.len(), 1);
+    assert_eq!(s.layers[0].macs, 2 * 5 * 5 * 3);
+    // Output in another order: a transpose after the matmul, named after the node.
+    let g = import(&einsum("bhid,bhjd->bihj", &["N", "5", "2", "5"]), 4).unwrap();
+    assert_eq!(g.shape(g.output), &[4, 5, 2, 5]);
+    assert_eq!(g.nodes.last().map(|n| n.name.as_str()), Some("e"));
+    // A letter summed inside one operand is refused by name.
+    let e = err(&einsum("bhid,bhjd->bhi", &["N", "2", "5"]));
+    assert!(e.contains("node e (Einsum)") && e.contains("'j'"), "{e}");
+    // The implicit output keeps the letters that occur once: `ij`, everything else summed.
+    let e = err(&einsum("bhid,bhjd", &["N", "2", "5", "5"]));
+    assert!(e.contains("computes [5, 5]"), "{e}");
+}
+
+#[test]
+fn tanh_gelu_chains_fuse_in_both_exporters_orders() {
+    // GPT-2's NewGELUActivation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    let scalar = |name: &str, v: f32| {
+        let mut t = floats(name, &[]);
+        t.float_data = vec![v];
+        t
+    };
+    let b = ModelBuilder::new(17, &[None, Some(4)])
+        .init(scalar("three", 3.0))
+        .init(scalar("c", 0.044715))
+        .init(scalar("k", 0.797_884_6))
+        .init(scalar("one", 1.0))
+        .init(scalar("half", 0.5))
+        .node("Mul", "h", &["x", "half"], &["xh"], vec![])
+        .node("Pow", "p", &["x", "three"], &["x3"], vec![])
+        .node("Mul", "m", &["x3", "c"], &["cx3"], vec![])
+        .node("Add", "a", &["x", "cx3"], &["inner"], vec![])
+        .node("Mul", "s", &["inner", "k"], &["scaled"], vec![])
+        .node("Tanh", "t", &["scaled"], &["th"], vec![])
+        .node("Add", "o", &["th", "one"], &["th1"], vec![])
+        .node("Mul", "y", &["xh", "th1"], &["y"], vec![])
+        .output("y", &[None, Some(4)]);
+    let g = import(&b, 2).unwrap();
+    assert_eq!(g.nodes.len(), 1);
+    assert_eq!(g.nodes[0].op, Op::Gelu { tanh_approx: true });
+    assert_eq!(g.nodes[0].name, "y");
+}
+
+#[test]
+fn nan_guards_after_a_softmax_import_as_the_softmax() {
+    let mut zero = floats("zero", &[]);
+    zero.float_data = vec![0.0];
+    let b = ModelBuilder::new(17, &[None, Some(4)])
+        .init(zero)
+        .node("Softmax", "sm", &["x"], &["p"], vec![("axis", A::I(-1))])
+        .node("IsNaN", "nan", &["p"], &["isnan"], vec![])
+        .node("Where", "w", &["isnan", "zero", "p"], &["y"], vec![])
+        .output("y", &[None, Some(4)]);
+    let g = import(&b, 2).unwrap();
+    assert_eq!(g.nodes.len(), 1);
+    assert_eq!(g.nodes[0].op.name(), "Softmax");
+    // A NaN test read elsewhere stays, and is refused by name.
+    let b = b.node("Cast", "peek", &["isnan"], &["z"], vec![("to", A::I(1))]);
+    let e = err(&b);
+    assert!(e.contains("node nan (IsNaN)"), "{e}");
+}

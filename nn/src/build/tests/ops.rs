@@ -1,0 +1,322 @@
+//! Networks built from single IR ops that only the engine layers of [`super::ops`] run: each
+//! evaluates to a direct NCHW computation and trains a step.
+
+use crate::build::{build_network, BuildOptions};
+use crate::layers::gradcheck::rand_tensor;
+use crate::layers::{Mode, Tensor};
+use cptsim_models::ir::{self, Op};
+
+/// The evaluation output of `g` on `x` (NCHW flattened), after checking a training step gives
+/// finite input gradients.
+fn trained_and_evaluated(g: &ir::Graph, x: &Tensor) -> Tensor {
+    let mut net = build_network(g, &BuildOptions::default()).unwrap();
+    let out = net
+        .forward(net.input_from_ir(x).unwrap(), Mode::Train)
+        .unwrap();
+    let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
+    assert!(grad.iter().all(|v| v.is_finite()));
+    net.forward(net.input_from_ir(x).unwrap(), Mode::Eval)
+        .unwrap()
+}
+
+/// `x → op → flatten`.
+fn run_op(op: Op, x: &Tensor) -> Tensor {
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let y = g.push("op", op, vec![g.input], "y").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![y], "z")
+        .unwrap();
+    trained_and_evaluated(&g, x)
+}
+
+#[test]
+fn unary_ops_build_and_equal_their_function() {
+    let x = rand_tensor(&[2, 3, 4, 4], 4.0, 3);
+    for u in [
+        ir::Unary::HardSwish,
+        ir::Unary::HardSigmoid {
+            alpha: 0.2,
+            beta: 0.5,
+        },
+        ir::Unary::Mish,
+        ir::Unary::Pow { exponent: 3.0 },
+    ] {
+        let y = run_op(Op::Unary(u), &x);
+        for (got, &v) in y.iter().zip(x.iter()) {
+            let want = crate::layers::unary::value(u, v);
+            assert!((got - want).abs() <= 1e-6 * want.abs().max(1.0), "{u:?}");
+        }
+    }
+}
+
+#[test]
+fn prelu_and_group_norm_build_and_equal_a_direct_computation() {
+    let x = rand_tensor(&[2, 3, 4, 4], 2.0, 5);
+    let slope = rand_tensor(&[3, 1, 1], 0.5, 6);
+    let y = run_op(
+        Op::PRelu {
+            slope: slope.clone(),
+        },
+        &x,
+    );
+    for ((i, &v), got) in x.indexed_iter().zip(y.iter()) {
+        let want = if v >= 0.0 { v } else { slope[[i[1], 0, 0]] * v };
+        assert!((got - want).abs() < 1e-6);
+    }
+    // Instance norm (one group per channel) with a scale and shift.
+    let (scale, bias) = (rand_tensor(&[3], 1.0, 7), rand_tensor(&[3], 1.0, 8));
+    let op = Op::GroupNorm(ir::GroupNorm {
+        groups: 3,
+        scale: scale.clone(),
+        bias: bias.clone(),
+        epsilon: 1e-5,
+    });
+    let y = run_op(op, &x);
+    for n in 0..2 {
+        for ch in 0..3 {
+            let vals: Vec<f32> = (0..16).map(|k| x[[n, ch, k / 4, k % 4]]).collect();
+            let mean = vals.iter().sum::<f32>() / 16.0;
+            let var = vals.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / 16.0;
+            for (k, v) in vals.iter().enumerate() {
+                let want = (v - mean) / (var + 1e-5).sqrt() * scale[ch] + bias[ch];
+                let got = y[[n, ch * 16 + k]];
+                assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+            }
+        }
+    }
+}
+
+/// A `ceil_mode` pool over `[1, 2, 6, 6]` keeps a last, overhanging window (3×3, not 2×2).
+#[test]
+fn ceil_mode_pools_keep_the_overhanging_window() {
+    let x = rand_tensor(&[1, 2, 6, 6], 2.0, 9);
+    let pool = ir::Pool {
+        kernel: [3, 3],
+        strides: [2, 2],
+        pads: [0; 4],
+        dilations: [1, 1],
+        ceil_mode: true,
+    };
+    let window = |oy: usize, ox: usize, ch: usize| -> Vec<f32> {
+        (oy * 2..(oy * 2 + 3).min(6))
+            .flat_map(|i| (ox * 2..(ox * 2 + 3).min(6)).map(move |j| (i, j)))
+            .map(|(i, j)| x[[0, ch, i, j]])
+            .collect()
+    };
+    let max = run_op(Op::MaxPool(pool.clone()), &x);
+    let avg = ir::AvgPool {
+        pool: pool.clone(),
+        count_include_pad: false,
+    };
+    let mean = run_op(Op::AveragePool(avg), &x);
+    assert_eq!(max.shape(), [1, 18]);
+    for ch in 0..2 {
+        for k in 0..9 {
+            let w = window(k / 3, k % 3, ch);
+            let m = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(max[[0, ch * 9 + k]], m);
+            let a = w.iter().sum::<f32>() / w.len() as f32;
+            assert!((mean[[0, ch * 9 + k]] - a).abs() < 1e-6);
+        }
+    }
+}
+
+/// DenseNet's pattern: a batch norm reading a channel concat, in training.
+#[test]
+fn a_batch_norm_reads_a_concat_in_training() {
+    let x = rand_tensor(&[2, 2, 3, 3], 1.0, 10);
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let cat = Op::Concat { axis: 1 };
+    let c = g.push("cat", cat, vec![g.input, g.input], "c").unwrap();
+    let ones = ndarray::ArrayD::ones(vec![4]);
+    let bn = Op::BatchNorm(ir::BatchNorm {
+        scale: ones.clone(),
+        bias: ones.clone() * 0.0,
+        mean: ones.clone() * 0.0,
+        var: ones,
+        epsilon: 1e-5,
+        momentum: 0.9,
+        training_mode: false,
+    });
+    let b = g.push("bn", bn, vec![c], "b").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![b], "z")
+        .unwrap();
+    let mut net = build_network(&g, &BuildOptions::default()).unwrap();
+    let out = net
+        .forward(net.input_from_ir(&x).unwrap(), Mode::Train)
+        .unwrap();
+    // Per channel over the batch: the normalised values have mean 0.
+    for ch in 0..4 {
+        let s: f32 = (0..2)
+            .flat_map(|n| (0..9).map(move |k| (n, ch * 9 + k)))
+            .map(|(n, j)| out[[n, j]])
+            .sum();
+        assert!(s.abs() < 1e-4, "channel {ch}: {s}");
+    }
+    let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
+    assert!(grad.iter().all(|v| v.is_finite()));
+}
+
+/// `x → ops… → global average pool → flatten`.
+fn run_chain(x: &Tensor, ops: Vec<(&str, Op)>) -> Tensor {
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let mut v = g.input;
+    for (name, op) in ops {
+        v = g.push(name, op, vec![v], name).unwrap();
+    }
+    let p = g.push("gap", Op::GlobalAveragePool, vec![v], "p").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![p], "z")
+        .unwrap();
+    trained_and_evaluated(&g, x)
+}
+
+fn channel_means(x: &Tensor) -> Vec<Vec<f32>> {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let hw = (x.len() / (n * c)) as f32;
+    (0..n)
+        .map(|i| {
+            (0..c)
+                .map(|ch| {
+                    x.index_axis(ndarray::Axis(0), i)
+                        .index_axis(ndarray::Axis(0), ch)
+                        .sum()
+                        / hw
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// ShuffleNetV2's channel shuffle, `[N, 2, C/2, H, W] → transpose(1, 2) → [N, C, H, W]`, feeds
+/// an op that reads an image.
+#[test]
+fn a_channel_shuffle_feeds_an_image_op() {
+    let x = rand_tensor(&[2, 4, 3, 3], 1.0, 12);
+    let y = run_chain(
+        &x,
+        vec![
+            (
+                "split",
+                Op::Reshape {
+                    shape: vec![2, 2, 2, 3, 3],
+                },
+            ),
+            (
+                "swap",
+                Op::Transpose {
+                    perm: vec![0, 2, 1, 3, 4],
+                },
+            ),
+            (
+                "join",
+                Op::Reshape {
+                    shape: vec![2, 4, 3, 3],
+                },
+            ),
+        ],
+    );
+    let m = channel_means(&x);
+    for n in 0..2 {
+        for (out, src) in [0, 2, 1, 3].into_iter().enumerate() {
+            assert!((y[[n, out]] - m[n][src]).abs() < 1e-5);
+        }
+    }
+}
+
+/// ConvNeXt's channels-last block: `permute(0, 2, 3, 1)`, a layer norm and a linear layer on
+/// the channels, `permute(0, 3, 1, 2)` back to an image.
+#[test]
+fn channels_last_layers_between_permutes_read_the_image() {
+    let x = rand_tensor(&[2, 3, 2, 2], 1.0, 13);
+    let w = rand_tensor(&[3, 3], 1.0, 14);
+    let ln = Op::LayerNorm(ir::LayerNorm {
+        scale: ndarray::ArrayD::ones(vec![3]),
+        bias: ndarray::ArrayD::zeros(vec![3]),
+        epsilon: 1e-5,
+    });
+    let lin = Op::Linear(ir::Linear {
+        weight: w.clone(),
+        bias: None,
+    });
+    let y = run_chain(
+        &x,
+        vec![
+            (
+                "to_last",
+                Op::Transpose {
+                    perm: vec![0, 2, 3, 1],
+                },
+            ),
+            ("ln", ln),
+            ("fc", lin),
+            (
+                "to_first",
+                Op::Transpose {
+                    perm: vec![0, 3, 1, 2],
+                },
+            ),
+        ],
+    );
+    for n in 0..2 {
+        let mut want = [0.0f32; 3];
+        for k in 0..4 {
+            let v: Vec<f32> = (0..3).map(|c| x[[n, c, k / 2, k % 2]]).collect();
+            let mu = v.iter().sum::<f32>() / 3.0;
+            let var = v.iter().map(|a| (a - mu).powi(2)).sum::<f32>() / 3.0;
+            let z: Vec<f32> = v.iter().map(|a| (a - mu) / (var + 1e-5).sqrt()).collect();
+            for (o, acc) in want.iter_mut().enumerate() {
+                *acc += (0..3).map(|i| w[[o, i]] * z[i]).sum::<f32>() / 4.0;
+            }
+        }
+        for o in 0..3 {
+            assert!(
+                (y[[n, o]] - want[o]).abs() < 1e-4,
+                "{} vs {}",
+                y[[n, o]],
+                want[o]
+            );
+        }
+    }
+}
+
+/// A concat and an add of a channel-shuffled tensor (held as in the IR) and an image: both
+/// read their operands in one layout (ShuffleNetV2's next unit).
+#[test]
+fn a_shuffled_tensor_joins_an_image() {
+    let x = rand_tensor(&[2, 4, 3, 3], 1.0, 15);
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let split = Op::Reshape {
+        shape: vec![2, 2, 2, 3, 3],
+    };
+    let a = g.push("split", split, vec![g.input], "a").unwrap();
+    let swap = Op::Transpose {
+        perm: vec![0, 2, 1, 3, 4],
+    };
+    let b = g.push("swap", swap, vec![a], "b").unwrap();
+    let join = Op::Reshape {
+        shape: vec![2, 4, 3, 3],
+    };
+    let s = g.push("join", join, vec![b], "s").unwrap();
+    let add = Op::Binary(ir::Binary {
+        kind: ir::BinaryKind::Add,
+        constant: None,
+    });
+    let sum = g.push("add", add, vec![s, g.input], "sum").unwrap();
+    let c = g
+        .push("cat", Op::Concat { axis: 1 }, vec![s, sum], "c")
+        .unwrap();
+    let p = g.push("gap", Op::GlobalAveragePool, vec![c], "p").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![p], "z")
+        .unwrap();
+    let y = trained_and_evaluated(&g, &x);
+    let m = channel_means(&x);
+    for n in 0..2 {
+        for (out, src) in [0, 2, 1, 3].into_iter().enumerate() {
+            assert!((y[[n, out]] - m[n][src]).abs() < 1e-5);
+            assert!((y[[n, 4 + out]] - m[n][src] - m[n][out]).abs() < 1e-5);
+        }
+    }
+}
