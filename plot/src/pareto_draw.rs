@@ -207,20 +207,41 @@ impl Figure for Pareto {
             }
         }
         if several {
-            // each point's configuration beside it, on the side with room
+            // each point's configuration beside it, on the side with room, moved up or down
+            // (or left out) where it would cover a label already placed
             let font = look.font(11.0);
             let mid = (xr.start + xr.end) / 2.0;
             let gap = look.at(8.0);
-            c.draw_series(self.points.iter().zip(self.labels()).map(|(p, label)| {
-                let (dx, h) = if p.x > mid {
-                    (-gap, HPos::Right)
-                } else {
+            let height = look.at(13.0);
+            let mut placed: Vec<[i32; 4]> = Vec::new();
+            let mut texts = Vec::new();
+            for (p, label) in self.points.iter().zip(self.labels()) {
+                let right = p.x <= mid;
+                let (px, py) = c.backend_coord(&(p.x, p.y));
+                let width = look.at(6.5 * label.chars().count() as f64);
+                let spot = [0, -1, 1, -2, 2].into_iter().find_map(|k| {
+                    let dy = k * height;
+                    let x0 = if right { px + gap } else { px - gap - width };
+                    let y0 = py + dy - height / 2;
+                    let rect = [x0, y0, x0 + width, y0 + height];
+                    let free = placed.iter().all(|q| {
+                        rect[2] <= q[0] || q[2] <= rect[0] || rect[3] <= q[1] || q[3] <= rect[1]
+                    });
+                    free.then_some((rect, dy))
+                });
+                let Some((rect, dy)) = spot else { continue };
+                placed.push(rect);
+                let (dx, h) = if right {
                     (gap, HPos::Left)
+                } else {
+                    (-gap, HPos::Right)
                 };
-                EmptyElement::at((p.x, p.y))
-                    + Text::new(label, (dx, 0), font.pos(Pos::new(h, VPos::Center)))
-            }))
-            .drawn()?;
+                texts.push(
+                    EmptyElement::at((p.x, p.y))
+                        + Text::new(label, (dx, dy), font.pos(Pos::new(h, VPos::Center))),
+                );
+            }
+            c.draw_series(texts).drawn()?;
         }
         Ok(())
     }

@@ -205,15 +205,17 @@ def _runs(values: Sequence) -> List[Tuple[int, int, Any]]:
 
 
 def _module_path(node: str, scopes: Optional[List[str]]) -> Optional[str]:
-    """The module path of an ONNX layer: the TorchScript exporter names a node
-    ``/features/features.0/Conv`` (the last scope is the module's path); the dynamo exporter
-    records the scopes in the node's ``pkg.torch.onnx.name_scopes`` metadata."""
+    """The module path of an ONNX layer. The TorchScript exporter names a node
+    ``/features/features.0/Conv`` (the last scope is the module's path). For a dynamo export
+    cptsim names a layer after the module its node's ``pkg.torch.onnx.name_scopes`` records
+    (``features.0``, or ``attn/matmul`` for a module's second multiply); a layer that keeps the
+    file's node name (``node_Conv_3``) is looked up in those scopes."""
     if node.startswith("/"):
         parts = node.split("/")[1:-1]
         return parts[-1] if parts else ""
-    if scopes and len(scopes) >= 2:
-        return scopes[-2]
-    return None
+    if scopes is not None:
+        return scopes[-2] if len(scopes) >= 2 else None
+    return node.rsplit("/", 1)[0]
 
 
 def _name_scopes(path: str, names: Sequence[str]) -> Dict[str, List[str]]:

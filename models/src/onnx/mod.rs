@@ -231,6 +231,9 @@ pub fn import_proto_opts(
     let (graph, file_batch) = input::bind_graph_input(g, source, batch, opts.seq_len, &mut vals)?;
     let fused = fuse::fuse(&g.node, &g.initializer, &g.output);
     let nodes: Vec<&NodeProto> = fused.iter().map(|n| n.as_ref()).collect();
+    // The whole graph holds together (each value made once, no cycle) before the nodes only
+    // further outputs need are dropped.
+    order::topological(&nodes).map_err(|m| fail(&m))?;
     let nodes = order::needed_for_first_output(&nodes, &g.output).map_err(|m| fail(&m))?;
     let mut imp = Importer::new(graph, vals, file_batch, &nodes, &g.output);
     let order = order::topological(&nodes).map_err(|m| fail(&m))?;

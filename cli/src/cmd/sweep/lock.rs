@@ -113,15 +113,8 @@ impl Lock {
     /// Takes `path`, breaking it first if it is stale.
     pub fn acquire(path: &Path) -> anyhow::Result<Acquired> {
         for _ in 0..3 {
-            match OpenOptions::new().write(true).create_new(true).open(path) {
-                Ok(mut file) => {
-                    let now = SystemTime::now()
-                        .duration_since(SystemTime::UNIX_EPOCH)
-                        .map(|d| d.as_secs())
-                        .unwrap_or(0);
-                    writeln!(file, "{} {} {now}", std::process::id(), host_name())
-                        .and_then(|()| file.sync_all())
-                        .with_context(|| format!("writing lock {}", path.display()))?;
+            match create_with_owner(path) {
+                Ok(()) => {
                     if let Ok(mut held) = HELD.lock() {
                         held.push(path.to_path_buf());
                     }
@@ -162,6 +155,32 @@ impl Drop for Lock {
             held.retain(|p| *p != self.path);
         }
     }
+}
+
+/// Creates the lock `path` holding this process's PID, host and time, atomically: the owner is
+/// written to a file of this process's own and hard-linked to `path` (which fails if `path`
+/// exists), so a lock is never seen empty, even when the process is killed while taking it.
+fn create_with_owner(path: &Path) -> std::io::Result<()> {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let pid = std::process::id();
+    let mut own = path.as_os_str().to_owned();
+    own.push(format!(".{pid}"));
+    let own = PathBuf::from(own);
+    let written = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&own)
+        .and_then(|mut file| {
+            writeln!(file, "{pid} {} {now}", host_name())?;
+            file.sync_all()
+        });
+    let linked = written.and_then(|()| std::fs::hard_link(&own, path));
+    let _ = std::fs::remove_file(&own);
+    linked
 }
 
 /// Removes a stale lock under the `lock.break` guard (itself broken after [`STALE_AFTER`]).
