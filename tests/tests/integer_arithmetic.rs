@@ -98,3 +98,110 @@ fn bad_arithmetic_flags_are_usage_errors_naming_the_flag() {
         assert_one_clear_line(&err);
     }
 }
+
+/// A short integer LeNet-5 run on synthetic data with `--accel`, its stderr and summary.json.
+fn train_int(dir: &Path, accumulator: &str, accel: &str) -> (String, serde_json::Value) {
+    let out = dir.to_string_lossy().into_owned();
+    let o = run(&[
+        "train",
+        "--model",
+        "zoo:lenet5",
+        "--data",
+        "synthetic",
+        "--bits",
+        "8",
+        "--iters",
+        "4",
+        "--batch",
+        "8",
+        "--eval-every",
+        "4",
+        "--arithmetic",
+        "int",
+        "--accumulator",
+        accumulator,
+        "--accel",
+        accel,
+        "--out",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    (stderr(&o), serde_json::from_str(&text).unwrap())
+}
+
+#[test]
+fn summary_records_the_accumulator_and_accelerators_with_other_widths_are_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (err, summary) = train_int(&dir.path().join("a"), "24:saturate", "zc706,eyeriss");
+    assert_eq!(
+        summary["accumulator"],
+        serde_json::json!({"bits": 24, "mode": "saturate"})
+    );
+    assert_eq!(summary["arithmetic"], "int (accumulator fw=24:saturate)");
+    let flagged = summary["accumulator_mismatches"].as_array().unwrap();
+    let relation: Vec<_> = flagged
+        .iter()
+        .map(|m| {
+            (
+                m["accelerator"].as_str().unwrap(),
+                m["run_is"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(relation, [("zc706", "narrower"), ("eyeriss", "wider")]);
+    assert_eq!(flagged[0]["accelerator_bits"], 32);
+    assert!(
+        err.contains("warning: the run's accumulator (24:saturate, 24 bits) is narrower than zc706's 32-bit one"),
+        "{err}"
+    );
+    assert!(err.contains("is wider than eyeriss's 16-bit one"), "{err}");
+    // The width the accelerator has: nothing to flag.
+    let (err, summary) = train_int(&dir.path().join("b"), "32:wrap", "zc706");
+    assert!(summary.get("accumulator_mismatches").is_none(), "{summary}");
+    assert!(!err.contains("warning:"), "{err}");
+    assert_eq!(summary["accumulator"]["mode"], "wrap");
+}
+
+#[test]
+fn run_flags_accelerators_whose_accumulator_differs_from_the_given_one() {
+    let cost = |acc: &str| {
+        run(&[
+            "run",
+            "--model",
+            "zoo:lenet5",
+            "--iters",
+            "10",
+            "--accel",
+            "zc706,eyeriss",
+            "--accumulator",
+            acc,
+            "--format",
+            "json",
+        ])
+    };
+    let o = cost("exact");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let flagged = report["accumulator_mismatches"].as_array().unwrap();
+    assert_eq!(flagged.len(), 2);
+    assert!(flagged
+        .iter()
+        .all(|m| m["run_is"] == "wider" && m["run_bits"] == 64));
+    assert_eq!(stderr(&o).matches("warning: ").count(), 2, "{}", stderr(&o));
+    let o = cost("16");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["accumulator_mismatches"][0]["run_is"], "narrower");
+    assert_eq!(
+        report["accumulator_mismatches"].as_array().unwrap().len(),
+        1
+    );
+    let bad = cost("16:clip");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("--accumulator 16:clip"),
+        "{}",
+        stderr(&bad)
+    );
+    assert_one_clear_line(&stderr(&bad));
+}

@@ -139,18 +139,30 @@ fn bounds(bits: u8) -> (i64, i64) {
     (-hi - 1, hi)
 }
 
+impl Accumulator {
+    /// What the register does with a sum that does not fit: `exact` (it never overflows),
+    /// `wrap` or `saturate`.
+    pub fn mode(self) -> &'static str {
+        match self {
+            Accumulator::Exact => "exact",
+            Accumulator::Narrow {
+                overflow: Overflow::Wrap,
+                ..
+            } => "wrap",
+            Accumulator::Narrow {
+                overflow: Overflow::Saturate,
+                ..
+            } => "saturate",
+        }
+    }
+}
+
 impl fmt::Display for Accumulator {
     /// `exact`, or `BITS:wrap` / `BITS:saturate` (what [`Accumulator::from_str`] reads).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Accumulator::Exact => write!(f, "exact"),
-            Accumulator::Narrow { bits, overflow } => {
-                let rule = match overflow {
-                    Overflow::Wrap => "wrap",
-                    Overflow::Saturate => "saturate",
-                };
-                write!(f, "{bits}:{rule}")
-            }
+            Accumulator::Narrow { bits, .. } => write!(f, "{bits}:{}", self.mode()),
         }
     }
 }
