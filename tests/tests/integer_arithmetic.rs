@@ -171,7 +171,7 @@ fn run_flags_accelerators_whose_accumulator_differs_from_the_given_one() {
             "--model",
             "zoo:lenet5",
             "--iters",
-            "10",
+            "100",
             "--accel",
             "zc706,eyeriss",
             "--accumulator",
