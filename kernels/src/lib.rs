@@ -13,6 +13,7 @@ pub mod elementwise;
 pub mod error;
 pub mod fastexp;
 pub mod gemm;
+pub mod int;
 pub mod reduce;
 pub mod simd;
 

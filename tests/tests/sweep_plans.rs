@@ -295,6 +295,45 @@ fn dry_run_lists_each_tables_cells_and_checks_them_all() {
     );
 }
 
+/// The accumulator study's plan, as shipped: 18 training cells (static 8/8 and CPT 3-8/8, each
+/// with an exact accumulator and 32/24/20/16 bits wrapping or saturating), each checked as
+/// `cptsim train` would check it, nothing run.
+#[test]
+fn the_accumulator_study_plan_lists_its_cells_in_a_dry_run() {
+    let plan = workspace_root().join("examples/sweeps/accumulator-fmnist-resnet20.toml");
+    let data = workspace_root().join("../shared/data/fashion-mnist");
+    if !data.is_dir() {
+        eprintln!(
+            "SKIPPED: the_accumulator_study_plan_lists_its_cells_in_a_dry_run: no {}",
+            data.display()
+        );
+        return;
+    }
+    let text = std::fs::read_to_string(plan).unwrap();
+    let relative = "fashion-mnist:../shared/data/fashion-mnist";
+    assert!(
+        text.contains(relative),
+        "the plan no longer reads `{relative}`"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let absolute = format!("fashion-mnist:{}", data.display());
+    write_plan(tmp.path(), &text.replace(relative, &absolute));
+    let dry = sweep(
+        tmp.path(),
+        &["run", "plan.toml", "--out", "out", "--dry-run"],
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let listing = stdout(&dry);
+    assert!(listing.contains(": 18 cells in "), "{listing}");
+    for acc in ["exact", "32:wrap", "20:wrap", "24:saturate", "16:saturate"] {
+        let flag = format!("--arithmetic=int --grad-bits=8 --seed=0 --accumulator={acc} ");
+        assert_eq!(listing.matches(&flag).count(), 2, "`{flag}` in:\n{listing}");
+    }
+    assert_eq!(listing.matches("--schedule=cosine --bits=3:8 ").count(), 9);
+    assert_eq!(listing.matches(" --cycles=8 ").count(), 9);
+    assert!(!tmp.path().join("out").exists());
+}
+
 /// The sweep is a library of its own: its modules name no argument-parser type (the command
 /// line is read in `cmd/sweep_args.rs`).
 #[test]

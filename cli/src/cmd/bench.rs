@@ -8,6 +8,7 @@ use std::io::Write;
 
 use crate::cmd::shared::{OutputFormat, QuantizerArg};
 
+use super::arith::ArithArgs;
 use super::quant_scope::ScopeArgs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -18,6 +19,7 @@ use cptsim_kernels::gemm::{self, ShapeTime};
 use cptsim_kernels::VectorPath;
 use cptsim_models::load_graph_with;
 use cptsim_nn::build::{build_network, BuildOptions, Network};
+use cptsim_nn::quant::arith::ArithSpec;
 use cptsim_nn::quant::QuantMethod;
 use serde_json::json;
 
@@ -33,7 +35,7 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// Training steps (forward, backward, SGD) on synthetic data.
     Train(TrainArgs),
-    /// Evaluation-mode fp32 forward passes on synthetic data.
+    /// Evaluation-mode forward passes on synthetic data (fp32, or SBM at `--bits`).
     Eval(EvalArgs),
 }
 
@@ -53,6 +55,16 @@ pub struct EvalArgs {
     /// Timed forward passes (after one warm-up pass).
     #[arg(long, default_value_t = 10)]
     pub passes: usize,
+    /// Quantize the in-scope conv/linear layers with SBM at this many forward bits (input
+    /// activations with each batch's own range) [default: fp32].
+    #[arg(long)]
+    pub bits: Option<u32>,
+    /// Which layers `--bits` quantizes.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// How the quantized layers multiply.
+    #[command(flatten)]
+    pub arith: ArithArgs,
     /// Rayon threads (default: rayon's choice, one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -89,6 +101,9 @@ pub struct TrainArgs {
     /// Which layers are quantized.
     #[command(flatten)]
     pub scope: ScopeArgs,
+    /// How the quantized layers multiply.
+    #[command(flatten)]
+    pub arith: ArithArgs,
     /// Rayon threads (default: rayon's choice, one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -147,8 +162,23 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
     let pool = pool(a.threads)?;
     let json = a.format.json_or_table("bench eval")?;
     let graph = load_graph_with(&a.model, a.batch, a.seq_len)?;
-    let mut net = build_network(&graph, &BuildOptions::default())
-        .with_context(|| format!("model {}", a.model))?;
+    let opts = BuildOptions {
+        scope: a.scope.scope(),
+        ..BuildOptions::default()
+    };
+    let mut net = build_network(&graph, &opts).with_context(|| format!("model {}", a.model))?;
+    let arith = a.arith.spec(QuantizerArg::Sbm)?;
+    match a.bits {
+        Some(b) => {
+            net.set_bits(b, 0).context("--bits")?;
+            net.use_batch_ranges_in_eval(true);
+            net.use_arithmetic(arith);
+        }
+        None if arith != ArithSpec::default() => {
+            anyhow::bail!("--arithmetic / --accumulator: need --bits (an fp32 pass has no codes)")
+        }
+        None => {}
+    }
     let threads = pool.current_num_threads();
     let unit = samples(&net);
     let r: EvalBench = pool.install(|| eval_passes(&mut net, a.batch, a.passes, a.peak_secs))?;
@@ -163,6 +193,8 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
                 "samples": unit,
                 "passes": a.passes,
                 "threads": threads,
+                "bits": a.bits.unwrap_or(0),
+                "arithmetic": arith.to_string(),
                 "images_per_s": r.images_per_s,
                 "images_per_cpu_s": r.images_per_cpu_s,
                 "pass_ms_median": r.pass_ms_median,
@@ -179,7 +211,7 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
         )?,
         false => write!(
             out,
-            "{} batch {} fp32 eval, {} passes, {threads} thread(s)\n\
+            "{} batch {} {} eval, {} passes, {threads} thread(s)\n\
              CPU             {}, {}{}\n\
              throughput      {:9.1} {unit}/s, {:.1} {unit} per CPU-second\n\
              pass (median)   {:9.1} ms\n\
@@ -189,6 +221,10 @@ fn eval(a: &EvalArgs, out: &mut dyn Write) -> Result<()> {
              \nGEMM shapes in a profiled pass after the timed ones (C[m,n] = A[m,k]·B[k,n]), by GEMM time:\n{}",
             a.model,
             a.batch,
+            match a.bits {
+                Some(b) => format!("SBM {b}-bit, {arith} arithmetic,"),
+                None => "fp32".to_string(),
+            },
             a.passes,
             cpu_model().as_deref().unwrap_or("unknown CPU model"),
             r.vector_path,
@@ -225,6 +261,7 @@ fn train(a: &TrainArgs, out: &mut dyn Write) -> Result<()> {
     let mut net = build_network(&graph, &opts).with_context(|| format!("model {}", a.model))?;
     let bits = bench_bits(a);
     net.set_bits(bits, bits).context("--bits")?;
+    net.use_arithmetic(a.arith.spec(a.quantizer)?);
     let threads = pool.current_num_threads();
     let unit = samples(&net);
     let r = pool.install(|| train_steps(&mut net, a.batch, a.steps, a.peak_secs, a.shape_secs))?;
@@ -268,6 +305,7 @@ fn to_json(
         "threads": threads,
         "quantizer": a.quantizer.name(),
         "bits": bench_bits(a),
+        "arithmetic": a.arith.spec(a.quantizer).map(|s| s.to_string()).unwrap_or_default(),
         "images_per_s": r.images_per_s,
         "images_per_cpu_s": r.images_per_cpu_s,
         "step_ms_median": r.step_ms_median,
@@ -393,7 +431,15 @@ fn table(
 ) -> String {
     let q = match a.quantizer.method() {
         None => "fp32".to_string(),
-        Some(_) => format!("{} {1}/{1}", a.quantizer.name().to_uppercase(), a.bits),
+        Some(_) => format!(
+            "{} {1}/{1}, {2} arithmetic,",
+            a.quantizer.name().to_uppercase(),
+            a.bits,
+            a.arith
+                .spec(a.quantizer)
+                .map(|s| s.to_string())
+                .unwrap_or_default()
+        ),
     };
     let pct = |g: f64| 100.0 * g / r.peak_gflops.max(1e-9);
     let mut t = format!(

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::arith::ArithArgs;
 use super::quant_scope::ScopeArgs;
 use super::shared::QuantizerArg;
 use crate::exit::Exit;
@@ -43,6 +44,9 @@ pub struct ForwardArgs {
     /// Which layers are quantized.
     #[command(flatten)]
     pub scope: ScopeArgs,
+    /// How the quantized layers multiply.
+    #[command(flatten)]
+    pub arith: ArithArgs,
 }
 
 /// Runs the command.
@@ -77,9 +81,14 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         ..BuildOptions::default()
     };
     let mut net = build_network(&graph, &opts).with_context(|| format!("model {}", args.model))?;
+    let arith = args.arith.spec(args.quantizer)?;
     if let Some(b) = args.bits {
         net.set_bits(b, 0).context("--bits")?;
         net.use_batch_ranges_in_eval(true);
+        net.use_arithmetic(arith);
+    } else if arith != Default::default() {
+        return Err(Exit::Usage
+            .error("--arithmetic / --accumulator: need --bits (an fp32 pass has no codes)"));
     }
     let input = net
         .input_from_ir(&x)

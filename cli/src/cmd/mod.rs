@@ -2,6 +2,8 @@
 
 pub mod accel;
 pub mod accel_costs;
+pub mod accumulator_check;
+pub mod arith;
 pub mod bench;
 pub mod compare;
 pub mod forward;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use cptsim_accel::cost::run::Ranges;
 use cptsim_accel::{Accounting, CostOptions, RunCoster, RunReport, RunSpec};
+use cptsim_kernels::int::Accumulator;
 use cptsim_models::atomic::Staged;
 use cptsim_models::ModelSummary;
 use cptsim_traces::schedule::{BitRange, Kind, Schedule, ScheduleArgs};
@@ -16,8 +17,10 @@ use cptsim_train::plan::{AccountingKind, Convention, Range, ScopePreset};
 use cptsim_train::CostPlan;
 
 use super::accel_costs;
+use super::accumulator_check;
 use super::quant_scope::ScopeArgs;
 use super::shared::{bit_range, ConventionArg, OutputFormat};
+use crate::exit::Exit;
 
 /// Arguments of `cptsim run`.
 #[derive(clap::Args, Debug)]
@@ -84,6 +87,11 @@ pub struct RunArgs {
     /// [`run` default: zc706,bitfusion,stripes].
     #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "NAME|PATH")]
     pub(crate) accel: Vec<String>,
+    /// The accumulator of the integer forward GEMMs of the run being costed (`BITS`,
+    /// `BITS:wrap`, `BITS:saturate` or `exact`, as `train --accumulator`); an accelerator with a
+    /// narrower or wider one is flagged.
+    #[arg(long, value_name = "ACC")]
+    accumulator: Option<String>,
     /// Write per-layer × GEMM and per-epoch CSVs for each accelerator, and index.html, into DIR
     /// (columns in docs/src/formats/reports.md).
     #[arg(long, value_name = "DIR")]
@@ -187,6 +195,14 @@ pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let staging = staged.dir(dir, &[]).context("--report")?;
         args.report = Some(staging);
     }
+    let accumulator = args
+        .accumulator
+        .as_deref()
+        .map(|a| {
+            a.parse::<Accumulator>()
+                .map_err(|e| Exit::Usage.error(format!("--accumulator {a}: {e}")))
+        })
+        .transpose()?;
     let unstage = |e| crate::exit::relabel(e, |t| staged.unstage(t));
     let (report, model) = evaluate(&args).map_err(unstage)?;
     if let Some(dir) = &args.report {
@@ -196,8 +212,25 @@ pub fn run(mut args: RunArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     for path in report_target.iter().map(|d| d.join("index.html")) {
         eprintln!("wrote {}", path.display());
     }
+    let mismatches = match accumulator {
+        Some(acc) => {
+            let accels = accel_costs::load_all(&accel_costs::run_accels(&args.accel)?)?;
+            accumulator_check::mismatches(acc, &accels)
+        }
+        None => Vec::new(),
+    };
+    accumulator_check::warn(&mismatches);
     match wants_json(&args)? {
-        true => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        true => {
+            let mut json = serde_json::to_value(&report)?;
+            if let (false, Some(map)) = (mismatches.is_empty(), json.as_object_mut()) {
+                map.insert(
+                    "accumulator_mismatches".into(),
+                    serde_json::to_value(&mismatches)?,
+                );
+            }
+            writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?
+        }
         false => print_table(&report, &model, out)?,
     }
     Ok(())

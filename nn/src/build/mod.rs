@@ -259,6 +259,13 @@ impl Network {
         }
     }
 
+    /// Sets the arithmetic of every layer's quantized GEMMs (and their accumulators).
+    pub fn use_arithmetic(&mut self, arith: crate::quant::arith::ArithSpec) {
+        for q in self.layer_quants_mut() {
+            q.arith = arith;
+        }
+    }
+
     /// Runs the network on an engine-layout input (`[N, H, W, C]`, or `[N, F]`).
     pub fn forward(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
         self.graph.forward(x, mode)

@@ -7,9 +7,10 @@
 //! the batch for `[N, O]` and batch-first `[B, T, O]`, the time step for sequence-first
 //! `[T, B, O]`. (SBM and WAGEUBN quantize the whole tensor with one range either way.)
 
-use ndarray::{Array2, CowArray, Ix2};
+use ndarray::{Array2, ArrayView2, CowArray, Ix2};
 
 use super::from_ir::{owned, Ctx, Init, Layout, Val};
+use super::intgemm::{self, ValidTaps};
 use super::qgemm::bias_grad;
 use super::qgemm::{
     input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
@@ -176,7 +177,14 @@ impl Layer for Linear {
         );
         let xq = as2(&self.name, &ops.x)?;
         let mut y = Array2::<f32>::zeros((xq.nrows(), ops.w.nrows()));
-        matmul_rows_par(y.view_mut(), xq, ops.w.t(), false)?;
+        match (&ops.int, y.as_slice_mut()) {
+            (Some(int), Some(out)) => {
+                let xc = ArrayView2::from_shape(xq.dim(), &int.x_codes)
+                    .map_err(shape_err(&self.name))?;
+                intgemm::forward(&self.name, xc, int, &ValidTaps::all(int), out)?;
+            }
+            _ => matmul_rows_par(y.view_mut(), xq, ops.w.t(), false)?,
+        }
         if let Some(b) = &self.bias {
             let bv = b.value.view();
             y.rows_mut().into_iter().for_each(|mut r| r += &bv);

@@ -4,6 +4,7 @@
 
 use ndarray::{Array2, ArrayView2, CowArray, Ix2, IxDyn};
 
+use super::intgemm::{self, IntOperands};
 use super::{owned, standard, Mode, Tensor};
 use crate::error::{Result, SimError};
 use crate::quant::{lsq, LayerQuant};
@@ -23,6 +24,9 @@ pub(crate) struct QuantOperands<'a, 'w> {
     pub w_scale: Option<Array2<f32>>,
     /// `X̂ − X`, kept only while the layer's hook wants the step residual (LDP).
     pub x_residual: Option<Vec<f32>>,
+    /// The integer codes, when the forward GEMM runs on them (a forward pass only: not kept
+    /// for backward).
+    pub int: Option<IntOperands>,
 }
 
 impl QuantOperands<'_, '_> {
@@ -34,6 +38,7 @@ impl QuantOperands<'_, '_> {
             w: CowArray::from(self.w.into_owned()),
             w_scale: self.w_scale,
             x_residual: self.x_residual,
+            int: None,
         }
     }
 }
@@ -48,6 +53,23 @@ pub(crate) fn quantize_operands<'a, 'w>(
     mode: Mode,
     keep_x: bool,
 ) -> QuantOperands<'a, 'w> {
+    let mut x = x;
+    if quant.integer_gemms().is_some() {
+        let mut xq = owned(x);
+        if let Some(s) = xq.as_slice_mut() {
+            if let Some((int, wq)) = intgemm::quantize(quant, s, w, mode == Mode::Train) {
+                return QuantOperands {
+                    x: CowArray::from(xq),
+                    x_mask: None,
+                    w: CowArray::from(wq),
+                    w_scale: None,
+                    x_residual: None,
+                    int: Some(int),
+                };
+            }
+        }
+        x = CowArray::from(xq);
+    }
     let (w, w_scale) = match quant.weights(w) {
         Some((q, s)) => (CowArray::from(q), s),
         None => (CowArray::from(w), None),
@@ -59,6 +81,7 @@ pub(crate) fn quantize_operands<'a, 'w>(
             w,
             w_scale,
             x_residual: None,
+            int: None,
         };
     }
     let mut xq = owned(x);
@@ -78,6 +101,7 @@ pub(crate) fn quantize_operands<'a, 'w>(
         w,
         w_scale,
         x_residual,
+        int: None,
     }
 }
 

@@ -113,6 +113,54 @@ cptsim_kernels::simd::multiversion! {
     }
 }
 
+/// The grid of an affine quantizer: values `lo + q·step` for integer codes `q` in
+/// `0..=levels`, `step = max(range/levels, 1e-8)` (what [`fake_quant`] rounds to).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Grid {
+    /// The value of code 0.
+    pub lo: f32,
+    /// Distance between codes.
+    pub step: f32,
+    /// The largest code, `2^bits − 1`.
+    pub levels: f32,
+}
+
+impl Grid {
+    /// The grid of `bits` bits from `lo` over `range`.
+    pub fn new(lo: f32, range: f32, bits: u32) -> Self {
+        Grid {
+            lo,
+            step: step(range, bits),
+            levels: levels(bits),
+        }
+    }
+
+    /// The code [`fake_quant`] gives `v`: `rne(clamp((v − lo)/step, 0, levels))`.
+    #[inline(always)]
+    pub fn code(&self, v: f32) -> f32 {
+        rne_nonneg(clamp((v - self.lo) / self.step, 0.0, self.levels))
+    }
+}
+
+/// The codes of `x` on `grid` (as `f32`, exact integers), in parallel chunks.
+pub fn codes(x: &[f32], grid: Grid) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    out.par_chunks_mut(NOISE_CHUNK)
+        .zip(x.par_chunks(NOISE_CHUNK))
+        .for_each(|(o, x)| codes_chunk(x, grid.lo, grid.step, grid.levels, o));
+    out
+}
+
+cptsim_kernels::simd::multiversion! {
+    /// [`codes`] on one chunk.
+    fn codes_chunk(x: &[f32], lo: f32, s: f32, l: f32, out: &mut [f32]) {
+        let grid = Grid { lo, step: s, levels: l };
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = grid.code(v);
+        }
+    }
+}
+
 /// Elements quantized per batch of random words in [`fake_quant_stochastic`].
 const NOISE_BATCH: usize = 256;
 

@@ -5,6 +5,7 @@
 //! in fp32; `bits_bw = 0` with `bits_fw > 0` quantizes the forward operands only.
 
 pub mod affine;
+pub mod arith;
 pub mod dorefa;
 pub mod hook;
 pub mod lsq;
@@ -12,6 +13,7 @@ pub mod per_sample;
 pub mod sbm;
 pub mod wageubn;
 
+use cptsim_kernels::int::Accumulator;
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
@@ -112,6 +114,9 @@ pub struct LayerQuant {
     /// by the policy's type; set per pass, not checkpointed.
     #[serde(skip)]
     pub hook: Option<Box<dyn hook::QuantHook>>,
+    /// The arithmetic of this layer's GEMMs (a setting of the run, not checkpointed).
+    #[serde(skip)]
+    pub arith: arith::ArithSpec,
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit value from `x`.
@@ -135,6 +140,7 @@ impl LayerQuant {
             error_calls: 0,
             batch_range_in_eval: false,
             hook: None,
+            arith: arith::ArithSpec::default(),
         }
     }
 
@@ -155,6 +161,37 @@ impl LayerQuant {
         self.bits_fw = bits_fw;
         self.bits_bw = bits_bw;
         Ok(())
+    }
+
+    /// The accumulator of this layer's forward GEMM when it runs on integer codes: integer
+    /// arithmetic, SBM at 1–16 forward bits, no policy hook.
+    pub fn integer_gemms(&self) -> Option<Accumulator> {
+        let a = self.arith;
+        (a.arithmetic == arith::Arithmetic::Int
+            && self.method == QuantMethod::Sbm
+            && (1..=16).contains(&self.bits_fw)
+            && self.hook.is_none())
+        .then_some(a.forward)
+    }
+
+    /// The codes of the quantized weights (`[O, K]`, as `f32`) and each row's grid, when the
+    /// layer's GEMMs are integer ([`LayerQuant::integer_gemms`]).
+    pub fn weight_codes(&self, w: ArrayView2<f32>) -> Option<(Array2<f32>, Vec<affine::Grid>)> {
+        self.integer_gemms()?;
+        Some(sbm::weight_codes(w, self.bits_fw))
+    }
+
+    /// The grid the input activation `x` is quantized on, when the layer's GEMMs are integer;
+    /// updates the running range as [`LayerQuant::activations`] does (call one of them, once).
+    pub fn activation_grid(&mut self, x: &[f32], training: bool) -> Option<affine::Grid> {
+        self.integer_gemms()?;
+        let batch = training || self.batch_range_in_eval;
+        Some(sbm::activation_grid(
+            x,
+            self.bits_fw,
+            &mut self.act_range,
+            batch,
+        ))
     }
 
     /// The hook's per-sample (activation, error) bits, if it sets any.

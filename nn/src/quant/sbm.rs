@@ -4,7 +4,7 @@
 
 use ndarray::{Array2, ArrayView2, Axis};
 
-use super::affine::{fake_quant, fake_quant_stochastic, min_max};
+use super::affine::{codes, fake_quant, fake_quant_stochastic, min_max, Grid};
 use super::RangeEma;
 
 /// Quantizes each row (output channel) of `w` `[O, K]` with its own min/max, deterministically.
@@ -19,17 +19,44 @@ pub fn weights(w: ArrayView2<f32>, bits: u32) -> Array2<f32> {
     q
 }
 
-/// Quantizes an activation tensor in place with one range: the batch min/max in training (which
-/// also updates the EMA), the EMA in eval.
-pub fn activations(x: &mut [f32], bits: u32, ema: &mut RangeEma, training: bool) {
-    let (lo, range) = if training {
+/// The integer codes of [`weights`] (`[O, K]`, as `f32`) and each row's grid.
+pub fn weight_codes(w: ArrayView2<f32>, bits: u32) -> (Array2<f32>, Vec<Grid>) {
+    let mut q = w.to_owned();
+    let mut grids = Vec::with_capacity(w.nrows());
+    for mut row in q.axis_iter_mut(Axis(0)) {
+        let buf = row.to_vec();
+        let (lo, hi) = min_max(&buf);
+        let grid = Grid::new(lo, hi - lo, bits);
+        row.iter_mut()
+            .zip(codes(&buf, grid))
+            .for_each(|(d, s)| *d = s);
+        grids.push(grid);
+    }
+    (q, grids)
+}
+
+/// The range an activation tensor is quantized with: the batch min/max in training (which also
+/// updates the EMA), the EMA in eval.
+fn activation_range(x: &[f32], ema: &mut RangeEma, training: bool) -> (f32, f32) {
+    if training {
         let (lo, hi) = min_max(x);
         ema.update(lo, hi - lo);
         (lo, hi - lo)
     } else {
         (ema.lo, ema.range)
-    };
+    }
+}
+
+/// Quantizes an activation tensor in place with one range (see [`activation_range`]).
+pub fn activations(x: &mut [f32], bits: u32, ema: &mut RangeEma, training: bool) {
+    let (lo, range) = activation_range(x, ema, training);
     fake_quant(x, lo, range, bits);
+}
+
+/// The grid [`activations`] quantizes `x` on (updating the EMA as it does).
+pub fn activation_grid(x: &[f32], bits: u32, ema: &mut RangeEma, training: bool) -> Grid {
+    let (lo, range) = activation_range(x, ema, training);
+    Grid::new(lo, range, bits)
 }
 
 /// Quantizes an error tensor in place with its own min/max and stochastic rounding.

@@ -64,6 +64,10 @@ pub struct TrainPlan {
     pub quantize_last: Option<bool>,
     pub quantize_shortcut: Option<bool>,
     pub quantize_depthwise: Option<bool>,
+    /// How the quantized GEMMs multiply: `fp32` or `int` (SBM's codes on integer sums).
+    pub arithmetic: String,
+    /// Accumulator of the integer GEMMs: `exact`, `BITS[:wrap|saturate]` or `fw=…`.
+    pub accumulator: String,
     /// Fixed bits of depthwise convs.
     pub depthwise_bits: Option<FwBw>,
     /// Iterations (default [`DEFAULT_ITERATIONS`] unless `epochs`).
@@ -143,6 +147,8 @@ impl Default for TrainPlan {
             quantize_last: None,
             quantize_shortcut: None,
             quantize_depthwise: None,
+            arithmetic: "fp32".into(),
+            accumulator: "exact".into(),
             depthwise_bits: None,
             iters: None,
             epochs: None,

@@ -7,7 +7,7 @@ use std::fmt;
 
 use cptsim_traces::schedule::ScheduleError;
 
-use super::{flag, DfqExecKind, EvalBitsKind, PolicyKind, Quantizer, Range, TrainPlan};
+use super::{flag, Choice, DfqExecKind, EvalBitsKind, PolicyKind, Quantizer, Range, TrainPlan};
 
 /// A plan key whose value is rejected; the message names it as its flag (`--batch: …`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +66,17 @@ fn check(ok: bool, key: &str, message: impl FnOnce() -> String) -> Result<(), Pl
 }
 
 impl TrainPlan {
+    /// The arithmetic of the run's quantized GEMMs (`arithmetic`, `accumulator`).
+    pub fn arith(&self) -> Result<cptsim_nn::quant::arith::ArithSpec, PlanError> {
+        cptsim_nn::quant::arith::ArithSpec::from_flags(
+            &self.arithmetic,
+            &self.accumulator,
+            self.quantizer == Quantizer::Sbm,
+            self.quantizer.name(),
+        )
+        .map_err(|(key, message)| PlanError::new(key, message))
+    }
+
     /// Checks every rule that needs no model or data; the error names the key at fault.
     pub fn validate(&self) -> Result<(), PlanError> {
         check(
@@ -79,6 +90,7 @@ impl TrainPlan {
         )?;
         self.validate_length()?;
         self.validate_bits()?;
+        self.arith()?;
         self.validate_optimiser()?;
         self.validate_data()?;
         self.validate_invocation()?;

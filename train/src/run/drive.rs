@@ -364,6 +364,18 @@ impl Driver<'_> {
                 let c = &t.corpus;
                 cptsim_nn::data::text::unigram_perplexity(&c.train, &c.test, c.vocab.len())
             }),
+            arithmetic: self
+                .plan
+                .arith()
+                .ok()
+                .filter(|a| a.arithmetic == cptsim_nn::quant::arith::Arithmetic::Int)
+                .map(|a| a.to_string()),
+            accumulator: self
+                .plan
+                .arith()
+                .ok()
+                .filter(|a| a.arithmetic == cptsim_nn::quant::arith::Arithmetic::Int)
+                .map(|a| a.forward.into()),
             eval_bits: self.plan.eval_bits,
             final_eval_bits: last.map(|e| [e.fw, e.bw]),
             best_eval_bits: best.map(|e| [e.fw, e.bw]),

@@ -205,7 +205,8 @@ impl Run {
             scope: plan.scope(),
         };
         let model_spec = || format!("--model {}", plan.model);
-        let network = build_network(&graph, &opts).with_context(model_spec)?;
+        let mut network = build_network(&graph, &opts).with_context(model_spec)?;
+        network.use_arithmetic(plan.arith()?);
         let model = network.summary().clone();
         let mut net = TrainNet::from_network(network).with_context(model_spec)?;
         load::fix_depthwise(&plan, &model, &mut net, &mut notices);

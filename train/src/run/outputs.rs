@@ -20,6 +20,24 @@ use crate::EvalRecord;
 pub const CHECKPOINT: &str = "checkpoint.bin";
 
 /// The summary of a finished run (`summary.json`).
+/// The accumulator of an integer run's forward GEMMs as `summary.json` records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AccumulatorRecord {
+    /// Register width in bits (64 when exact).
+    pub bits: u32,
+    /// `exact`, `wrap` or `saturate`.
+    pub mode: &'static str,
+}
+
+impl From<cptsim_kernels::int::Accumulator> for AccumulatorRecord {
+    fn from(a: cptsim_kernels::int::Accumulator) -> Self {
+        AccumulatorRecord {
+            bits: a.bits(),
+            mode: a.mode(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
     /// schedule, ldp, dfq or fractrain.
@@ -53,6 +71,13 @@ pub struct Summary {
     /// baseline it has to beat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unigram_test_ppl: Option<f64>,
+    /// The arithmetic of the quantized GEMMs when integer: `int (accumulator fw=…)` (absent:
+    /// fp32).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arithmetic: Option<String>,
+    /// An integer run's forward accumulator (absent: fp32).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accumulator: Option<AccumulatorRecord>,
     /// current, max or fp32.
     pub eval_bits: EvalBitsKind,
     /// Forward and backward bits of the last evaluation and of the best one (0 = fp32).

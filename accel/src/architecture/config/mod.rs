@@ -315,6 +315,10 @@ pub struct AccelConfig {
     /// Area overhead over the baseline design, as a fraction (reported, not used for cost).
     #[serde(default)]
     pub area_overhead: Option<f64>,
+    /// Width of the array's accumulators (its partial-sum registers), bits: what a run with
+    /// integer GEMMs is checked against (not used for cost).
+    #[serde(default)]
+    pub accumulator_bits: Option<u32>,
     pub array: ArrayShape,
     pub dram: Dram,
     pub energy: EnergyConstants,

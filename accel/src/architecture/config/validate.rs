@@ -38,6 +38,8 @@ pub mod ranges {
     pub const PASS_BITS: u64 = 4096;
     /// Area overhead (fraction).
     pub const AREA_OVERHEAD: f64 = 100.0;
+    /// Accumulator width, bits.
+    pub const ACCUMULATOR_BITS: (u32, u32) = (2, 64);
 }
 
 /// A failed check: the key and why.
@@ -167,6 +169,15 @@ impl AccelConfig {
         check_energy(&self.energy)?;
         if let Some(a) = self.area_overhead {
             non_negative("area_overhead", a, ranges::AREA_OVERHEAD)?;
+        }
+        if let Some(b) = self.accumulator_bits {
+            if !(ranges::ACCUMULATOR_BITS.0..=ranges::ACCUMULATOR_BITS.1).contains(&b) {
+                let (lo, hi) = ranges::ACCUMULATOR_BITS;
+                return Err((
+                    "accumulator_bits",
+                    format!("must be in {lo}..={hi}, got {b}"),
+                ));
+            }
         }
         match &self.engine {
             EngineConfig::Zc706BitLinear(z) => self.check_board(z, false),

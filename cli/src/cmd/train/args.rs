@@ -13,6 +13,7 @@ use cptsim_train::plan::{
 };
 use cptsim_train::TrainPlan;
 
+use crate::cmd::arith::ArithArgs;
 use crate::cmd::quant_scope::ScopeArgs;
 use crate::cmd::shared::OutputFormat;
 
@@ -70,6 +71,9 @@ pub struct TrainArgs {
     /// Which layer roles are quantized.
     #[command(flatten)]
     pub(crate) scope: ScopeArgs,
+    /// How the quantized layers multiply.
+    #[command(flatten)]
+    pub(crate) arith: ArithArgs,
     /// Run depthwise convs at a fixed precision FW/BW instead of the schedule (FracTrain's model
     /// file uses 8/16; see docs/src/guide/shared-flags.md) [default: follow the schedule].
     #[arg(long, value_name = "FW/BW")]
@@ -303,6 +307,8 @@ impl TrainArgs {
             quantize_last: self.scope.quantize_last,
             quantize_shortcut: self.scope.quantize_shortcut,
             quantize_depthwise: self.scope.quantize_depthwise,
+            arithmetic: self.arith.arithmetic.clone(),
+            accumulator: self.arith.accumulator.clone(),
             depthwise_bits,
             iters: self.iters,
             epochs: self.epochs,

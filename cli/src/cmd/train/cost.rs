@@ -14,6 +14,7 @@ use cptsim_train::run::Summary;
 use cptsim_train::{RunResult, TrainPlan};
 
 use crate::cmd::accel_costs;
+use crate::cmd::accumulator_check::AccumulatorMismatch;
 
 /// Latency and energy of the run's trace on each of `accels`, with the static baseline's.
 pub(crate) fn on_accelerators(
@@ -52,13 +53,22 @@ pub(crate) fn on_accelerators(
 }
 
 /// The summary with the accelerators' costs, as JSON (`summary.json`'s form).
+/// With the accelerators whose accumulator differs from an integer run's
+/// (`accumulator_mismatches`, present only when there are some).
 pub(crate) fn summary_json(
     summary: &Summary,
     costs: &[RunSummary],
+    mismatches: &[AccumulatorMismatch],
 ) -> anyhow::Result<serde_json::Value> {
     let mut json = serde_json::to_value(summary)?;
     if let (false, Some(map)) = (costs.is_empty(), json.as_object_mut()) {
         map.insert("accelerators".into(), serde_json::to_value(costs)?);
+    }
+    if let (false, Some(map)) = (mismatches.is_empty(), json.as_object_mut()) {
+        map.insert(
+            "accumulator_mismatches".into(),
+            serde_json::to_value(mismatches)?,
+        );
     }
     Ok(json)
 }

@@ -5,8 +5,11 @@
 use std::io::Write;
 use std::path::Path;
 
+use cptsim_nn::quant::arith::Arithmetic;
 use cptsim_train::run::{Summary, CHECKPOINT};
 use cptsim_train::{Run, SavedRun, TrainPlan};
+
+use crate::cmd::accumulator_check;
 
 pub use args::{given_flags, TrainArgs};
 pub(crate) use observer::parse_progress;
@@ -40,7 +43,14 @@ pub fn run(args: TrainArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         Some(model) => cost::on_accelerators(&plan, model, &result, &accels)?,
         None => Vec::new(),
     };
-    let document = cost::summary_json(summary, &costs)?;
+    let mismatches = match plan.arith() {
+        Ok(a) if a.arithmetic == Arithmetic::Int => {
+            accumulator_check::mismatches(a.forward, &accels)
+        }
+        _ => Vec::new(),
+    };
+    accumulator_check::warn(&mismatches);
+    let document = cost::summary_json(summary, &costs, &mismatches)?;
     if let (false, Some(dir)) = (costs.is_empty(), &result.out) {
         cost::write_summary(dir, &document)?;
     }

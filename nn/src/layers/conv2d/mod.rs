@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use ndarray::{s, Array2, ArrayView2, ArrayView4, ArrayViewMut2, CowArray, Ix4, IxDyn};
 use rayon::prelude::*;
 
+use super::intgemm;
 use super::qgemm::{
     bias_grad, input_grad_read, mask_input_grad, quantize_error, quantize_operands,
     record_step_grad, scale_weight_grad, QuantOperands,
@@ -498,8 +499,14 @@ impl Conv2d {
         let keep_x = mode == Mode::Train && !keep_padded;
         let w = weight_matrix(&self.name, &self.spec, &self.weight)?;
         let ops = quantize_operands(&mut quant, x, w, mode, keep_x);
+        let int_taps = match &ops.int {
+            Some(int) if groups == 1 && !self.spec.is_depthwise() => {
+                Some((int, intgemm::conv_taps(&self.name, &geo, int)?))
+            }
+            _ => None,
+        };
         // Winograd's tile, if any, which sets the samples per block of work.
-        let tile = winograd::forward_tile(&geo);
+        let tile = winograd::forward_tile(&geo).filter(|_| int_taps.is_none());
         let spb = winograd::samples_per_block(&geo, tile);
         let rows = spb * geo.rows_per_sample();
         // The output's sums go by batch norm's blocks of rows (the usual blocks), a whole
@@ -550,7 +557,7 @@ impl Conv2d {
         } else if geo.grouped_direct() {
             prep.grouped
                 .get_or_insert_with(|| geo.grouped_weights(ops.w.view()));
-        } else if dw_t.is_none() && groups == 1 {
+        } else if dw_t.is_none() && groups == 1 && int_taps.is_none() {
             prep.packed.get_or_insert_with(|| PackedB::new(ops.w.t()));
         }
         let wino = prep.wino.as_ref().zip(tile);
@@ -577,7 +584,12 @@ impl Conv2d {
         let y = filled_by_blocks(len, rows * o, |i, yb| {
             let xb = block_of(xs, spb * geo.in_per_sample(), i);
             let r = yb.len() / o;
-            let yb = if let Some((u, tile)) = wino {
+            let yb = if let Some((int, taps)) = &int_taps {
+                let xc = block_of(&int.x_codes, spb * geo.in_per_sample(), i);
+                let yb = zeroed(yb);
+                intgemm::conv_block(name, &geo, xc, int, taps, yb)?;
+                yb
+            } else if let Some((u, tile)) = wino {
                 let x = match &padded_x {
                     Some(p) if winograd::reads_padded(&geo, tile) => {
                         winograd::Input::Padded(block_of(p, padded, i))

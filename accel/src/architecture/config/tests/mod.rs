@@ -332,3 +332,31 @@ fn missing_file_lists_builtins() {
         "{e}"
     );
 }
+
+#[test]
+fn every_builtin_states_its_accumulator_width_with_a_source_and_bad_ones_are_named() {
+    for (name, text) in BUILTINS {
+        let c = parse(text, name).unwrap();
+        assert!(c.accumulator_bits.is_some(), "{name}: no accumulator_bits");
+        let above = text.split("\naccumulator_bits").next().unwrap_or("");
+        let comment = above.lines().rev().take_while(|l| l.starts_with('#'));
+        let said = comment.collect::<String>().to_lowercase();
+        assert!(
+            said.contains("source") || said.contains("assumption"),
+            "{name}: accumulator_bits has neither a source nor the word assumption"
+        );
+    }
+    let t = builtin_text("zc706").unwrap();
+    for bad in ["1", "65"] {
+        let text = t.replacen(
+            "accumulator_bits = 32",
+            &format!("accumulator_bits = {bad}"),
+            1,
+        );
+        let e = parse(&text, "x.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("accumulator_bits") && e.contains("2..=64"),
+            "{e}"
+        );
+    }
+}
