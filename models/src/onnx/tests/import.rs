@@ -644,16 +644,18 @@ fn every_pytorch_fixture_imports_and_validates() {
         let g = import_file(&path, 3).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(g.validate(), Ok(()), "{name}");
         assert_eq!(g.shape(g.input)[0], 3, "{name}");
-        // Shape subgraphs and pass-throughs leave no trace in the IR.
+        // Shape subgraphs and pass-throughs leave no trace in the IR (the legacy attention of
+        // the fixed-batch fixture picks q, k and v with Gathers on run-time data, which stay).
+        let data_gathers = name.starts_with("shuffle_attn");
         assert!(
             g.nodes
                 .iter()
-                .all(|n| !n.name.contains("Shape") && !n.name.contains("Gather")),
+                .all(|n| !n.name.contains("Shape") && (data_gathers || !n.name.contains("Gather"))),
             "{name}"
         );
         n += 1;
     }
-    assert_eq!(n, 9);
+    assert_eq!(n, 10);
 }
 
 #[test]
