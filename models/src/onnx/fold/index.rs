@@ -3,7 +3,7 @@
 //! `CumSum`, `Trilu`. Indices may be negative (counted from the end); an index out of range is
 //! an error naming the node.
 
-use ndarray::{concatenate, ArrayD, Axis, IxDyn};
+use ndarray::{concatenate, ArrayD, Axis, IxDyn, Slice};
 
 use super::{arg, check_size, scalar_i64, sizes_arg, Eval};
 use crate::error::ModelError;
@@ -200,12 +200,27 @@ fn slice(node: &NodeView, x: &[Option<Const>]) -> Result<Const, ModelError> {
         let axis = node.axis(axes[i], dims.len())?;
         let s =
             slice_axis(axis, dims[axis], starts[i], ends[i], steps[i]).map_err(|m| node.err(m))?;
-        let idx: Vec<usize> = (0..s.len)
-            .map(|k| (s.start as i64 + k as i64 * s.step) as usize)
-            .collect();
-        out = each_const!(&out, a => a.select(Axis(s.axis), &idx));
+        let range = strided(s.start, s.len, s.step);
+        out = each_const!(&out, a => a.slice_axis(Axis(s.axis), range).to_owned());
     }
     Ok(out)
+}
+
+/// The `len` indices `start`, `start + step`, … as an ndarray slice (a view, so that slicing
+/// a large constant copies each kept element once rather than gathering them one index at a
+/// time). ndarray walks a negative step from the end of its range, so the range runs from the
+/// last index taken to the first.
+fn strided(start: usize, len: usize, step: i64) -> Slice {
+    if len == 0 {
+        return Slice::new(0, Some(0), 1);
+    }
+    let last = start as i64 + (len as i64 - 1) * step;
+    let (lo, hi) = if step > 0 {
+        (start as i64, last)
+    } else {
+        (last, start as i64)
+    };
+    Slice::new(lo as isize, Some(hi as isize + 1), step as isize)
 }
 
 /// `Gather(data, indices)` along `axis`.

@@ -258,6 +258,35 @@ fn where_expand_tile_and_reductions() {
 }
 
 #[test]
+fn slices_take_every_index_onnx_names_for_each_step() {
+    let x = i64s(&[10], &(0..10).collect::<Vec<_>>());
+    let cases: [(i64, i64, i64, &[i64]); 7] = [
+        (1, 8, 3, &[1, 4, 7]),
+        (0, 10, 2, &[0, 2, 4, 6, 8]),
+        (9, 0, -2, &[9, 7, 5, 3, 1]),
+        (-1, i64::MIN, -3, &[9, 6, 3, 0]),
+        (8, 2, -4, &[8, 4]),
+        (5, 5, 1, &[]),
+        (2, 7, 100, &[2]),
+    ];
+    for (start, end, step, want) in cases {
+        let s = eval(
+            "Slice",
+            vec![],
+            &[
+                x.clone(),
+                i64s(&[1], &[start]),
+                i64s(&[1], &[end]),
+                i64s(&[1], &[0]),
+                i64s(&[1], &[step]),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.ints(), want, "{start}:{end}:{step}");
+    }
+}
+
+#[test]
 fn trilu_slice_concat_and_shape_ops() {
     let x = i64s(&[2, 3], &[1, 2, 3, 4, 5, 6]);
     let u = eval("Trilu", vec![], &[x.clone(), None]).unwrap();
