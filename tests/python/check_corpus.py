@@ -50,6 +50,8 @@ TRAIN_DROP = 0.7
 # iteration 5); 0.01 unclipped is too slow for LeNet-5 (2.27 → 2.18); clipped at 2, LeNet-5 goes
 # 2.27 → 0.72 and ResNet-18 6.95 → 0.44.
 TRAIN_OPT = ["--lr", "0.1", "--clip-grad", "2"]
+# The start of the advice train prints when the initial network's output vanishes or explodes.
+LSUV_ADVICE = "--init lsuv scales each conv and linear layer"
 
 
 def cell(ok, msg=""):
@@ -154,19 +156,30 @@ class FileCheck:
             flags += ["--data", f"text:{text}", *self.seq_flags(always=True)]
         else:  # a token classifier gets synthetic data too: cptsim says what it makes of it
             flags += ["--data", "synthetic", "--subset", str(self.batch), *self.seq_flags()]
+        result, err = self.train_once(flags)
+        if not result[0] and LSUV_ADVICE in err:
+            # What the user does next: train warned that the initial network's signal
+            # vanishes or explodes (no normalization layer) and named --init lsuv.
+            again, _ = self.train_once([*flags, "--init", "lsuv"])
+            return cell(again[0], f"{again[1]} (with --init lsuv, as train's warning advises; "
+                                  f"without: {result[1]})")
+        return cell(*result)
+
+    def train_once(self, flags):
+        """(passed, message) of one train run, and its stderr."""
         code, _, err = cptsim(self.bin, flags, 3 * self.timeout)
         if code != 0:
-            return failed(code, err)
+            return (False, failed(code, err)["msg"]), err
         losses = {int(m[1]): float(m[2])
                   for m in re.finditer(r"^iter (\d+)/\d+\s+loss (\S+)", err, re.M)}
         if 1 not in losses or TRAIN_ITERS not in losses:
-            return cell(False, f"no loss of iterations 1 and {TRAIN_ITERS} in the progress "
-                               f"lines: {sorted(losses)}")
+            return (False, f"no loss of iterations 1 and {TRAIN_ITERS} in the progress "
+                           f"lines: {sorted(losses)}"), err
         first, last = losses[1], losses[TRAIN_ITERS]
         msg = f"loss {first:.4g} → {last:.4g}"
         if not (np.isfinite(last) and last <= TRAIN_DROP * first):
-            return cell(False, msg + f" (falls less than {100 * (1 - TRAIN_DROP):.0f} %)")
-        return cell(True, msg)
+            return (False, msg + f" (falls less than {100 * (1 - TRAIN_DROP):.0f} %)"), err
+        return (True, msg), err
 
     def run(self):
         code, _, err = cptsim(self.bin, ["run", "--model", str(self.path), "--accel", ACCELS,

@@ -12,6 +12,7 @@ use crate::layers::{Layer, Mode, Param, Tensor};
 use crate::quant::LayerQuant;
 
 pub mod fuse;
+pub mod lsuv;
 
 use fuse::{Fusion, Input, Scope};
 

@@ -129,6 +129,10 @@ choice! {
         Seed = "seed",
         /// The model's stored weights.
         Model = "model",
+        /// As `seed`, then each conv and linear layer scaled, in graph order, to unit output
+        /// standard deviation on the first training samples (LSUV): for deep networks without
+        /// normalization layers.
+        Lsuv = "lsuv",
     }
 }
 

@@ -9,6 +9,7 @@
 mod drive;
 mod error;
 mod load;
+mod lsuv;
 mod observer;
 mod outputs;
 mod policies;
@@ -197,7 +198,7 @@ impl Run {
         }
         let opts = BuildOptions {
             init: match plan.init {
-                InitKind::Seed => Init::Seeded(plan.seed),
+                InitKind::Seed | InitKind::Lsuv => Init::Seeded(plan.seed),
                 InitKind::Model => Init::FromModel,
             },
             method: plan.quantizer.method().unwrap_or(QuantMethod::Sbm),
@@ -219,6 +220,14 @@ impl Run {
                 Inputs::Images(d)
             }
         };
+        if resume.is_none() {
+            match plan.init {
+                InitKind::Lsuv => lsuv::apply(&model, &mut net, &inputs, plan.batch, &mut notices),
+                InitKind::Seed => lsuv::check_signal(&mut net, &inputs, plan.batch, &mut notices),
+                InitKind::Model => Ok(()),
+            }
+            .with_context(model_spec)?;
+        }
         // An epoch of text is its whole windows.
         let train_len = match &inputs {
             Inputs::Text(t) => t.windows(&t.train) * plan.batch,
