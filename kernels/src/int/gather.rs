@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 
 use super::fused::row_stride;
+use crate::conv::im2col::copy_run;
 use crate::conv::Im2col;
 use crate::error::{KernelError, Result};
 
@@ -114,29 +115,6 @@ fn gather_runs(geo: &Im2col<'_>, xs: &[u8], pixel_sums: &[i64], cs: &mut [u8], s
 #[inline(always)]
 fn channel_sum(x: &[u8]) -> i64 {
     i64::from(x.iter().map(|&v| u32::from(v)).sum::<u32>())
-}
-
-/// `dst.copy_from_slice(src)` for the short runs of a gather (tens of bytes) as inline 16-byte
-/// moves: a `memcpy` call per run costs more than the copy.
-#[inline(always)]
-fn copy_run(dst: &mut [u8], src: &[u8]) {
-    let n = dst.len().min(src.len());
-    let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
-    let mut i = 0;
-    while i + 16 <= n {
-        // SAFETY: `i + 16 ≤ n`, within both slices, which cannot overlap (one is `&mut`).
-        unsafe { std::ptr::copy_nonoverlapping(s.add(i), d.add(i), 16) };
-        // Keeps LLVM from turning the loop back into a `memcpy` call.
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: an empty statement.
-        unsafe {
-            std::arch::asm!("", options(nomem, nostack, preserves_flags))
-        };
-        i += 16;
-    }
-    for (d, s) in dst[i..n].iter_mut().zip(&src[i..n]) {
-        *d = *s;
-    }
 }
 
 thread_local! {
