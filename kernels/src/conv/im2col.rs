@@ -318,10 +318,10 @@ fn gather_runs(geo: &Im2col<'_>, xs: &[f32], cs: &mut [f32]) {
     }
 }
 
-/// `dst.copy_from_slice(src)` for the short runs of a gather (tens to hundreds of floats) as
-/// inline 8-float moves: a `memcpy` call per run costs more than the copy itself.
+/// `dst.copy_from_slice(src)` for the short runs of a gather (tens to hundreds of values) as
+/// inline moves of 16 values: a `memcpy` call per run costs more than the copy itself.
 #[inline(always)]
-fn copy_run(dst: &mut [f32], src: &[f32]) {
+pub(crate) fn copy_run<T: Copy>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len());
     let (d, s, n) = (dst.as_mut_ptr(), src.as_ptr(), dst.len());
     let mut i = 0;

@@ -31,6 +31,8 @@
 //! AVX-VNNI (256-bit), AVX2 (words only) and portable scalar code.
 
 mod accumulator;
+mod fused;
+mod gather;
 mod pack;
 mod tile;
 #[cfg(target_arch = "x86_64")]
@@ -40,6 +42,10 @@ use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
 pub use accumulator::{Accumulator, Overflow};
+pub use fused::{
+    matmul_dequant, matmul_dequant_uninit, row_stride, rows_len, Dequant, PackedB, PackedRows, Rows,
+};
+pub use gather::{gather_codes, with_byte_scratch};
 pub use pack::Code;
 use pack::{Form, Shift, PANEL, STEP_BYTES};
 use tile::{Kernel, TileSums, TILE_COLS, TILE_ROWS};

@@ -11,19 +11,34 @@
 //! zero padding is the value 0, not a code: padded taps hold code 0 and drop out of the first
 //! two sums, and the last term counts only the taps inside the input (`Σ_valid`, `n_valid`),
 //! which depend on the output pixel alone.
+//!
+//! Inputs of at most 8 bits are quantized straight to byte codes, gathered as bytes and
+//! multiplied by [`int::matmul_dequant`] against the weights packed once per pass, the
+//! dequantization done as each tile leaves the kernel; wider ones take [`int::matmul`] on
+//! codes held in `f32`. Both give the same integers, so the same values.
 
-use cptsim_kernels::conv::{with_scratch, Im2col};
-use cptsim_kernels::int::{self, Accumulator};
+use std::mem::MaybeUninit;
+
+use cptsim_kernels::conv::{with_scratch, zeroed, Im2col};
+use cptsim_kernels::int::{self, Accumulator, PackedB};
 use ndarray::{Array2, ArrayView2};
 
 use crate::error::{Result, SimError};
-use crate::quant::affine::{codes, Grid};
+use crate::quant::affine::{byte_codes, codes, Grid};
 use crate::quant::LayerQuant;
+
+/// The codes of a layer's input activation, in its layout.
+pub(crate) enum InputCodes {
+    /// Byte codes (inputs of at most 8 bits), for [`int::matmul_dequant`].
+    Bytes(Vec<u8>),
+    /// Codes held in `f32`, for [`int::matmul`].
+    Floats(Vec<f32>),
+}
 
 /// The integer operands of one forward pass.
 pub(crate) struct IntOperands {
-    /// Codes of the input activation (in its layout), as `f32`.
-    pub x_codes: Vec<f32>,
+    /// Codes of the input activation.
+    pub x_codes: InputCodes,
     /// The input's grid.
     pub x_grid: Grid,
     /// Codes of the weights `[O, K]`, as `f32`.
@@ -32,6 +47,8 @@ pub(crate) struct IntOperands {
     pub w_grids: Vec<Grid>,
     /// The forward GEMM's accumulator.
     pub acc: Accumulator,
+    /// The weight codes packed for [`int::matmul_dequant`], with byte input codes.
+    pub packed: Option<PackedB>,
 }
 
 /// Quantizes `x` (in place, to the values `lo + s·q` the fp32 arithmetic would use) and `w`
@@ -43,13 +60,41 @@ pub(crate) fn quantize(
     w: ArrayView2<f32>,
     training: bool,
 ) -> Option<(IntOperands, Array2<f32>)> {
+    let (ops, wq) = quantize_codes(quant, x, w, training)?;
+    let g = ops.x_grid;
+    match &ops.x_codes {
+        InputCodes::Bytes(b) => x
+            .iter_mut()
+            .zip(b)
+            .for_each(|(v, &q)| *v = f32::from(q) * g.step + g.lo),
+        InputCodes::Floats(c) => x
+            .iter_mut()
+            .zip(c)
+            .for_each(|(v, &q)| *v = q * g.step + g.lo),
+    }
+    Some((ops, wq))
+}
+
+/// [`quantize`] leaving `x` as it is: for a pass that reads only the codes.
+pub(crate) fn quantize_codes(
+    quant: &mut LayerQuant,
+    x: &[f32],
+    w: ArrayView2<f32>,
+    training: bool,
+) -> Option<(IntOperands, Array2<f32>)> {
     let acc = quant.integer_gemms()?;
     let (w_codes, w_grids) = quant.weight_codes(w)?;
     let x_grid = quant.activation_grid(x, training)?;
-    let x_codes = codes(x, x_grid);
-    x.iter_mut()
-        .zip(&x_codes)
-        .for_each(|(v, &q)| *v = q * x_grid.step + x_grid.lo);
+    let bytes = (quant.bits_fw <= 8)
+        .then(|| byte_codes(x, x_grid))
+        .flatten();
+    let packed = bytes
+        .as_ref()
+        .and_then(|_| PackedB::from_rows(int::int_path(), w_codes.view()).ok());
+    let x_codes = match (bytes, &packed) {
+        (Some(b), Some(_)) => InputCodes::Bytes(b),
+        _ => InputCodes::Floats(codes(x, x_grid)),
+    };
     let mut wq = w_codes.clone();
     for (mut row, g) in wq.rows_mut().into_iter().zip(&w_grids) {
         row.mapv_inplace(|q| q * g.step + g.lo);
@@ -60,6 +105,7 @@ pub(crate) fn quantize(
         w_codes,
         w_grids,
         acc,
+        packed,
     };
     Some((ops, wq))
 }
@@ -74,12 +120,6 @@ pub(crate) struct ValidTaps {
 }
 
 impl ValidTaps {
-    /// From the patches (`[P, K]`, 1 inside the input, 0 in the padding) of one sample.
-    pub fn new(ones: ArrayView2<f32>, ops: &IntOperands) -> Result<Self> {
-        let p = int::matmul(ones, ops.w_codes.t(), Accumulator::Exact)?;
-        Ok(Self::from_sums(ops, &p.sums, &p.row_sums))
-    }
-
     /// A layer without padding: every tap is valid for the one "pixel" of a row.
     pub fn all(ops: &IntOperands) -> Self {
         let (o, k) = ops.w_codes.dim();
@@ -110,6 +150,14 @@ impl ValidTaps {
             scale: grids().map(|(so, _)| sx * so).collect(),
             row: grids().map(|(_, lo)| sx * lo).collect(),
             offset,
+        }
+    }
+
+    fn dequant(&self) -> int::Dequant<'_> {
+        int::Dequant {
+            scale: &self.scale,
+            row: &self.row,
+            offset: &self.offset,
         }
     }
 }
@@ -144,6 +192,42 @@ pub(crate) fn forward(
     }
 }
 
+/// [`forward`] for byte-code rows laid out as [`int::matmul_dequant`] reads them, into `out`
+/// not yet written; the sequential product when the accumulator needs it.
+pub(crate) fn forward_bytes<'o>(
+    layer: &str,
+    a: int::Rows<'_>,
+    ops: &IntOperands,
+    taps: &ValidTaps,
+    out: &'o mut [MaybeUninit<f32>],
+) -> Result<&'o mut [f32]> {
+    let k = ops.w_codes.ncols();
+    match &ops.packed {
+        Some(b) if b.fuses(ops.acc) => Ok(int::matmul_dequant_uninit(
+            a,
+            b,
+            ops.acc,
+            taps.dequant(),
+            out,
+        )?),
+        _ => {
+            let rows = a.sums.len();
+            let stride = int::row_stride(k);
+            let xc: Vec<f32> = a
+                .data
+                .chunks(stride.max(1))
+                .take(rows)
+                .flat_map(|r| r[..k].iter().map(|&q| f32::from(q)))
+                .collect();
+            let xc = ArrayView2::from_shape((rows, k), &xc)
+                .map_err(|e| SimError::shape(layer, e.to_string()))?;
+            let out = zeroed(out);
+            forward(layer, xc, ops, taps, out)?;
+            Ok(out)
+        }
+    }
+}
+
 cptsim_kernels::simd::multiversion! {
     /// `y[o] = scale[o]·c[o] + row[o]·r + off[o]` in f64, rounded to f32 once.
     fn dequantize_row(y: &mut [f32], c: &[i64], r: f64, scale: &[f64], row: &[f64], off: &[f64]) {
@@ -153,35 +237,112 @@ cptsim_kernels::simd::multiversion! {
     }
 }
 
-/// The valid taps of a conv of geometry `geo` (one sample's patches of an all-ones input).
+/// The valid taps of a one-group conv of geometry `geo`: per output pixel, the sum of each
+/// channel's weight codes over the taps inside the input, and their count.
 pub(crate) fn conv_taps(layer: &str, geo: &Im2col<'_>, ops: &IntOperands) -> Result<ValidTaps> {
-    let (p, k) = (geo.rows_per_sample(), geo.spec.k_per_group());
-    let ones = vec![1.0f32; geo.in_per_sample()];
-    let mut col = vec![0.0f32; p * k];
-    geo.gather(&ones, 0, &mut col);
-    let col =
-        ArrayView2::from_shape((p, k), &col).map_err(|e| SimError::shape(layer, e.to_string()))?;
-    ValidTaps::new(col, ops)
+    let spec = geo.spec;
+    let (c, kh, kw) = (spec.in_channels, spec.kernel[0], spec.kernel[1]);
+    let (o, k) = ops.w_codes.dim();
+    if spec.groups != 1 || k != kh * kw * c {
+        return Err(SimError::shape(
+            layer,
+            "integer conv weights do not match the kernel",
+        ));
+    }
+    // Per channel and tap, the sum of its input channels' codes.
+    let taps = kh * kw;
+    let tap_sums: Vec<i64> = ops
+        .w_codes
+        .rows()
+        .into_iter()
+        .flat_map(|w| {
+            (0..taps).map(move |t| w.iter().skip(t * c).take(c).map(|&q| q as i64).sum::<i64>())
+        })
+        .collect();
+    let (oh, ow) = geo.out_hw;
+    let mut sums = Array2::<i64>::zeros((oh * ow, o));
+    let mut counts = vec![0i64; oh * ow];
+    for (p, (mut row, n)) in sums.rows_mut().into_iter().zip(&mut counts).enumerate() {
+        let (oy, ox) = (p / ow, p % ow);
+        for t in 0..taps {
+            if geo.source(oy, ox, t / kw, t % kw).is_some() {
+                *n += c as i64;
+                row.iter_mut()
+                    .zip(tap_sums.iter().skip(t).step_by(taps))
+                    .for_each(|(s, &v)| *s += v);
+            }
+        }
+    }
+    Ok(ValidTaps::from_sums(ops, &sums, &counts))
 }
 
-/// One block of a one-group conv's output (`out`, `[rows, O]`) from the codes of its samples
-/// `xc`: their patches gathered, then [`forward`].
-pub(crate) fn conv_block(
+/// One block of a one-group conv's output (`out`, `[rows, O]`, written whole) from the codes
+/// of its samples `xc`: their patches gathered, then [`forward`] or [`forward_bytes`].
+pub(crate) fn conv_block<'o>(
     layer: &str,
     geo: &Im2col<'_>,
-    xc: &[f32],
+    xc: Block<'_>,
     ops: &IntOperands,
     taps: &ValidTaps,
-    out: &mut [f32],
-) -> Result<()> {
+    out: &'o mut [MaybeUninit<f32>],
+) -> Result<&'o mut [f32]> {
     let k = geo.spec.k_per_group();
     let rows = out.len() / ops.w_grids.len().max(1);
-    with_scratch(rows * k, 0, |col, _| {
-        geo.gather(xc, 0, col);
-        let col = ArrayView2::from_shape((rows, k), &*col)
-            .map_err(|e| SimError::shape(layer, e.to_string()))?;
-        forward(layer, col, ops, taps, out)
-    })
+    match xc {
+        Block::Bytes(xc) => int::with_byte_scratch(int::rows_len(rows, k)?, |col| {
+            let mut sums = vec![0i64; rows];
+            int::gather_codes(geo, xc, col, &mut sums)?;
+            let a = int::Rows {
+                data: col,
+                sums: &sums,
+            };
+            forward_bytes(layer, a, ops, taps, out)
+        }),
+        Block::Floats(xc) => with_scratch(rows * k, 0, |col, _| {
+            geo.gather(xc, 0, col);
+            let col = ArrayView2::from_shape((rows, k), &*col)
+                .map_err(|e| SimError::shape(layer, e.to_string()))?;
+            let out = zeroed(out);
+            forward(layer, col, ops, taps, out)?;
+            Ok(out)
+        }),
+    }
+}
+
+/// The input codes of one block of samples.
+#[derive(Clone, Copy)]
+pub(crate) enum Block<'a> {
+    Bytes(&'a [u8]),
+    Floats(&'a [f32]),
+}
+
+impl InputCodes {
+    /// Block `i` of `size` codes.
+    pub fn block(&self, size: usize, i: usize) -> Block<'_> {
+        match self {
+            InputCodes::Bytes(b) => Block::Bytes(b.chunks(size.max(1)).nth(i).unwrap_or_default()),
+            InputCodes::Floats(f) => Block::Floats(super::block_of(f, size, i)),
+        }
+    }
+}
+
+/// The linear layer's `out = X̂·Ŵᵀ` (`[rows, O]`) for its input codes (`[rows, K]`).
+pub(crate) fn linear(layer: &str, rows: usize, ops: &IntOperands, out: &mut [f32]) -> Result<()> {
+    let k = ops.w_codes.ncols();
+    let taps = ValidTaps::all(ops);
+    let shape_err = |e: ndarray::ShapeError| SimError::shape(layer, e.to_string());
+    match &ops.x_codes {
+        InputCodes::Bytes(b) => {
+            let a = int::PackedRows::new(ArrayView2::from_shape((rows, k), b).map_err(shape_err)?)?;
+            // SAFETY: `MaybeUninit<f32>` has the layout of `f32`; only values are written.
+            let out = unsafe { &mut *(std::ptr::from_mut(out) as *mut [MaybeUninit<f32>]) };
+            forward_bytes(layer, a.rows(), ops, &taps, out).map(drop)
+        }
+        InputCodes::Floats(f) => {
+            let xc = ArrayView2::from_shape((rows, k), f).map_err(shape_err)?;
+            forward(layer, xc, ops, &taps, out)
+        }
+    }
 }
 
 #[cfg(test)]

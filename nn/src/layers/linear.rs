@@ -7,10 +7,10 @@
 //! the batch for `[N, O]` and batch-first `[B, T, O]`, the time step for sequence-first
 //! `[T, B, O]`. (SBM and WAGEUBN quantize the whole tensor with one range either way.)
 
-use ndarray::{Array2, ArrayView2, CowArray, Ix2};
+use ndarray::{Array2, CowArray, Ix2};
 
 use super::from_ir::{owned, Ctx, Init, Layout, Val};
-use super::intgemm::{self, ValidTaps};
+use super::intgemm;
 use super::qgemm::bias_grad;
 use super::qgemm::{
     input_grad_read, mask_input_grad, quantize_error, quantize_operands, record_step_grad,
@@ -174,14 +174,13 @@ impl Layer for Linear {
             w,
             mode,
             mode == Mode::Train,
+            true,
         );
         let xq = as2(&self.name, &ops.x)?;
         let mut y = Array2::<f32>::zeros((xq.nrows(), ops.w.nrows()));
         match (&ops.int, y.as_slice_mut()) {
             (Some(int), Some(out)) => {
-                let xc = ArrayView2::from_shape(xq.dim(), &int.x_codes)
-                    .map_err(shape_err(&self.name))?;
-                intgemm::forward(&self.name, xc, int, &ValidTaps::all(int), out)?;
+                intgemm::linear(&self.name, xq.nrows(), int, out)?;
             }
             _ => matmul_rows_par(y.view_mut(), xq, ops.w.t(), false)?,
         }

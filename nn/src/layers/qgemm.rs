@@ -45,15 +45,32 @@ impl QuantOperands<'_, '_> {
 
 /// Quantizes the input and weights for the forward GEMM. The input is quantized in place when
 /// owned, else copied; an fp32 input is read as it is unless `keep_x` (the layer keeps it for
-/// backward).
+/// backward). An evaluation pass whose GEMM reads only the integer codes (`codes_only`)
+/// leaves the input as it is.
 pub(crate) fn quantize_operands<'a, 'w>(
     quant: &mut LayerQuant,
     x: CowArray<'a, f32, IxDyn>,
     w: ArrayView2<'w, f32>,
     mode: Mode,
     keep_x: bool,
+    codes_only: bool,
 ) -> QuantOperands<'a, 'w> {
     let mut x = x;
+    if codes_only && mode == Mode::Eval && quant.integer_gemms().is_some() {
+        let int = x
+            .as_slice()
+            .and_then(|s| intgemm::quantize_codes(quant, s, w, false));
+        if let Some((int, wq)) = int {
+            return QuantOperands {
+                x,
+                x_mask: None,
+                w: CowArray::from(wq),
+                w_scale: None,
+                x_residual: None,
+                int: Some(int),
+            };
+        }
+    }
     if quant.integer_gemms().is_some() {
         let mut xq = owned(x);
         if let Some(s) = xq.as_slice_mut() {

@@ -161,6 +161,36 @@ cptsim_kernels::simd::multiversion! {
     }
 }
 
+/// The codes of `x` on `grid` as bytes (a grid of at most 256 levels), in parallel chunks;
+/// `None` if a value has no code (NaN).
+pub fn byte_codes(x: &[f32], grid: Grid) -> Option<Vec<u8>> {
+    if grid.levels > 255.0 {
+        return None;
+    }
+    let mut out = vec![0u8; x.len()];
+    let ok = out
+        .par_chunks_mut(NOISE_CHUNK)
+        .zip(x.par_chunks(NOISE_CHUNK))
+        .all(|(o, x)| byte_codes_chunk(x, grid.lo, grid.step, grid.levels, o));
+    ok.then_some(out)
+}
+
+cptsim_kernels::simd::multiversion! {
+    /// [`byte_codes`] on one chunk: whether every value had a code.
+    fn byte_codes_chunk(x: &[f32], lo: f32, s: f32, l: f32, out: &mut [u8]) -> bool {
+        // 1.5·2²³: adding it to a code in 0..=255 leaves the code in the low mantissa byte.
+        const MAGIC: f32 = 12_582_912.0;
+        let grid = Grid { lo, step: s, levels: l };
+        let mut nan = false;
+        for (o, &v) in out.iter_mut().zip(x) {
+            let q = grid.code(v);
+            nan |= q.is_nan();
+            *o = (q + MAGIC).to_bits() as u8;
+        }
+        !nan
+    }
+}
+
 /// Elements quantized per batch of random words in [`fake_quant_stochastic`].
 const NOISE_BATCH: usize = 256;
 

@@ -249,3 +249,5 @@ fn f32_codes_give_the_i32_sums_and_fractions_are_errors() {
     half[[2, 3]] = f32::NAN;
     assert!(matmul(half.view(), bf.view(), Accumulator::Exact).is_err());
 }
+
+mod fused;

@@ -498,11 +498,10 @@ impl Conv2d {
         let keep_padded = mode == Mode::Train && geo.reads_patches() && self.spec.pads != [0; 4];
         let keep_x = mode == Mode::Train && !keep_padded;
         let w = weight_matrix(&self.name, &self.spec, &self.weight)?;
-        let ops = quantize_operands(&mut quant, x, w, mode, keep_x);
+        let one_group = groups == 1 && !self.spec.is_depthwise();
+        let ops = quantize_operands(&mut quant, x, w, mode, keep_x, one_group);
         let int_taps = match &ops.int {
-            Some(int) if groups == 1 && !self.spec.is_depthwise() => {
-                Some((int, intgemm::conv_taps(&self.name, &geo, int)?))
-            }
+            Some(int) if one_group => Some((int, intgemm::conv_taps(&self.name, &geo, int)?)),
             _ => None,
         };
         // Winograd's tile, if any, which sets the samples per block of work.
@@ -585,10 +584,8 @@ impl Conv2d {
             let xb = block_of(xs, spb * geo.in_per_sample(), i);
             let r = yb.len() / o;
             let yb = if let Some((int, taps)) = &int_taps {
-                let xc = block_of(&int.x_codes, spb * geo.in_per_sample(), i);
-                let yb = zeroed(yb);
-                intgemm::conv_block(name, &geo, xc, int, taps, yb)?;
-                yb
+                let xc = int.x_codes.block(spb * geo.in_per_sample(), i);
+                intgemm::conv_block(name, &geo, xc, int, taps, yb)?
             } else if let Some((u, tile)) = wino {
                 let x = match &padded_x {
                     Some(p) if winograd::reads_padded(&geo, tile) => {
