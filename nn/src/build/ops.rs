@@ -8,6 +8,7 @@ use rand::Rng;
 use crate::error::Result;
 use crate::layers::embedding::Embedding;
 use crate::layers::from_ir::{unsupported, Ctx, Val};
+use crate::layers::index_ops::{CumSum, GatherElements};
 use crate::layers::lastaxis::{Gelu, LayerNorm, Softmax};
 use crate::layers::{
     pointwise, Activation, ActivationKind, BatchNorm, CausalMask, ClassToken, Concat, Conv2d,
@@ -79,6 +80,12 @@ pub(super) fn node<R: Rng>(
         Op::Unary(u) => UnaryLayer::build(ctx, node, ins, *u),
         Op::PRelu { slope } => PRelu::build(ctx, node, ins, slope),
         Op::GroupNorm(n) => GroupNorm::build(ctx, node, n, ins),
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => CumSum::build(ctx, node, ins, *axis, *exclusive, *reverse),
+        Op::GatherElements { data, axis } => GatherElements::build(ctx, node, ins, data, *axis),
         Op::ReduceL2 { .. } | Op::Resize { .. } => {
             Err(unsupported(node, "not trainable yet (no engine layer)"))
         }

@@ -17,6 +17,7 @@ pub mod flatten;
 pub(crate) mod from_ir;
 pub mod groupnorm;
 pub mod gru;
+pub mod index_ops;
 mod intgemm;
 pub mod lastaxis;
 pub mod linear;

@@ -377,9 +377,9 @@ fn a_range_over_the_input_shape_folds_into_the_graph() {
 #[test]
 fn fold_only_ops_on_run_time_tensors_are_errors_naming_the_node() {
     let b = ModelBuilder::new(17, &[None, Some(5)])
-        .init(ints("ax", &[0]))
-        .node("CumSum", "cs", &["x", "ax"], &["y"], vec![])
-        .output("y", &[None, Some(5)]);
+        .init(ints("reps", &[1, 2]))
+        .node("Tile", "cs", &["x", "reps"], &["y"], vec![])
+        .output("y", &[None, Some(10)]);
     let e = import_proto(&decode(&b.bytes(), "t.onnx").unwrap(), "t.onnx", 2).unwrap_err();
     let m = e.to_string();
     assert!(
