@@ -29,6 +29,7 @@ pub mod pointwise;
 pub mod pool;
 pub mod prelu;
 mod qgemm;
+pub mod reduce;
 pub mod shape_ops;
 pub mod tensor_ops;
 pub mod tokens;
