@@ -15,6 +15,11 @@ with an input element, bias additions and elementwise work not counted:
   products of every gate at every step (gates 4, 3, 1);
 - Einsum of two operands: the product of the sizes of every letter of its equation (each output
   element costs the product of the contracted sizes).
+
+A GEMM node whose inputs are all constants (initializers, `Constant` nodes and what is computed
+from them alone, as Swin V2's MLP over its fixed relative-coordinates table) costs nothing per
+input: onnxruntime's constant folding computes it once at load, as cptsim does at import, so it
+is not counted.
 """
 
 import os
@@ -82,8 +87,11 @@ def count_macs(path, shapes):
 
     Raises ValueError naming the node when the file holds a product this count does not cover."""
     graph = onnx.load(str(path), load_external_data=False).graph
+    constant = constant_values(graph)
     rows = []
     for name, node in zip(node_names(graph), graph.node):
+        if all(v in constant for v in node.input if v):
+            continue
         if node.op_type in UNCOUNTED:
             raise ValueError(f"node {name}: {node.op_type} is not counted here")
         if node.op_type not in GEMM_OPS:
@@ -92,6 +100,18 @@ def count_macs(path, shapes):
         out = shapes[node.output[0]]
         rows.append((name, node.op_type, node_macs(node, s, out)))
     return rows
+
+
+def constant_values(graph):
+    """Names of the values computed from initializers and `Constant` nodes alone (no graph
+    input, no `Shape` of one), in one pass over the topologically sorted nodes."""
+    constant = {t.name for t in graph.initializer}
+    constant -= {i.name for i in graph.input}  # an initializer that is also an input is fed
+    for node in graph.node:
+        ins = [v for v in node.input if v]
+        if node.op_type == "Constant" or (ins and all(v in constant for v in ins)):
+            constant.update(node.output)
+    return constant
 
 
 def node_macs(node, ins, out):

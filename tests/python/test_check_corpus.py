@@ -150,6 +150,28 @@ def test_count_follows_the_rules_on_a_hand_built_graph(tmp_path):
     }
 
 
+def test_gemms_on_constants_only_are_not_counted(tmp_path):
+    # a table passed through a linear layer (Swin V2's relative-position MLP) folds at load
+    rng = np.random.default_rng(3)
+    w = lambda name, *dims: numpy_helper.from_array(
+        rng.standard_normal(dims).astype(np.float32), name)
+    nodes = [
+        helper.make_node("MatMul", ["table", "mw"], ["bias"], name="mlp"),
+        helper.make_node("Relu", ["bias"], ["rb"], name="relu"),
+        helper.make_node("MatMul", ["x", "xw"], ["h"], name="fc"),
+        helper.make_node("Add", ["h", "rb"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w("table", 2, 3), w("mw", 3, 5), w("xw", 4, 5)])
+    path = tmp_path / "folded.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.standard_normal([2, 4]).astype(np.float32)
+    _, shapes = ort_macs.probe_run(path, {"x": x})
+    assert ort_macs.count_macs(path, shapes) == [("fc", "MatMul", 2 * 5 * 4)]
+
+
 def test_regressions_name_only_cells_that_passed_before():
     ok, bad = {"ok": True, "msg": ""}, {"ok": False, "msg": "error: x"}
     row = lambda f, **cells: {"file": f, **{c: cells.get(c, ok) for c in check_corpus.COLUMNS}}

@@ -187,6 +187,26 @@ pub enum Op {
     /// `direction="forward"`), sequence-first: input `[T, B, I]`, output the hidden state of every
     /// step, `[T, B, H]` (ONNX `Y` without its `num_directions` axis). Initial states are zero.
     Recurrent(Recurrent),
+    /// Running sum along `axis` (ONNX `CumSum`): position ids counted from a padding mask.
+    CumSum {
+        /// The summed axis.
+        axis: usize,
+        /// Whether element `i` sums the elements before it only.
+        exclusive: bool,
+        /// Whether the sum runs from the end of the axis.
+        reverse: bool,
+    },
+    /// `out[…, i, …] = data[…, idx[…, i, …], …]` along `axis` with run-time indices of the same
+    /// rank as the constant `data` (ONNX `GatherElements`; BERT's token-type buffer gathered at
+    /// the position ids). Axes other than `axis` where `data` has size 1 read that one slice
+    /// for every index (the buffer, stored once for any batch); the others must be at least as
+    /// long in `data` as in the indices. Output: the indices' shape.
+    GatherElements {
+        /// The constant gathered from.
+        data: ArrayD<f32>,
+        /// The gathered axis.
+        axis: usize,
+    },
 }
 
 /// The elementwise functions of [`Op::Unary`].
@@ -231,6 +251,15 @@ pub enum Unary {
     Neg,
     /// The error function.
     Erf,
+    /// 1 where `x` equals `value`, else 0 (ONNX `Equal` with a constant: a padding mask of ids).
+    Equal {
+        /// The constant compared with.
+        value: f32,
+    },
+    /// 1 where `x` is 0, else 0 (ONNX `Not` of a mask).
+    Not,
+    /// `x` rounded toward zero (ONNX `Cast` of a run-time tensor to an integer type).
+    Trunc,
 }
 
 impl Unary {
@@ -249,6 +278,9 @@ impl Unary {
             Unary::Abs => "Abs",
             Unary::Neg => "Neg",
             Unary::Erf => "Erf",
+            Unary::Equal { .. } => "Equal",
+            Unary::Not => "Not",
+            Unary::Trunc => "Cast",
         }
     }
 }
@@ -570,6 +602,8 @@ impl Op {
             Op::GroupNorm(_) => "GroupNorm",
             Op::ReduceL2 { .. } => "ReduceL2",
             Op::Resize { .. } => "Resize",
+            Op::CumSum { .. } => "CumSum",
+            Op::GatherElements { .. } => "GatherElements",
         }
     }
 

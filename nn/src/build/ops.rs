@@ -8,7 +8,9 @@ use rand::Rng;
 use crate::error::Result;
 use crate::layers::embedding::Embedding;
 use crate::layers::from_ir::{unsupported, Ctx, Val};
+use crate::layers::index_ops::{CumSum, GatherElements};
 use crate::layers::lastaxis::{Gelu, LayerNorm, Softmax};
+use crate::layers::reduce::ReduceL2;
 use crate::layers::{
     pointwise, Activation, ActivationKind, BatchNorm, CausalMask, ClassToken, Concat, Conv2d,
     Dropout, Elementwise, GlobalAvgPool, GroupNorm, Gru, Linear, Lstm, MatMul, PRelu, Pad, Pool2d,
@@ -79,9 +81,14 @@ pub(super) fn node<R: Rng>(
         Op::Unary(u) => UnaryLayer::build(ctx, node, ins, *u),
         Op::PRelu { slope } => PRelu::build(ctx, node, ins, slope),
         Op::GroupNorm(n) => GroupNorm::build(ctx, node, n, ins),
-        Op::ReduceL2 { .. } | Op::Resize { .. } => {
-            Err(unsupported(node, "not trainable yet (no engine layer)"))
-        }
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => CumSum::build(ctx, node, ins, *axis, *exclusive, *reverse),
+        Op::GatherElements { data, axis } => GatherElements::build(ctx, node, ins, data, *axis),
+        Op::ReduceL2 { axes, keepdims } => ReduceL2::build(ctx, node, ins, axes, *keepdims),
+        Op::Resize { .. } => Err(unsupported(node, "not trainable yet (no engine layer)")),
         // Every other op is listed, so a new IR op fails to compile here until it is mapped.
         Op::ReduceMean { .. } => Err(unsupported(
             node,

@@ -61,6 +61,9 @@ pub(crate) fn value(u: Unary, x: f32) -> f32 {
         Unary::Abs => x.abs(),
         Unary::Neg => -x,
         Unary::Erf => erf(x),
+        Unary::Equal { value } => f32::from(u8::from(x == value)),
+        Unary::Not => f32::from(u8::from(x == 0.0)),
+        Unary::Trunc => x.trunc(),
     }
 }
 
@@ -118,6 +121,8 @@ pub(crate) fn derivative(u: Unary, x: f32) -> f32 {
         }
         Unary::Neg => -1.0,
         Unary::Erf => TWO_OVER_SQRT_PI * (-x * x).exp(),
+        // steps: zero almost everywhere (masks and ids carry no gradient)
+        Unary::Equal { .. } | Unary::Not | Unary::Trunc => 0.0,
     }
 }
 
@@ -220,6 +225,17 @@ mod tests {
         assert!((v(Unary::Erf, 0.5) - 0.520_499_9).abs() < 1e-6);
         assert!((v(Unary::Erf, -1.0) + 0.842_700_8).abs() < 1e-6);
         assert_eq!(v(Unary::Sqrt, 4.0), 2.0);
+        // RoBERTa's padding mask and position ids
+        let ids = [1.0, 5.0, 0.0, 1.0];
+        let eq: Vec<f32> = ids
+            .iter()
+            .map(|&x| v(Unary::Equal { value: 1.0 }, x))
+            .collect();
+        assert_eq!(eq, [1.0, 0.0, 0.0, 1.0]);
+        let not: Vec<f32> = eq.iter().map(|&x| v(Unary::Not, x)).collect();
+        assert_eq!(not, [0.0, 1.0, 1.0, 0.0]);
+        assert_eq!((v(Unary::Trunc, -2.7), v(Unary::Trunc, 3.9)), (-2.0, 3.0));
+        assert_eq!(derivative(Unary::Not, 0.0), 0.0);
     }
 
     #[test]

@@ -33,6 +33,29 @@ pub fn resize(shape: &[usize], x: &[usize]) -> Result<Vec<usize>, String> {
     Ok(shape.to_vec())
 }
 
+/// `CumSum` along `axis`: the input's shape.
+pub fn cumsum(axis: usize, x: &[usize]) -> Result<Vec<usize>, String> {
+    if axis >= x.len() {
+        return Err(format!("axis {axis} out of range for input {x:?}"));
+    }
+    Ok(x.to_vec())
+}
+
+/// `GatherElements` of `data` along `axis` at indices of shape `x`: the indices' shape, same
+/// rank as `data`; on every other axis `data` has size 1 or at least the indices' size.
+pub fn gather_elements(data: &[usize], axis: usize, x: &[usize]) -> Result<Vec<usize>, String> {
+    let fits = data.len() == x.len()
+        && axis < x.len()
+        && (0..x.len()).all(|a| a == axis || data[a] == 1 || data[a] >= x[a]);
+    if !fits {
+        return Err(format!(
+            "indices {x:?} do not fit data {data:?} gathered along axis {axis} (same rank; \
+             other axes of data of size 1 or at least as long)"
+        ));
+    }
+    Ok(x.to_vec())
+}
+
 /// `Flatten` at `axis`: `[d0·…·d(axis−1), d(axis)·…·dn]`.
 pub fn flatten(axis: usize, x: &[usize]) -> Result<Vec<usize>, String> {
     if axis > x.len() {

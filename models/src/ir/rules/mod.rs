@@ -5,7 +5,7 @@
 //! and [`Op::layer`] hand each op to its rule.
 
 mod dense;
-mod layout;
+pub(crate) mod layout;
 mod norm;
 mod window;
 
@@ -89,6 +89,8 @@ impl Op {
             Op::GroupNorm(n) => n.output_shape(x)?,
             Op::ReduceL2 { axes, keepdims } => layout::reduce_mean(axes, *keepdims, x)?,
             Op::Resize { shape, .. } => layout::resize(shape, x)?,
+            Op::CumSum { axis, .. } => layout::cumsum(*axis, x)?,
+            Op::GatherElements { data, axis } => layout::gather_elements(data.shape(), *axis, x)?,
         };
         if out.contains(&0) {
             return Err(format!("output shape {out:?} has a zero-size dimension"));

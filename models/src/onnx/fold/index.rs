@@ -7,6 +7,7 @@ use ndarray::{concatenate, ArrayD, Axis, IxDyn, Slice};
 
 use super::{arg, check_size, scalar_i64, sizes_arg, Eval};
 use crate::error::ModelError;
+use crate::ir::index_ops::{cumsum as cumsum_along, gather_offsets};
 use crate::ir::shape::broadcast;
 use crate::onnx::node::NodeView;
 use crate::onnx::ops::select::slice_axis;
@@ -258,21 +259,8 @@ fn gather_elements(node: &NodeView, x: &[Option<Const>]) -> Result<Const, ModelE
             "indices {ishape:?} do not fit data {dims:?} on axis {axis}"
         )));
     }
-    let (ds, is) = (strides(&dims), strides(&ishape));
-    let mut src = Vec::with_capacity(indices.shape().iter().product());
-    for (flat, &i) in indices.ints().iter().enumerate() {
-        let mut off = 0;
-        for k in 0..dims.len() {
-            let coord = (flat / is[k]) % ishape[k];
-            let c = if k == axis {
-                index(node, i, dims[k], k)?
-            } else {
-                coord
-            };
-            off += c * ds[k];
-        }
-        src.push(off);
-    }
+    let src = gather_offsets(&dims, axis, &ishape, indices.ints().into_iter())
+        .map_err(|m| node.err(m))?;
     Ok(each_const!(data, a => {
         let v: Vec<_> = a.iter().cloned().collect();
         shaped(node, &ishape, src.iter().map(|&o| v[o].clone()).collect())?
@@ -427,29 +415,12 @@ fn cumsum(node: &NodeView, x: &[Option<Const>]) -> Result<Const, ModelError> {
     let axis = node.axis(axis, dims.len())?;
     let exclusive = node.attr_or("exclusive", false)?;
     let reverse = node.attr_or("reverse", false)?;
-    fn go<T: Copy + Default + std::ops::Add<Output = T>>(
-        a: &ArrayD<T>,
-        axis: usize,
-        exclusive: bool,
-        reverse: bool,
-    ) -> ArrayD<T> {
-        let mut out = a.clone();
-        for mut lane in out.lanes_mut(Axis(axis)) {
-            let n = lane.len();
-            let mut acc = T::default();
-            for step in 0..n {
-                let i = if reverse { n - 1 - step } else { step };
-                let v = lane[i];
-                lane[i] = if exclusive { acc } else { acc + v };
-                acc = acc + v;
-            }
-        }
-        out
+    let mut out = c.clone();
+    match &mut out {
+        Const::I64(a) => cumsum_along(a, axis, exclusive, reverse),
+        Const::F32(a) => cumsum_along(a, axis, exclusive, reverse),
     }
-    Ok(match c {
-        Const::I64(a) => Const::I64(go(a, axis, exclusive, reverse)),
-        Const::F32(a) => Const::F32(go(a, axis, exclusive, reverse)),
-    })
+    Ok(out)
 }
 
 /// `Trilu(X[, k])`: keeps the upper (`upper = 1`, default) or lower triangle of the last two

@@ -65,6 +65,7 @@ pub fn evaluator(op_type: &str) -> Option<Eval> {
         "Sigmoid" => |n, x| float(n, x, |v| 1.0 / (1.0 + (-v).exp())),
         "Relu" => |n, x| signed(n, x, |v| v.max(0), |v| v.max(0.0)),
         "Where" => where_,
+        "Clip" => clip,
         _ => return None,
     })
 }
@@ -226,6 +227,45 @@ fn cast(node: &NodeView, x: &[Option<Const>]) -> Result<Const, ModelError> {
         9 => Const::I64(c.to_f32().mapv(|v| i64::from(v != 0.0))),
         2..=7 | 12 | 13 => Const::I64(c.to_i64()),
         other => return Err(node.err(format!("cast to data type {other} is not supported"))),
+    })
+}
+
+/// `Clip(X[, min][, max])` on constants (bounds as attributes before opset 11, as inputs
+/// after; an absent bound is none); integers stay integers.
+fn clip(node: &NodeView, x: &[Option<Const>]) -> Result<Const, ModelError> {
+    let bound = |i: usize, attr: &str| -> Result<Option<f32>, ModelError> {
+        if let Some(v) = node.attr_opt::<f32>(attr)? {
+            return Ok(Some(v));
+        }
+        match x.get(i).and_then(Option::as_ref) {
+            Some(c) => c
+                .scalar_f32()
+                .map(Some)
+                .map_err(|m| node.err(format!("input {i} ({attr}): {m}"))),
+            None => Ok(None),
+        }
+    };
+    let (lo, hi) = (bound(1, "min")?, bound(2, "max")?);
+    if lo.is_some_and(f32::is_nan) || hi.is_some_and(f32::is_nan) {
+        return Err(node.err(format!("bound min {lo:?}, max {hi:?} is NaN")));
+    }
+    let (lo, hi) = (lo.unwrap_or(f32::NEG_INFINITY), hi.unwrap_or(f32::INFINITY));
+    if lo > hi {
+        return Err(node.err(format!("min {lo} exceeds max {hi}")));
+    }
+    Ok(match arg(node, x, 0)? {
+        // integer bounds of an integer tensor are exact in f32 up to 2^24, beyond it they round
+        Const::I64(a) => Const::I64(a.mapv(|v| {
+            let f = v as f32;
+            if f < lo {
+                lo as i64
+            } else if f > hi {
+                hi as i64
+            } else {
+                v
+            }
+        })),
+        Const::F32(a) => Const::F32(a.mapv(|v| v.max(lo).min(hi))),
     })
 }
 

@@ -1,5 +1,6 @@
-//! Ops that leave no node in the IR: `Shape` of a run-time tensor (a constant), `Cast` and the
-//! pass-throughs `Identity` and `Dropout` of one (unchanged: the IR computes in f32), and the
+//! Ops that leave no node in the IR: `Shape` of a run-time tensor (a constant), `Cast` to a
+//! float type and the pass-throughs `Identity` and `Dropout` of one (unchanged: the IR computes
+//! in f32; a cast to an integer type is the one node, a rounding toward zero), and the
 //! value a `Constant` node holds. On constant inputs all of them fold in [`crate::onnx::fold`],
 //! as do `Constant` and `ConstantOfShape`, which only ever fold.
 
@@ -11,6 +12,7 @@ use super::super::node::{read_attr, NodeView};
 use super::super::registry::Registry;
 use super::super::value::{Const, Val};
 use crate::error::ModelError;
+use crate::ir::{Op, Unary};
 
 /// Registers `Identity`, `Dropout`, `Cast` and `Shape`.
 pub fn register(reg: &mut Registry) {
@@ -55,12 +57,19 @@ fn shape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 }
 
 /// `Cast` of a run-time tensor to a float type: the input unchanged (the IR computes in f32);
-/// to an integer or boolean type, an error (the run-time graph has no such values).
+/// to an integer type, a rounding toward zero ([`Unary::Trunc`]: ids and masks are exact
+/// integers already, other values truncate as onnxruntime's cast does); to a boolean or any
+/// other type, an error.
 fn cast(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     match node.attr::<i64>("to")? {
         1 | 10 | 11 | 16 => pass_through(imp, node),
+        2..=7 | 12 | 13 => {
+            let x = imp.tensor(node, 0)?;
+            imp.push(node, Op::Unary(Unary::Trunc), vec![x])
+        }
         to => Err(node.err(format!(
-            "a cast of a run-time tensor to data type {to} is not supported (only to float types)"
+            "a cast of a run-time tensor to data type {to} is not supported (only to float and \
+             integer types)"
         ))),
     }
 }

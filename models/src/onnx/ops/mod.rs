@@ -8,6 +8,7 @@ pub mod conv;
 pub mod einsum;
 pub mod elementwise;
 pub mod fold_only;
+pub mod ids;
 pub mod linear;
 pub mod mask;
 pub mod norm;
@@ -35,13 +36,14 @@ pub fn registry() -> &'static Registry {
 /// Registers every family's op types (the first two, `Conv` and `BatchNormalization`, lead the
 /// list of supported ops in errors).
 fn register_all(reg: &mut Registry) {
-    let families: [fn(&mut Registry); 12] = [
+    let families: [fn(&mut Registry); 13] = [
         conv::register,
         norm::register,
         activation::register,
         recurrent::register,
         select::register,
         mask::register,
+        ids::register,
         elementwise::register,
         einsum::register,
         pool::register,

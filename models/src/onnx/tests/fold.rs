@@ -377,9 +377,9 @@ fn a_range_over_the_input_shape_folds_into_the_graph() {
 #[test]
 fn fold_only_ops_on_run_time_tensors_are_errors_naming_the_node() {
     let b = ModelBuilder::new(17, &[None, Some(5)])
-        .init(ints("ax", &[0]))
-        .node("CumSum", "cs", &["x", "ax"], &["y"], vec![])
-        .output("y", &[None, Some(5)]);
+        .init(ints("reps", &[1, 2]))
+        .node("Tile", "cs", &["x", "reps"], &["y"], vec![])
+        .output("y", &[None, Some(10)]);
     let e = import_proto(&decode(&b.bytes(), "t.onnx").unwrap(), "t.onnx", 2).unwrap_err();
     let m = e.to_string();
     assert!(
@@ -478,6 +478,7 @@ fn every_op_with_an_evaluator_is_a_supported_op() {
         "ReduceMin",
         "ReduceProd",
         "ReduceL2",
+        "Clip",
     ];
     for op in table {
         assert!(evaluator(op).is_some(), "{op}");
@@ -518,4 +519,27 @@ fn matmul_and_gemm_of_constants() {
     );
     let e = eval("MatMul", vec![], &[a.clone(), a]).unwrap_err();
     assert!(e.contains("inner sizes differ"), "{e}");
+}
+
+#[test]
+fn clip_of_a_constant_folds_with_input_or_attribute_bounds() {
+    // swin_v2's `clamp(logit_scale, max=log(100))` on a parameter: bounds as inputs (opset 11+)
+    let x = f32s(&[3], &[-2.0, 0.5, 9.0]);
+    let r = eval("Clip", vec![], &[x.clone(), None, f32s(&[], &[4.6])]).unwrap();
+    assert_eq!(vals(&r), (vec![3], vec![-2.0, 0.5, 4.6]));
+    let r = eval(
+        "Clip",
+        vec![],
+        &[x.clone(), f32s(&[], &[0.0]), f32s(&[], &[1.0])],
+    )
+    .unwrap();
+    assert_eq!(vals(&r), (vec![3], vec![0.0, 0.5, 1.0]));
+    // ... as attributes (before opset 11); integers stay integers
+    let r = eval("Clip", vec![("min", A::F(-1.0))], &[i64s(&[2], &[-5, 3])]).unwrap();
+    assert_eq!(r, i64s(&[2], &[-1, 3]).unwrap());
+    let e = eval("Clip", vec![], &[x, f32s(&[], &[2.0]), f32s(&[], &[1.0])]).unwrap_err();
+    assert!(
+        e.contains("node n") && e.contains("min 2 exceeds max 1"),
+        "{e}"
+    );
 }

@@ -2,6 +2,7 @@
 
 mod attrs;
 mod fold;
+mod ids;
 mod import;
 mod ops;
 mod scale;
