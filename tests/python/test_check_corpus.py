@@ -53,7 +53,7 @@ def zoo_corpus(tmp, cptsim):
 
 
 def args_for(cptsim, tmp):
-    return Namespace(cptsim=str(cptsim), dir=tmp, timeout=600)
+    return Namespace(cptsim=str(cptsim), dir=tmp, timeout=600, columns=None, cache=None)
 
 
 def test_zoo_models_pass_every_column(tmp_path):
