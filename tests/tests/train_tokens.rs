@@ -7,8 +7,8 @@ use cptsim_e2e::{run, stderr};
 
 const MODEL: &str = "tests/fixtures/seq/bigru_classifier_legacy_opset14.onnx";
 
-/// `cptsim train` of the classifier on `subset` synthetic sequences with `extra` flags: the
-/// progress lines' losses and `metrics.csv`.
+/// `cptsim train` of the classifier on synthetic sequences with `extra` flags: the losses of
+/// the progress lines (the first and the last iteration's among them) and `metrics.csv`.
 fn train(extra: &[&str]) -> (Vec<f64>, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
@@ -51,8 +51,8 @@ fn train(extra: &[&str]) -> (Vec<f64>, String) {
 fn a_sequence_classifier_trains_on_synthetic_token_sequences() {
     // One fixed batch of 4 sequences of 9 tokens, repeated: the loss falls.
     let (losses, metrics) = train(&["--seq-len", "9", "--subset", "4"]);
-    assert_eq!(losses.len(), 20, "{losses:?}");
-    assert!(losses[19] < 0.7 * losses[0], "{losses:?}");
+    assert!(losses.len() >= 2, "{losses:?}");
+    assert!(losses[losses.len() - 1] < 0.7 * losses[0], "{losses:?}");
     // The test set is evaluated: one row at iteration 20 with an accuracy in [0, 1].
     let row: Vec<&str> = metrics.lines().nth(1).unwrap().split(',').collect();
     let acc: f64 = row[4].parse().unwrap();
