@@ -82,6 +82,32 @@ class TinyViT(nn.Module):
         return self.heads(x[:, 0])
 
 
+class BiGruClassifier(nn.Module):
+    """A sentence classifier on ids [B, T]: embedding → one bidirectional GRU (batch first) →
+    the two directions' final states concatenated → linear over 3 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, EMB)
+        self.rnn = nn.GRU(EMB, HID, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(2 * HID, 3)
+
+    def forward(self, ids):
+        _, h = self.rnn(self.embed(ids))
+        return self.head(torch.cat([h[-2], h[-1]], dim=1))
+
+
+def export_classifier():
+    """The sentence classifier, legacy exporter, batch and sequence symbolic, one output row
+    per sequence."""
+    path = os.path.join(OUT, "bigru_classifier_legacy_opset14.onnx")
+    torch.manual_seed(3)
+    torch.onnx.export(BiGruClassifier().eval(), (ids((B, T)),), path, opset_version=14,
+                      dynamo=False, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch"}})
+    return path
+
+
 def ids(shape):
     return torch.randint(0, VOCAB, shape)
 
@@ -124,6 +150,7 @@ def main():
             written.append(export_dynamo(model, x, name, 18, dims))
         except Exception as e:  # the dynamo exporter is optional tooling
             print(f"dynamo export of {name} failed: {e}")
+    written.append(export_classifier())
     for p in written:
         print(p, os.path.getsize(p))
 

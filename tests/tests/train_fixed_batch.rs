@@ -132,3 +132,14 @@ fn a_batch_that_cannot_be_rebound_names_the_node_and_asks_for_a_dynamic_axis() {
     );
     assert!(!y.exists());
 }
+
+#[test]
+fn inspect_reads_a_fixed_batch_export_at_its_own_batch() {
+    let res = run(&["inspect", MODEL, "--format", "json"]);
+    assert!(res.status.success(), "{}", stderr(&res));
+    let j: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(j["batch"], 2, "{j}");
+    let res = run(&["inspect", MODEL, "--batch", "3", "--format", "json"]);
+    let j: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(j["batch"], 3, "{j}");
+}

@@ -1,8 +1,9 @@
-//! Where a run's batches come from: an image dataset through its [`Loader`], or a text corpus
+//! Where a run's batches come from: an image dataset through its [`Loader`], a text corpus
 //! read window by window in order (the word_language_model example's order: the same windows
-//! every epoch, no shuffling).
+//! every epoch, no shuffling), or labelled token sequences read batch by batch in order.
 
-use cptsim_nn::data::text::TextData;
+use cptsim_nn::data::text::{TextData, TokenLayout};
+use cptsim_nn::data::tokens::TokenSet;
 use cptsim_nn::data::{Dataset, Loader};
 use cptsim_nn::error::{Result, SimError};
 use cptsim_nn::layers::Tensor;
@@ -17,6 +18,18 @@ pub struct TrainData {
     pub val: Option<Dataset>,
 }
 
+/// Labelled token sequences of a sequence classifier (one class per sequence).
+pub struct TokenData {
+    /// Training sequences.
+    pub train: TokenSet,
+    /// Test sequences (whole batches).
+    pub test: TokenSet,
+    /// The model's token layout.
+    pub layout: TokenLayout,
+    /// Sequences per batch (the model's batch).
+    pub batch: usize,
+}
+
 /// The training data of a run.
 pub(crate) enum Feed<'a> {
     /// Images and labels.
@@ -26,6 +39,8 @@ pub(crate) enum Feed<'a> {
     },
     /// Token streams; `next` is the window the next iteration reads.
     Text { data: &'a TextData, next: u64 },
+    /// Token sequences; `next` is the batch the next iteration reads.
+    Tokens { data: &'a TokenData, next: u64 },
 }
 
 /// One iteration's input and the target of every output row.
@@ -60,6 +75,15 @@ impl Feed<'_> {
                     samples: data.train.batch,
                 })
             }
+            Feed::Tokens { data, next } => {
+                let (input, targets) = data.train.batch(*next, data.batch, data.layout)?;
+                *next += 1;
+                Ok(FeedBatch {
+                    input,
+                    targets,
+                    samples: data.batch,
+                })
+            }
         }
     }
 
@@ -67,7 +91,7 @@ impl Feed<'_> {
     pub fn seek(&mut self, iterations: u64) {
         match self {
             Feed::Images { loader, .. } => loader.seek(iterations),
-            Feed::Text { next, .. } => *next = iterations,
+            Feed::Text { next, .. } | Feed::Tokens { next, .. } => *next = iterations,
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct TrainNet {
     pub classes: usize,
     /// A language model's token layout and input shape (`None` for image and feature models).
     pub tokens: Option<(TokenLayout, Vec<usize>)>,
+    /// The vocabulary of a token input: its ids lie in `0..vocab`.
+    pub vocab: Option<usize>,
 }
 
 impl TrainNet {
@@ -58,6 +60,7 @@ impl TrainNet {
             input,
             classes,
             tokens: None,
+            vocab: None,
         })
     }
 
@@ -80,6 +83,7 @@ impl TrainNet {
     pub fn from_network(net: Network) -> Result<Self> {
         let input = net.input_chw();
         let tokens = net.tokens().map(|l| (l, net.summary().input.clone()));
+        let vocab = net.token_vocab();
         let (graph, summary, quantized) = net.into_parts();
         let classes = summary.layers.last().map_or(0, |l| l.out_shape[0]);
         if classes == 0 {
@@ -103,6 +107,7 @@ impl TrainNet {
             .collect::<Result<Vec<_>>>()?;
         let mut train = Self::new(graph, slots, input, classes)?;
         train.tokens = tokens;
+        train.vocab = vocab;
         Ok(train)
     }
 }

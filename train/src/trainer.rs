@@ -403,7 +403,7 @@ impl<'a> Trainer<'a> {
     pub fn adaptation(&self) -> Option<Adaptation> {
         match &self.feed {
             Feed::Images { loader, .. } => Some(*loader.adaptation()),
-            Feed::Text { .. } => None,
+            Feed::Text { .. } | Feed::Tokens { .. } => None,
         }
     }
 
@@ -570,6 +570,10 @@ impl<'a> Trainer<'a> {
                     Some(ppl(val_loss)),
                 )
             }
+            Feed::Tokens { data, .. } => {
+                let (test_loss, test_acc) = self.evaluate_tokens_with(data, &data.test, stop)?;
+                (test_loss, test_acc, None, None, None)
+            }
         };
         self.interrupted(stop)?;
         let s = &mut self.state;
@@ -684,6 +688,8 @@ impl<'a> Trainer<'a> {
         self.feed.seek(iterations);
     }
 }
+
+mod tokens;
 
 #[cfg(test)]
 pub(crate) mod tests;

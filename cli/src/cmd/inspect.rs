@@ -19,9 +19,9 @@ pub struct InspectArgs {
     /// ONNX file path, or `zoo:NAME` for a built-in model.
     pub model: String,
     /// Batch size bound to the model's batch dimension (shapes per sample do not depend on it;
-    /// the GEMM dimensions M do).
-    #[arg(long, default_value_t = 1)]
-    pub batch: usize,
+    /// the GEMM dimensions M do) [default: the batch an ONNX file's input fixes, else 1].
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Tokens per sample of a sequence model (default: a zoo model's own; required for an ONNX
     /// file with a symbolic sequence axis).
     #[arg(long)]
@@ -33,18 +33,37 @@ pub struct InspectArgs {
 
 /// Runs the command.
 pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
-    if args.batch == 0 {
-        anyhow::bail!("--batch: must be at least 1");
-    }
-    let graph = load_shapes(&args.model, args.batch, args.seq_len)?;
+    let batch = match args.batch {
+        Some(0) => anyhow::bail!("--batch: must be at least 1"),
+        Some(b) => b,
+        None if args.model.starts_with("zoo:") => 1,
+        None => cptsim_models::onnx::file_batch(std::path::Path::new(&args.model)).unwrap_or(1),
+    };
+    let graph = load_shapes(&args.model, batch, args.seq_len)?;
     let s = graph.summary();
-    let batch = args.batch as u64;
+    let batch = batch as u64;
+    let states = match args.model.starts_with("zoo:") {
+        true => Vec::new(),
+        false => cptsim_models::onnx::zero_state_inputs(std::path::Path::new(&args.model)),
+    };
     let text = match args.format {
-        OutputFormat::Table => table(&s, graph.bn_folded, batch, graph.seq_len),
+        OutputFormat::Table => {
+            let mut t = table(&s, graph.bn_folded, batch, graph.seq_len);
+            if !states.is_empty() {
+                let _ = writeln!(
+                    t,
+                    "note: graph inputs {} are recurrent initial states: bound to zeros (the \
+                     state a fresh sequence starts from, as PyTorch's init_hidden gives)",
+                    states.join(", ")
+                );
+            }
+            t
+        }
         OutputFormat::Json => {
             let mut j = to_json(&s, batch);
             j["batch"] = json!(batch);
             j["seq_len"] = json!(graph.seq_len);
+            j["zero_state_inputs"] = json!(states);
             format!("{j:#}\n")
         }
         OutputFormat::Csv => csv(&s, batch),

@@ -46,7 +46,7 @@ pub fn bind_graph_input(
             "expected exactly one graph input besides initializers, found {names:?}"
         )));
     };
-    let graph_axis = graph_batch_axis(&g.node, &input.name);
+    let graph_axis = graph_batch_axis(g, &input.name);
     let bound = bind_input_shape(input, batch, seq_len, graph_axis)
         .map_err(|m| fail(format!("graph input '{}': {m}", input.name)))?;
     let name = if g.name.is_empty() { source } else { &g.name };
@@ -102,41 +102,86 @@ pub fn initial_state_inputs(nodes: &[NodeProto]) -> HashSet<&str> {
     state
 }
 
-/// The batch axis of graph input `input` as the graph uses it: an input read (as embedding
-/// ids, or directly) by a recurrent layer has its batch on axis 1 for the default
-/// sequence-first `layout = 0` (`[T, B]` ids of PyTorch's word-language-model) and on axis 0
-/// for `layout = 1`; `None` when no recurrent layer reads it.
-fn graph_batch_axis(nodes: &[NodeProto], input: &str) -> Option<usize> {
+/// The batch axis of graph input `input` as the graph uses it, following it (through
+/// `Dropout`, `Identity`, `Cast`, an embedding `Gather` and element-wise ops) to the first of:
+/// - a recurrent layer reading it: batch on axis 1 for the default sequence-first `layout = 0`
+///   (`[T, B]` ids of PyTorch's word-language-model), on axis 0 for `layout = 1`;
+/// - after the embedding, an element-wise op with a constant `[S, 1, E]` or `[1, S, E]` (a
+///   positional-encoding table added to every sequence): the batch is the axis the constant
+///   broadcasts over (1 for `[T, B]` ids, 0 for `[B, T]`).
+///
+/// `None` when neither is found.
+fn graph_batch_axis(g: &GraphProto, input: &str) -> Option<usize> {
+    let nodes = &g.node;
     let mut readers: HashMap<&str, Vec<&NodeProto>> = HashMap::new();
     for n in nodes {
         for i in &n.input {
             readers.entry(i.as_str()).or_default().push(n);
         }
     }
+    let dims = constant_dims(g);
     let mut cur = input;
+    let mut embedded = false;
     for _ in 0..8 {
-        let next = readers
-            .get(cur)?
-            .iter()
-            .find_map(|n| match n.op_type.as_str() {
+        let next = readers.get(cur)?.iter().find_map(|n| {
+            let other = || n.input.iter().find(|i| i.as_str() != cur);
+            match n.op_type.as_str() {
                 "LSTM" | "GRU" | "RNN" if n.input.first().map(String::as_str) == Some(cur) => {
-                    Some(Err(read_attr::<i64>(n, "layout")
-                        .ok()
-                        .flatten()
-                        .unwrap_or(0)))
+                    let layout = read_attr::<i64>(n, "layout").ok().flatten();
+                    Some(Step::Batch(if layout == Some(1) { 0 } else { 1 }))
                 }
                 "Gather" if n.input.get(1).map(String::as_str) == Some(cur) => {
-                    n.output.first().map(|o| Ok(o.as_str()))
+                    n.output.first().map(|o| Step::Embedded(o.as_str()))
                 }
-                "Dropout" | "Identity" | "Cast" => n.output.first().map(|o| Ok(o.as_str())),
+                "Add" | "Sub" | "Mul" | "Div" if embedded => {
+                    match other()
+                        .and_then(|o| dims.get(o.as_str()))
+                        .map(Vec::as_slice)
+                    {
+                        Some([1, s, _]) if *s > 1 => Some(Step::Batch(0)),
+                        Some([s, 1, _]) if *s > 1 => Some(Step::Batch(1)),
+                        _ => n.output.first().map(|o| Step::Next(o.as_str())),
+                    }
+                }
+                "Dropout" | "Identity" | "Cast" => n.output.first().map(|o| Step::Next(o.as_str())),
                 _ => None,
-            })?;
+            }
+        })?;
         match next {
-            Ok(out) => cur = out,
-            Err(layout) => return Some(if layout == 1 { 0 } else { 1 }),
+            Step::Next(out) => cur = out,
+            Step::Embedded(out) => (cur, embedded) = (out, true),
+            Step::Batch(axis) => return Some(axis),
         }
     }
     None
+}
+
+/// One step of [`graph_batch_axis`]'s walk.
+enum Step<'a> {
+    /// Follow this tensor.
+    Next(&'a str),
+    /// Follow the embedding's output.
+    Embedded(&'a str),
+    /// The batch axis is found.
+    Batch(usize),
+}
+
+/// The dimensions of every initializer and `Constant` node output.
+fn constant_dims(g: &GraphProto) -> HashMap<&str, Vec<i64>> {
+    let mut dims: HashMap<&str, Vec<i64>> = g
+        .initializer
+        .iter()
+        .map(|t| (t.name.as_str(), t.dims.clone()))
+        .collect();
+    for n in g.node.iter().filter(|n| n.op_type == "Constant") {
+        let value = n.attribute.iter().find(|a| a.name == "value");
+        if let (Some(out), Some(a)) = (n.output.first(), value) {
+            if let Some(t) = a.t.as_ref() {
+                dims.insert(out.as_str(), t.dims.clone());
+            }
+        }
+    }
+    dims
 }
 
 /// Zeros of an initial-state input's declared shape, symbolic dimensions bound to `batch`.
@@ -217,23 +262,7 @@ pub fn binding_for_shape(
     shape: &[usize],
 ) -> Result<(usize, Option<usize>), ModelError> {
     let fallback = (shape.first().copied().unwrap_or(0), None);
-    let Some(g) = proto.graph.as_ref() else {
-        return Ok(fallback);
-    };
-    let state_only = initial_state_inputs(&g.node);
-    let weights: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
-    let data: Vec<&ValueInfoProto> = g
-        .input
-        .iter()
-        .filter(|i| !state_only.contains(i.name.as_str()) && !weights.contains(i.name.as_str()))
-        .collect();
-    let [input] = data.as_slice() else {
-        return Ok(fallback);
-    };
-    let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
-        return Ok(fallback);
-    };
-    let Some(dims) = t.shape.as_ref().map(|s| &s.dim) else {
+    let Some((g, input, t, dims)) = data_input(proto) else {
         return Ok(fallback);
     };
     if dims.len() != shape.len() {
@@ -246,7 +275,7 @@ pub fn binding_for_shape(
             ),
         ));
     }
-    let b = batch_axis(dims, graph_batch_axis(&g.node, &input.name));
+    let b = batch_axis(dims, graph_batch_axis(g, &input.name));
     // Token ids ([B, T] or [T, B] of integers) have their sequence on the other axis, fixed or
     // not; other inputs on the first free axis beside the batch.
     let token_ids = matches!(t.elem_type, 6 | 7) && dims.len() == 2;
@@ -261,6 +290,46 @@ pub fn binding_for_shape(
     }
     .map(|i| shape[i]);
     Ok((shape.get(b).copied().unwrap_or(0), seq))
+}
+
+/// The one data input of `proto`'s graph (not an initializer, not a recurrent initial state)
+/// with its tensor type and declared dimensions; `None` when there is not exactly one.
+#[allow(clippy::type_complexity)]
+fn data_input(
+    proto: &ModelProto,
+) -> Option<(
+    &GraphProto,
+    &ValueInfoProto,
+    &onnx_protobuf::type_proto::Tensor,
+    &[onnx_protobuf::tensor_shape_proto::Dimension],
+)> {
+    let g = proto.graph.as_ref()?;
+    let state_only = initial_state_inputs(&g.node);
+    let weights: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    let data: Vec<&ValueInfoProto> = g
+        .input
+        .iter()
+        .filter(|i| !state_only.contains(i.name.as_str()) && !weights.contains(i.name.as_str()))
+        .collect();
+    let [input] = data.as_slice() else {
+        return None;
+    };
+    let Some(TypeValue::TensorType(t)) = input.type_.as_ref().and_then(|t| t.value.as_ref()) else {
+        return None;
+    };
+    let dims = t.shape.as_ref().map(|s| s.dim.as_slice())?;
+    Some((g, input, t, dims))
+}
+
+/// The batch `proto`'s data input is exported at, when its batch axis (as [`import_proto_with`]
+/// finds it) has a fixed size: the batch a file is read at unless another is asked for.
+pub fn fixed_batch(proto: &ModelProto) -> Option<usize> {
+    let (g, input, _, dims) = data_input(proto)?;
+    let b = batch_axis(dims, graph_batch_axis(g, &input.name));
+    match dims.get(b)?.value {
+        Some(Dim::DimValue(v)) if v > 0 => usize::try_from(v).ok(),
+        _ => None,
+    }
 }
 
 /// Static input shape with the batch and the sequence length bound (rules in

@@ -28,7 +28,7 @@ use onnx_protobuf::{GraphProto, Message, ModelProto, NodeProto};
 use crate::error::ModelError;
 use crate::ir::Graph;
 use context::Importer;
-pub use input::binding_for_shape;
+pub use input::{binding_for_shape, fixed_batch};
 use node::NodeView;
 use value::{Const, Val};
 
@@ -78,6 +78,32 @@ pub fn import_file_for_shape(path: &Path, shape: &[usize]) -> Result<Graph, Mode
     let (proto, file) = read_file(path)?;
     let (batch, seq_len) = binding_for_shape(&proto, &file, shape)?;
     import_named(path, &proto, &file, batch, seq_len)
+}
+
+/// The batch the ONNX file at `path` fixes on its data input ([`fixed_batch`]); `None` when
+/// its batch is symbolic or the file cannot be read (its import then reports why).
+pub fn file_batch(path: &Path) -> Option<usize> {
+    read_file(path)
+        .ok()
+        .and_then(|(proto, _)| fixed_batch(&proto))
+}
+
+/// The graph inputs of the ONNX file at `path` that are recurrent layers' initial states (see
+/// [`import_proto_with`]): the import binds them to zeros. Empty when there are none or the file
+/// cannot be read.
+pub fn zero_state_inputs(path: &Path) -> Vec<String> {
+    let Ok((proto, _)) = read_file(path) else {
+        return Vec::new();
+    };
+    let Some(g) = proto.graph.as_ref() else {
+        return Vec::new();
+    };
+    let states = input::initial_state_inputs(&g.node);
+    g.input
+        .iter()
+        .filter(|i| states.contains(i.name.as_str()))
+        .map(|i| i.name.clone())
+        .collect()
 }
 
 /// The supported op types (default domain), family by family.

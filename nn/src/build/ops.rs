@@ -55,12 +55,7 @@ pub(super) fn node<R: Rng>(
         Op::Transpose { perm } => Transpose::build(ctx, node, ins, perm),
         Op::Embedding(e) => Embedding::build(ctx, node, e, ins),
         Op::LayerNorm(l) => LayerNorm::build(ctx, node, l, ins),
-        Op::Softmax { axis, log: false } => Softmax::build(ctx, node, ins, *axis),
-        Op::Softmax { log: true, .. } => Err(unsupported(
-            node,
-            "a LogSoftmax output: export the logits (the trainer's loss applies the \
-             log-softmax itself)",
-        )),
+        Op::Softmax { axis, log } => Softmax::build(ctx, node, ins, *axis, *log),
         Op::Gelu { tanh_approx } => Gelu::build(ctx, node, ins, *tanh_approx),
         Op::Dropout { ratio } => Dropout::build(ctx, node, ins, *ratio, &quant),
         Op::CausalMask => CausalMask::build(ctx, node, ins),

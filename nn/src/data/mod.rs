@@ -1,6 +1,6 @@
 //! Datasets: MNIST/Fashion-MNIST IDX and CIFAR binary readers (gzip or raw), a seeded synthetic
-//! dataset, mini-batch assembly with augmentation, normalisation and shape adaptation, and text
-//! corpora for language models.
+//! dataset, mini-batch assembly with augmentation, normalisation and shape adaptation, text
+//! corpora for language models, and seeded token sequences for sequence classifiers.
 
 pub mod batch;
 pub mod cifar;
@@ -9,6 +9,7 @@ pub mod file;
 pub mod idx;
 pub mod shuffle;
 pub mod text;
+pub mod tokens;
 
 pub use batch::{eval_batches, Adaptation, Batch, Loader};
 pub use cifar::CifarKind;

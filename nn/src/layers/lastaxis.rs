@@ -1,5 +1,5 @@
 //! Layers over the last axis of a tensor, as sequence models use them: layer normalisation,
-//! softmax and GELU (element-wise, in its exact erf form or the tanh approximation).
+//! softmax (and its logarithm) and GELU (element-wise, in its exact erf form or the tanh approximation).
 
 use super::from_ir::owned;
 use super::from_ir::{one_any, unsupported, Ctx, Init, Layout, Val};
@@ -137,9 +137,11 @@ impl Layer for LayerNorm {
     }
 }
 
-/// Softmax over the last axis.
+/// Softmax over the last axis, or with `log` its logarithm `x − max − ln Σ exp(x − max)`
+/// (ONNX `LogSoftmax`, a language model's last op).
 pub struct Softmax {
     name: String,
+    log: bool,
     /// Training pass: the output.
     cache: Option<Tensor>,
 }
@@ -149,7 +151,16 @@ impl Softmax {
     pub fn new(name: &str) -> Self {
         Self {
             name: name.to_string(),
+            log: false,
             cache: None,
+        }
+    }
+
+    /// A log-softmax layer.
+    pub fn log(name: &str) -> Self {
+        Self {
+            log: true,
+            ..Self::new(name)
         }
     }
 }
@@ -174,8 +185,15 @@ impl Layer for Softmax {
                 *o = (v - max).exp();
                 sum += f64::from(*o);
             }
-            yr.iter_mut()
-                .for_each(|o| *o = (f64::from(*o) / sum) as f32);
+            if self.log {
+                let shift = f64::from(max) + sum.ln();
+                for (o, &v) in yr.iter_mut().zip(row) {
+                    *o = (f64::from(v) - shift) as f32;
+                }
+            } else {
+                yr.iter_mut()
+                    .for_each(|o| *o = (f64::from(*o) / sum) as f32);
+            }
         }
         let y = tensor(&self.name, x.shape(), y)?;
         self.cache = (mode == Mode::Train).then(|| y.clone());
@@ -190,6 +208,14 @@ impl Layer for Softmax {
         let (yv, _) = rows(&self.name, y)?;
         let mut dx = vec![0.0; gy.len()];
         for ((gr, yr), dxr) in gy.chunks(d).zip(yv.chunks(d)).zip(dx.chunks_mut(d)) {
+            if self.log {
+                // dx = g − softmax(x) · Σ g, softmax(x) = exp(y)
+                let total: f64 = gr.iter().map(|&g| f64::from(g)).sum();
+                for k in 0..d {
+                    dxr[k] = gr[k] - (f64::from(yr[k]).exp() * total) as f32;
+                }
+                continue;
+            }
             // dx = y ⊙ (g − Σ g·y)
             let dot: f64 = gr.iter().zip(yr).map(|(&g, &y)| f64::from(g * y)).sum();
             for k in 0..d {
@@ -382,12 +408,13 @@ impl LayerNorm {
 }
 
 impl Softmax {
-    /// The layer of an IR `Softmax` node over the last axis.
+    /// The layer of an IR `Softmax` node over the last axis (`log`: a `LogSoftmax`).
     pub(crate) fn build<R: Rng>(
         ctx: &mut Ctx<'_, R>,
         node: &Node,
         ins: &[Val],
         axis: usize,
+        log: bool,
     ) -> Result<Val> {
         let x = ctx.one_as(node, ins, Layout::AsIs)?;
         if axis + 1 != ctx.shape(node.inputs[0]).len() {
@@ -396,7 +423,11 @@ impl Softmax {
                 "only a softmax over the last axis trains",
             ));
         }
-        ctx.push(Softmax::new(&node.name), &[x.id], Layout::AsIs)
+        let layer = match log {
+            true => Softmax::log(&node.name),
+            false => Softmax::new(&node.name),
+        };
+        ctx.push(layer, &[x.id], Layout::AsIs)
     }
 }
 
@@ -446,6 +477,22 @@ mod tests {
         assert_eq!(y.as_slice().unwrap(), &[0.5, 0.0, 0.5]);
         let all = Tensor::from_elem(vec![1, 2], f32::NEG_INFINITY);
         assert!(sm.forward(&[&all], Mode::Eval).is_err());
+    }
+
+    #[test]
+    fn log_softmax_is_the_log_of_softmax_and_its_gradients_check() {
+        let mut lsm = Softmax::log("lsm");
+        let x = rand_tensor(&[3, 2, 5], 3.0, 4);
+        check_layer(&mut lsm, &[x.clone()], 1e-2, 2e-3, 40).unwrap();
+        let y = lsm.forward(&[&x], Mode::Eval).unwrap();
+        let p = Softmax::new("sm").forward(&[&x], Mode::Eval).unwrap();
+        for (a, b) in y.iter().zip(p.iter()) {
+            assert!((a.exp() - b).abs() < 1e-6, "{a} {b}");
+        }
+        // Large logits stay finite: ln softmax([1000, 0]) = [0, −1000].
+        let big = Tensor::from_shape_vec(vec![1, 2], vec![1000.0, 0.0]).unwrap();
+        let y = lsm.forward(&[&big], Mode::Eval).unwrap();
+        assert_eq!(y.as_slice().unwrap(), &[0.0, -1000.0]);
     }
 
     #[test]

@@ -188,9 +188,11 @@ impl TrainPlan {
         check(self.seq_len != Some(0), "seq_len", || {
             "--seq-len: a window needs at least 1 token".into()
         })?;
-        check(self.seq_len.is_none() || self.is_text(), "seq_len", || {
+        let sequences = self.is_text() || self.data == "synthetic";
+        check(self.seq_len.is_none() || sequences, "seq_len", || {
             format!(
-                "--seq-len: `--data {}` is not text (text:FILE, ptb:DIR or wikitext:DIR)",
+                "--seq-len: `--data {}` has no sequences (text:FILE, ptb:DIR, wikitext:DIR, or \
+                 synthetic for a model that reads token ids)",
                 self.data
             )
         })?;
@@ -473,7 +475,14 @@ mod tests {
                 "clip_grad",
                 "--clip-grad 0",
             ),
-            (Box::new(|p| p.seq_len = Some(16)), "seq_len", "is not text"),
+            (
+                Box::new(|p| {
+                    p.data = "mnist:/data".into();
+                    p.seq_len = Some(16)
+                }),
+                "seq_len",
+                "has no sequences",
+            ),
             (
                 Box::new(|p| p.target_cp = Some(3.0)),
                 "target_cp",

@@ -63,6 +63,7 @@ impl Run {
         let (tr, text) = match &inputs {
             Inputs::Images(d) => (Trainer::new(net, d, config, policy)?, None),
             Inputs::Text(t) => (Trainer::new_text(net, t, config, policy)?, Some(t)),
+            Inputs::Tokens(t) => (Trainer::new_tokens(net, t, config, policy)?, None),
         };
         if let Some(a) = tr.adaptation().filter(|a| a.is_needed()) {
             obs.notice(&Notice::Note(a.describe()));

@@ -1,25 +1,30 @@
 //! What a run loads before its first iteration: the model (a zoo or ONNX graph, its head fitted
 //! to the data's classes, or a language model over a corpus's vocabulary) and the data
-//! (MNIST/Fashion-MNIST, CIFAR, synthetic images, or a text corpus), with `subset`, `val_split`
-//! and `classes` applied. Errors name the key as its flag (`--data mnist:/x: …`).
+//! (MNIST/Fashion-MNIST, CIFAR, synthetic images, synthetic token sequences for a sequence
+//! classifier, or a text corpus), with `subset`, `val_split` and `classes` applied. Errors name the key as its flag (`--data mnist:/x: …`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use cptsim_models::head::{load_graph_for, HeadFit};
+use cptsim_models::head::{fit_head, load_graph_for, HeadFit};
 use cptsim_models::{Graph, LayerRole, ModelSummary};
 use cptsim_nn::data::file::find_file;
 use cptsim_nn::data::text::{self, Corpus, TextData, TextKind, TokenLayout};
+use cptsim_nn::data::tokens::synthetic_tokens;
 use cptsim_nn::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
 use cptsim_traces::Bits;
 
 use super::observer::Notice;
-use crate::plan::{Length, TrainPlan};
+use crate::feed::TokenData;
+use crate::plan::{Length, PolicyKind, TrainPlan};
 use crate::{TrainData, TrainNet};
 
 /// Images of the synthetic dataset (training + test).
 const SYNTHETIC_TRAIN: usize = 4096;
 const SYNTHETIC_TEST: usize = 1024;
+/// Sequences of the synthetic token data (training; test, rounded down to whole batches).
+const SYNTHETIC_SEQUENCES: usize = 4096;
+const SYNTHETIC_SEQUENCES_TEST: usize = 512;
 
 pub use crate::plan::DATA_KINDS;
 
@@ -80,6 +85,63 @@ pub(crate) fn load_lm(plan: &TrainPlan, corpus: &Corpus) -> anyhow::Result<Graph
             corpus.vocab.len()
         )
     })
+}
+
+/// `--data synthetic` for a model that reads token ids: a sequence classifier (output
+/// `[B, classes]`) gets seeded sequences of its input's length, ids within its embedding's
+/// vocabulary and one label per sequence over its outputs ([`synthetic_tokens`]), `subset`
+/// applied. `None` for other data or a model that reads no token ids.
+pub(crate) fn token_data(
+    plan: &TrainPlan,
+    graph: &Graph,
+    net: &TrainNet,
+) -> anyhow::Result<Option<TokenData>> {
+    let Some((layout, shape)) = net.tokens.clone().filter(|_| plan.data == "synthetic") else {
+        return Ok(None);
+    };
+    let spec = &plan.model;
+    let out = graph.shape(graph.output);
+    let (&[batch, classes], Some(vocab)) = (out, net.vocab) else {
+        bail!(
+            "--data synthetic: --model {spec} reads token ids {shape:?} and outputs {out:?}; \
+             synthetic sequences train a classifier of one class per sequence (output \
+             [B, classes]); a language model trains on a corpus (text:FILE, ptb:DIR or \
+             wikitext:DIR)"
+        );
+    };
+    let seq = match (layout, shape.as_slice()) {
+        (TokenLayout::BatchFirst, [_, t]) | (TokenLayout::SeqFirst, [t, _]) => *t,
+        _ => bail!("--model {spec}: token input {shape:?} is not [B, T] or [T, B]"),
+    };
+    if plan.val_split > 0.0 {
+        bail!("--val-split applies to image data (synthetic sequences come with a test set)");
+    }
+    if plan.policy != PolicyKind::Schedule {
+        bail!(
+            "--policy {}: sequence models train under --policy schedule (its per-sample and \
+             learned policies are written for image models)",
+            plan.policy
+        );
+    }
+    let test = (SYNTHETIC_SEQUENCES_TEST / batch).max(1) * batch;
+    let mut train = synthetic_tokens(SYNTHETIC_SEQUENCES + test, seq, vocab, classes, plan.seed)
+        .with_context(|| format!("--data synthetic for --model {spec}"))?;
+    let test = train.split_off(SYNTHETIC_SEQUENCES);
+    if let Some(n) = plan.subset {
+        train.truncate(n);
+    }
+    if train.batches(batch) == 0 {
+        bail!(
+            "--subset {}: fewer sequences than one batch of {batch}",
+            train.len()
+        );
+    }
+    Ok(Some(TokenData {
+        train,
+        test,
+        layout,
+        batch,
+    }))
 }
 
 /// Loads the training and test sets `data` names (synthetic ones shaped for the model), then
@@ -179,14 +241,23 @@ pub(crate) fn load_model(plan: &TrainPlan, notes: &mut Vec<Notice>) -> anyhow::R
     // The input's size is the batch's too: an oversized batch is reported by the model loader.
     let context = || format!("--model {spec} at --batch {batch}");
     let Some(classes) = plan.classes.or_else(|| data_classes(&plan.data)) else {
-        return cptsim_models::load_graph(spec, batch).with_context(context);
+        return cptsim_models::load_graph_with(spec, batch, plan.seq_len).with_context(context);
     };
     let fit = HeadFit {
         classes,
         reinit: plan.reinit_head,
         seed: plan.seed,
     };
-    let (graph, replaced) = load_graph_for(spec, batch, fit).with_context(context)?;
+    let (graph, replaced) = match plan.seq_len {
+        // A sequence model at its --seq-len: loaded as it is, then its head fitted.
+        Some(_) => {
+            let mut g =
+                cptsim_models::load_graph_with(spec, batch, plan.seq_len).with_context(context)?;
+            let replaced = fit_head(&mut g, fit).with_context(context)?;
+            (g, replaced)
+        }
+        None => load_graph_for(spec, batch, fit).with_context(context)?,
+    };
     if let Some(had) = replaced {
         notes.push(Notice::Note(format!(
             "note: --reinit-head: replaced the {had}-output head of {spec} by a {classes}-output \

@@ -28,6 +28,7 @@ use cptsim_traces::schedule::BitRange;
 use cptsim_traces::{Bits, TraceRow};
 
 use crate::checkpoint::Checkpoint;
+use crate::feed::TokenData;
 use crate::plan::{InitKind, TrainPlan, INVOCATION_KEYS};
 use crate::{EvalRecord, TrainData, TrainNet};
 pub use error::{ErrorKind, RunError};
@@ -60,6 +61,7 @@ pub struct Run {
 enum Inputs {
     Images(TrainData),
     Text(TextData),
+    Tokens(TokenData),
 }
 
 /// Where a run writes: nowhere, its `out` itself, or a staging directory renamed into `out` at
@@ -214,11 +216,14 @@ impl Run {
         let gate = policies::dfq_gate(&plan, &graph, &opts, &model, &mut net, &mut notices)?;
         let inputs = match corpus {
             Some(c) => Inputs::Text(load::text_data(&plan, c, &net)?),
-            None => {
-                let mut d = load::load_data(&plan, net.input, net.classes)?;
-                load::check_labels(&plan, &mut d, net.classes)?;
-                Inputs::Images(d)
-            }
+            None => match load::token_data(&plan, &graph, &net)? {
+                Some(t) => Inputs::Tokens(t),
+                None => {
+                    let mut d = load::load_data(&plan, net.input, net.classes)?;
+                    load::check_labels(&plan, &mut d, net.classes)?;
+                    Inputs::Images(d)
+                }
+            },
         };
         if resume.is_none() {
             match plan.init {
@@ -232,6 +237,7 @@ impl Run {
         let train_len = match &inputs {
             Inputs::Text(t) => t.windows(&t.train) * plan.batch,
             Inputs::Images(d) => d.train.len(),
+            Inputs::Tokens(t) => t.train.len(),
         };
         let iterations = load::iterations(&plan, train_len)?;
         let (policy, fw, bw) = policies::build(&plan, iterations, &net, &model, gate)?;

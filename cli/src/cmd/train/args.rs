@@ -87,8 +87,9 @@ pub struct TrainArgs {
     /// Samples per iteration (a language model: token streams).
     #[arg(long, default_value_t = d().batch)]
     pub(crate) batch: usize,
-    /// Tokens per window of a language model (truncated BPTT length) [default: the zoo
-    /// model's, or the ONNX file's fixed length].
+    /// Tokens per window of a language model (truncated BPTT length), or per synthetic
+    /// sequence of a sequence classifier [default: the zoo model's, or the ONNX file's fixed
+    /// length].
     #[arg(long)]
     pub(crate) seq_len: Option<usize>,
     /// Base learning rate (the CIFAR recipe's 0.1).

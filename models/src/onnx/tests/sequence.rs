@@ -650,3 +650,70 @@ fn a_fixed_sequence_first_export_binds_time_and_batch_from_the_graph() {
         panic!("{e}");
     }
 }
+
+/// PyTorch's word-language-model Transformer export: ids fixed at `ids` → embedding scaled by a
+/// constant → a positional table `pos` added → decoder.
+fn positional_lm(ids: &[&str], pos: &[i64]) -> ModelBuilder {
+    ModelBuilder::new(14, &[None])
+        .input_info(named_value_info("x", ids, 7))
+        .init(floats("emb", &[V, D]))
+        .init(floats("pe", pos))
+        .init(floats("scale", &[]))
+        .init(floats("dec", &[D, V]))
+        .node("Gather", "embed", &["emb", "x"], &["e"], vec![])
+        .node("Mul", "mul", &["e", "scale"], &["es"], vec![])
+        .node("Add", "pos", &["es", "pe"], &["p"], vec![])
+        .node("MatMul", "decoder", &["p", "dec"], &["logits"], vec![])
+        .output_info(named_value_info("logits", &[ids[0], ids[1], "11"], 1))
+}
+
+#[test]
+fn a_positional_table_tells_the_batch_axis_of_fixed_token_ids() {
+    // `[35, 1, D]` added to the embedding of `[35, 4]` ids: axis 1 is the batch (35 steps of
+    // 4 sequences), though neither axis is symbolic.
+    let b = positional_lm(&["35", "4"], &[35, 1, D]);
+    let proto = decode(&b.bytes(), "lm.onnx").unwrap();
+    assert_eq!(
+        binding_for_shape(&proto, "lm.onnx", &[35, 4]).unwrap(),
+        (4, Some(35))
+    );
+    let g = import(&b, 4, Some(35)).unwrap();
+    assert_eq!((g.shape(g.input), g.seq_len), (&[35, 4][..], Some(35)));
+    assert_eq!(g.summary().layers[0].macs, 35 * (D * V) as u64);
+    // Another batch rebinds axis 1; the table broadcasts over it.
+    let g = import(&b, 3, None).unwrap();
+    assert_eq!(g.shape(g.input), &[35, 3]);
+    // `[1, 35, D]` on `[4, 35]` ids: batch first.
+    let b = positional_lm(&["4", "35"], &[1, 35, D]);
+    let proto = decode(&b.bytes(), "lm.onnx").unwrap();
+    assert_eq!(
+        binding_for_shape(&proto, "lm.onnx", &[4, 35]).unwrap(),
+        (4, Some(35))
+    );
+    let g = import(&b, 2, None).unwrap();
+    assert_eq!(g.shape(g.input), &[2, 35]);
+}
+
+#[test]
+fn a_file_tells_its_own_batch_and_its_zero_state_inputs() {
+    let dir = std::env::temp_dir().join(format!("cptsim-own-batch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let at = |name: &str, b: &ModelBuilder| {
+        let p = dir.join(name);
+        std::fs::write(&p, b.bytes()).unwrap();
+        p
+    };
+    // `[35, 4]` ids with a `[2, 4, H]` state pair: batch 4 (axis 1), states bound to zeros.
+    let wlm = at("wlm.onnx", &wlm_fixed());
+    assert_eq!(file_batch(&wlm), Some(4));
+    assert_eq!(zero_state_inputs(&wlm), ["state0", "state1"]);
+    let pos = at("pos.onnx", &positional_lm(&["35", "4"], &[35, 1, D]));
+    assert_eq!(file_batch(&pos), Some(4));
+    assert!(zero_state_inputs(&pos).is_empty());
+    // A symbolic batch, or no file: no batch of its own.
+    let lm = at("lm.onnx", &lstm_lm(&["seq", "batch"], vec![]));
+    assert_eq!(file_batch(&lm), None);
+    assert_eq!(zero_state_inputs(&lm), ["h0", "c0"]);
+    assert_eq!(file_batch(&dir.join("missing.onnx")), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
