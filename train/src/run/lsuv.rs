@@ -95,5 +95,6 @@ fn first_samples(net: &TrainNet, inputs: &Inputs, n: usize) -> anyhow::Result<(T
             Ok((b.images, k))
         }
         Inputs::Text(t) => Ok((t.batch(&t.train, 0)?.ids, t.train.batch)),
+        Inputs::Tokens(t) => Ok((t.train.batch(0, t.batch, t.layout)?.0, t.batch)),
     }
 }
