@@ -118,6 +118,36 @@ pub fn train_small(dir: &std::path::Path, policy: &[&str]) {
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
 }
 
+/// A `train` run on synthetic data: `--model model --data synthetic`, then `flags`, into a
+/// temporary `--out`; panics when it fails. Returns the rows of `metrics.csv` as (iteration,
+/// train loss, test accuracy) and stderr.
+pub fn train_synthetic(model: &str, flags: &[&str]) -> (Vec<(u64, f64, f64)>, String) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir.path().join("run");
+    let out_s = out.to_string_lossy().into_owned();
+    let mut args = vec!["train", "--model", model, "--data", "synthetic"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--out", &out_s]);
+    let res = run(&args);
+    let err = stderr(&res);
+    assert!(res.status.success(), "{args:?}: {err}");
+    let csv = std::fs::read_to_string(out.join("metrics.csv")).expect("metrics.csv");
+    let field = |f: &[&str], i: usize| -> f64 {
+        f.get(i)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("metrics.csv field {i} of {f:?}"))
+    };
+    let rows = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (field(&f, 0) as u64, field(&f, 1), field(&f, 4))
+        })
+        .collect();
+    (rows, err)
+}
+
 /// Stdout as UTF-8 text.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

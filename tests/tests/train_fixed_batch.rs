@@ -4,22 +4,15 @@
 //! `forward` at a third batch with each sample's output independent of the batch it is in
 //! (`tests/python/make_fixtures.py`, `ShuffleAttn`).
 
-use cptsim_e2e::{run, stderr, write_npy};
+use cptsim_e2e::{run, stderr, train_synthetic, write_npy};
 
 const MODEL: &str = "tests/fixtures/shuffle_attn_fixed_batch2.onnx";
 
 /// `metrics.csv` rows of a 30-iteration overfit of 6 synthetic images at `batch`: (train loss,
 /// test accuracy), with stderr.
 fn overfit(batch: u32) -> (Vec<(f64, f64)>, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
     let batch = batch.to_string();
-    let res = run(&[
-        "train",
-        "--model",
-        MODEL,
-        "--data",
-        "synthetic",
+    let flags = [
         "--subset",
         "6",
         "--batch",
@@ -28,21 +21,9 @@ fn overfit(batch: u32) -> (Vec<(f64, f64)>, String) {
         "30",
         "--eval-every",
         "15",
-        "--out",
-        &out.to_string_lossy(),
-    ]);
-    let err = stderr(&res);
-    assert!(res.status.success(), "--batch {batch}: {err}");
-    let csv = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
-    let rows = csv
-        .lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            (f[1].parse().unwrap(), f[4].parse().unwrap())
-        })
-        .collect();
-    (rows, err)
+    ];
+    let (rows, err) = train_synthetic(MODEL, &flags);
+    (rows.into_iter().map(|(_, l, a)| (l, a)).collect(), err)
 }
 
 /// The first loss of the progress lines.

@@ -3,46 +3,17 @@
 //! in its Linear + `view(b, c, 1, 1)` + `expand_as` form and its 1×1-conv form, each from the
 //! legacy and the dynamo exporter (`tests/python/make_fixtures.py`).
 
-use cptsim_e2e::{run, stderr};
+use cptsim_e2e::train_synthetic;
 
 /// Trains `model` on synthetic data for `iters` iterations of `batch`; returns the rows of
 /// `metrics.csv` as (iteration, train loss, test accuracy) and stderr.
 fn train(model: &str, iters: u32, batch: u32) -> (Vec<(u64, f64, f64)>, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
+    let every = (iters / 2).max(1).to_string();
     let (iters, batch) = (iters.to_string(), batch.to_string());
-    let every = (iters.parse::<u32>().unwrap() / 2).max(1).to_string();
-    let res = run(&[
-        "train",
-        "--model",
+    train_synthetic(
         model,
-        "--data",
-        "synthetic",
-        "--iters",
-        &iters,
-        "--batch",
-        &batch,
-        "--eval-every",
-        &every,
-        "--out",
-        &out.to_string_lossy(),
-    ]);
-    let err = stderr(&res);
-    assert!(res.status.success(), "{model}: {err}");
-    let csv = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
-    let rows = csv
-        .lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            (
-                f[0].parse().unwrap(),
-                f[1].parse().unwrap(),
-                f[4].parse().unwrap(),
-            )
-        })
-        .collect();
-    (rows, err)
+        &["--iters", &iters, "--batch", &batch, "--eval-every", &every],
+    )
 }
 
 #[test]
