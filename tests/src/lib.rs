@@ -4,7 +4,7 @@
 pub mod fuzz;
 pub mod sweep;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Path of the `cptsim` binary of the same build profile as the running test.
@@ -156,6 +156,33 @@ pub fn stdout(out: &Output) -> String {
 /// Stderr as UTF-8 text.
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `cptsim forward --model MODEL --input X --output Y`, then `extra` flags.
+pub fn run_forward(model: &str, x: &Path, y: &Path, extra: &[&str]) -> Output {
+    let (x, y) = (x.to_string_lossy(), y.to_string_lossy());
+    let mut args = vec!["forward", "--model", model, "--input", &x, "--output", &y];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// (shape as numpy prints it, values) of a float32 `.npy` written by cptsim.
+pub fn read_npy(path: &Path) -> (String, Vec<f32>) {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let hlen = usize::from(u16::from_le_bytes([b[8], b[9]]));
+    let header = String::from_utf8_lossy(&b[10..10 + hlen]).to_string();
+    let shape = header
+        .split("'shape': ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap_or_else(|| panic!("{}: no shape in {header}", path.display()))
+        .to_string()
+        + ")";
+    let data = b[10 + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    (shape, data)
 }
 
 /// Writes a float32 C-order `.npy` (version 1.0) of `shape` filled with `f(i)`.

@@ -2,40 +2,11 @@
 
 use std::path::Path;
 
-use cptsim_e2e::{run, stderr, write_i64_npy, write_npy};
-
-/// (shape, values) of a float32 `.npy` written by cptsim.
-fn read_npy(path: &Path) -> (String, Vec<f32>) {
-    let b = std::fs::read(path).unwrap();
-    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
-    let header = String::from_utf8_lossy(&b[10..10 + hlen]).to_string();
-    let shape = header
-        .split("'shape': ")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap()
-        .to_string()
-        + ")";
-    let data = b[10 + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    (shape, data)
-}
+use cptsim_e2e::{read_npy, run, run_forward, stderr, write_i64_npy, write_npy};
 
 /// `cptsim forward --model MODEL --input X --output Y`.
 fn forward(model: &str, x: &Path, y: &Path) -> std::process::Output {
-    run(&[
-        "forward",
-        "--model",
-        model,
-        "--input",
-        x.to_str().unwrap(),
-        "--output",
-        y.to_str().unwrap(),
-    ])
+    run_forward(model, x, y, &[])
 }
 
 #[test]
@@ -50,19 +21,8 @@ fn forward_writes_logits_fp32_and_quantized() {
         ((i * 37) % 101) as f32 / 50.0 - 1.0
     });
     let args = |out: &Path, bits: Option<&str>| {
-        let mut a = vec![
-            "forward",
-            "--model",
-            "zoo:lenet5",
-            "--input",
-            x.to_str().unwrap(),
-            "--output",
-            out.to_str().unwrap(),
-        ];
-        if let Some(b) = bits {
-            a.extend(["--bits", b]);
-        }
-        run(&a)
+        let extra = bits.map_or(vec![], |b| vec!["--bits", b]);
+        run_forward("zoo:lenet5", &x, out, &extra)
     };
     let out = args(&y, None);
     assert!(out.status.success(), "{}", stderr(&out));

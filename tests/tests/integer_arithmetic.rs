@@ -3,16 +3,7 @@
 
 use std::path::Path;
 
-use cptsim_e2e::{assert_one_clear_line, run, stderr, write_npy};
-
-fn logits(path: &Path) -> Vec<f32> {
-    let b = std::fs::read(path).unwrap();
-    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
-    b[10 + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
+use cptsim_e2e::{assert_one_clear_line, read_npy, run, run_forward, stderr, write_npy};
 
 /// `forward` of zoo:lenet5 at 8 bits with `extra` flags; the logits, or the failed output.
 fn forward(dir: &Path, name: &str, extra: &[&str]) -> Result<Vec<f32>, std::process::Output> {
@@ -20,21 +11,11 @@ fn forward(dir: &Path, name: &str, extra: &[&str]) -> Result<Vec<f32>, std::proc
     write_npy(&x, &[4, 1, 28, 28], |i| {
         ((i * 37) % 101) as f32 / 50.0 - 1.0
     });
-    let mut args = vec![
-        "forward",
-        "--model",
-        "zoo:lenet5",
-        "--input",
-        x.to_str().unwrap(),
-        "--output",
-        y.to_str().unwrap(),
-        "--bits",
-        "8",
-    ];
+    let mut args = vec!["--bits", "8"];
     args.extend_from_slice(extra);
-    let out = run(&args);
+    let out = run_forward("zoo:lenet5", &x, &y, &args);
     if out.status.success() {
-        Ok(logits(&y))
+        Ok(read_npy(&y).1)
     } else {
         Err(out)
     }

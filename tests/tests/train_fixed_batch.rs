@@ -4,7 +4,7 @@
 //! `forward` at a third batch with each sample's output independent of the batch it is in
 //! (`tests/python/make_fixtures.py`, `ShuffleAttn`).
 
-use cptsim_e2e::{run, stderr, train_synthetic, write_npy};
+use cptsim_e2e::{read_npy, run, run_forward, stderr, train_synthetic, write_npy};
 
 const MODEL: &str = "tests/fixtures/shuffle_attn_fixed_batch2.onnx";
 
@@ -55,23 +55,11 @@ fn forward(dir: &std::path::Path, n: usize) -> Vec<f32> {
     write_npy(&x, &[n, 3, 8, 8], |i| {
         ((i % per) as f32 * 0.37 + (i / per) as f32 * 1.3).sin()
     });
-    let res = run(&[
-        "forward",
-        "--model",
-        MODEL,
-        "--input",
-        &x.to_string_lossy(),
-        "--output",
-        &y.to_string_lossy(),
-    ]);
+    let res = run_forward(MODEL, &x, &y, &[]);
     assert!(res.status.success(), "batch {n}: {}", stderr(&res));
-    let bytes = std::fs::read(&y).unwrap();
-    let header = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
-    let data = &bytes[10 + header..];
-    assert_eq!(data.len(), n * 5 * 4, "batch {n}");
-    data.chunks(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    let (_, data) = read_npy(&y);
+    assert_eq!(data.len(), n * 5, "batch {n}");
+    data
 }
 
 #[test]
@@ -94,15 +82,7 @@ fn a_batch_that_cannot_be_rebound_names_the_node_and_asks_for_a_dynamic_axis() {
     let dir = tempfile::tempdir().unwrap();
     let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
     write_npy(&x, &[1, 3, 8, 8], |i| i as f32 * 0.01);
-    let res = run(&[
-        "forward",
-        "--model",
-        MODEL,
-        "--input",
-        &x.to_string_lossy(),
-        "--output",
-        &y.to_string_lossy(),
-    ]);
+    let res = run_forward(MODEL, &x, &y, &[]);
     let err = stderr(&res);
     assert!(!res.status.success(), "{err}");
     assert!(
