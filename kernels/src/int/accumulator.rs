@@ -9,9 +9,11 @@
 //!   wrapping the exact sum once at the end, whatever order or blocking the terms are added in:
 //!   every kernel computes the exact sum and wraps it.
 //! * **saturate**: after each add the register is clamped to `[−2^(bits−1), 2^(bits−1) − 1]`.
-//!   This depends on the order of the terms, so it is defined sequentially over `k`; when no
-//!   partial sum can reach the bounds (`K·max|a|·max|b|` fits) it equals the exact sum, otherwise
-//!   the element is summed again term by term in that order (a slower, scalar loop).
+//!   This depends on the order of the terms, so it is defined sequentially over `k`. When all
+//!   of an element's products have one sign (unsigned codes on both sides, as SBM's are), its
+//!   partial sums move one way and the register equals the exact sum clamped once; when no
+//!   partial sum can reach the bounds (`K·max|a|·max|b|` fits) it equals the exact sum;
+//!   otherwise the element is summed again term by term in that order (a slower, scalar loop).
 
 use std::fmt;
 use std::str::FromStr;
@@ -114,15 +116,65 @@ impl Accumulator {
                 if k * peak(a) * peak(b) <= i128::from(hi) {
                     return;
                 }
+                let rows: Vec<Signs> = a.rows().into_iter().map(Signs::of).collect();
+                let cols: Vec<Signs> = b.columns().into_iter().map(Signs::of).collect();
                 for ((i, j), v) in c.indexed_iter_mut() {
-                    *v = a
-                        .row(i)
-                        .iter()
-                        .zip(b.column(j))
-                        .fold(0, |s, (&x, &y)| self.add(s, x.int() * y.int()));
+                    *v = if rows[i].one_signed_with(cols[j]) {
+                        self.settle(*v)
+                    } else {
+                        a.row(i)
+                            .iter()
+                            .zip(b.column(j))
+                            .fold(0, |s, (&x, &y)| self.add(s, x.int() * y.int()))
+                    };
                 }
             }
         }
+    }
+
+    /// The register's value for terms whose exact sum is `v`: wrapped, or (for terms of one
+    /// sign, whose partial sums move one way, so that none clips before the last) clamped.
+    #[inline]
+    pub(super) fn settle(self, v: i64) -> i64 {
+        match self {
+            Accumulator::Exact => v,
+            Accumulator::Narrow { bits, overflow } => match overflow {
+                Overflow::Wrap => wrap(v, bits),
+                Overflow::Saturate => {
+                    let (lo, hi) = bounds(bits);
+                    v.clamp(lo, hi)
+                }
+            },
+        }
+    }
+}
+
+/// Which signs a row or column of codes holds.
+#[derive(Clone, Copy)]
+struct Signs {
+    negative: bool,
+    positive: bool,
+}
+
+impl Signs {
+    fn of<T: Code>(v: ndarray::ArrayView1<T>) -> Self {
+        v.iter().fold(
+            Signs {
+                negative: false,
+                positive: false,
+            },
+            |s, x| Signs {
+                negative: s.negative || x.int() < 0,
+                positive: s.positive || x.int() > 0,
+            },
+        )
+    }
+
+    /// Whether every product of a code here with one of `other` has the same sign (or is 0).
+    fn one_signed_with(self, other: Signs) -> bool {
+        let (a, b) = (self, other);
+        !((a.positive && b.positive || a.negative && b.negative)
+            && (a.positive && b.negative || a.negative && b.positive))
     }
 }
 

@@ -43,6 +43,9 @@ pub struct PackedB {
     shifted_peak: i64,
     /// Largest `|b|`.
     peak: i64,
+    /// Whether the codes of `B` have one sign (or are 0): every product with `A`'s unsigned
+    /// codes then has one sign too.
+    one_signed: bool,
     /// `Σ_k b[k, j]` per column.
     col_sums: Vec<i64>,
 }
@@ -90,6 +93,7 @@ impl PackedB {
             n,
             shifted_peak,
             peak: rb.0.abs().max(rb.1.abs()),
+            one_signed: rb.0 >= 0 || rb.1 <= 0,
             col_sums,
         })
     }
@@ -105,8 +109,9 @@ impl PackedB {
     }
 
     /// Whether [`matmul_dequant`] computes a product in `acc`: always for exact and wrapping
-    /// registers; a saturating one only when no partial sum of byte codes can reach its bounds
-    /// (else the sequential definition needs [`super::matmul`]).
+    /// registers; a saturating one when the products have one sign (the register is then the
+    /// exact sum clamped once) or no partial sum can reach its bounds (else the sequential
+    /// definition needs [`super::matmul`]).
     pub fn fuses(&self, acc: Accumulator) -> bool {
         match acc {
             Accumulator::Exact => true,
@@ -114,7 +119,8 @@ impl PackedB {
                 Overflow::Wrap => true,
                 Overflow::Saturate => {
                     let hi = (1i128 << (bits - 1)) - 1;
-                    self.k as i128 * i128::from(A_PEAK) * i128::from(self.peak) <= hi
+                    self.one_signed
+                        || self.k as i128 * i128::from(A_PEAK) * i128::from(self.peak) <= hi
                 }
             },
         }
@@ -347,14 +353,11 @@ fn task(
                 let corr = b.zero * ra;
                 let span = r * TILE_COLS..r * TILE_COLS + cols;
                 match g.acc {
-                    Accumulator::Narrow {
-                        bits,
-                        overflow: Overflow::Wrap,
-                    } => {
+                    Accumulator::Narrow { .. } => {
                         let mut c = [0i64; TILE_COLS];
                         for (v, j) in c.iter_mut().zip(span) {
                             let s = if single { i64::from(tile[j]) } else { wide[j] };
-                            *v = wrap(s + corr, bits);
+                            *v = g.acc.settle(s + corr);
                         }
                         dequant_wide(y, &c[..cols], 0.0, ra as f64, scale, rw, off);
                     }
@@ -366,13 +369,6 @@ fn task(
             }
         }
     }
-}
-
-/// `v` reduced to `bits` bits of two's complement.
-#[inline]
-fn wrap(v: i64, bits: u8) -> i64 {
-    let shift = 64 - u32::from(bits);
-    (v << shift) >> shift
 }
 
 crate::simd::multiversion! {

@@ -84,7 +84,15 @@ fn long_reductions_and_narrow_registers_give_the_reference() {
         for (m, n, k, wbits) in [(9, 20, 1000, 16), (17, 33, 70_000, 8), (3, 5, 300, 8)] {
             let a = codes(m, k, 8, false, k as u64);
             let w = codes(n, k, wbits, false, k as u64 + 1);
-            for acc in ["exact", "16:wrap", "20", "40:wrap", "48:saturate"] {
+            for acc in [
+                "exact",
+                "16:wrap",
+                "20",
+                "40:wrap",
+                "48:saturate",
+                "16:saturate",
+                "24:saturate",
+            ] {
                 let acc: Accumulator = acc.parse().unwrap();
                 let (got, want) = both(path, &a, &w, acc, 2);
                 assert_eq!(got, want, "{} {acc} {m}×{k}·{k}×{n}", path.name());
@@ -94,9 +102,31 @@ fn long_reductions_and_narrow_registers_give_the_reference() {
 }
 
 #[test]
-fn a_saturating_register_that_can_clip_is_refused() {
+fn a_saturating_register_clips_unsigned_products_once() {
+    // Unsigned codes on both sides: the partial sums only grow, so the register is the exact
+    // sum clamped, as the term-by-term reference computes it.
+    let a = codes(6, 400, 8, false, 3);
+    let w = codes(5, 400, 8, false, 4);
+    for path in paths() {
+        let b = PackedB::from_rows(path, w.view()).unwrap();
+        let acc: Accumulator = "16:saturate".parse().unwrap();
+        assert!(b.fuses(acc));
+        let (got, want) = both(path, &a, &w, acc, 1);
+        assert_eq!(got, want, "{}", path.name());
+        let (exact, _) = both(path, &a, &w, Accumulator::Exact, 1);
+        assert_ne!(
+            got,
+            exact,
+            "{}: 400 products of bytes clip 16 bits",
+            path.name()
+        );
+    }
+}
+
+#[test]
+fn a_saturating_register_that_can_clip_mixed_signs_is_refused() {
     let a = codes(4, 300, 8, false, 1);
-    let w = codes(3, 300, 8, false, 2);
+    let w = codes(3, 300, 8, true, 2);
     let b = PackedB::from_rows(IntPath::Portable, w.view()).unwrap();
     let acc: Accumulator = "16:saturate".parse().unwrap();
     assert!(!b.fuses(acc));

@@ -169,6 +169,29 @@ fn narrow_accumulators_follow_the_sequential_definition() {
 }
 
 #[test]
+fn a_saturating_register_over_one_signed_products_is_the_clamped_sum() {
+    // Rows of A alternately unsigned and mixed, B unsigned: the unsigned rows take the clamp,
+    // the mixed ones the term-by-term sum, and both must equal the sequential reference.
+    let mut a = codes(6, 500, 8, true, 21);
+    let unsigned = codes(6, 500, 8, false, 22);
+    for i in (0..6).step_by(2) {
+        a.row_mut(i).assign(&unsigned.row(i));
+    }
+    let b = codes(500, 4, 8, false, 23);
+    let negated = b.mapv(|v| -v);
+    for path in paths() {
+        for acc in ["16:saturate", "20:saturate", "24:saturate"] {
+            let acc: Accumulator = acc.parse().unwrap();
+            for b in [&b, &negated] {
+                let got = matmul_on(path, a.view(), b.view(), acc).unwrap();
+                let want = reference(a.view(), b.view(), acc).unwrap();
+                assert_eq!(got.sums, want, "{} {acc}", path.name());
+            }
+        }
+    }
+}
+
+#[test]
 fn a_blocked_wrap_equals_wrapping_each_add() {
     // Long enough to take several runs per element; wraps many times at 10 bits.
     let a = codes(4, 5000, 8, false, 13);
