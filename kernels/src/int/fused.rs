@@ -228,7 +228,7 @@ pub fn matmul_dequant_uninit<'o>(
             a.data.len()
         ));
     }
-    if out.len() != m.checked_mul(n).unwrap_or(usize::MAX) {
+    if out.len() != m.saturating_mul(n) {
         return bad(format!("an output of {} for {m} × {n}", out.len()));
     }
     if dq.scale.len() != n || dq.row.len() != n || (dq.offset.is_empty() && m > 0) {

@@ -51,11 +51,18 @@ pub(super) fn avx2() -> Kernel {
     }
 }
 
-/// Defines a 512-bit kernel over 8 rows and two panels, `$op(acc, a, b)` per step.
-macro_rules! kernel512 {
-    ($name:ident, $features:literal, $op:expr) => {
+/// Defines a kernel over `$rows` rows of `A` and `$regs` registers of `$lanes` 32-bit lanes per
+/// row, `$op(acc, a, b)` per step. Register `q` of a step's `B` starts `$offset(q, next)` bytes
+/// into the step (`next`: the distance to the next panel); `[$zero, $load, $store, $set1]` are
+/// the width's intrinsics.
+macro_rules! kernel {
+    ($name:ident, $features:literal, $rows:literal x $regs:literal x $lanes:literal, $offset:expr,
+     [$zero:ident, $load:ident, $store:ident, $set1:ident], $op:expr) => {
         /// # Safety
-        /// As [`super::tile::TileFn`] for an 8 × 32 tile.
+        #[doc = concat!(
+                    "As [`super::tile::TileFn`] for a tile of ", stringify!($rows), " rows and ",
+                    stringify!($regs), " × ", stringify!($lanes), " columns."
+                )]
         #[target_feature(enable = $features)]
         unsafe fn $name(
             a: *const u8,
@@ -65,139 +72,71 @@ macro_rules! kernel512 {
             steps: usize,
             out: &mut TileSums,
         ) {
-            let mut acc = [[_mm512_setzero_si512(); 2]; 8];
+            #[allow(clippy::redundant_closure_call)]
+            let offset = |q: usize| -> usize { ($offset)(q, next) };
+            let mut acc = [[$zero(); $regs]; $rows];
             for s in 0..steps {
-                // SAFETY: the caller guarantees `steps` steps of the 8 rows and both panels.
+                // SAFETY: the caller guarantees `steps` steps of the rows and of the panels the
+                // registers read.
                 unsafe {
                     let p = b.add(s * PANEL * STEP_BYTES);
-                    let b0 = _mm512_loadu_si512(p.cast());
-                    let b1 = _mm512_loadu_si512(p.add(next).cast());
+                    let mut y = [$zero(); $regs];
+                    for (q, y) in y.iter_mut().enumerate() {
+                        *y = $load(p.add(offset(q)).cast());
+                    }
                     for (r, acc) in acc.iter_mut().enumerate() {
                         let x = a
                             .add(r * lda + s * STEP_BYTES)
                             .cast::<i32>()
                             .read_unaligned();
-                        let x = _mm512_set1_epi32(x);
-                        acc[0] = $op(acc[0], x, b0);
-                        acc[1] = $op(acc[1], x, b1);
+                        let x = $set1(x);
+                        for (acc, &y) in acc.iter_mut().zip(&y) {
+                            *acc = $op(*acc, x, y);
+                        }
                     }
                 }
             }
             for (r, acc) in acc.iter().enumerate() {
-                // SAFETY: row `r` of `out` holds 32 lanes.
-                unsafe {
-                    let o = out.as_mut_ptr().add(r * TILE_COLS);
-                    _mm512_storeu_si512(o.cast(), acc[0]);
-                    _mm512_storeu_si512(o.add(PANEL).cast(), acc[1]);
+                for (q, &v) in acc.iter().enumerate() {
+                    // SAFETY: row `r` of `out` holds `TILE_COLS` ≥ `$regs · $lanes` lanes.
+                    unsafe { $store(out.as_mut_ptr().add(r * TILE_COLS + q * $lanes).cast(), v) };
                 }
             }
         }
     };
 }
 
-/// Defines a 512-bit kernel over 8 rows and one panel, `$op(acc, a, b)` per step (for the last
-/// 16 columns, which a two-panel tile would half waste).
-macro_rules! kernel512_narrow {
-    ($name:ident, $features:literal, $op:expr) => {
-        /// # Safety
-        /// As [`super::tile::TileFn`] for an 8 × 16 tile.
-        #[target_feature(enable = $features)]
-        unsafe fn $name(
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            _next: usize,
-            steps: usize,
-            out: &mut TileSums,
-        ) {
-            let mut acc = [_mm512_setzero_si512(); 8];
-            for s in 0..steps {
-                // SAFETY: the caller guarantees `steps` steps of the 8 rows and the panel.
-                unsafe {
-                    let b0 = _mm512_loadu_si512(b.add(s * PANEL * STEP_BYTES).cast());
-                    for (r, acc) in acc.iter_mut().enumerate() {
-                        let x = a
-                            .add(r * lda + s * STEP_BYTES)
-                            .cast::<i32>()
-                            .read_unaligned();
-                        *acc = $op(*acc, _mm512_set1_epi32(x), b0);
-                    }
-                }
-            }
-            for (r, acc) in acc.iter().enumerate() {
-                // SAFETY: row `r` of `out` holds 32 lanes.
-                unsafe { _mm512_storeu_si512(out.as_mut_ptr().add(r * TILE_COLS).cast(), *acc) };
-            }
-        }
+/// A [`kernel!`] on 512-bit registers of 16 lanes, with AVX-512 VNNI.
+macro_rules! kernel512 {
+    ($name:ident, $rows:literal x $regs:literal, $offset:expr, $op:expr) => {
+        kernel!($name, "avx512f,avx512bw,avx512vnni", $rows x $regs x 16, $offset,
+            [_mm512_setzero_si512, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_set1_epi32],
+            $op);
     };
 }
 
-/// Defines a 256-bit kernel over 4 rows and one panel (two registers), `$op(acc, a, b)`.
+/// A [`kernel!`] on 256-bit registers of 8 lanes, the two halves of one panel.
 macro_rules! kernel256 {
     ($name:ident, $features:literal, $op:expr) => {
-        /// # Safety
-        /// As [`super::tile::TileFn`] for a 4 × 16 tile.
-        #[target_feature(enable = $features)]
-        unsafe fn $name(
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            _next: usize,
-            steps: usize,
-            out: &mut TileSums,
-        ) {
-            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-            for s in 0..steps {
-                // SAFETY: the caller guarantees `steps` steps of the 4 rows and the panel.
-                unsafe {
-                    let p = b.add(s * PANEL * STEP_BYTES);
-                    let b0 = _mm256_loadu_si256(p.cast());
-                    let b1 = _mm256_loadu_si256(p.add(32).cast());
-                    for (r, acc) in acc.iter_mut().enumerate() {
-                        let x = a
-                            .add(r * lda + s * STEP_BYTES)
-                            .cast::<i32>()
-                            .read_unaligned();
-                        let x = _mm256_set1_epi32(x);
-                        acc[0] = $op(acc[0], x, b0);
-                        acc[1] = $op(acc[1], x, b1);
-                    }
-                }
-            }
-            for (r, acc) in acc.iter().enumerate() {
-                // SAFETY: row `r` of `out` holds 32 lanes.
-                unsafe {
-                    let o = out.as_mut_ptr().add(r * TILE_COLS);
-                    _mm256_storeu_si256(o.cast(), acc[0]);
-                    _mm256_storeu_si256(o.add(8).cast(), acc[1]);
-                }
-            }
-        }
+        kernel!($name, $features, 4 x 2 x 8, |q, _| q * 32,
+            [_mm256_setzero_si256, _mm256_loadu_si256, _mm256_storeu_si256, _mm256_set1_epi32],
+            $op);
     };
 }
 
-kernel512!(vnni512_byte, "avx512f,avx512bw,avx512vnni", |c, x, y| {
-    _mm512_dpbusd_epi32(c, x, y)
-});
-kernel512!(vnni512_word, "avx512f,avx512bw,avx512vnni", |c, x, y| {
-    _mm512_dpwssd_epi32(c, x, y)
-});
-kernel512_narrow!(
-    vnni512_byte_narrow,
-    "avx512f,avx512bw,avx512vnni",
-    |c, x, y| { _mm512_dpbusd_epi32(c, x, y) }
-);
-kernel512_narrow!(
-    vnni512_word_narrow,
-    "avx512f,avx512bw,avx512vnni",
-    |c, x, y| { _mm512_dpwssd_epi32(c, x, y) }
-);
+// Two panels (the second `next` bytes on), or the first alone for the last 16 columns, which a
+// two-panel tile would half waste.
+kernel512!(vnni512_byte, 8 x 2, |q, next| q * next, |c, x, y| _mm512_dpbusd_epi32(c, x, y));
+kernel512!(vnni512_word, 8 x 2, |q, next| q * next, |c, x, y| _mm512_dpwssd_epi32(c, x, y));
+kernel512!(vnni512_byte_narrow, 8 x 1, |_, _| 0, |c, x, y| _mm512_dpbusd_epi32(c, x, y));
+kernel512!(vnni512_word_narrow, 8 x 1, |_, _| 0, |c, x, y| _mm512_dpwssd_epi32(c, x, y));
 kernel256!(vnni256_byte, "avx2,avxvnni", |c, x, y| {
     _mm256_dpbusd_avx_epi32(c, x, y)
 });
 kernel256!(vnni256_word, "avx2,avxvnni", |c, x, y| {
     _mm256_dpwssd_avx_epi32(c, x, y)
 });
-kernel256!(avx2_word, "avx2", |c, x, y| {
-    _mm256_add_epi32(c, _mm256_madd_epi16(x, y))
-});
+kernel256!(avx2_word, "avx2", |c, x, y| _mm256_add_epi32(
+    c,
+    _mm256_madd_epi16(x, y)
+));

@@ -158,7 +158,7 @@ pub fn weights(b: ArrayView2<f32>, c: usize, tile: Tile) -> Result<Vec<PackedB>>
         .enumerate()
         .for_each(|(p, mut panels)| kernel_panel(tile, w, c, o, p, &mut panels));
     u.into_iter()
-        .map(|ux| Ok(PackedB::from_panels(ux, c, o)?))
+        .map(|ux| PackedB::from_panels(ux, c, o))
         .collect::<Result<_>>()
 }
 
