@@ -238,7 +238,7 @@ impl Table {
 }
 
 /// A column found by name.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Column {
     index: usize,
     name: String,

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
+use cptsim_plot::accumulators::accumulators;
 use cptsim_plot::breakdown::{breakdown, layer_files, Per, Split};
 use cptsim_plot::curves::Curves;
 use cptsim_plot::figure::{self, Size};
@@ -36,6 +37,8 @@ enum What {
     /// Accuracy against cost from a sweep's results.csv: seed means ± std, static baseline,
     /// Pareto front.
     Pareto(ParetoArgs),
+    /// Accuracy against accumulator width from a study over --accumulator: a line per setting and overflow rule, seed means ± std, exact last
+    Accumulator(AccumulatorArgs),
     /// Per-layer stacked latency and energy bars from a `run --report` directory.
     Breakdown(BreakdownArgs),
     /// Loss, accuracy and bits over iterations of one or several `train --out` directories.
@@ -89,6 +92,17 @@ struct ParetoArgs {
     /// Column that colours the points (any column of the file).
     #[arg(long, default_value = "schedule")]
     by: String,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[derive(clap::Args, Debug)]
+struct AccumulatorArgs {
+    /// The sweep's tidy results CSV, with an `accumulator` column.
+    results: PathBuf,
+    /// Accuracy axis: accuracy (final_test_acc) or best (best_test_acc).
+    #[arg(long, default_value = "accuracy")]
+    y: String,
     #[command(flatten)]
     output: Output,
 }
@@ -207,6 +221,11 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
             a.output.size().check()?;
             let (x, y) = (XAxis::parse(&a.x)?, YAxis::parse(&a.y)?);
             a.output.write(&pareto(&a.results, x, y, &a.by)?)
+        }
+        What::Accumulator(a) => {
+            a.output.size().check()?;
+            a.output
+                .write(&accumulators(&a.results, YAxis::parse(&a.y)?)?)
         }
         What::Breakdown(a) => breakdown_plot(&a),
         What::Curves(a) => {
