@@ -234,9 +234,9 @@ pub fn sweep_cells(data: &[u8]) -> bool {
     })
 }
 
-/// A CSV file `cptsim plot` reads: as a sweep's results table (Pareto data, and its SVG when
-/// small), a training run's `metrics.csv` and a report's `*-layers.csv`. Accepted when any of
-/// the three takes it.
+/// A CSV file `cptsim plot` reads: as a sweep's results table (Pareto and accumulator data,
+/// and their SVGs when small), a training run's `metrics.csv` and a report's `*-layers.csv`.
+/// Accepted when any of them takes it.
 pub fn plot_csv(data: &[u8]) -> bool {
     use cptsim_plot::pareto::{pareto_of, XAxis, YAxis};
     let Ok(t) = cptsim_plot::table::Table::parse(data, Path::new("fuzz.csv")) else {
@@ -249,7 +249,13 @@ pub fn plot_csv(data: &[u8]) -> bool {
             let _ = cptsim_plot::render_svg(p, cptsim_plot::Size::default());
         }
     }
+    let accumulators = cptsim_plot::accumulators::accumulators_of(&t, YAxis::Final);
+    if let Ok(p) = &accumulators {
+        if p.lines.iter().map(|l| l.points.len()).sum::<usize>() <= 16 {
+            let _ = cptsim_plot::render_svg(p, cptsim_plot::Size::default());
+        }
+    }
     let metrics = cptsim_plot::curves::RunMetrics::of(&t, "fuzz".into());
     let layers = cptsim_plot::layers::LayerRows::of(&t);
-    pareto.is_ok() || metrics.is_ok() || layers.is_ok()
+    pareto.is_ok() || accumulators.is_ok() || metrics.is_ok() || layers.is_ok()
 }
