@@ -40,4 +40,6 @@ studies="$root/studies"
     "${size[@]}" -o "$out/studies-accuracy.png"
 "$cptsim" plot pareto "$studies/critical-period-fmnist-resnet20/results.csv" --x latency \
     --by schedule "${size[@]}" -o "$out/studies-critical-period.png"
+"$cptsim" plot accumulator "$studies/accumulator-fmnist-resnet20/results.csv" "${size[@]}" \
+    -o "$out/studies-accumulator.png"
 ls -l "$out"
