@@ -56,14 +56,26 @@ pub struct Network {
     tokens: Option<(TokenLayout, usize)>,
 }
 
-/// The token layout of a language model (its input feeds an embedding) and that embedding's
-/// vocabulary: `[B, T]` or `[T, B]` by where the batch is; when `B = T`, sequence-first exactly
-/// when the model has a recurrent layer (PyTorch's RNN LMs are sequence-first, its Transformer
-/// LMs batch-first).
+/// The token layout of a language model (its input feeds an embedding, directly or through
+/// reshapes that keep its shape, as Hugging Face's `input_ids.view(-1, T)`) and that
+/// embedding's vocabulary: `[B, T]` or `[T, B]` by where the batch is; when `B = T`,
+/// sequence-first exactly when the model has a recurrent layer (PyTorch's RNN LMs are
+/// sequence-first, its Transformer LMs batch-first).
 fn token_input(graph: &cptsim_models::Graph) -> Option<(TokenLayout, usize)> {
     use cptsim_models::ir::Op;
+    let input_shape = graph.shape(graph.input);
+    let mut ids = vec![graph.input];
+    for n in &graph.nodes {
+        let reshapes = matches!(n.op, Op::Reshape { .. } | Op::Flatten { .. });
+        if reshapes
+            && n.inputs.first().is_some_and(|v| ids.contains(v))
+            && graph.shape(n.output) == input_shape
+        {
+            ids.push(n.output);
+        }
+    }
     let vocab = graph.nodes.iter().find_map(|n| match &n.op {
-        Op::Embedding(e) if n.inputs.first() == Some(&graph.input) => {
+        Op::Embedding(e) if n.inputs.first().is_some_and(|v| ids.contains(v)) => {
             Some(e.table.shape().first().copied().unwrap_or(0))
         }
         _ => None,
@@ -729,6 +741,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Hugging Face's GPT-2 views its ids as `[-1, T]` before the embedding: a reshape that
+    /// keeps the shape still makes a language model; one that changes it does not.
+    #[test]
+    fn token_ids_reach_the_embedding_through_shape_keeping_reshapes() {
+        let lm = |target: Vec<usize>| {
+            let mut g = ir::Graph::new("m", "test", 2, "ids", vec![2, 5]);
+            let v = g
+                .push("view", Op::Reshape { shape: target }, vec![g.input], "v")
+                .unwrap();
+            let table = ndarray::ArrayD::from_elem(vec![10, 4], 0.5f32);
+            let e = g
+                .push("wte", Op::Embedding(ir::Embedding { table }), vec![v], "e")
+                .unwrap();
+            g.output = e;
+            build_network(&g, &BuildOptions::default()).unwrap()
+        };
+        let net = lm(vec![2, 5]);
+        assert_eq!(
+            net.tokens(),
+            Some(crate::data::text::TokenLayout::BatchFirst)
+        );
+        assert_eq!(net.token_vocab(), Some(10));
+        assert_eq!(lm(vec![10]).tokens(), None);
     }
 
     #[test]
