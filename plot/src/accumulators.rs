@@ -119,10 +119,7 @@ pub fn accumulators_of(t: &Table, y: YAxis) -> Result<AccumulatorPlot> {
         return Err(t.empty_error());
     }
     let columns: Vec<&str> = SETTING_COLUMNS.into_iter().filter(|k| t.has(k)).collect();
-    let settings: Vec<_> = columns
-        .iter()
-        .map(|k| t.column(k))
-        .collect::<Result<_>>()?;
+    let settings: Vec<_> = columns.iter().map(|k| t.column(k)).collect::<Result<_>>()?;
     let mut key = match t.has("cell") {
         true => vec![t.column("cell")?],
         false => settings.clone(),
