@@ -19,7 +19,7 @@ use crate::error::{PlotError, Result};
 use crate::figure::{chart, span, Axes, Drawn, Figure, Look};
 use crate::marker::Marker;
 use crate::palette;
-use crate::pareto::YAxis;
+use crate::pareto::{mean_std, YAxis};
 use crate::strip::{legend_strip, Entry, Swatch};
 use crate::table::{Range, Table};
 
@@ -220,12 +220,7 @@ pub fn accumulators_of(t: &Table, y: YAxis) -> Result<AccumulatorPlot> {
 
 /// The mean and sample standard deviation of `v` at position `x`.
 fn point(x: usize, v: &[f64]) -> Point {
-    let n = v.len() as f64;
-    let y = v.iter().sum::<f64>() / n;
-    let y_std = match v.len() {
-        0 | 1 => 0.0,
-        _ => (v.iter().map(|a| (a - y).powi(2)).sum::<f64>() / (n - 1.0)).sqrt(),
-    };
+    let (y, y_std) = mean_std(v);
     Point {
         x,
         y,

@@ -319,7 +319,7 @@ struct Runs {
 }
 
 /// Mean and sample standard deviation.
-fn mean_std(v: &[f64]) -> (f64, f64) {
+pub(crate) fn mean_std(v: &[f64]) -> (f64, f64) {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
     if v.len() < 2 {
