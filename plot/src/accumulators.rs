@@ -21,7 +21,7 @@ use crate::marker::Marker;
 use crate::palette;
 use crate::pareto::{mean_std, YAxis};
 use crate::strip::{legend_strip, Entry, Swatch};
-use crate::table::{Range, Table};
+use crate::table::{Column, Range, Table};
 
 /// Columns that make a run's training setting when present.
 const SETTING_COLUMNS: [&str; 6] = [
@@ -120,27 +120,22 @@ pub fn accumulators_of(t: &Table, y: YAxis) -> Result<AccumulatorPlot> {
     }
     let columns: Vec<&str> = SETTING_COLUMNS.into_iter().filter(|k| t.has(k)).collect();
     let settings: Vec<_> = columns.iter().map(|k| t.column(k)).collect::<Result<_>>()?;
-    let mut key = match t.has("cell") {
-        true => vec![t.column("cell")?],
-        false => settings.clone(),
-    };
-    if !t.has("cell") {
-        key.push(acc_col.clone());
-        key.push(seed.clone());
-    }
-    // A cell costed on several accelerators has one row each: count it once.
-    let mut seen = std::collections::HashSet::new();
-    let mut rows = Vec::new();
-    for r in 0..t.len() {
-        let cells: Vec<&str> = key.iter().map(|c| t.text(r, c)).collect();
-        if t.has("cell") && !seen.insert(cells) {
-            continue;
+    // A cell costed on several accelerators has one row each: count it once. Without a `cell`
+    // column, a run is its setting, accumulator and seed, and a repeat is an error.
+    let rows: Vec<usize> = match t.has("cell") {
+        true => {
+            let cell = t.column("cell")?;
+            let mut seen = std::collections::HashSet::new();
+            (0..t.len())
+                .filter(|&r| seen.insert(t.text(r, &cell)))
+                .collect()
         }
-        rows.push(r);
-    }
-    if !t.has("cell") {
-        t.unique(&key.iter().collect::<Vec<_>>())?;
-    }
+        false => {
+            let key: Vec<&Column> = settings.iter().chain([&acc_col, &seed]).collect();
+            t.unique(&key)?;
+            (0..t.len()).collect()
+        }
+    };
     let mut order: Vec<Vec<String>> = Vec::new();
     let mut runs: Vec<Runs> = Vec::new();
     for &r in &rows {
