@@ -1,4 +1,4 @@
-//! The closing-note table: ZC706, Bit Fusion and Stripes time and energy of CIFAR-100
+//! The CPT cost table: ZC706, Bit Fusion and Stripes time and energy of CIFAR-100
 //! ResNet-74, ResNet-164 and MobileNetV2 trained 64 000 iterations × batch 128 with CPT cosine
 //! schedules (period 2 000) and their static baselines. Every layer follows the schedule.
 //!

@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo bench -p cptsim-bench --bench train_step` (env `CPTSIM_BENCH_THREADS`, default 1;
 //! `CPTSIM_BENCH_STEPS`, default 5). Reports wall and CPU-time throughput and the load average.
-//! Reference (issue #5): PyTorch, one thread: ≈164 images per CPU-second fp32, ≈156 with 8-bit
+//! Reference: PyTorch, one thread: ≈164 images per CPU-second fp32, ≈156 with 8-bit
 //! fake quantization.
 
 use cptsim_bench::harness::train_steps;

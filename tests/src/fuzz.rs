@@ -79,8 +79,8 @@ pub fn cifar(data: &[u8]) -> bool {
     ten || hundred
 }
 
-/// Longest run a schedule input may ask for: synthesis of huge runs is a known slowness (issue
-/// #13, the lead's part), not what this target looks for.
+/// Longest run a schedule input may ask for: synthesis of huge runs is slow by
+/// nature, not what this target looks for.
 const MAX_SCHEDULE_ITERS: u64 = 100_000;
 
 /// A schedule request, one field per line: name, `--bits`, `--grad-bits`, iterations, cycles

@@ -311,7 +311,7 @@ fn compare_prints_one_row_per_configuration() {
 
 #[test]
 fn a_trace_of_10_to_the_15_iterations_costs_and_its_report_is_refused_clearly() {
-    // Issue #13: the per-epoch vector was sized from the iteration count (abort, exit 134).
+    // The per-epoch vector must not be sized from the iteration count (that aborted, exit 134).
     let dir = tempfile::tempdir().unwrap();
     let short = dir.path().join("short.csv");
     let short_s = short.to_string_lossy().to_string();
@@ -366,8 +366,8 @@ fn a_trace_of_10_to_the_15_iterations_costs_and_its_report_is_refused_clearly() 
 
 #[test]
 fn mobilenetv2_depthwise_layers_no_longer_dominate_zc706_time() {
-    // Issue #15: they took 87 % of the time (6 % of the MACs) when a depthwise group occupied one
-    // array column. With the channel-lanes mapping the model predicts ~2× a ResNet-74 MAC's cost
+    // A depthwise group mapped to one array column took 87 % of the time (6 % of the MACs).
+    // With the channel-lanes mapping the model predicts ~2× a ResNet-74 MAC's cost
     // (memory-bound, accel/README.md) and about 13 % of the time.
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("rep");

@@ -1,4 +1,4 @@
-//! `cptsim bench train|eval`: the JSON fields of the issue, sane values, clear errors.
+//! `cptsim bench train|eval`: the JSON fields users read, sane values, clear errors.
 
 use cptsim_e2e::{run, stderr, stdout};
 

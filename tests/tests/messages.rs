@@ -1,4 +1,4 @@
-//! The messages a new user meets with bad input (issue #13's review): one cause, said once,
+//! The messages a new user meets with bad input: one cause, said once,
 //! naming the file, node, key or flag, no internal structs; each with its exit code.
 
 use cptsim_e2e::{assert_one_clear_line, run, stderr, write_npy};

@@ -1,4 +1,4 @@
-//! Evaluation precision (issue 19): a cyclic run whose length is not a multiple of its cycles
+//! Evaluation precision: a cyclic run whose length is not a multiple of its cycles
 //! still ends its last cycle on the last iteration, so its final evaluation runs at the top of
 //! `--bits`; `--eval-bits max|fp32` fix every evaluation's bits; `summary.json` names the bits of
 //! the final and the best evaluation.

@@ -1,4 +1,4 @@
-//! PyTorch-exported models with elementwise arithmetic train (issue #13): input normalisation
+//! PyTorch-exported models with elementwise arithmetic train: input normalisation
 //! inside the model, Clip/ReLU6/Hardtanh variants, conv with folded BN, and squeeze-and-excitation
 //! in its Linear + `view(b, c, 1, 1)` + `expand_as` form and its 1×1-conv form, each from the
 //! legacy and the dynamo exporter (`tests/python/make_fixtures.py`).

@@ -2,7 +2,7 @@
 //! PFQ, PRT, LDP, DFQ with both executions, FracTrain, and one DoReFa run with a non-default
 //! scope) whose `trace.csv`, `metrics.csv`, `dfq.csv` and `summary.json` (minus its timing and
 //! host fields) must equal, byte for byte, the files in `tests/fixtures/golden/NAME/`. They were
-//! written by the binary before the structural refactor (issue 12), and written again once GEMM
+//! written by the binary before the structural refactor into crates, and written again once GEMM
 //! reductions were blocked independently of the machine's caches (`cptsim_kernels::gemm::K_BLOCK`), by
 //! the last commit before that refactor with only `sim/src/gemm.rs` changed: the files must be the
 //! same on every machine of the pool; the LeNet-5 cases were written again when `--init seed`

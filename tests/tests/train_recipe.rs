@@ -1,4 +1,4 @@
-//! The README's MNIST recipes train on every seed (issue #13): LeNet-5 with SBM 8/8 at lr 0.05,
+//! The README's MNIST recipes train on every seed: LeNet-5 with SBM 8/8 at lr 0.05,
 //! and DoReFa 8/8 on `lenet5-bn`, seeds 0–9 (README "Collapsed runs"). The old recipe (lr 0.1)
 //! collapsed to chance on seed 1 from iteration ≈ 40 on, and DoReFa on the BN-free LeNet-5 never
 //! left chance; both show by iteration 100, so each seed runs the first 100 of the recipe's 300
