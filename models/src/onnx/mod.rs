@@ -8,6 +8,7 @@
 //! nodes handlers emit are shape-checked by their op's rule ([`crate::ir::rules`]).
 
 mod context;
+mod external;
 mod finish;
 mod fold;
 mod fuse;
@@ -43,11 +44,19 @@ pub fn import_file_with(
     batch: usize,
     seq_len: Option<usize>,
 ) -> Result<Graph, ModelError> {
-    let (proto, file) = read_file(path)?;
+    let (proto, file) = read_model(path)?;
     import_named(path, &proto, &file, batch, seq_len)
 }
 
-/// The decoded model in `path` and the file name errors use.
+/// [`read_file`] with the tensors it keeps in external data files loaded.
+fn read_model(path: &Path) -> Result<(ModelProto, String), ModelError> {
+    let (mut proto, file) = read_file(path)?;
+    external::load(&mut proto, path)?;
+    Ok((proto, file))
+}
+
+/// The decoded model in `path` (its external data, if any, not read) and the file name errors
+/// use.
 fn read_file(path: &Path) -> Result<(ModelProto, String), ModelError> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|err| ModelError::Io {
@@ -75,7 +84,7 @@ fn import_named(
 /// Reads and imports an ONNX file with its graph input bound to `shape` (see
 /// [`binding_for_shape`]).
 pub fn import_file_for_shape(path: &Path, shape: &[usize]) -> Result<Graph, ModelError> {
-    let (proto, file) = read_file(path)?;
+    let (proto, file) = read_model(path)?;
     let (batch, seq_len) = binding_for_shape(&proto, &file, shape)?;
     import_named(path, &proto, &file, batch, seq_len)
 }

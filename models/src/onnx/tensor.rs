@@ -53,11 +53,32 @@ pub fn zeros_without_values(t: &TensorProto) -> Result<Option<Const>, String> {
     Ok(Some(Const::F32(ArrayD::zeros(IxDyn(&shape)))))
 }
 
+/// The bytes `t`'s values take in `raw_data`, from its dims and data type.
+pub fn byte_len(t: &TensorProto) -> Result<usize, String> {
+    let size = match t.data_type {
+        dt::DOUBLE | dt::INT64 => 8,
+        dt::FLOAT | dt::INT32 => 4,
+        dt::INT16 => 2,
+        dt::INT8 | dt::UINT8 | dt::BOOL => 1,
+        other => return Err(format!("unsupported data type {other}")),
+    };
+    Ok(dims_of(t)?.1 * size)
+}
+
 /// The tensor's dims as sizes, and their product (at most 2³² elements).
 fn shape_of(t: &TensorProto) -> Result<(Vec<usize>, usize), String> {
-    if !t.external_data.is_empty() {
-        return Err("external data is not supported (save the model with weights inside)".into());
+    if super::external::is_external(t) {
+        return Err(
+            "its values are in an external data file, which is read only when the \
+             model is imported from its file"
+                .into(),
+        );
     }
+    dims_of(t)
+}
+
+/// [`shape_of`] without looking at where the values are stored.
+fn dims_of(t: &TensorProto) -> Result<(Vec<usize>, usize), String> {
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
         match usize::try_from(d) {
