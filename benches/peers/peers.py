@@ -21,6 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import train_families
+
 BATCH = 128
 CLASSES = 100  # the head of the zoo's CIFAR ResNets
 
@@ -289,11 +291,11 @@ def export_family(exe, name, path, batch, size):
     return None
 
 
-def cptsim_train(exe, model, batch, quantizer, steps):
+def cptsim_train(exe, model, batch, quantizer, steps, extra=()):
     """`cptsim bench train` of `model` (samples per CPU-second: images, or an LM's sequences)."""
     cmd = [exe, "bench", "train", "--model", model, "--batch", str(batch), "--steps",
            str(steps), "--threads", "1", "--quantizer", quantizer, "--peak-secs", "0.01",
-           "--shape-secs", "0", "--format", "json"]
+           "--shape-secs", "0", "--format", "json", *extra]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["images_per_cpu_s"]
 
@@ -331,6 +333,10 @@ def main():
     ap.add_argument("--imagenet-passes", type=int, default=IMAGENET_PASSES,
                     help="timed passes of each ImageNet eval per round")
     ap.add_argument("--family-size", type=int, default=224, help="their image side")
+    ap.add_argument("--train-families", default="",
+                    help="comma-separated training rows (or `all`: "
+                    + ",".join(train_families.MODELS) + "), fp32 and 8/8 against PyTorch")
+    ap.add_argument("--train-batch", type=int, default=32, help="their batch")
     ap.add_argument("--only-families", action="store_true",
                     help="skip the CIFAR ResNet rows (the families' and --*-batch rows only)")
     a = ap.parse_args()
@@ -383,6 +389,10 @@ def main():
         lms.append(("gru_lm", a.gru_batch, GruLM, (LM_BPTT, a.gru_batch), gru_path,
                     f"GRU LM training, its ONNX export ({a.gru_batch} streams × {LM_BPTT} "
                     "tokens, sequences per CPU-second) vs PyTorch nn.GRU"))
+    trained = [train_families.Row(n, a.train_batch, tmp) for n in
+               (train_families.MODELS if a.train_families == "all"
+                else [f for f in a.train_families.split(",") if f])]
+    first_last_fp32 = ("--quantize-first", "false", "--quantize-last", "false")
     rows = []
     print(f"torch {torch.__version__}, onnxruntime {ort.__version__}; batch {BATCH}, "
           f"{a.steps} timed steps per run, 1 thread each; images per CPU-second")
@@ -405,6 +415,12 @@ def main():
         for key, batch, model, ids_shape, spec, _ in lms:
             row[f"torch_{key}"] = lm_rate(model, ids_shape, batch, 10 * a.steps)
             row[f"cptsim_{key}"] = cptsim_train(a.cptsim, spec, batch, "none", 10 * a.steps)
+        for t in trained:
+            for bits, q in ((0, "none"), (8, "sbm")):
+                row[f"torch_{t.name}_{bits}"] = t.torch_rate(a.steps, bits, QuantSTE.apply,
+                                                             GradSR.apply)
+                row[f"cptsim_{t.name}_{bits}"] = cptsim_train(a.cptsim, t.path, t.batch, q,
+                                                              a.steps, first_last_fp32)
         rows.append(row)
         print(f"round {r + 1} (loadavg {load} → {loadavg()}): " +
               ", ".join(f"{k} {v:.1f}" for k, v in row.items()))
@@ -427,6 +443,11 @@ def main():
     for key, _, _, _, _, label in lms:
         c, p = med[f"cptsim_{key}"], med[f"torch_{key}"]
         print(f"| {label} | {c:.1f} | {p:.1f} | {c / p:.2f} |")
+    for t in trained:
+        for bits, what in ((0, "fp32 vs PyTorch fp32"), (8, "8/8: SBM vs PyTorch fake-quant")):
+            c, p = med[f"cptsim_{t.name}_{bits}"], med[f"torch_{t.name}_{bits}"]
+            print(f"| {t.label} training {what} (batch {t.batch}, samples per CPU-second) | "
+                  f"{c:.1f} | {p:.1f} | {c / p:.2f} |")
     print(f"(medians over {a.rounds} rounds)")
 
 

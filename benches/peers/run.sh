@@ -9,7 +9,9 @@
 # ResNet-18 eval comparison, LSTM_BATCH, TRANSFORMER_BATCH and GRU_BATCH (default 20 each; 0
 # skips one) the language models' training ones. FAMILIES (default none; `all` for every one
 # peers.py lists) adds eval comparisons of torchvision models at batch 16 on FAMILY_SIZE images
-# (default 224); ONLY_FAMILIES=1 leaves out the CIFAR ResNet rows.
+# (default 224); TRAIN_FAMILIES (default none; `all`) adds fp32 and 8/8 training comparisons of
+# other architectures (peers.py --help lists them) at TRAIN_BATCH (default 32); ONLY_FAMILIES=1
+# leaves out the CIFAR ResNet rows.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 script=peers
@@ -28,7 +30,7 @@ if [[ -z "$py" ]]; then
         # ≈ 5 GB) when that index cannot be reached.
         { "$venv/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu torch \
             || "$venv/bin/pip" install --quiet torch; } \
-            && "$venv/bin/pip" install --quiet onnx onnxruntime numpy \
+            && "$venv/bin/pip" install --quiet onnx onnxruntime numpy torchvision transformers \
             || { echo "SKIPPED: cannot install torch/onnx/onnxruntime from the package index"; exit 0; }
     fi
     py="$venv/bin/python"
@@ -47,4 +49,5 @@ exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim"
     --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet18-batch "${RESNET18_BATCH:-0}" \
     --lstm-batch "${LSTM_BATCH:-20}" --transformer-batch "${TRANSFORMER_BATCH:-20}" \
     --gru-batch "${GRU_BATCH:-20}" --families "${FAMILIES:-}" --family-size "${FAMILY_SIZE:-224}" \
+    --train-families "${TRAIN_FAMILIES:-}" --train-batch "${TRAIN_BATCH:-32}" \
     ${ONLY_FAMILIES:+--only-families}
