@@ -5,7 +5,8 @@
 # target/peers-venv). Skips (exit 0, printed reason) when the peers cannot be installed.
 # With `shapes`, runs shapes.py instead: cptsim's GEMM on ResNet-20's short shapes against MLAS,
 # MKL and oneDNN (ROUNDS, and SECS of CPU time per shape, default 0.3).
-# ROUNDS and STEPS (default 3 and 3) set the length; RESNET18_BATCH (default 0: skip) adds a
+# ROUNDS and STEPS (default 3 and 3) set the length; RESNET50_BATCH (default 16; 0 skips) the
+# ResNet-50 eval comparison's batch; RESNET18_BATCH (default 0: skip) adds a
 # ResNet-18 eval comparison, LSTM_BATCH, TRANSFORMER_BATCH and GRU_BATCH (default 20 each; 0
 # skips one) the language models' training ones. FAMILIES (default none; `all` for every one
 # peers.py lists) adds eval comparisons of torchvision models at batch 16 on FAMILY_SIZE images
@@ -46,7 +47,7 @@ if [[ $script == shapes ]]; then
         --secs "${SECS:-0.3}"
 fi
 exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim" \
-    --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet18-batch "${RESNET18_BATCH:-0}" \
+    --rounds "${ROUNDS:-3}" --steps "${STEPS:-3}" --resnet50-batch "${RESNET50_BATCH:-16}" --resnet18-batch "${RESNET18_BATCH:-0}" \
     --lstm-batch "${LSTM_BATCH:-20}" --transformer-batch "${TRANSFORMER_BATCH:-20}" \
     --gru-batch "${GRU_BATCH:-20}" --families "${FAMILIES:-}" --family-size "${FAMILY_SIZE:-224}" \
     --train-families "${TRAIN_FAMILIES:-}" --train-batch "${TRAIN_BATCH:-32}" \
