@@ -164,7 +164,7 @@ mod tests {
             g.then(Activation::new(&format!("relu{i}"), ActivationKind::Relu))
                 .expect("push");
         }
-        let x = ArrayD::from_shape_fn(IxDyn(&[64, 32]), |_| rng.gen_range(-1.0f32..1.0));
+        let x = ArrayD::from_shape_fn(IxDyn(&[64, 32]), |_| rng.random_range(-1.0f32..1.0));
         let before = g.forward(x.clone(), Mode::Eval).expect("forward");
         assert!(std_dev(&before) < 1e-2, "{}", std_dev(&before));
         let scaled = unit_variance(&mut g, &linears, &x).expect("lsuv");
@@ -214,7 +214,7 @@ mod tests {
             .iter()
             .map(|v| v - 1)
             .collect();
-        let x = ArrayD::from_shape_fn(IxDyn(&[64, 32]), |_| rng.gen_range(-1.0f32..1.0));
+        let x = ArrayD::from_shape_fn(IxDyn(&[64, 32]), |_| rng.random_range(-1.0f32..1.0));
         let scaled = unit_variance(&mut g, &nodes, &x).expect("lsuv");
         let targets: Vec<f64> = scaled.iter().map(|s| s.target).collect();
         let skip = BRANCH * std_of(&mut g, r0, &x);
