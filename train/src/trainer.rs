@@ -229,15 +229,11 @@ pub struct Trainer<'a> {
     /// The policy's last recovery point ([`Policy::recovery_point`]).
     snapshot: Option<Snapshot>,
     /// Images per forward of an evaluation batch under a stop hook ([`Trainer::eval_forward`]).
-    eval_rows: usize,
+    eval_rows: Slicer,
 }
 
 /// A hook polled during an evaluation: true stops it ([`Trainer::step_until`]).
 type Stop<'s> = Option<&'s dyn Fn() -> bool>;
-
-/// How long one forward of an evaluation may take while a stop can be requested: the batch is
-/// cut into pieces of about this, so that a stop is honoured within seconds on any model.
-const EVAL_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl<'a> Trainer<'a> {
     /// A run at iteration 0.
@@ -338,7 +334,7 @@ impl<'a> Trainer<'a> {
             feed,
             loss: SoftmaxCrossEntropy::new(),
             snapshot: None,
-            eval_rows: 1,
+            eval_rows: Slicer::default(),
         })
     }
 
@@ -620,8 +616,8 @@ impl<'a> Trainer<'a> {
     }
 
     /// The evaluation-mode forward of a batch of images: in one piece without a stop hook; with
-    /// one, in pieces of [`Trainer::eval_rows`] images sized to take about [`EVAL_SLICE`] each,
-    /// polling the hook before each. Each image's output does not depend on the batch it is in
+    /// one, in pieces the [`Slicer`] sizes (about [`slices::SLICE`] of work each, a forward's fixed
+    /// costs amortized over several images), polling the hook before each. Each image's output does not depend on the batch it is in
     /// (no layer mixes samples in evaluation mode), so the pieces give the same logits.
     fn eval_forward(
         &mut self,
@@ -637,18 +633,13 @@ impl<'a> Trainer<'a> {
         let mut start = 0;
         while start < n {
             self.interrupted(stop)?;
-            let rows = self.eval_rows.clamp(1, n - start);
+            let rows = self.eval_rows.rows().clamp(1, n - start);
             let part = images
                 .slice_axis(Axis(0), Slice::from(start..start + rows))
                 .to_owned();
             let began = std::time::Instant::now();
             outs.push(self.policy.forward(&mut self.net, part, Mode::Eval)?);
-            let took = began.elapsed();
-            if took < EVAL_SLICE / 2 {
-                self.eval_rows = rows.saturating_mul(2);
-            } else if took > EVAL_SLICE {
-                self.eval_rows = (rows / 2).max(1);
-            }
+            self.eval_rows.took(rows, began.elapsed());
             start += rows;
         }
         let views: Vec<_> = outs.iter().map(|o| o.view()).collect();
@@ -689,7 +680,10 @@ impl<'a> Trainer<'a> {
     }
 }
 
+mod slices;
 mod tokens;
+
+use slices::Slicer;
 
 #[cfg(test)]
 pub(crate) mod tests;

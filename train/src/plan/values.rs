@@ -130,8 +130,8 @@ choice! {
         /// The model's stored weights.
         Model = "model",
         /// As `seed`, then each conv and linear layer scaled, in graph order, to unit output
-        /// standard deviation on the first training samples (LSUV): for deep networks without
-        /// normalization layers.
+        /// standard deviation on the first training samples (LSUV), the last layer of a residual
+        /// branch to a tenth of its skip's: for deep networks without normalization layers.
         Lsuv = "lsuv",
     }
 }

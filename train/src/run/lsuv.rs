@@ -1,6 +1,6 @@
 //! `--init lsuv`: the seeded weights, then every conv and linear layer scaled in graph order so
-//! that its output on the first training samples has unit standard deviation
-//! ([`cptsim_nn::net::lsuv`]).
+//! that its output on the first training samples has unit standard deviation, a residual
+//! branch's last layer a tenth of its skip's ([`cptsim_nn::net::lsuv`]).
 
 use anyhow::Context;
 use cptsim_models::{LayerKind, ModelSummary};
@@ -47,10 +47,13 @@ pub(super) fn apply(
         (lo.min(s.factor), hi.max(s.factor))
     });
     if !scaled.is_empty() {
+        let branches = scaled.iter().filter(|s| s.target != 1.0).count();
         notices.push(Notice::Note(format!(
-            "note: --init lsuv scaled {} conv/linear layers to unit output std on the first \
-             {samples} training samples (factors {lo:.3e} to {hi:.3e})",
-            scaled.len()
+            "note: --init lsuv scaled {} conv/linear layers to unit output std ({branches} \
+             ending a residual branch to {} of their skip's) on the first {samples} training \
+             samples (factors {lo:.3e} to {hi:.3e})",
+            scaled.len(),
+            cptsim_nn::net::lsuv::BRANCH
         )));
     }
     Ok(())
