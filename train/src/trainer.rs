@@ -616,9 +616,10 @@ impl<'a> Trainer<'a> {
     }
 
     /// The evaluation-mode forward of a batch of images: in one piece without a stop hook; with
-    /// one, in pieces the [`Slicer`] sizes (about [`slices::SLICE`] of work each, a forward's fixed
-    /// costs amortized over several images), polling the hook before each. Each image's output does not depend on the batch it is in
-    /// (no layer mixes samples in evaluation mode), so the pieces give the same logits.
+    /// one, in pieces the [`Slicer`] sizes (about [`slices::SLICE`] of work each, a forward's
+    /// fixed costs amortized over several images), polling the hook before each. Each image's
+    /// output does not depend on the batch it is in (no layer mixes samples in evaluation mode),
+    /// so the pieces give the same logits.
     fn eval_forward(
         &mut self,
         images: cptsim_nn::layers::Tensor,
