@@ -49,6 +49,16 @@ crate::simd::multiversion! {
     }
 }
 
+crate::simd::multiversion! {
+    /// `x·sigmoid(x)` (SiLU) of every element of `x`, in place: the product a `Mul` of `x` and
+    /// its [`sigmoid_in_place`] gives, in one pass.
+    pub fn silu_in_place(x: &mut [f32]) {
+        for v in x.iter_mut() {
+            *v *= sigmoid(*v);
+        }
+    }
+}
+
 /// `tanh x` without a library call: Cephes' `tanhf` odd polynomial below `|x| = 0.625` (where
 /// `1 − 2/(e²ˣ + 1)` would cancel), that form with [`exp`] and `x`'s sign above. Relative error
 /// below 5·10⁻⁷ (unit test); `±∞` gives `±1`, NaN stays NaN.

@@ -4,6 +4,7 @@
 //! Tensor conventions: image tensors are 4-D **channels-last** `[N, H, W, C]` (`Array4<f32>`);
 //! flat tensors are `[N, F]`. Weights of conv layers are stored `[O, KH, KW, I/groups]`.
 
+pub mod arena;
 pub mod build;
 pub mod collapse;
 pub mod data;

@@ -1,13 +1,50 @@
 //! Depthwise convolution (one input channel per group, multiplier 1): a direct loop over the
 //! kernel taps, with no im2col and no GEMM.
 
+use std::mem::MaybeUninit;
+use std::ops::Range;
+
 use super::im2col::Im2col;
+
+/// Channels the forward loop keeps in registers at once (eight AVX2 vectors).
+const WIDE: usize = 64;
+
+/// Channels of one AVX2 vector: the forward loop's step after the [`WIDE`] runs.
+const LANES: usize = 8;
 
 impl Im2col<'_> {
     /// Depthwise forward (one input channel per group, multiplier 1) for the samples in `x`:
-    /// `y[pos, c] = Σ_taps x[src, c]·w[tap, c]` with weights `w` laid out `[taps, C]`.
-    pub fn depthwise_forward(&self, x: &[f32], w: &[f32], y: &mut [f32]) {
-        forward_kernel(self, x, w, y);
+    /// `y[pos, c] = Σ_taps x[src, c]·w[tap, c]` (then `+ bias[c]`) with weights `w` laid out
+    /// `[taps, C]`; every value of `y` is written. Returns `y`, now initialised.
+    pub fn depthwise_forward<'y>(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        y: &'y mut [MaybeUninit<f32>],
+    ) -> &'y mut [f32] {
+        let rows = y.len() / self.spec.in_channels.max(1);
+        self.depthwise_forward_rows(x, w, bias, 0..rows, y)
+    }
+
+    /// [`Im2col::depthwise_forward`] of output rows `rows` alone (rows of the samples in `x`, in
+    /// order: row `r` is pixel `r % OH·OW` of sample `r / OH·OW`) into `y`, `rows.len() × C`
+    /// values. Each value is `0 + x·w` over the taps in order, then the bias: the same
+    /// operations, in the same order, whatever the rows.
+    pub fn depthwise_forward_rows<'y>(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: Range<usize>,
+        y: &'y mut [MaybeUninit<f32>],
+    ) -> &'y mut [f32] {
+        let c = self.spec.in_channels;
+        let y = &mut y[..rows.len() * c];
+        forward_kernel(self, x, w, bias, rows, y);
+        // SAFETY: `forward_kernel` wrote every value of `y` (`MaybeUninit<f32>` has the layout
+        // of `f32`).
+        unsafe { &mut *(std::ptr::from_mut(y) as *mut [f32]) }
     }
 
     /// Depthwise backward for the samples in `x` / `g`: adds into `dx` and into the weight
@@ -25,25 +62,79 @@ impl Im2col<'_> {
 }
 
 crate::simd::multiversion! {
-    /// The body of [`Im2col::depthwise_forward`] (compiled for AVX2 too: the same multiplies
-    /// and adds, in the same order, in wider vectors).
-    fn forward_kernel(geo: &Im2col<'_>, x: &[f32], w: &[f32], y: &mut [f32]) {
+    /// The body of [`Im2col::depthwise_forward_rows`] (compiled for AVX2 too: the same
+    /// multiplies and adds, in the same order, in wider vectors). Per output pixel, its valid
+    /// taps, then each run of channels summed over them in registers and stored once.
+    fn forward_kernel(
+        geo: &Im2col<'_>,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: Range<usize>,
+        y: &mut [MaybeUninit<f32>],
+    ) {
         let c = geo.spec.in_channels;
-        let taps = geo.spec.kernel[0] * geo.spec.kernel[1];
-        let rows = geo.rows_per_sample();
-        for (ys, xs) in y.chunks_mut(rows * c).zip(x.chunks(geo.in_per_sample())) {
-            ys.fill(0.0);
-            geo.for_each_tap(|t, at| {
-                if let Some(a) = at {
-                    let (row, tap) = (t / taps, t % taps);
-                    let out = &mut ys[row * c..(row + 1) * c];
-                    let (xr, wr) = (&xs[a..a + c], &w[tap * c..(tap + 1) * c]);
-                    for ((o, &xv), &wv) in out.iter_mut().zip(xr).zip(wr) {
-                        *o += xv * wv;
+        let [kh, kw] = geo.spec.kernel;
+        let (ow, in_w) = (geo.out_hw.1, geo.in_hw.1);
+        let (per_sample, per_in) = (geo.rows_per_sample().max(1), geo.in_per_sample());
+        // (weight offset, input offset) of each valid tap of the current pixel.
+        let mut taps = Vec::with_capacity(kh * kw);
+        for (row, out) in rows.zip(y.chunks_exact_mut(c.max(1))) {
+            let (s, pixel) = (row / per_sample, row % per_sample);
+            let xs = &x[s * per_in..(s + 1) * per_in];
+            let (oy, ox) = (pixel / ow, pixel % ow);
+            taps.clear();
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    if let Some((iy, ix)) = geo.source(oy, ox, ky, kx) {
+                        taps.push(((ky * kw + kx) * c, (iy * in_w + ix) * c));
                     }
                 }
-            });
+            }
+            let mut ch = 0;
+            while ch + WIDE <= c {
+                channels::<WIDE>(&taps, xs, w, bias, ch, out);
+                ch += WIDE;
+            }
+            while ch + LANES <= c {
+                channels::<LANES>(&taps, xs, w, bias, ch, out);
+                ch += LANES;
+            }
+            while ch < c {
+                channels::<1>(&taps, xs, w, bias, ch, out);
+                ch += 1;
+            }
         }
+    }
+}
+
+/// Channels `ch..ch + W` of one output pixel: `0 + x·w` over `taps` in order, then the bias,
+/// kept in registers and written to `out` (the pixel's `C` values) once.
+#[inline(always)]
+fn channels<const W: usize>(
+    taps: &[(usize, usize)],
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    ch: usize,
+    out: &mut [MaybeUninit<f32>],
+) {
+    let mut acc = [0.0f32; W];
+    for &(wo, xo) in taps {
+        let xr = &x[xo + ch..xo + ch + W];
+        let wr = &w[wo + ch..wo + ch + W];
+        for k in 0..W {
+            acc[k] += xr[k] * wr[k];
+        }
+    }
+    if let Some(b) = bias {
+        let br = &b[ch..ch + W];
+        for k in 0..W {
+            acc[k] += br[k];
+        }
+    }
+    for (o, v) in out[ch..ch + W].iter_mut().zip(acc) {
+        o.write(v);
     }
 }
 
@@ -80,6 +171,82 @@ crate::simd::multiversion! {
                     }
                 }
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::MaybeUninit;
+
+    use super::super::{Conv2dSpec, Im2col};
+
+    /// Values in `[-1, 1)` from a fixed linear congruential sequence.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// The forward pass tap by tap into a zeroed output, then the bias: the order the kernel
+    /// must keep.
+    fn reference(geo: &Im2col<'_>, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+        let c = geo.spec.in_channels;
+        let taps = geo.spec.kernel[0] * geo.spec.kernel[1];
+        let rows = geo.rows_per_sample();
+        let mut y = vec![0.0f32; x.len() / geo.in_per_sample() * rows * c];
+        for (ys, xs) in y.chunks_mut(rows * c).zip(x.chunks(geo.in_per_sample())) {
+            geo.for_each_tap(|t, at| {
+                if let Some(a) = at {
+                    let (row, tap) = (t / taps, t % taps);
+                    for ch in 0..c {
+                        ys[row * c + ch] += xs[a + ch] * w[tap * c + ch];
+                    }
+                }
+            });
+        }
+        for row in y.chunks_mut(c) {
+            row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+        }
+        y
+    }
+
+    #[test]
+    fn forward_matches_tap_order_on_any_rows() {
+        // 75 channels: a run of 64, one of 8 and three single ones; stride 2 and padding.
+        for (k, stride, pad) in [(3, 1, 1), (3, 2, 1), (5, 2, 2)] {
+            let c = 75;
+            let mut spec = Conv2dSpec::square(c, c, k, stride, pad);
+            spec.groups = c;
+            let (n, h, w) = (3, 9, 7);
+            let out_hw = (
+                (h + 2 * pad - k) / stride + 1,
+                (w + 2 * pad - k) / stride + 1,
+            );
+            let geo = Im2col {
+                spec: &spec,
+                in_hw: (h, w),
+                out_hw,
+            };
+            let x = values(n * h * w * c, 1);
+            let wt = values(k * k * c, 2);
+            let bias = values(c, 3);
+            let want = reference(&geo, &x, &wt, &bias);
+            let mut y = vec![MaybeUninit::uninit(); want.len()];
+            let got = geo.depthwise_forward(&x, &wt, Some(&bias), &mut y).to_vec();
+            assert_eq!(got, want, "k {k} stride {stride}");
+            // Rows across a sample boundary, in parts of 5.
+            let rows = want.len() / c;
+            for start in (0..rows).step_by(5) {
+                let r = start..(start + 5).min(rows);
+                let mut part = vec![MaybeUninit::uninit(); r.len() * c];
+                let got = geo.depthwise_forward_rows(&x, &wt, Some(&bias), r.clone(), &mut part);
+                assert_eq!(got, &want[r.start * c..r.end * c]);
+            }
         }
     }
 }

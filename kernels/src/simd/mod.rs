@@ -2,14 +2,15 @@
 //! selection of AVX2 code for the element-wise kernels (the release build targets plain x86-64,
 //! so LLVM would otherwise vectorise them for SSE2 only).
 //!
-//! [`multiversion!`](crate::simd::multiversion) compiles one function body twice: once for the
-//! build target and once with `avx2` and `fma` enabled, and picks the second at run time when the
-//! CPU has both. Only the instruction selection differs: Rust never contracts `a * b + c` into a
-//! fused multiply-add and never reorders floating-point operations, so both versions give
-//! bit-identical results.
+//! [`multiversion!`](crate::simd::multiversion) compiles one function body three times: for the
+//! build target, with `avx2` and `fma` enabled, and with `avx512f` as well, and picks at run time
+//! the AVX-512 one when the GEMMs' [`VectorPath`] is AVX-512 (`CPTSIM_VECTOR_PATH=avx2` keeps
+//! these loops on AVX2 too), else the AVX2 one when the CPU has it. Only the instruction selection
+//! differs: Rust never contracts `a * b + c` into a fused multiply-add and never reorders
+//! floating-point operations, so every version gives bit-identical results.
 
-/// Defines `fn NAME(args) -> R` whose body is compiled for the build target and for AVX2+FMA,
-/// dispatched at run time. Arguments must be plain (non-generic) types.
+/// Defines `fn NAME(args) -> R` whose body is compiled for the build target, for AVX2+FMA and
+/// for AVX-512F, dispatched at run time. Arguments must be plain (non-generic) types.
 #[macro_export]
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
@@ -23,6 +24,12 @@ macro_rules! multiversion {
                 // target features even where LLVM does not inline them.
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) $(-> $ret)? $body
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn avx512($($arg: $ty),*) $(-> $ret)? $body
+                if $crate::gemm::vector_path() == $crate::VectorPath::Avx512 {
+                    // SAFETY: that path is only chosen on a CPU with AVX-512F (and AVX2, FMA).
+                    return unsafe { avx512($($arg),*) };
+                }
                 if std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
                 {

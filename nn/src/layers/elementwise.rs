@@ -50,7 +50,7 @@ fn by_rows(kind: ElementwiseKind, a: &Tensor, b: &Tensor, shape: &[usize]) -> Op
     };
     let (sa, sb) = (strides(a), strides(b));
     let rows: usize = lead.iter().product();
-    let mut y = Vec::with_capacity(rows * last);
+    let mut y = crate::arena::take(rows * last);
     let mut idx = vec![0usize; lead.len()];
     for _ in 0..rows {
         let (ra, rb) = idx
@@ -169,6 +169,18 @@ impl Elementwise {
             constant: Some(constant),
             ..Self::new(name, kind)
         }
+    }
+
+    /// Whether it is the product of its two inputs (no constant): SiLU's second half after a
+    /// sigmoid (`net::fuse::eval_epilogue`).
+    pub(crate) fn is_product(&self) -> bool {
+        self.kind == ElementwiseKind::Mul && self.constant.is_none()
+    }
+
+    /// Readies it to be run as part of the layer before it in evaluation: drops what a
+    /// training pass kept.
+    pub(crate) fn fold_into_epilogue(&mut self) {
+        self.cache = None;
     }
 
     fn operands<'a>(&'a self, inputs: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Tensor)> {

@@ -1,13 +1,17 @@
 //! Evaluation-mode epilogues: the element-wise layers that follow a producing layer (batch norm
-//! with its running statistics, ReLU / ReLU6, a residual add of a value computed earlier),
+//! with its running statistics, ReLU / ReLU6, sigmoid, SiLU (a sigmoid and the product with its
+//! input), HardSwish and the other parameter-free functions, a residual add of a value computed
+//! earlier),
 //! applied by that layer to each block of its output while the block is still in cache, instead
 //! of as separate passes over the whole tensor. Each step calls the very kernel its own layer
 //! runs ([`cptsim_kernels::elementwise`]), so the values are the same bit for bit; only the
 //! memory traffic changes.
 
-use super::Tensor;
+use super::{unary, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_kernels::elementwise::{add_in_place, clamp_in_place, normalize, normalize_add_clamp};
+use cptsim_kernels::fastexp::{sigmoid_in_place, silu_in_place};
+use cptsim_models::ir::Unary;
 
 /// One per-channel element-wise step (channels are the last axis).
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +27,18 @@ pub enum EpilogueStep {
     Clamp {
         /// The upper bound (`+∞` for ReLU, 6 for ReLU6).
         hi: f32,
+    },
+    /// A sigmoid: `y = 1 / (1 + e^(−x))` ([`cptsim_kernels::fastexp::sigmoid`]).
+    Sigmoid,
+    /// SiLU, a sigmoid and the product of its input with it: `y = x·sigmoid(x)`.
+    Silu,
+    /// A parameter-free function of the IR's `Unary` op (HardSwish, …); a NaN result is an
+    /// error naming the layer.
+    Unary {
+        /// The layer (named in errors).
+        layer: String,
+        /// The function.
+        f: Unary,
     },
     /// A residual add: `y = x + other`, `other` (standard layout) being the add's other operand,
     /// of the output's shape, handed over by the graph since the add was its last reader.
@@ -70,6 +86,9 @@ impl Epilogue {
                             Step::Norm(p) => normalize(part, None, *p),
                             Step::Clamp(hi) => clamp_in_place(part, *hi),
                             Step::Add(o) => add_in_place(part, &o[at..at + n]),
+                            Step::Sigmoid => sigmoid_in_place(part),
+                            Step::Silu => silu_in_place(part),
+                            Step::Unary(layer, f) => apply_unary(layer, *f, part)?,
                         }
                     }
                 }
@@ -100,6 +119,9 @@ impl Epilogue {
                     Ok(Step::Norm([mean, inv_std, gamma, beta]))
                 }
                 EpilogueStep::Clamp { hi } => Ok(Step::Clamp(*hi)),
+                EpilogueStep::Sigmoid => Ok(Step::Sigmoid),
+                EpilogueStep::Silu => Ok(Step::Silu),
+                EpilogueStep::Unary { layer, f } => Ok(Step::Unary(layer, *f)),
                 EpilogueStep::Add { layer, other } => other
                     .as_slice()
                     .and_then(|o| o.get(start..start.checked_add(len)?))
@@ -153,6 +175,25 @@ enum Step<'a> {
     Clamp(f32),
     /// The other operand's values for the block.
     Add(&'a [f32]),
+    Sigmoid,
+    Silu,
+    /// The layer's name and its function.
+    Unary(&'a str, Unary),
+}
+
+/// `x ← f(x)` element-wise ([`unary::value`]), or an error naming `layer` at the first NaN.
+fn apply_unary(layer: &str, f: Unary, x: &mut [f32]) -> Result<()> {
+    for v in x.iter_mut() {
+        let y = unary::value(f, *v);
+        if y.is_nan() {
+            return Err(SimError::shape(
+                layer,
+                format!("{} of {} is not a number", f.name(), *v),
+            ));
+        }
+        *v = y;
+    }
+    Ok(())
 }
 
 /// The error of a residual add whose operands' shapes differ.

@@ -121,7 +121,9 @@ pub trait Layer: std::any::Any + Send {
     /// can reuse its storage (in-place element-wise passes, a GEMM layer keeping it for backward)
     /// do, the others borrow it. Same results as `forward`.
     fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
-        self.forward(&[&x], mode)
+        let y = self.forward(&[&x], mode);
+        crate::arena::give(x);
+        y
     }
 
     /// Maps the gradient of the output to the gradients of the inputs (same order as in
@@ -186,7 +188,8 @@ pub(crate) fn filled_by_blocks<F>(len: usize, block: usize, fill: F) -> Result<V
 where
     F: for<'b> Fn(usize, &'b mut [MaybeUninit<f32>]) -> Result<&'b mut [f32]> + Sync,
 {
-    let mut v = Vec::<f32>::with_capacity(len);
+    // In evaluation, storage an earlier layer is done with ([`crate::arena`]).
+    let mut v = crate::arena::take(len);
     v.spare_capacity_mut()[..len]
         .par_chunks_mut(block.max(1))
         .enumerate()

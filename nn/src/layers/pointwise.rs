@@ -2,7 +2,7 @@
 //! hyperbolic tangent.
 
 use super::from_ir::{one_any, unsupported, Ctx, Val};
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use super::{cached, check_grad, expect_inputs, EpilogueStep, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_kernels::fastexp;
 use cptsim_models::ir::{Node, Op};
@@ -121,6 +121,19 @@ impl Sigmoid {
 }
 
 output_derived_layer!(Sigmoid);
+
+impl Sigmoid {
+    /// Its evaluation pass as an epilogue step (dropping what a training pass kept), alone or,
+    /// with the product after it, as SiLU (`net::fuse::eval_epilogue`).
+    pub(crate) fn eval_step(&mut self, silu: bool) -> EpilogueStep {
+        self.0.out = None;
+        if silu {
+            EpilogueStep::Silu
+        } else {
+            EpilogueStep::Sigmoid
+        }
+    }
+}
 
 /// `tanh(x)`; backward `1 − y²`.
 pub struct Tanh(OutputDerived);

@@ -4,7 +4,7 @@
 
 use super::from_ir::{one_any, Ctx, Val};
 use super::lastaxis::erfc_nonnegative;
-use super::{cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use super::{cached, check_grad, expect_inputs, EpilogueStep, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_models::ir::{Node, Unary};
 use rand::Rng;
@@ -152,6 +152,18 @@ impl UnaryLayer {
     ) -> Result<Val> {
         let x = one_any(node, ins)?;
         ctx.same_layout(UnaryLayer::new(&node.name, f), x)
+    }
+}
+
+impl UnaryLayer {
+    /// Its evaluation pass as an epilogue step (`net::fuse::eval_epilogue`), dropping what a
+    /// training pass kept.
+    pub(crate) fn eval_step(&mut self) -> EpilogueStep {
+        self.input = None;
+        EpilogueStep::Unary {
+            layer: self.name.clone(),
+            f: self.f,
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::ops::Range;
 
+use crate::arena::{self, Arena};
 use crate::error::{Result, SimError};
 use crate::layers::add::accumulate;
 use crate::layers::from_ir::Sink;
@@ -132,6 +133,8 @@ impl Graph {
                 last_use[l] = i;
             }
         }
+        // Evaluation reuses the storage of the values it is done with.
+        let _arena = (mode == Mode::Eval).then(Arena::open);
         let mut values: Vec<Option<Tensor>> = vec![None; end - start + 1];
         values[0] = Some(x);
         let mut i = start;
@@ -169,10 +172,13 @@ impl Graph {
                 ),
             };
             let out = fusion.forward(&mut self.nodes[i..=last], input, mode)?;
+            fusion.recycle();
             let node = &self.nodes[i];
             for &v in &node.inputs {
                 if last_use[v - start] == i {
-                    values[v - start] = None;
+                    if let Some(t) = values[v - start].take() {
+                        arena::give(t);
+                    }
                 }
             }
             hook(

@@ -202,7 +202,19 @@ fn flipped_weights(layer: &str, w: ArrayView2<f32>, spec: &Conv2dSpec) -> Result
     Array2::from_shape_vec((kh * kw * o, c), flipped).map_err(shape_err(layer))
 }
 
-/// Maps an ndarray shape error to a shape error naming the layer.
+/// Outputs per part of an evaluation block of a 1×1 or depthwise conv (256 KiB: in L2 with
+/// its input), which takes its bias and epilogue before the next part is written.
+const PART_VALUES: usize = 1 << 16;
+
+/// `y[row, c] += bias[c]` over the rows of `y`, if there is a bias.
+fn add_bias(y: &mut [f32], bias: Option<&[f32]>) {
+    if let Some(b) = bias {
+        for row in y.chunks_exact_mut(b.len().max(1)) {
+            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        }
+    }
+}
+
 /// Adds group `g`'s input gradient to `dx`: its column gradient `gg·wg` (into `dcol`),
 /// scattered.
 fn scatter_input_grad(
@@ -580,10 +592,42 @@ impl Conv2d {
             0
         };
         let block_sums: Vec<OnceLock<Vec<f64>>> = (0..blocks).map(|_| OnceLock::new()).collect();
+        // In evaluation a 1×1 or depthwise conv writes each block in parts of about
+        // `PART_VALUES` outputs, each taking its bias and epilogue while it is in cache; the
+        // other products write the block whole. Every output is its own chain either way.
+        let parted = sums.is_none()
+            && int_taps.is_none()
+            && wino.is_none()
+            && (dw_t.is_some() || (geo.input_is_columns() && prep.grouped.is_none()));
+        let part_rows = if parted {
+            (PART_VALUES / o.max(1)).max(1)
+        } else {
+            usize::MAX
+        };
         let y = filled_by_blocks(len, rows * o, |i, yb| {
             let xb = block_of(xs, spb * geo.in_per_sample(), i);
             let r = yb.len() / o;
-            let yb = if let Some((int, taps)) = &int_taps {
+            let yb = if parted {
+                let start = i * rows * o;
+                for (p, part) in yb.chunks_mut(part_rows * o).enumerate() {
+                    let row0 = p * part_rows;
+                    let pr = part.len() / o;
+                    let part = match &dw_t {
+                        Some(wt) => geo.depthwise_forward_rows(xb, wt, bias, row0..row0 + pr, part),
+                        None => {
+                            let cols = &xb[row0 * kg..(row0 + pr) * kg];
+                            let colv =
+                                ArrayView2::from_shape((pr, kg), cols).map_err(shape_err(name))?;
+                            let part = matmul_uninit(part, colv, w_operand())?;
+                            add_bias(part, bias);
+                            part
+                        }
+                    };
+                    epilogue.apply(part, o, start + row0 * o)?;
+                }
+                // SAFETY: the parts cover the block, and each was written above.
+                return Ok(unsafe { &mut *(std::ptr::from_mut(yb) as *mut [f32]) });
+            } else if let Some((int, taps)) = &int_taps {
                 let xc = int.x_codes.block(spb * geo.in_per_sample(), i);
                 intgemm::conv_block(name, &geo, xc, int, taps, yb)?
             } else if let Some((u, tile)) = wino {
@@ -595,9 +639,7 @@ impl Conv2d {
                 };
                 winograd::forward(name, &geo, tile, u, x, yb)?
             } else if let Some(wt) = &dw_t {
-                let yb = zeroed(yb);
-                geo.depthwise_forward(xb, wt, yb);
-                yb
+                geo.depthwise_forward(xb, wt, None, yb)
             } else if let Some(gw) = &prep.grouped {
                 let yb = zeroed(yb);
                 geo.grouped_forward(name, xb, gw, yb)?;
@@ -625,11 +667,7 @@ impl Conv2d {
                     matmul_uninit(yb, colv, w_operand()).map_err(SimError::from)
                 })?
             };
-            if let Some(b) = bias {
-                for row in yb.chunks_exact_mut(o) {
-                    row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-                }
-            }
+            add_bias(yb, bias);
             epilogue.apply(yb, o, i * rows * o)?;
             let sum_blocks = yb.chunks((sum_rows * o).max(1)).enumerate();
             for (slot, sub) in sum_blocks
@@ -653,7 +691,15 @@ impl Conv2d {
         self.quant = quant;
         self.prepared = (mode == Mode::Eval).then_some(prep);
         let out_shape = [n, oh, ow, o];
-        self.cache = (mode == Mode::Train).then(|| {
+        if mode == Mode::Eval {
+            self.cache = None;
+            // An input handed over (or a quantized copy) goes to the evaluation free list.
+            if ops.x.is_owned() {
+                crate::arena::give(ops.x.into_owned());
+            }
+            return Tensor::from_shape_vec(out_shape.to_vec(), y).map_err(shape_err(name));
+        }
+        self.cache = Some({
             let ops = match padded_x {
                 Some(_) => QuantOperands {
                     x: CowArray::from(Tensor::zeros(IxDyn(&[0]))),

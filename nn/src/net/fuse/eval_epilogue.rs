@@ -1,15 +1,18 @@
-//! Evaluation: the batch norms (running statistics), ReLUs and residual adds after a layer run
-//! as its [`Epilogue`]. A conv or an add applies it to each block of its output while the block
+//! Evaluation: the batch norms (running statistics), activations (ReLU, clip, sigmoid, SiLU as
+//! a sigmoid and a product, HardSwish and the other `Unary` functions) and residual adds after a
+//! layer run as its [`Epilogue`]. A conv or an add applies it to each block of its output while the block
 //! is in cache; any other layer to its whole output. The fused layers do not run.
 
 use super::{layer_as, Input, Node, Scope};
 use crate::error::Result;
 use crate::layers::{
-    standard, Activation, Add, BatchNorm, Conv2d, Epilogue, EpilogueStep, Layer, Mode, Tensor,
+    standard, Activation, Add, BatchNorm, Conv2d, Elementwise, Epilogue, EpilogueStep, Layer, Mode,
+    Sigmoid, Tensor, UnaryLayer,
 };
 
 /// The epilogue of node `i`: the nodes after it, inside the run, that each read the value
-/// before them, which nothing else reads, and map it by a per-channel rule, or add to it a value
+/// before them, which nothing else reads, and map it by a per-channel rule (or, as SiLU, a
+/// sigmoid and the product of its input and output, which nothing else reads), or add to it a value
 /// computed before node `i` that nothing reads afterwards (a residual add: that value is taken
 /// out of `values`, indexed from `scope.start`). Returns it with the last node it covers (`i`
 /// when none).
@@ -22,7 +25,15 @@ pub(super) fn find(
     let (start, last_use) = (scope.start, scope.last_use);
     let mut steps = Vec::new();
     let mut j = i + 1;
-    while j < scope.end && last_use[j - start] == j {
+    while j < scope.end {
+        if let Some(step) = silu_step(nodes, j, scope) {
+            steps.push(step);
+            j += 2;
+            continue;
+        }
+        if last_use[j - start] != j {
+            break;
+        }
         let step = match nodes[j].inputs[..] {
             [v] if v == j => per_channel_step(nodes, j),
             [a, b] if (a == j) != (b == j) => {
@@ -60,7 +71,31 @@ fn per_channel_step(nodes: &mut [Node], j: usize) -> Option<Result<EpilogueStep>
     if let Some(bn) = layer_as::<BatchNorm>(nodes, j) {
         return Some(bn.eval_step());
     }
+    if let Some(s) = layer_as::<Sigmoid>(nodes, j) {
+        return Some(Ok(s.eval_step(false)));
+    }
+    if let Some(u) = layer_as::<UnaryLayer>(nodes, j) {
+        return Some(Ok(u.eval_step()));
+    }
     layer_as::<Activation>(nodes, j).map(|act| Ok(act.eval_step()))
+}
+
+/// SiLU at node `j`: a sigmoid of value `j` and, at node `j + 1`, the product of value `j` and
+/// the sigmoid's output, inside the run, with nothing else reading either value.
+fn silu_step(nodes: &mut [Node], j: usize, scope: &Scope<'_>) -> Option<EpilogueStep> {
+    let (start, last_use) = (scope.start, scope.last_use);
+    let k = j + 1;
+    let shape = k < scope.end
+        && nodes[j].inputs == [j]
+        && matches!(nodes[k].inputs[..], [a, b] if (a, b) == (j, k) || (a, b) == (k, j))
+        && last_use[j - start] == k
+        && last_use[k - start] == k;
+    if !shape || !layer_as::<Elementwise>(nodes, k).is_some_and(|m| m.is_product()) {
+        return None;
+    }
+    let step = layer_as::<Sigmoid>(nodes, j)?.eval_step(true);
+    layer_as::<Elementwise>(nodes, k)?.fold_into_epilogue();
+    Some(step)
 }
 
 /// A layer with the epilogue that follows it.

@@ -23,7 +23,7 @@ use ndarray::{CowArray, IxDyn};
 
 use super::Node;
 use crate::error::{Result, SimError};
-use crate::layers::{expect_inputs, Epilogue, Layer, Mode, Tensor};
+use crate::layers::{expect_inputs, Epilogue, EpilogueStep, Layer, Mode, Tensor};
 
 /// What a node's forward pass reads: its one input to keep, or its inputs to borrow.
 pub(super) enum Input<'a> {
@@ -132,6 +132,18 @@ impl Fusion {
                 None => (Fusion::None, i),
             },
         })
+    }
+
+    /// Hands the residual operands its epilogue holds to the evaluation free list
+    /// ([`crate::arena`]).
+    pub(super) fn recycle(self) {
+        if let Fusion::Epilogue(e) = self {
+            for step in e.0 {
+                if let EpilogueStep::Add { other, .. } = step {
+                    crate::arena::give(other);
+                }
+            }
+        }
     }
 
     /// Whether the `k`-th node of the chain (0: the first) is a clamp run by the batch norm

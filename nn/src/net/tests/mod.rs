@@ -401,3 +401,85 @@ fn bad_wiring_is_an_error() {
     let mut g = Graph::new();
     assert!(g.push(Add::new("add"), &[0, 3]).is_err());
 }
+
+/// A mobile-network chain on `[N, 48, 48, 3]` images whose 1×1 and depthwise convs write more
+/// than one part of a block in evaluation: `c1` (1×1, bias) → SiLU (`s1`, `m1`) → `d1`
+/// (depthwise 3×3, bias) → `r1` (ReLU6) → `c2` (1×1, bias) → `h` (HardSwish) → `d2`
+/// (depthwise 3×3, stride 2, bias) → `g` (sigmoid) → pool → flatten.
+fn mobile_chain(seed: u64) -> Graph {
+    use crate::init::conv_bias;
+    use cptsim_models::ir::Unary;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut g = Graph::new();
+    let mut conv = |name: &str, i: usize, o: usize, k: usize, s: usize, groups: usize| {
+        let mut spec = Conv2dSpec::square(i, o, k, s, k / 2);
+        spec.groups = groups;
+        let w = conv_weight(&mut rng, o, [k, k], i / groups, groups);
+        let b = conv_bias(&mut rng, o, [k, k], i / groups);
+        let q = LayerQuant::new(QuantMethod::Sbm, seed);
+        Conv2d::new(name, spec, w, Some(b), q).unwrap()
+    };
+    let (c1, d1, c2, d2) = (
+        conv("c1", 3, 32, 1, 1, 1),
+        conv("d1", 32, 32, 3, 1, 32),
+        conv("c2", 32, 40, 1, 1, 1),
+        conv("d2", 40, 40, 3, 2, 40),
+    );
+    let x = g.then(c1).unwrap();
+    let s = g.then(Sigmoid::new("s1")).unwrap();
+    g.push(Elementwise::new("m1", ElementwiseKind::Mul), &[x, s])
+        .unwrap();
+    g.then(d1).unwrap();
+    g.then(Activation::new("r1", ActivationKind::Relu6))
+        .unwrap();
+    g.then(c2).unwrap();
+    g.then(UnaryLayer::new("h", Unary::HardSwish)).unwrap();
+    g.then(d2).unwrap();
+    g.then(Sigmoid::new("g")).unwrap();
+    g.then(GlobalAvgPool::new("gap")).unwrap();
+    g.then(Flatten::new("flat")).unwrap();
+    g
+}
+
+#[test]
+fn silu_sigmoid_and_hardswish_run_in_the_evaluation_epilogue_bit_for_bit() {
+    let mut g = mobile_chain(7);
+    // c1 takes the sigmoid and the product (SiLU), d1 the ReLU6, c2 the HardSwish, d2 the
+    // sigmoid.
+    let last_use = [0, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0];
+    let mut values = vec![None; 12];
+    let found = |g: &mut Graph, i: usize, values: &mut [Option<Tensor>]| {
+        let (e, last) = g.epilogue_after(i, 11, &last_use, 0, values).unwrap();
+        (e.0, last)
+    };
+    assert_eq!(found(&mut g, 0, &mut values), (vec![EpilogueStep::Silu], 2));
+    assert_eq!(found(&mut g, 3, &mut values).1, 4);
+    let (steps, last) = found(&mut g, 5, &mut values);
+    assert!(matches!(steps[..], [EpilogueStep::Unary { .. }]) && last == 6);
+    assert_eq!(
+        found(&mut g, 7, &mut values),
+        (vec![EpilogueStep::Sigmoid], 8)
+    );
+    // Not SiLU when a later node also reads the conv's output.
+    let mut h = mobile_chain(7);
+    let last_use = [0, 5, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0];
+    assert_eq!(
+        h.epilogue_after(0, 11, &last_use, 0, &mut values)
+            .unwrap()
+            .1,
+        0
+    );
+
+    let n = 2;
+    let x = Tensor::from_shape_fn(vec![n, 48, 48, 3], |i| {
+        ((i[1] * 7 + i[2] * 3 + i[3] + i[0] * 5) % 17) as f32 / 4.0 - 2.0
+    });
+    let each = g
+        .forward_with(x.clone(), Mode::Eval, &mut |_, _, _| Ok(()))
+        .unwrap();
+    let fused = g.forward(x.clone(), Mode::Eval).unwrap();
+    assert!(each.iter().all(|v| v.is_finite()));
+    assert_eq!(each, fused);
+    // Training writes the blocks whole, layer by layer: the same values.
+    assert_eq!(g.forward(x, Mode::Train).unwrap(), fused);
+}
