@@ -89,7 +89,8 @@ fn rebound_target(
             let Ok(file_shape) = resolve_reshape(&file_dims, target, allowzero) else {
                 continue;
             };
-            let Ok(shape) = crate::ir::rebatch::rebatch(&file_dims, &file_shape, fb, dims) else {
+            let Ok(shape) = crate::ir::rebatch::rebatch(&file_dims, &file_shape, fb, None, dims)
+            else {
                 continue;
             };
             match &found {
