@@ -8,6 +8,7 @@
 //! tensor (axis 0 for images and batch-first sequences, axis 1 for sequence-first ones) is
 //! described in [`op`]; a language model's graph input is its token ids, `[B, T]` or `[T, B]`.
 
+pub mod batch_axes;
 pub mod index_ops;
 pub mod op;
 pub mod rebatch;

@@ -16,13 +16,16 @@ fn count(dims: &[usize]) -> Option<usize> {
 /// The target for input shape `now` of a reshape built as `built_in` → `built_out` at batch
 /// `batch`: `built_out` with the axis that carries the batch scaled to the batch `now` has.
 /// `now` must differ from `built_in` in exactly one axis, which holds the batch, alone or merged
-/// with a fixed factor (`[N·heads]`, `[T·N]`). An error says why the target cannot be rebound
-/// unambiguously (a batch split across target axes, or an axis that could be the batch or a
-/// factor of the same size).
+/// with a fixed factor (`[N·heads]`, `[T·N]`). `stride`, when known ([`super::batch_axes`]), is
+/// the row-major stride of one step of the batch in the input, which tells where the batch sits
+/// in a merged axis (`[N·windows]` or `[windows·N]`); without it both are tried. An error says
+/// why the target cannot be rebound unambiguously (a batch split across target axes, or an axis
+/// that could be the batch or a factor of the same size).
 pub fn rebatch(
     built_in: &[usize],
     built_out: &[usize],
     batch: usize,
+    stride: Option<usize>,
     now: &[usize],
 ) -> Result<Vec<usize>, String> {
     let built = format!("built as {built_in:?} → {built_out:?} at batch {batch}");
@@ -60,6 +63,11 @@ pub fn rebatch(
     if k > 1 {
         placements.push(inner);
     }
+    // A known stride that fits axis p (a multiple of its inner span, by a factor dividing k)
+    // is the one placement.
+    if let Some(q) = stride.filter(|&q| inner != 0 && q % inner == 0 && k % (q / inner) == 0) {
+        placements = vec![q];
+    }
     let mut found: Vec<(usize, bool)> = Vec::new();
     for q in placements {
         for a in covering_axes(built_out, q, batch, p).ok_or_else(too_large)? {
@@ -96,7 +104,7 @@ pub fn rebatch(
 /// `[q, q·batch)`); at a batch of 1, which spans nothing, the one axis that is exactly the batch
 /// (or, of several, the one at the input's batch position `p`) when there is one. `None` on
 /// overflow.
-fn covering_axes(out: &[usize], q: usize, batch: usize, p: usize) -> Option<Vec<usize>> {
+pub(crate) fn covering_axes(out: &[usize], q: usize, batch: usize, p: usize) -> Option<Vec<usize>> {
     let qn = q.checked_mul(batch)?;
     let mut axes = Vec::new();
     for a in 0..out.len() {
@@ -129,15 +137,18 @@ mod tests {
     fn a_channel_shuffle_follows_the_batch() {
         // ShuffleNetV2's `x.view(n, 2, c / 2, h, w)` of a flattened [n, c·h·w] image
         let (from, to) = ([2, 3072], [2, 2, 24, 8, 8]);
-        assert_eq!(rebatch(&from, &to, 2, &[1, 3072]), Ok(vec![1, 2, 24, 8, 8]));
         assert_eq!(
-            rebatch(&from, &to, 2, &[500, 3072]),
+            rebatch(&from, &to, 2, None, &[1, 3072]),
+            Ok(vec![1, 2, 24, 8, 8])
+        );
+        assert_eq!(
+            rebatch(&from, &to, 2, None, &[500, 3072]),
             Ok(vec![500, 2, 24, 8, 8])
         );
         // built at batch 1: the leading 1 is the batch, not the group axis of 2
         let to1 = [1, 2, 24, 8, 8];
         assert_eq!(
-            rebatch(&[1, 3072], &to1, 1, &[7, 3072]),
+            rebatch(&[1, 3072], &to1, 1, None, &[7, 3072]),
             Ok(vec![7, 2, 24, 8, 8])
         );
     }
@@ -147,58 +158,92 @@ mod tests {
         // legacy nn.MultiheadAttention: [T, B, E] → [T, B·h, d] and back [T·B, E]
         let (from, to) = ([17, 2, 768], [17, 24, 64]);
         assert_eq!(
-            rebatch(&from, &to, 2, &[17, 500, 768]),
+            rebatch(&from, &to, 2, None, &[17, 500, 768]),
             Ok(vec![17, 6000, 64])
         );
         assert_eq!(
-            rebatch(&[34, 768], &[17, 2, 768], 2, &[8500, 768]),
+            rebatch(&[34, 768], &[17, 2, 768], 2, None, &[8500, 768]),
             Ok(vec![17, 500, 768])
         );
         // batch-first heads [B, T, E] → [B, T, h, d], and a ViT's patches [B, 768·16] → [B, 768, 16]
         assert_eq!(
-            rebatch(&[2, 5, 128], &[2, 5, 4, 32], 2, &[3, 5, 128]),
+            rebatch(&[2, 5, 128], &[2, 5, 4, 32], 2, None, &[3, 5, 128]),
             Ok(vec![3, 5, 4, 32])
         );
         assert_eq!(
-            rebatch(&[2, 12288], &[2, 768, 16], 2, &[500, 12288]),
+            rebatch(&[2, 12288], &[2, 768, 16], 2, None, &[500, 12288]),
             Ok(vec![500, 768, 16])
         );
         // heads split off a merged [N·heads, T, d] (batch outer): [2·4, 16, 2] → [2, 4, 16, 2]
         assert_eq!(
-            rebatch(&[8, 16, 2], &[2, 4, 16, 2], 2, &[12, 16, 2]),
+            rebatch(&[8, 16, 2], &[2, 4, 16, 2], 2, None, &[12, 16, 2]),
             Ok(vec![3, 4, 16, 2])
         );
         // legacy attention's [T·N, E] back to [T, N, E] (batch inner)
         assert_eq!(
-            rebatch(&[32, 8], &[16, 2, 8], 2, &[48, 8]),
+            rebatch(&[32, 8], &[16, 2, 8], 2, None, &[48, 8]),
             Ok(vec![16, 3, 8])
         );
         // ... and merged back: [2, 2, 16, 4] → [4, 16, 4]
         assert_eq!(
-            rebatch(&[2, 2, 16, 4], &[4, 16, 4], 2, &[7, 2, 16, 4]),
+            rebatch(&[2, 2, 16, 4], &[4, 16, 4], 2, None, &[7, 2, 16, 4]),
             Ok(vec![14, 16, 4])
         );
     }
 
     #[test]
+    fn a_known_batch_stride_tells_the_batch_from_a_factor_of_its_size() {
+        // Swin's window merge at batch 2 with 2×2 windows: [2·4, 64, 96] → [2, 2, 2, 8, 8, 96]
+        // (B, H/8, W/8, 8, 8, C); axes 0 and 2 both hold 2, only the stride (batch outer, one
+        // step = 4 windows of 64·96) tells axis 0
+        let (from, to) = ([8, 64, 96], [2, 2, 2, 8, 8, 96]);
+        let e = rebatch(&from, &to, 2, None, &[4, 64, 96]).unwrap_err();
+        assert!(e.contains("could be target axis [0, 2]"), "{e}");
+        let q = 4 * 64 * 96;
+        assert_eq!(
+            rebatch(&from, &to, 2, Some(q), &[4, 64, 96]),
+            Ok(vec![1, 2, 2, 8, 8, 96])
+        );
+        assert_eq!(
+            rebatch(&from, &to, 2, Some(q), &[40, 64, 96]),
+            Ok(vec![10, 2, 2, 8, 8, 96])
+        );
+        // as many heads as the batch: the stride picks [N, heads] or [heads, N]
+        let (from, to) = ([4, 16, 4], [2, 2, 16, 4]);
+        assert_eq!(
+            rebatch(&from, &to, 2, Some(128), &[6, 16, 4]),
+            Ok(vec![3, 2, 16, 4])
+        );
+        assert_eq!(
+            rebatch(&from, &to, 2, Some(64), &[6, 16, 4]),
+            Ok(vec![2, 3, 16, 4])
+        );
+        // a stride that does not fit the changed axis is not used
+        assert!(rebatch(&from, &to, 2, Some(3), &[6, 16, 4]).is_err());
+    }
+
+    #[test]
     fn a_target_that_splits_the_batch_is_refused_with_both_shapes() {
         // [4, 6] → [2, 12] puts half the batch in each row: no batch axis to rebind
-        let e = rebatch(&[4, 6], &[2, 12], 4, &[6, 6]).unwrap_err();
+        let e = rebatch(&[4, 6], &[2, 12], 4, None, &[6, 6]).unwrap_err();
         assert!(e.contains("split") && e.contains("[4, 6] → [2, 12]"), "{e}");
-        let e = rebatch(&[4, 6], &[4, 6], 4, &[5, 7]).unwrap_err();
+        let e = rebatch(&[4, 6], &[4, 6], 4, None, &[5, 7]).unwrap_err();
         assert!(e.contains("axes [0, 1]"), "{e}");
-        let e = rebatch(&[4, 6], &[24], 4, &[4, 6, 1]).unwrap_err();
+        let e = rebatch(&[4, 6], &[24], 4, None, &[4, 6, 1]).unwrap_err();
         assert!(e.contains("rank 3"), "{e}");
         // as many heads as the batch: [2·2] could be [N, heads] or [heads, N]
-        let e = rebatch(&[4, 16, 4], &[2, 2, 16, 4], 2, &[6, 16, 4]).unwrap_err();
+        let e = rebatch(&[4, 16, 4], &[2, 2, 16, 4], 2, None, &[6, 16, 4]).unwrap_err();
         assert!(e.contains("could be target axis [0, 1]"), "{e}");
         // an axis of 4·k at batch 4 that now holds 6 is not the batch times k
-        let e = rebatch(&[8, 3], &[24], 4, &[5, 3]).unwrap_err();
+        let e = rebatch(&[8, 3], &[24], 4, None, &[5, 3]).unwrap_err();
         assert!(e.contains("not the batch times a fixed factor"), "{e}");
         // built at batch 1, the batch merged away: [3, b, 4] could be [3·b, 4] or [3, 4·b]
-        let e = rebatch(&[3, 1, 4], &[3, 4], 1, &[3, 2, 4]).unwrap_err();
+        let e = rebatch(&[3, 1, 4], &[3, 4], 1, None, &[3, 2, 4]).unwrap_err();
         assert!(e.contains("could be target axis [0, 1]"), "{e}");
         // ... but an unsqueeze at batch 1 keeps the batch where the input had it
-        assert_eq!(rebatch(&[1, 4], &[1, 1, 4], 1, &[2, 4]), Ok(vec![2, 1, 4]));
+        assert_eq!(
+            rebatch(&[1, 4], &[1, 1, 4], 1, None, &[2, 4]),
+            Ok(vec![2, 1, 4])
+        );
     }
 }

@@ -108,6 +108,7 @@ pub fn build_network(graph: &cptsim_models::Graph, opts: &BuildOptions) -> Resul
     };
     set(&mut vals, graph.input.0, input);
     let mut layer_index = 0u64;
+    let batch_axes = cptsim_models::ir::batch_axes::batch_axes(graph);
     for node in &graph.nodes {
         let ins = node
             .inputs
@@ -134,6 +135,7 @@ pub fn build_network(graph: &cptsim_models::Graph, opts: &BuildOptions) -> Resul
         let mut ctx = Ctx {
             net: &mut net,
             ir: graph,
+            batch_axes: &batch_axes,
             init: opts.init,
             rng: &mut rng,
         };

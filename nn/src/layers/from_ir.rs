@@ -81,6 +81,8 @@ pub(crate) trait Sink {
 pub(crate) struct Ctx<'a, R: Rng> {
     pub net: &'a mut dyn Sink,
     pub ir: &'a ir::Graph,
+    /// Where the batch sits in each IR tensor ([`ir::batch_axes::batch_axes`] of `ir`).
+    pub batch_axes: &'a [Option<ir::batch_axes::BatchAt>],
     pub init: Init,
     pub rng: &'a mut R,
 }
@@ -89,6 +91,15 @@ impl<R: Rng> Ctx<'_, R> {
     /// The IR shape of value `id`.
     pub(crate) fn shape(&self, id: ir::ValueId) -> &[usize] {
         self.ir.shape(id)
+    }
+
+    /// The row-major stride of one batch step in IR tensor `id`, where the graph tells it.
+    pub(crate) fn batch_stride(&self, id: ir::ValueId) -> Option<usize> {
+        self.batch_axes
+            .get(id.0)
+            .copied()
+            .flatten()?
+            .stride(self.shape(id))
     }
 
     /// Appends `layer` reading `inputs`; its output has `layout`.

@@ -37,6 +37,8 @@ pub struct Reshape {
     /// The input shape the target was resolved for, and the batch it holds.
     from: Vec<usize>,
     batch: usize,
+    /// The row-major stride of one batch step in the input, where the graph tells it.
+    batch_stride: Option<usize>,
     shape: Vec<usize>,
     /// Training pass: the input and output shapes.
     pass: Option<(Vec<usize>, Vec<usize>)>,
@@ -50,9 +52,18 @@ impl Reshape {
             name: name.to_string(),
             from,
             batch,
+            batch_stride: None,
             shape,
             pass: None,
         }
+    }
+
+    /// The same reshape told where the batch sits in its input: one batch step is `stride`
+    /// elements in row-major order ([`cptsim_models::ir::batch_axes`]), which settles a target
+    /// with two axes of the batch's size.
+    pub fn with_batch_stride(mut self, stride: Option<usize>) -> Self {
+        self.batch_stride = stride;
+        self
     }
 
     /// The target for an input of shape `x`: the built one when the element counts agree, else
@@ -62,7 +73,7 @@ impl Reshape {
         if x == self.from.as_slice() || count(x) == count(&self.shape) {
             return Ok(self.shape.clone());
         }
-        rebatch(&self.from, &self.shape, self.batch, x).map_err(|m| {
+        rebatch(&self.from, &self.shape, self.batch, self.batch_stride, x).map_err(|m| {
             SimError::shape(
                 &self.name,
                 format!(
@@ -242,7 +253,9 @@ impl Reshape {
             [m, c, h, w] if m == n && features => Some([c, h, w]),
             _ => {
                 let x = flattened(ctx, format!("{}/flatten", node.name))?;
-                let layer = Reshape::new(&node.name, from, ctx.ir.batch, out_shape);
+                let stride = ctx.batch_stride(node.inputs[0]);
+                let layer = Reshape::new(&node.name, from, ctx.ir.batch, out_shape)
+                    .with_batch_stride(stride);
                 return ctx.push(layer, &[x], Layout::AsIs);
             }
         };

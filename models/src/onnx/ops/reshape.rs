@@ -8,6 +8,8 @@ use super::super::node::NodeView;
 use super::super::registry::Registry;
 use super::super::value::Val;
 use crate::error::ModelError;
+use crate::ir::batch_axes::{batch_axes, BatchAt};
+use crate::ir::rebatch::rebatch;
 use crate::ir::{Op, ValueId};
 
 /// Registers `Flatten`, `Reshape`, `Squeeze`, `Unsqueeze` and `Transpose`.
@@ -57,27 +59,36 @@ fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
         Ok(shape) => shape,
         Err(m) => imp
             .file_batch
-            .and_then(|fb| rebound_target(&dims, &target, allowzero, fb, imp.graph.batch))
+            .and_then(|fb| {
+                let at = batch_axes(&imp.graph).get(x.0).copied().flatten();
+                rebound_target(&dims, &target, allowzero, at, fb, imp.graph.batch)
+            })
             .ok_or_else(|| node.err(m))?,
     };
     reshape_to(imp, node, x, shape)
 }
 
 /// A target written for the file's batch `fb` that does not fit input `dims` at the bound batch:
-/// resolved as it is for the file's input (`dims` with an axis of the bound batch holding `fb`
-/// instead; when no axis has the bound batch, one of the batch times a factor, `[N·heads]`),
-/// then rebound
-/// to the bound batch by element-count arithmetic ([`crate::ir::rebatch`]), which finds the
-/// target axis that carries the batch even where it is merged with another (the
-/// `[T, N·heads, d]` of attention). `None` unless exactly one result comes out.
+/// resolved as it is for the file's input (`dims` with the axis that holds the bound batch
+/// holding `fb` instead), then rebound to the bound batch by element-count arithmetic
+/// ([`crate::ir::rebatch`]), which finds the target axis that carries the batch even where it is
+/// merged with another (the `[T, N·heads, d]` of attention, Swin's `[N·windows, …]`). Where the
+/// batch is, `at`, comes from following it through the graph ([`batch_axes`]); when that is not
+/// known, an axis of the bound batch, else one of the batch times a factor. `None` unless
+/// exactly one result comes out.
 fn rebound_target(
     dims: &[usize],
     target: &[i64],
     allowzero: bool,
+    at: Option<BatchAt>,
     fb: usize,
     batch: usize,
 ) -> Option<Vec<usize>> {
-    let alone: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == batch).collect();
+    let stride = at.and_then(|b| b.stride(dims));
+    let alone: Vec<usize> = match at {
+        Some(b) => vec![b.axis],
+        None => (0..dims.len()).filter(|&i| dims[i] == batch).collect(),
+    };
     let merged: Vec<usize> = (0..dims.len())
         .filter(|&i| alone.is_empty() && batch > 1 && dims[i] % batch == 0)
         .collect();
@@ -89,7 +100,7 @@ fn rebound_target(
             let Ok(file_shape) = resolve_reshape(&file_dims, target, allowzero) else {
                 continue;
             };
-            let Ok(shape) = crate::ir::rebatch::rebatch(&file_dims, &file_shape, fb, dims) else {
+            let Ok(shape) = rebatch(&file_dims, &file_shape, fb, stride, dims) else {
                 continue;
             };
             match &found {
@@ -281,33 +292,36 @@ mod tests {
     fn a_target_pinning_the_batch_inside_an_axis_is_rebound() {
         // attention heads [T, 2·8, d] of a file exported at batch 2, imported at batch 3
         assert_eq!(
-            rebound_target(&[16, 3, 32], &[16, 16, 4], false, 2, 3),
+            rebound_target(&[16, 3, 32], &[16, 16, 4], false, None, 2, 3),
             Some(vec![16, 24, 4])
         );
         // [T·N, E] back from the heads
         assert_eq!(
-            rebound_target(&[16, 3, 8], &[32, 8], false, 2, 3),
+            rebound_target(&[16, 3, 8], &[32, 8], false, None, 2, 3),
             Some(vec![48, 8])
         );
         // two axes of the bound batch: taken when both read the target alike
-        assert_eq!(rebound_target(&[3, 3], &[6], false, 2, 3), Some(vec![9]));
+        assert_eq!(
+            rebound_target(&[3, 3], &[6], false, None, 2, 3),
+            Some(vec![9])
+        );
         // heads split off [N·heads, T, d]
         assert_eq!(
-            rebound_target(&[12, 16, 2], &[2, 4, 16, 2], false, 2, 3),
+            rebound_target(&[12, 16, 2], &[2, 4, 16, 2], false, None, 2, 3),
             Some(vec![3, 4, 16, 2])
         );
         // at batch 1 only the axes of size 1 can be the batch
         assert_eq!(
-            rebound_target(&[16, 1, 8], &[16, 8, 2], false, 2, 1),
+            rebound_target(&[16, 1, 8], &[16, 8, 2], false, None, 2, 1),
             Some(vec![16, 4, 2])
         );
         // the batch merged into a target axis
         assert_eq!(
-            rebound_target(&[3, 4], &[4, 2], false, 2, 3),
+            rebound_target(&[3, 4], &[4, 2], false, None, 2, 3),
             Some(vec![6, 2])
         );
         // the batch split across the target's axes: refused, and no other axis is guessed
-        assert_eq!(rebound_target(&[3, 6], &[2, 12], false, 4, 3), None);
+        assert_eq!(rebound_target(&[3, 6], &[2, 12], false, None, 4, 3), None);
     }
 
     #[test]

@@ -435,19 +435,54 @@ fn a_fixed_batch_carried_by_a_reshape_target_is_rebound() {
 }
 
 #[test]
+fn a_window_partition_of_a_fixed_batch_is_rebound_at_any_batch() {
+    // Swin's window partition traced at batch 2 (2×2 windows of 2×2 over a 4×4 map of 5
+    // channels): [2, 4, 4, 5] → [2, 2, 2, 2, 2, 5] → permute → [8, 4, 5] → [2, 2, 2, 2, 2, 5];
+    // the last target has two axes of 2, the batch and the window rows
+    let b = ModelBuilder::new(13, &[Some(2), Some(4), Some(4), Some(5)])
+        .init(ints("part", &[2, 2, 2, 2, 2, 5]))
+        .init(ints("merge", &[8, 4, 5]))
+        .init(ints("unpart", &[2, 2, 2, 2, 2, 5]))
+        .node("Reshape", "p", &["x", "part"], &["a"], vec![])
+        .node(
+            "Transpose",
+            "t",
+            &["a"],
+            &["b"],
+            vec![("perm", A::Is(vec![0, 1, 3, 2, 4, 5]))],
+        )
+        .node("Reshape", "m", &["b", "merge"], &["c"], vec![])
+        .node("Relu", "r", &["c"], &["d"], vec![])
+        .node("Reshape", "u", &["d", "unpart"], &["y"], vec![])
+        .output("y", &[Some(2), Some(2), Some(2), Some(2), Some(2), Some(5)]);
+    for n in [1, 2, 3, 6] {
+        let g = import(&b, n).unwrap();
+        assert_eq!(g.shape(g.output), &[n, 2, 2, 2, 2, 5], "batch {n}");
+    }
+}
+
+#[test]
 fn a_node_that_pins_the_fixed_batch_is_named() {
-    let b = ModelBuilder::new(13, &[Some(1), Some(4), Some(2), Some(2)])
-        .init(ints("target", &[2, 8]))
+    // [2, 6] → [3, 4] at batch 2 splits the batch across both target axes
+    let b = ModelBuilder::new(13, &[Some(2), Some(6)])
+        .init(ints("target", &[3, 4]))
         .node("Reshape", "pin", &["x", "target"], &["y"], vec![])
-        .output("y", &[Some(2), Some(8)]);
-    assert!(import(&b, 1).is_ok());
-    let e = err(&b);
+        .output("y", &[Some(3), Some(4)]);
+    assert!(import(&b, 2).is_ok());
+    let e = import(&b, 4).unwrap_err().to_string();
     assert!(
         e.contains("node pin (Reshape)")
-            && e.contains("fixed batch of 1 and this node pins it")
-            && e.contains("batch 2"),
+            && e.contains("fixed batch of 2 and this node pins it")
+            && e.contains("batch 4"),
         "{e}"
     );
+    // at batch 1, [1, 16] → [2, 8] is the batch merged with a factor of 2: [N·2, 8]
+    let b = ModelBuilder::new(13, &[Some(1), Some(4), Some(2), Some(2)])
+        .init(ints("target", &[2, 8]))
+        .node("Reshape", "merge", &["x", "target"], &["y"], vec![])
+        .output("y", &[Some(2), Some(8)]);
+    let g = import(&b, 3).unwrap();
+    assert_eq!(g.shape(g.output), &[6, 8]);
 }
 
 // ---- bad input ----

@@ -320,3 +320,65 @@ fn a_shuffled_tensor_joins_an_image() {
         }
     }
 }
+
+/// Swin's window partition and merge at batch `n`, 2×2 windows of 2×2 over a 4×4 map of 3
+/// channels: `[n, 4, 4, 3]` → `[n, 2, 2, 2, 2, 3]` → permute → `[n·4, 4, 3]` → ReLU →
+/// `[n, 2, 2, 2, 2, 3]` → `[n, 48]`. Built at batch 2, the merge's target has two axes of 2.
+fn windows(n: usize) -> ir::Graph {
+    let mut g = ir::Graph::new("w", "test", n, "x", vec![n, 4, 4, 3]);
+    let mut v = g.input;
+    for (name, op) in [
+        (
+            "part",
+            Op::Reshape {
+                shape: vec![n, 2, 2, 2, 2, 3],
+            },
+        ),
+        (
+            "perm",
+            Op::Transpose {
+                perm: vec![0, 1, 3, 2, 4, 5],
+            },
+        ),
+        (
+            "merge",
+            Op::Reshape {
+                shape: vec![n * 4, 4, 3],
+            },
+        ),
+        ("relu", Op::Relu),
+        (
+            "unpart",
+            Op::Reshape {
+                shape: vec![n, 2, 2, 2, 2, 3],
+            },
+        ),
+        ("flat", Op::Reshape { shape: vec![n, 48] }),
+    ] {
+        v = g.push(name, op, vec![v], name).unwrap();
+    }
+    g.output = v;
+    g
+}
+
+#[test]
+fn a_window_partition_built_at_one_batch_runs_at_others() {
+    let mut built = build_network(&windows(2), &BuildOptions::default()).unwrap();
+    for n in [1, 3, 5] {
+        let x = rand_tensor(&[n, 4, 4, 3], 1.0, 20 + n as u64);
+        let mut own = build_network(&windows(n), &BuildOptions::default()).unwrap();
+        for mode in [Mode::Train, Mode::Eval] {
+            let want = own.forward(own.input_from_ir(&x).unwrap(), mode).unwrap();
+            let got = built.forward(built.input_from_ir(&x).unwrap(), mode);
+            assert_eq!(got.unwrap(), want, "batch {n}, {mode:?}");
+        }
+        let g = rand_tensor(&[n, 48], 1.0, 30 + n as u64);
+        own.forward(own.input_from_ir(&x).unwrap(), Mode::Train)
+            .unwrap();
+        built
+            .forward(built.input_from_ir(&x).unwrap(), Mode::Train)
+            .unwrap();
+        let want = own.backward(g.clone()).unwrap();
+        assert_eq!(built.backward(g).unwrap(), want, "batch {n}");
+    }
+}
