@@ -91,6 +91,7 @@ impl Op {
             Op::Resize { shape, .. } => layout::resize(shape, x)?,
             Op::CumSum { axis, .. } => layout::cumsum(*axis, x)?,
             Op::GatherElements { data, axis } => layout::gather_elements(data.shape(), *axis, x)?,
+            Op::Gather(g) => g.output_shape(x)?,
         };
         if out.contains(&0) {
             return Err(format!("output shape {out:?} has a zero-size dimension"));

@@ -31,7 +31,6 @@ pub const FOLD_ONLY: &[&str] = &[
     "Reciprocal",
     "Log",
     "Trilu",
-    "GatherND",
     "ScatterND",
     "ScatterElements",
     "Tile",
