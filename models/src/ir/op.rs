@@ -168,6 +168,13 @@ pub enum Op {
     /// each normalised over its channels and all further axes, then scaled and shifted per
     /// channel (ONNX `GroupNormalization`; `InstanceNormalization` is `groups = C`).
     GroupNorm(GroupNorm),
+    /// `Σ x` over `axes` (ONNX `ReduceSum` of a run-time tensor).
+    ReduceSum {
+        /// Axes reduced, ascending, non-negative.
+        axes: Vec<usize>,
+        /// Whether reduced axes stay as size 1.
+        keepdims: bool,
+    },
     /// `sqrt(Σ x²)` over `axes` (ONNX `ReduceL2`, `F.normalize`'s norm).
     ReduceL2 {
         /// Axes reduced, ascending, non-negative.
@@ -650,6 +657,7 @@ impl Op {
             Op::Unary(u) => u.name(),
             Op::PRelu { .. } => "PRelu",
             Op::GroupNorm(_) => "GroupNorm",
+            Op::ReduceSum { .. } => "ReduceSum",
             Op::ReduceL2 { .. } => "ReduceL2",
             Op::Resize { .. } => "Resize",
             Op::CumSum { .. } => "CumSum",

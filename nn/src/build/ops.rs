@@ -89,6 +89,9 @@ pub(super) fn node<R: Rng>(
         Op::ReduceMean { axes, keepdims } => {
             Reduce::build(ctx, node, ins, ReduceKind::Mean, axes, *keepdims)
         }
+        Op::ReduceSum { axes, keepdims } => {
+            Reduce::build(ctx, node, ins, ReduceKind::Sum, axes, *keepdims)
+        }
         Op::Resize { .. } => Err(unsupported(node, "not trainable yet (no engine layer)")),
         // Every other op is listed, so a new IR op fails to compile here until it is mapped.
         Op::Flatten { .. } => Err(unsupported(

@@ -1,5 +1,5 @@
 //! [`Reduce`]: the mean (ONNX `ReduceMean` over any axes; the dynamo exporter's adaptive
-//! average pool averages a gathered window grid) or the Euclidean norm (ONNX `ReduceL2`;
+//! average pool averages a gathered window grid), the sum (`ReduceSum`) or the Euclidean norm (ONNX `ReduceL2`;
 //! `F.normalize`'s norm in Swin V2's cosine attention) over some axes, on tensors held as in
 //! the IR.
 
@@ -15,6 +15,8 @@ use rand::Rng;
 pub enum ReduceKind {
     /// `y = Σ x / n`; backward `∂y/∂x = 1 / n`.
     Mean,
+    /// `y = Σ x`; backward `∂y/∂x = 1`.
+    Sum,
     /// `y = sqrt(Σ x²)`; backward `∂y/∂x = x / y`, defined as 0 where the norm is 0 (the
     /// subgradient of least norm).
     L2,
@@ -66,7 +68,7 @@ impl Reduce {
             ));
         }
         let mut sum = match self.kind {
-            ReduceKind::Mean => standard(x.view()),
+            ReduceKind::Mean | ReduceKind::Sum => standard(x.view()),
             ReduceKind::L2 => x.mapv(|v| v * v),
         };
         for &a in self.axes.iter().rev() {
@@ -77,6 +79,7 @@ impl Reduce {
                 let n = self.count(x.shape()) as f32;
                 sum.mapv(|v| v / n)
             }
+            ReduceKind::Sum => sum,
             ReduceKind::L2 => sum.mapv(f32::sqrt),
         })
     }
@@ -135,6 +138,7 @@ impl Layer for Reduce {
                 let count = self.count(x.shape()) as f32;
                 g.mapv(|g| g / count)
             }
+            ReduceKind::Sum => g.to_owned(),
             ReduceKind::L2 => {
                 Zip::from(x)
                     .and(&g)
@@ -180,7 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn the_mean_over_trailing_axes_averages_each_window() {
+    fn the_mean_and_sum_over_trailing_axes_reduce_each_window() {
         // [1, 2, 2, 2]: the mean over the last two axes of each channel
         let x = Tensor::from_shape_vec(IxDyn(&[1, 2, 2, 2]), (0..8).map(|v| v as f32).collect())
             .unwrap();
@@ -192,13 +196,21 @@ mod tests {
         );
         let d = l.backward(Tensor::ones(IxDyn(&[1, 2]))).unwrap();
         assert!(d[0].iter().all(|&v| v == 0.25));
+        let mut l = Reduce::new("sum", ReduceKind::Sum, vec![2, 3], true);
+        let y = l.forward(&[&x], Mode::Train).unwrap();
+        assert_eq!(
+            (y.shape(), y.iter().copied().collect::<Vec<_>>()),
+            (&[1, 2, 1, 1][..], vec![6.0, 22.0])
+        );
+        let d = l.backward(Tensor::ones(IxDyn(&[1, 2, 1, 1]))).unwrap();
+        assert!(d[0].iter().all(|&v| v == 1.0));
     }
 
     #[test]
     fn the_norm_has_the_gradient_of_its_values() {
         let x = rand_tensor(&[2, 3, 4], 1.0, 9);
         for (axes, keep) in [(vec![2], true), (vec![1, 2], false), (vec![0], true)] {
-            for kind in [ReduceKind::L2, ReduceKind::Mean] {
+            for kind in [ReduceKind::L2, ReduceKind::Mean, ReduceKind::Sum] {
                 let mut l = Reduce::new("n", kind, axes.clone(), keep);
                 check_layer(&mut l, std::slice::from_ref(&x), 1e-3, 2e-3, 24).unwrap();
             }

@@ -35,7 +35,6 @@ pub const FOLD_ONLY: &[&str] = &[
     "ScatterElements",
     "Tile",
     "Size",
-    "ReduceSum",
     "ReduceMax",
     "ReduceMin",
     "ReduceProd",

@@ -158,6 +158,26 @@ fn resize_and_reduce_l2_shapes() {
         .output("y", &[None, Some(4), Some(3), Some(1)]);
     let g = import(&b, 2).unwrap();
     assert_eq!(g.shape(g.output), &[2, 4, 3, 1]);
+    // ReduceSum of a run-time tensor, axes as an input (opset 13), axes dropped
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(3), Some(3)])
+        .init(ints("axes", &[1, -1]))
+        .node(
+            "ReduceSum",
+            "s",
+            &["x", "axes"],
+            &["y"],
+            vec![("keepdims", A::I(0))],
+        )
+        .output("y", &[None, Some(3)]);
+    let g = import(&b, 2).unwrap();
+    assert_eq!(
+        g.nodes[0].op,
+        Op::ReduceSum {
+            axes: vec![1, 3],
+            keepdims: false
+        }
+    );
+    assert_eq!(g.shape(g.output), &[2, 3]);
 }
 
 /// `Einsum(equation)` of a `[N, 2, 5, 3]` input with itself, through `Identity` copies.
