@@ -1,5 +1,6 @@
 //! Element-indexed ops shared by the import-time evaluator and the engine's layers: running
-//! sums along one axis (ONNX `CumSum`) and the source offsets of a `GatherElements`.
+//! sums along one axis (ONNX `CumSum`), the source offsets of a `GatherElements` and the block
+//! reads of a [`Gather`](crate::ir::Gather) with their adjoint, a scatter-add.
 
 use ndarray::{ArrayD, Axis};
 
@@ -73,6 +74,59 @@ pub fn gather_offsets(
     Ok(out)
 }
 
+/// The elements of `x` (row-major, `outer · block · inner` of them) at `positions` of its
+/// middle axis of length `block`: for each of the `outer` leading rows, the `inner` elements
+/// of each position in turn. `None` when the sizes do not fit or a position is outside.
+pub fn gather_block<T: Copy>(
+    x: &[T],
+    outer: usize,
+    block: usize,
+    inner: usize,
+    positions: &[usize],
+) -> Option<Vec<T>> {
+    if outer.checked_mul(block)?.checked_mul(inner)? != x.len()
+        || positions.iter().any(|&p| p >= block)
+    {
+        return None;
+    }
+    let mut out = Vec::with_capacity(outer * positions.len() * inner);
+    for o in 0..outer {
+        for &p in positions {
+            let at = (o * block + p) * inner;
+            out.extend_from_slice(&x[at..at + inner]);
+        }
+    }
+    Some(out)
+}
+
+/// The adjoint of [`gather_block`]: `g` (shaped as its output) summed into a zero tensor of
+/// `outer · block · inner` elements at the positions read, in a fixed order (a position read
+/// twice gets both gradients). `None` when the sizes do not fit.
+pub fn scatter_block_add(
+    g: &[f32],
+    outer: usize,
+    block: usize,
+    inner: usize,
+    positions: &[usize],
+) -> Option<Vec<f32>> {
+    if outer.checked_mul(positions.len())?.checked_mul(inner)? != g.len()
+        || positions.iter().any(|&p| p >= block)
+    {
+        return None;
+    }
+    let mut dx = vec![0.0; outer * block * inner];
+    let mut src = g.chunks_exact(inner.max(1));
+    for o in 0..outer {
+        for &p in positions {
+            let at = (o * block + p) * inner;
+            for (d, &v) in dx[at..at + inner].iter_mut().zip(src.next()?) {
+                *d += v;
+            }
+        }
+    }
+    Some(dx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +161,22 @@ mod tests {
         );
         let e = gather_offsets(&[2, 3], 1, &[4, 1], [0; 4].into_iter()).unwrap_err();
         assert!(e.contains("do not fit"), "{e}");
+    }
+
+    #[test]
+    fn block_reads_and_their_adjoint_sum_repeated_positions() {
+        // x [2, 3, 2]: two rows, a block of 3, 2 inner elements; read positions 2, 0, 2
+        let x: Vec<i32> = (0..12).collect();
+        let y = gather_block(&x, 2, 3, 2, &[2, 0, 2]).unwrap();
+        assert_eq!(y, [4, 5, 0, 1, 4, 5, 10, 11, 6, 7, 10, 11]);
+        let g: Vec<f32> = (1..=12).map(|v| v as f32).collect();
+        let dx = scatter_block_add(&g, 2, 3, 2, &[2, 0, 2]).unwrap();
+        assert_eq!(
+            dx,
+            [3.0, 4.0, 0.0, 0.0, 6.0, 8.0, 9.0, 10.0, 0.0, 0.0, 18.0, 20.0]
+        );
+        assert!(gather_block(&x, 2, 3, 2, &[3]).is_none());
+        assert!(gather_block(&x, 2, 2, 2, &[0]).is_none());
+        assert!(scatter_block_add(&g, 2, 3, 2, &[0]).is_none());
     }
 }

@@ -17,8 +17,8 @@ pub mod shape;
 mod summary;
 
 pub use op::{
-    AvgPool, BatchNorm, Binary, BinaryKind, CellKind, ConstOperand, Conv, Embedding, GroupNorm,
-    LayerNorm, Linear, Op, Pool, Recurrent, SliceAxis, Unary, MAX_VOCAB,
+    AvgPool, BatchNorm, Binary, BinaryKind, CellKind, ConstOperand, Conv, Embedding, Gather,
+    GroupNorm, LayerNorm, Linear, Op, Pool, Recurrent, SliceAxis, Unary, MAX_VOCAB,
 };
 
 /// Index of a tensor in [`Graph::values`].

@@ -168,6 +168,13 @@ pub enum Op {
     /// each normalised over its channels and all further axes, then scaled and shifted per
     /// channel (ONNX `GroupNormalization`; `InstanceNormalization` is `groups = C`).
     GroupNorm(GroupNorm),
+    /// `Σ x` over `axes` (ONNX `ReduceSum` of a run-time tensor).
+    ReduceSum {
+        /// Axes reduced, ascending, non-negative.
+        axes: Vec<usize>,
+        /// Whether reduced axes stay as size 1.
+        keepdims: bool,
+    },
     /// `sqrt(Σ x²)` over `axes` (ONNX `ReduceL2`, `F.normalize`'s norm).
     ReduceL2 {
         /// Axes reduced, ascending, non-negative.
@@ -207,6 +214,56 @@ pub enum Op {
         /// The gathered axis.
         axis: usize,
     },
+    /// Constant positions read from a block of consecutive axes of a run-time tensor (ONNX
+    /// `Gather` at constant indices that do not step evenly, `GatherND` with `batch_dims` 0:
+    /// the dynamo exporter's adaptive average pool over a small map); see [`Gather`]. Data
+    /// movement, no MACs.
+    Gather(Gather),
+}
+
+/// `out[pre…, g…, post…] = x[pre…, b…, post…]` where `b…` is the block position of grid cell
+/// `g…`: the block's axes `axis..axis + block.len()` of the input are replaced by the grid's
+/// axes. The axes before and after the block (the batch among them) are taken whole, whatever
+/// their size at run time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gather {
+    /// First axis of the block.
+    pub axis: usize,
+    /// The block's sizes, `x[axis..axis + block.len()]`.
+    pub block: Vec<usize>,
+    /// The shape of the grid of positions that replaces the block.
+    pub grid: Vec<usize>,
+    /// Per grid cell (row-major), the row-major offset within the block it reads.
+    pub positions: Vec<usize>,
+}
+
+impl Gather {
+    /// The output shape for input `x`: its block replaced by the grid; an error when the block
+    /// does not sit at `axis` or a position lies outside it.
+    pub fn output_shape(&self, x: &[usize]) -> Result<Vec<usize>, String> {
+        let end = self.axis + self.block.len();
+        if self.block.is_empty() || x.get(self.axis..end) != Some(self.block.as_slice()) {
+            return Err(format!(
+                "input {x:?} has no block {:?} at axis {}",
+                self.block, self.axis
+            ));
+        }
+        let size: usize = self.block.iter().product();
+        if self.positions.len() != self.grid.iter().product::<usize>() {
+            return Err(format!(
+                "{} positions for a grid {:?}",
+                self.positions.len(),
+                self.grid
+            ));
+        }
+        if let Some(p) = self.positions.iter().find(|&&p| p >= size) {
+            return Err(format!("position {p} outside the block {:?}", self.block));
+        }
+        let mut out = x[..self.axis].to_vec();
+        out.extend_from_slice(&self.grid);
+        out.extend_from_slice(&x[end..]);
+        Ok(out)
+    }
 }
 
 /// The elementwise functions of [`Op::Unary`].
@@ -600,10 +657,12 @@ impl Op {
             Op::Unary(u) => u.name(),
             Op::PRelu { .. } => "PRelu",
             Op::GroupNorm(_) => "GroupNorm",
+            Op::ReduceSum { .. } => "ReduceSum",
             Op::ReduceL2 { .. } => "ReduceL2",
             Op::Resize { .. } => "Resize",
             Op::CumSum { .. } => "CumSum",
             Op::GatherElements { .. } => "GatherElements",
+            Op::Gather(_) => "Gather",
         }
     }
 

@@ -8,9 +8,9 @@ use rand::Rng;
 use crate::error::Result;
 use crate::layers::embedding::Embedding;
 use crate::layers::from_ir::{unsupported, Ctx, Val};
-use crate::layers::index_ops::{CumSum, GatherElements};
+use crate::layers::index_ops::{CumSum, Gather, GatherElements};
 use crate::layers::lastaxis::{Gelu, LayerNorm, Softmax};
-use crate::layers::reduce::ReduceL2;
+use crate::layers::reduce::{Reduce, ReduceKind};
 use crate::layers::{
     pointwise, Activation, ActivationKind, BatchNorm, CausalMask, ClassToken, Concat, Conv2d,
     Dropout, Elementwise, GlobalAvgPool, GroupNorm, Gru, Linear, Lstm, MatMul, PRelu, Pad, Pool2d,
@@ -46,7 +46,7 @@ pub(super) fn node<R: Rng>(
             Pool2d::build(ctx, node, ins, PoolKind::Avg, &a.pool, a.count_include_pad)
         }
         Op::GlobalAveragePool => GlobalAvgPool::build(ctx, node, ins, true),
-        Op::ReduceMean { axes, keepdims } if axes.as_slice() == [2, 3] => {
+        Op::ReduceMean { axes, keepdims } if axes.as_slice() == [2, 3] && rank(ctx, node) == 4 => {
             GlobalAvgPool::build(ctx, node, ins, *keepdims)
         }
         Op::Flatten { axis: 1 } | Op::Reshape { .. } => Reshape::build(ctx, node, ins),
@@ -82,18 +82,28 @@ pub(super) fn node<R: Rng>(
             reverse,
         } => CumSum::build(ctx, node, ins, *axis, *exclusive, *reverse),
         Op::GatherElements { data, axis } => GatherElements::build(ctx, node, ins, data, *axis),
-        Op::ReduceL2 { axes, keepdims } => ReduceL2::build(ctx, node, ins, axes, *keepdims),
+        Op::Gather(g) => Gather::build(ctx, node, ins, g),
+        Op::ReduceL2 { axes, keepdims } => {
+            Reduce::build(ctx, node, ins, ReduceKind::L2, axes, *keepdims)
+        }
+        Op::ReduceMean { axes, keepdims } => {
+            Reduce::build(ctx, node, ins, ReduceKind::Mean, axes, *keepdims)
+        }
+        Op::ReduceSum { axes, keepdims } => {
+            Reduce::build(ctx, node, ins, ReduceKind::Sum, axes, *keepdims)
+        }
         Op::Resize { .. } => Err(unsupported(node, "not trainable yet (no engine layer)")),
         // Every other op is listed, so a new IR op fails to compile here until it is mapped.
-        Op::ReduceMean { .. } => Err(unsupported(
-            node,
-            "only a mean over the spatial axes [2, 3] has an engine layer",
-        )),
         Op::Flatten { .. } => Err(unsupported(
             node,
             "only a flatten at axis 1 has an engine layer",
         )),
     }
+}
+
+/// The IR rank of `node`'s first input (0 when it has none).
+fn rank<R: Rng>(ctx: &Ctx<'_, R>, node: &Node) -> usize {
+    node.inputs.first().map_or(0, |&i| ctx.shape(i).len())
 }
 
 #[cfg(test)]

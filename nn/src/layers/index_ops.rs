@@ -1,12 +1,13 @@
-//! Index arithmetic at run time: [`CumSum`] (position ids counted from a padding mask) and
+//! Index arithmetic at run time: [`CumSum`] (position ids counted from a padding mask),
 //! [`GatherElements`] of a constant at run-time indices (a token-type buffer read at the
-//! position ids). Both take tensors held as in the IR; the indices carry no gradient.
+//! position ids; the indices carry no gradient) and [`Gather`] of a run-time tensor at constant
+//! positions (its gradient scattered back). All take tensors held as in the IR.
 
 use super::from_ir::{Ctx, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
-use cptsim_models::ir::index_ops::{cumsum, gather_offsets};
-use cptsim_models::ir::Node;
+use cptsim_models::ir::index_ops::{cumsum, gather_block, gather_offsets, scatter_block_add};
+use cptsim_models::ir::{self, Node};
 use ndarray::{ArrayD, IxDyn};
 use rand::Rng;
 
@@ -150,6 +151,85 @@ impl Layer for GatherElements {
     }
 }
 
+/// Constant positions read from a block of axes `axis..axis + block.len()` (an IR
+/// [`ir::Gather`]); the axes around the block, the batch among them, are taken whole at any
+/// size. Backward adds each output's gradient back to the element it read.
+pub struct Gather {
+    name: String,
+    op: ir::Gather,
+    /// Training pass: the input shape.
+    in_shape: Option<Vec<usize>>,
+}
+
+impl Gather {
+    /// A gather of `op`'s positions.
+    pub fn new(name: &str, op: ir::Gather) -> Self {
+        Self {
+            name: name.to_string(),
+            op,
+            in_shape: None,
+        }
+    }
+
+    /// The layer of an IR `Gather` node, on its input held as in the IR.
+    pub(crate) fn build<R: Rng>(
+        ctx: &mut Ctx<'_, R>,
+        node: &Node,
+        ins: &[Val],
+        op: &ir::Gather,
+    ) -> Result<Val> {
+        let x = ctx.one_as(node, ins, Layout::AsIs)?;
+        ctx.push(Gather::new(&node.name, op.clone()), &[x.id], Layout::AsIs)
+    }
+
+    /// The output shape and `(outer, block, inner)` element counts for input shape `x`.
+    fn geometry(&self, x: &[usize]) -> Result<(Vec<usize>, [usize; 3])> {
+        let out = self
+            .op
+            .output_shape(x)
+            .map_err(|m| SimError::shape(&self.name, m))?;
+        let end = self.op.axis + self.op.block.len();
+        let outer = x[..self.op.axis].iter().product();
+        let inner = x[end..].iter().product();
+        Ok((out, [outer, self.op.block.iter().product(), inner]))
+    }
+}
+
+impl Layer for Gather {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].view());
+        let (out, [outer, block, inner]) = self.geometry(x.shape())?;
+        let flat = x.as_slice().unwrap_or(&[]);
+        let v = gather_block(flat, outer, block, inner, &self.op.positions)
+            .ok_or_else(|| SimError::shape(&self.name, "positions do not fit the input"))?;
+        self.in_shape = (mode == Mode::Train).then(|| x.shape().to_vec());
+        ArrayD::from_shape_vec(IxDyn(&out), v)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))
+    }
+
+    fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
+        let shape = cached(&self.name, &self.in_shape)?.clone();
+        let (out, [outer, block, inner]) = self.geometry(&shape)?;
+        check_grad(&self.name, &grad_out, &out)?;
+        let g = standard(grad_out.view());
+        let dx = scatter_block_add(
+            g.as_slice().unwrap_or(&[]),
+            outer,
+            block,
+            inner,
+            &self.op.positions,
+        )
+        .ok_or_else(|| SimError::shape(&self.name, "positions do not fit the gradient"))?;
+        let dx = ArrayD::from_shape_vec(IxDyn(&shape), dx)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        Ok(vec![dx])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +290,55 @@ mod tests {
             let e = g.forward(&[&idx], Mode::Eval).unwrap_err().to_string();
             assert!(e.contains("tt") && e.contains(want), "{e}");
         }
+    }
+
+    #[test]
+    fn gather_reads_a_block_at_any_batch_and_scatters_its_gradient_back() {
+        // x [H 3, W 2, N, C 1]: the block is H·W, read at (2, 1), (0, 0), (2, 1)
+        let op = ir::Gather {
+            axis: 0,
+            block: vec![3, 2],
+            grid: vec![3],
+            positions: vec![5, 0, 5],
+        };
+        let mut g = Gather::new("pool", op);
+        for n in [1usize, 2] {
+            let x = Tensor::from_shape_fn(IxDyn(&[3, 2, n, 1]), |i| {
+                (10 * (i[0] * 2 + i[1]) + i[2]) as f32
+            });
+            let y = g.forward(&[&x], Mode::Train).unwrap();
+            assert_eq!(y.shape(), [3, n, 1]);
+            let want: Vec<f32> = [50.0, 0.0, 50.0]
+                .iter()
+                .flat_map(|&v| (0..n).map(move |b| v + b as f32))
+                .collect();
+            assert_eq!(y.iter().copied().collect::<Vec<_>>(), want);
+        }
+        let d = g.backward(Tensor::ones(IxDyn(&[3, 2, 1]))).unwrap();
+        let mut want = vec![0.0; 12];
+        want[..2].copy_from_slice(&[1.0, 1.0]);
+        want[10..].copy_from_slice(&[2.0, 2.0]);
+        assert_eq!(d[0].iter().copied().collect::<Vec<_>>(), want);
+        let e = g
+            .forward(&[&Tensor::zeros(IxDyn(&[2, 2, 1, 1]))], Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pool") && e.contains("no block [3, 2] at axis 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn gather_has_the_gradient_of_its_values() {
+        use super::super::gradcheck::{check_layer, rand_tensor};
+        let op = ir::Gather {
+            axis: 1,
+            block: vec![4],
+            grid: vec![2, 2],
+            positions: vec![3, 1, 1, 0],
+        };
+        let mut g = Gather::new("g", op);
+        check_layer(&mut g, &[rand_tensor(&[2, 4, 3], 1.0, 7)], 1e-3, 2e-3, 24).unwrap();
     }
 }

@@ -87,10 +87,13 @@ impl Op {
             Op::Unary(_) => x.to_vec(),
             Op::PRelu { slope } => norm::prelu(slope.shape(), x)?,
             Op::GroupNorm(n) => n.output_shape(x)?,
-            Op::ReduceL2 { axes, keepdims } => layout::reduce_mean(axes, *keepdims, x)?,
+            Op::ReduceL2 { axes, keepdims } | Op::ReduceSum { axes, keepdims } => {
+                layout::reduce_mean(axes, *keepdims, x)?
+            }
             Op::Resize { shape, .. } => layout::resize(shape, x)?,
             Op::CumSum { axis, .. } => layout::cumsum(*axis, x)?,
             Op::GatherElements { data, axis } => layout::gather_elements(data.shape(), *axis, x)?,
+            Op::Gather(g) => g.output_shape(x)?,
         };
         if out.contains(&0) {
             return Err(format!("output shape {out:?} has a zero-size dimension"));

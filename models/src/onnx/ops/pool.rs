@@ -1,5 +1,5 @@
 //! Pooling, reductions and resampling: `MaxPool`, `AveragePool`, `GlobalAveragePool`,
-//! `ReduceMean`, `ReduceL2`, `Resize`.
+//! `ReduceMean`, `ReduceSum`, `ReduceL2`, `Resize`.
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
@@ -9,14 +9,15 @@ use super::{spatial, window};
 use crate::error::ModelError;
 use crate::ir::{AvgPool, Op, Pool};
 
-/// Registers `MaxPool`, `AveragePool`, `GlobalAveragePool`, `ReduceMean`, `ReduceL2` and
+/// Registers `MaxPool`, `AveragePool`, `GlobalAveragePool`, `ReduceMean`, `ReduceSum`, `ReduceL2` and
 /// `Resize`.
 pub fn register(reg: &mut Registry) {
     reg.insert("MaxPool", max_pool);
     reg.insert("AveragePool", average_pool);
     reg.insert("GlobalAveragePool", global_average_pool);
-    reg.insert("ReduceMean", |imp, node| reduce(imp, node, false));
-    reg.insert("ReduceL2", |imp, node| reduce(imp, node, true));
+    reg.insert("ReduceMean", |imp, node| reduce(imp, node, Reduction::Mean));
+    reg.insert("ReduceSum", |imp, node| reduce(imp, node, Reduction::Sum));
+    reg.insert("ReduceL2", |imp, node| reduce(imp, node, Reduction::L2));
     reg.insert("Resize", resize);
 }
 
@@ -74,9 +75,17 @@ fn global_average_pool(imp: &mut Importer, node: &NodeView) -> Result<Val, Model
     imp.push(node, Op::GlobalAveragePool, vec![x])
 }
 
-/// `ReduceMean(X[, axes])`, or with `l2` `ReduceL2`: axes as attribute (opset < 18) or input
-/// (opset ≥ 18); no axes means all axes unless `noop_with_empty_axes`.
-fn reduce(imp: &mut Importer, node: &NodeView, l2: bool) -> Result<Val, ModelError> {
+/// The ONNX reductions of a run-time tensor.
+#[derive(Clone, Copy)]
+enum Reduction {
+    Mean,
+    Sum,
+    L2,
+}
+
+/// `ReduceMean(X[, axes])`, `ReduceSum` or `ReduceL2`: axes as attribute or input (opset ≥ 18;
+/// ≥ 13 for `ReduceSum`); no axes means all axes unless `noop_with_empty_axes`.
+fn reduce(imp: &mut Importer, node: &NodeView, kind: Reduction) -> Result<Val, ModelError> {
     let x = imp.tensor(node, 0)?;
     let rank = imp.shape(x).len();
     let raw = match node.ints("axes")? {
@@ -99,10 +108,10 @@ fn reduce(imp: &mut Importer, node: &NodeView, l2: bool) -> Result<Val, ModelErr
     axes.sort_unstable();
     axes.dedup();
     let keepdims = node.attr_or("keepdims", true)?;
-    let op = if l2 {
-        Op::ReduceL2 { axes, keepdims }
-    } else {
-        Op::ReduceMean { axes, keepdims }
+    let op = match kind {
+        Reduction::Mean => Op::ReduceMean { axes, keepdims },
+        Reduction::Sum => Op::ReduceSum { axes, keepdims },
+        Reduction::L2 => Op::ReduceL2 { axes, keepdims },
     };
     imp.push(node, op, vec![x])
 }

@@ -1,21 +1,22 @@
 //! Selection and assembly of run-time tensors: `Concat`, `Slice` (attribute and 5-input forms,
 //! INT64_MAX ends, negative steps), `Gather` (an embedding lookup of run-time ids in a constant
-//! table; a constant index into a run-time tensor), `Split` (one `Slice` per output), `Pad`
-//! (constant mode). On constants they fold in [`crate::onnx::fold`].
+//! table; constant indices into a run-time tensor), `GatherND` (constant index tuples into a
+//! run-time tensor), `Split` (one `Slice` per output), `Pad` (constant mode). On constants they fold in [`crate::onnx::fold`].
 
 use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
 use super::super::value::Val;
 use crate::error::ModelError;
-use crate::ir::{Embedding, Op, SliceAxis, ValueId};
+use crate::ir::{Embedding, Gather, Op, SliceAxis, ValueId};
 
-/// Registers `Split`, `Concat`, `Slice`, `Gather` and `Pad`.
+/// Registers `Split`, `Concat`, `Slice`, `Gather`, `GatherND` and `Pad`.
 pub fn register(reg: &mut Registry) {
     reg.insert("Split", split);
     reg.insert("Concat", concat);
     reg.insert("Slice", slice);
     reg.insert("Gather", gather);
+    reg.insert("GatherND", gather_nd);
     reg.insert("Pad", pad);
 }
 
@@ -113,7 +114,17 @@ fn slice(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
             s.axis, dims[s.axis]
         )));
     }
+    sel.retain(|s| !whole(s, &dims));
+    if sel.is_empty() {
+        return Ok(Val::Tensor(x));
+    }
     imp.push(node, Op::Slice { axes: sel }, vec![x])
+}
+
+/// Whether `s` selects all of its axis in order: no selection at all, so no IR `Slice` (which
+/// would pin the axis's length, a batch merged into it included).
+fn whole(s: &SliceAxis, dims: &[usize]) -> bool {
+    s.start == 0 && s.step == 1 && s.len == dims[s.axis]
 }
 
 /// Resolves ONNX slice bounds on an axis of length `dim` (negative indices count from the end,
@@ -180,10 +191,10 @@ fn gather(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     }
 }
 
-/// `Gather` of a run-time `x` at constant indices that step evenly (one index, `0, 1, …, n−1`,
-/// `7, 5, 3`: the ViT class token `x[:, 0]`, the dynamo exporter's `as_strided` of a whole
-/// axis): a `Slice`, plus a `Reshape` when the indices are not one list (a scalar index drops
-/// the axis). Other index patterns are errors naming the node.
+/// `Gather` of a run-time `x` at constant indices along `axis`. Indices that step evenly (one
+/// index, `0, 1, …, n−1`, `7, 5, 3`: the ViT class token `x[:, 0]`, the dynamo exporter's
+/// `as_strided` of a whole axis) are a `Slice`, plus a `Reshape` when they are not one list (a
+/// scalar index drops the axis); any others are an IR [`Gather`] of that one axis.
 fn gather_progression(
     imp: &mut Importer,
     node: &NodeView,
@@ -196,14 +207,7 @@ fn gather_progression(
     let idx = indices
         .ints()
         .into_iter()
-        .map(|i| {
-            let j = if i < 0 { i + n as i64 } else { i };
-            usize::try_from(j).ok().filter(|&j| j < n).ok_or_else(|| {
-                node.err(format!(
-                    "index {i} out of range for axis {axis} of length {n}"
-                ))
-            })
-        })
+        .map(|i| resolve_index(node, i, n, axis))
         .collect::<Result<Vec<usize>, _>>()?;
     let (Some(&start), len) = (idx.first(), idx.len()) else {
         return Err(node.err("no indices"));
@@ -218,10 +222,13 @@ fn gather_progression(
             .enumerate()
             .all(|(k, &i)| i as i64 == start as i64 + k as i64 * step);
     if !even {
-        return Err(node.err(format!(
-            "{len} constant indices into a run-time tensor that do not step evenly; only an \
-             even progression (a slice) is supported"
-        )));
+        let op = Gather {
+            axis,
+            block: vec![n],
+            grid: indices.shape().to_vec(),
+            positions: idx,
+        };
+        return imp.push(node, Op::Gather(op), vec![x]);
     }
     let sel = SliceAxis {
         axis,
@@ -237,6 +244,15 @@ fn gather_progression(
         s[axis] = len;
         s
     };
+    if whole(&sel, &dims) {
+        // every index in order (the dynamo exporter's `as_strided` view of a flattened
+        // tensor, batch included): at most a reshape
+        return if shape == dims {
+            Ok(Val::Tensor(x))
+        } else {
+            imp.push(node, Op::Reshape { shape }, vec![x])
+        };
+    }
     if shape == sliced {
         return imp.push(node, Op::Slice { axes: vec![sel] }, vec![x]);
     }
@@ -247,6 +263,67 @@ fn gather_progression(
         return Err(node.err("internal: a slice produced a constant"));
     };
     imp.push(node, Op::Reshape { shape }, vec![picked])
+}
+
+/// Index `i` (negative: from the end) on axis `axis` of length `n`, or an error naming the node.
+fn resolve_index(node: &NodeView, i: i64, n: usize, axis: usize) -> Result<usize, ModelError> {
+    let j = if i < 0 { i + n as i64 } else { i };
+    usize::try_from(j).ok().filter(|&j| j < n).ok_or_else(|| {
+        node.err(format!(
+            "index {i} out of range for axis {axis} of length {n}"
+        ))
+    })
+}
+
+/// `GatherND(data, indices)` of a run-time `data` at constant `indices` `[…, k]` with
+/// `batch_dims` 0 (on two constants it folds in [`crate::onnx::fold`]): each index tuple picks
+/// a position in the first `k` axes, so it is an IR [`Gather`] of that block, the axes after
+/// it taken whole.
+fn gather_nd(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
+    let x = imp.tensor(node, 0)?;
+    let indices = match imp.input(node, 1)? {
+        Val::Const(c) => c,
+        Val::Tensor(_) => {
+            return Err(node.err(
+                "gathering at run-time indices is not supported (only at indices that are \
+                 constants at import)",
+            ))
+        }
+    };
+    let batch_dims: i64 = node.attr_or("batch_dims", 0i64)?;
+    if batch_dims != 0 {
+        return Err(node.attr_error(
+            "batch_dims",
+            format!("{batch_dims}: only 0 is supported on a run-time tensor"),
+        ));
+    }
+    let dims = imp.shape(x);
+    let ishape = indices.shape().to_vec();
+    let k = ishape.last().copied().unwrap_or(0);
+    if k == 0 || k > dims.len() {
+        return Err(node.err(format!(
+            "indices {ishape:?} do not fit data {dims:?} (the last axis holds index tuples of \
+             1 to {} entries)",
+            dims.len()
+        )));
+    }
+    let block = dims[..k].to_vec();
+    let ints = indices.ints();
+    let mut positions = Vec::with_capacity(ints.len() / k);
+    for tuple in ints.chunks(k) {
+        let mut at = 0;
+        for (j, (&i, &d)) in tuple.iter().zip(&block).enumerate() {
+            at = at * d + resolve_index(node, i, d, j)?;
+        }
+        positions.push(at);
+    }
+    let op = Gather {
+        axis: 0,
+        block,
+        grid: ishape[..ishape.len() - 1].to_vec(),
+        positions,
+    };
+    imp.push(node, Op::Gather(op), vec![x])
 }
 
 /// `Split(X[, split])` along `axis` (default 0): sizes from the `split` input (opset ≥ 13) or

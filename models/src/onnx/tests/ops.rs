@@ -1,9 +1,10 @@
-//! The activations, norms, resampling, `ReduceL2`, `Einsum` and the tanh-form GELU: each
+//! The activations, norms, resampling, `ReduceL2`, `Einsum`, the tanh-form GELU and `GatherND`
+//! / `Gather` at constant indices of a run-time tensor: each
 //! imports to the IR op it names, with its shape and MACs, and a malformed node is an error
 //! naming it.
 
 use super::testutil::{floats, ints, named_value_info, ModelBuilder, A};
-use crate::ir::{Op, Unary};
+use crate::ir::{Gather, Op, Unary};
 use crate::onnx::*;
 use crate::{Graph, ModelError};
 
@@ -157,6 +158,26 @@ fn resize_and_reduce_l2_shapes() {
         .output("y", &[None, Some(4), Some(3), Some(1)]);
     let g = import(&b, 2).unwrap();
     assert_eq!(g.shape(g.output), &[2, 4, 3, 1]);
+    // ReduceSum of a run-time tensor, axes as an input (opset 13), axes dropped
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(3), Some(3)])
+        .init(ints("axes", &[1, -1]))
+        .node(
+            "ReduceSum",
+            "s",
+            &["x", "axes"],
+            &["y"],
+            vec![("keepdims", A::I(0))],
+        )
+        .output("y", &[None, Some(3)]);
+    let g = import(&b, 2).unwrap();
+    assert_eq!(
+        g.nodes[0].op,
+        Op::ReduceSum {
+            axes: vec![1, 3],
+            keepdims: false
+        }
+    );
+    assert_eq!(g.shape(g.output), &[2, 3]);
 }
 
 /// `Einsum(equation)` of a `[N, 2, 5, 3]` input with itself, through `Identity` copies.
@@ -240,4 +261,173 @@ fn nan_guards_after_a_softmax_import_as_the_softmax() {
     let b = b.node("Cast", "peek", &["isnan"], &["z"], vec![("to", A::I(1))]);
     let e = err(&b);
     assert!(e.contains("node nan (IsNaN)"), "{e}");
+}
+
+/// The dynamo exporter's `AdaptiveAvgPool2d((2, 2))` of a `[N, 2, 4, 4]` map: the map
+/// transposed to `[H, W, N, C]`, `GatherND` at constant `[2, 2, 2, 2, 2]` index tuples (window
+/// `(i, j)`, element `(a, b)` reads `(2i + a, 2j + b)`), transposed back to
+/// `[N, C, 2, 2, 2, 2]` and averaged over the window axes.
+fn adaptive_pool(indices: onnx_protobuf::TensorProto, batch_dims: i64) -> ModelBuilder {
+    ModelBuilder::new(18, &[None, Some(2), Some(4), Some(4)])
+        .init(indices)
+        .init(ints("axes", &[-2, -1]))
+        .node(
+            "Transpose",
+            "hwnc",
+            &["x"],
+            &["t"],
+            vec![("perm", A::Is(vec![2, 3, 0, 1]))],
+        )
+        .node(
+            "GatherND",
+            "windows",
+            &["t", "idx"],
+            &["w"],
+            vec![("batch_dims", A::I(batch_dims))],
+        )
+        .node(
+            "Transpose",
+            "back",
+            &["w"],
+            &["wb"],
+            vec![("perm", A::Is(vec![4, 5, 0, 1, 2, 3]))],
+        )
+        .node(
+            "ReduceMean",
+            "mean",
+            &["wb", "axes"],
+            &["y"],
+            vec![("keepdims", A::I(0))],
+        )
+        .output("y", &[None, Some(2), Some(2), Some(2)])
+}
+
+fn window_indices() -> onnx_protobuf::TensorProto {
+    let mut v = Vec::new();
+    for i in 0..2 {
+        for j in 0..2 {
+            for a in 0..2 {
+                for b in 0..2 {
+                    v.extend([2 * i + a, 2 * j + b]);
+                }
+            }
+        }
+    }
+    let mut t = ints("idx", &v);
+    t.dims = vec![2, 2, 2, 2, 2];
+    t
+}
+
+#[test]
+fn gather_nd_at_constant_indices_of_a_run_time_tensor_is_a_gather_of_its_block() {
+    let g = import(&adaptive_pool(window_indices(), 0), 3).unwrap();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(names, ["Transpose", "Gather", "Transpose", "ReduceMean"]);
+    let mut positions = Vec::new();
+    for i in 0..2 {
+        for j in 0..2 {
+            for a in 0..2 {
+                for b in 0..2 {
+                    positions.push((2 * i + a) * 4 + 2 * j + b);
+                }
+            }
+        }
+    }
+    let want = Gather {
+        axis: 0,
+        block: vec![4, 4],
+        grid: vec![2, 2, 2, 2],
+        positions,
+    };
+    assert_eq!(g.nodes[1].op, Op::Gather(want));
+    assert_eq!(g.shape(g.nodes[1].output), [2, 2, 2, 2, 3, 2]);
+    assert_eq!(g.shape(g.output), [3, 2, 2, 2]);
+    assert_eq!(g.summary().layers.len(), 0, "a gather is no GEMM");
+    // index tuples out of range, batch_dims and run-time indices are errors naming the node
+    let mut bad = window_indices();
+    bad.int64_data[0] = 4;
+    let e = err(&adaptive_pool(bad, 0));
+    assert!(
+        e.contains("node windows (GatherND)") && e.contains("index 4 out of range for axis 0"),
+        "{e}"
+    );
+    let e = err(&adaptive_pool(window_indices(), 1));
+    assert!(e.contains("windows") && e.contains("batch_dims"), "{e}");
+    let b = ModelBuilder::new(18, &[None, Some(2)])
+        .node("GatherND", "dyn", &["x", "x"], &["y"], vec![])
+        .output("y", &[None]);
+    let e = err(&b);
+    assert!(e.contains("dyn") && e.contains("run-time indices"), "{e}");
+}
+
+#[test]
+fn gather_at_uneven_constant_indices_of_a_run_time_tensor_is_a_gather_of_one_axis() {
+    let mut idx = ints("idx", &[2, 0, 0, 3]);
+    idx.dims = vec![2, 2];
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(3)])
+        .init(idx)
+        .node(
+            "Gather",
+            "pick",
+            &["x", "idx"],
+            &["y"],
+            vec![("axis", A::I(1))],
+        )
+        .output("y", &[None, Some(2), Some(2), Some(3)]);
+    let g = import(&b, 2).unwrap();
+    let want = Gather {
+        axis: 1,
+        block: vec![4],
+        grid: vec![2, 2],
+        positions: vec![2, 0, 0, 3],
+    };
+    assert_eq!(g.nodes[0].op, Op::Gather(want));
+    assert_eq!(g.shape(g.output), [2, 2, 2, 3]);
+}
+
+/// ConvNeXt's dynamo export reads its pooled `[N, C, 1, 1]` through `as_strided`: flattened to
+/// `[N·C]` and gathered at `0, 1, …, N·C − 1` (indices computed from the batch at import). Every
+/// index in order is no selection, so only the reshape is left, which the engine rebinds to
+/// any batch; a `Slice` of a whole axis likewise leaves nothing.
+#[test]
+fn gathers_and_slices_of_a_whole_axis_select_nothing() {
+    let mut idx = ints("idx", &(0..8).collect::<Vec<i64>>());
+    idx.dims = vec![2, 4, 1, 1];
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(1), Some(1)])
+        .init(ints("flat", &[-1]))
+        .init(idx)
+        .node("Reshape", "r", &["x", "flat"], &["f"], vec![])
+        .node("Gather", "as_strided", &["f", "idx"], &["y"], vec![])
+        .output("y", &[None, Some(4), Some(1), Some(1)]);
+    let g = import(&b, 2).unwrap();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(names, ["Reshape", "Reshape"]);
+    assert_eq!(g.shape(g.output), [2, 4, 1, 1]);
+    let b = ModelBuilder::new(13, &[None, Some(4), Some(3)])
+        .init(ints("starts", &[0, 1]))
+        .init(ints("ends", &[i64::MAX, 3]))
+        .init(ints("axes", &[0, 2]))
+        .node(
+            "Slice",
+            "s",
+            &["x", "starts", "ends", "axes"],
+            &["y"],
+            vec![],
+        )
+        .output("y", &[None, Some(4), Some(2)]);
+    let g = import(&b, 2).unwrap();
+    match &g.nodes[..] {
+        [n] => assert_eq!(
+            n.op,
+            Op::Slice {
+                axes: vec![crate::ir::SliceAxis {
+                    axis: 2,
+                    start: 1,
+                    len: 2,
+                    step: 1
+                }]
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
 }

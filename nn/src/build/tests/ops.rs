@@ -382,3 +382,81 @@ fn a_window_partition_built_at_one_batch_runs_at_others() {
         assert_eq!(built.backward(g).unwrap(), want, "batch {n}");
     }
 }
+
+/// The dynamo exporter's `AdaptiveAvgPool2d((2, 2))` of a 4×4 map: transposed to
+/// `[H, W, N, C]`, gathered at constant window positions, transposed back and averaged over
+/// the window axes. It equals a 2×2 average pool at the built batch and at another, and each
+/// input element gets a quarter of its window's gradient.
+#[test]
+fn a_gathered_window_grid_averages_like_a_pool_at_any_batch() {
+    let x = rand_tensor(&[2, 2, 4, 4], 1.0, 16);
+    let mut positions = Vec::new();
+    for i in 0..2 {
+        for j in 0..2 {
+            for a in 0..2 {
+                for b in 0..2 {
+                    positions.push((2 * i + a) * 4 + 2 * j + b);
+                }
+            }
+        }
+    }
+    let gather = Op::Gather(ir::Gather {
+        axis: 0,
+        block: vec![4, 4],
+        grid: vec![2, 2, 2, 2],
+        positions,
+    });
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let mut v = g.input;
+    for (name, op) in [
+        (
+            "hwnc",
+            Op::Transpose {
+                perm: vec![2, 3, 0, 1],
+            },
+        ),
+        ("windows", gather),
+        (
+            "back",
+            Op::Transpose {
+                perm: vec![4, 5, 0, 1, 2, 3],
+            },
+        ),
+        (
+            "mean",
+            Op::ReduceMean {
+                axes: vec![4, 5],
+                keepdims: false,
+            },
+        ),
+        ("flat", Op::Flatten { axis: 1 }),
+    ] {
+        v = g.push(name, op, vec![v], name).unwrap();
+    }
+    g.output = v;
+    let mut net = build_network(&g, &BuildOptions::default()).unwrap();
+    let out = net
+        .forward(net.input_from_ir(&x).unwrap(), Mode::Train)
+        .unwrap();
+    let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
+    assert!(grad.iter().all(|&d| d == 0.25), "{grad:?}");
+    for batch in [2, 1] {
+        let xb = x.slice_axis(ndarray::Axis(0), (0..batch).into()).to_owned();
+        let y = net
+            .forward(net.input_from_ir(&xb).unwrap(), Mode::Eval)
+            .unwrap();
+        assert_eq!(y.shape(), [batch, 8]);
+        for n in 0..batch {
+            for c in 0..2 {
+                for (i, j) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+                    let mut want = 0.0;
+                    for (a, b) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+                        want += x[[n, c, 2 * i + a, 2 * j + b]] / 4.0;
+                    }
+                    let got = y[[n, c * 4 + i * 2 + j]];
+                    assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+                }
+            }
+        }
+    }
+}
