@@ -7,7 +7,10 @@
 
 use std::cell::RefCell;
 
-use crate::layers::Tensor;
+use ndarray::ArrayD;
+
+/// An activation tensor (the layers' `Tensor`).
+type Tensor = ArrayD<f32>;
 
 /// Values in the smallest buffer the free list keeps (256 KiB; the allocator reuses smaller
 /// ones itself).

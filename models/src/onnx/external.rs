@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use onnx_protobuf::tensor_proto::DataLocation;
 use onnx_protobuf::{ModelProto, TensorProto};
 
-use super::tensor;
+use super::tensor::{self, is_external};
 use crate::error::ModelError;
 
 /// Loads every external initializer and `Constant` value of `proto`'s main graph, read from
@@ -46,11 +46,6 @@ pub fn load(proto: &mut ModelProto, model: &Path) -> Result<(), ModelError> {
         }
     }
     Ok(())
-}
-
-/// Whether `t` keeps its bytes in an external file.
-pub fn is_external(t: &TensorProto) -> bool {
-    !t.external_data.is_empty() || t.data_location.value() == DataLocation::EXTERNAL as i32
 }
 
 /// The data files read so far, open, with their sizes.

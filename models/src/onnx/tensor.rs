@@ -1,6 +1,7 @@
 //! Decoding `TensorProto` payloads (typed fields or little-endian `raw_data`) into [`Const`]s.
 
 use ndarray::{ArrayD, IxDyn};
+use onnx_protobuf::tensor_proto::DataLocation;
 use onnx_protobuf::TensorProto;
 
 use super::value::Const;
@@ -53,6 +54,11 @@ pub fn zeros_without_values(t: &TensorProto) -> Result<Option<Const>, String> {
     Ok(Some(Const::F32(ArrayD::zeros(IxDyn(&shape)))))
 }
 
+/// Whether `t` keeps its bytes in an external data file.
+pub fn is_external(t: &TensorProto) -> bool {
+    !t.external_data.is_empty() || t.data_location.value() == DataLocation::EXTERNAL as i32
+}
+
 /// The bytes `t`'s values take in `raw_data`, from its dims and data type.
 pub fn byte_len(t: &TensorProto) -> Result<usize, String> {
     let size = match t.data_type {
@@ -67,7 +73,7 @@ pub fn byte_len(t: &TensorProto) -> Result<usize, String> {
 
 /// The tensor's dims as sizes, and their product (at most 2³² elements).
 fn shape_of(t: &TensorProto) -> Result<(Vec<usize>, usize), String> {
-    if super::external::is_external(t) {
+    if is_external(t) {
         return Err(
             "its values are in an external data file, which is read only when the \
              model is imported from its file"
