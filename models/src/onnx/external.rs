@@ -110,17 +110,16 @@ impl DataFiles {
                 "external data location '{location}' is not a path inside the model's directory"
             ));
         }
-        if !self.open.contains_key(location) {
-            let path = self.dir.join(rel);
-            let f = File::open(&path)
-                .map_err(|e| format!("external data file '{}': {e}", path.display()))?;
-            let size = f
-                .metadata()
-                .map_err(|e| format!("external data file '{}': {e}", path.display()))?
-                .len();
-            self.open.insert(location.to_string(), (f, size));
-        }
-        let (f, size) = self.open.get_mut(location).expect("inserted above");
+        let path = self.dir.join(rel);
+        let open = |e: std::io::Error| format!("external data file '{}': {e}", path.display());
+        let (f, size) = match self.open.entry(location.to_string()) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let f = File::open(&path).map_err(open)?;
+                let size = f.metadata().map_err(open)?.len();
+                v.insert((f, size))
+            }
+        };
         Ok((f, *size))
     }
 }
