@@ -418,7 +418,7 @@ def main():
         for t in trained:
             for bits, q in ((0, "none"), (8, "sbm")):
                 row[f"torch_{t.name}_{bits}"] = t.torch_rate(a.steps, bits, QuantSTE.apply,
-                                                             GradSR.apply)
+                                                             GradSR.apply, sgd_rate)
                 row[f"cptsim_{t.name}_{bits}"] = cptsim_train(a.cptsim, t.path, t.batch, q,
                                                               a.steps, first_last_fp32)
         rows.append(row)

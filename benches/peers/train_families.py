@@ -10,7 +10,6 @@ last layer in fp32 too (`--quantize-first false --quantize-last false`).
 """
 
 import os
-import time
 import types
 import warnings
 
@@ -114,23 +113,13 @@ class Row:
                               training=torch.onnx.TrainingMode.TRAINING,
                               do_constant_folding=False)
 
-    def torch_rate(self, steps, bits, quant_ste, grad_sr):
-        """Samples per CPU-second of `steps` SGD steps on one batch, after one warm-up step."""
+    def torch_rate(self, steps, bits, quant_ste, grad_sr, sgd_rate):
+        """PyTorch's samples per CPU-second of `steps` SGD steps on one batch (peers.py's
+        `sgd_rate`), at fp32 or with `bits`-bit fake-quant."""
         torch.manual_seed(0)
         net = self.build().train()
         if bits:
             fake_quant(net, bits, quant_ste, grad_sr)
         x = self.input(self.batch)
         y = torch.arange(self.batch) % self.classes
-        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(net(x), y).backward()
-            opt.step()
-
-        step()
-        t0 = time.process_time()
-        for _ in range(steps):
-            step()
-        return self.batch * steps / (time.process_time() - t0)
+        return sgd_rate(net, x, y, self.batch, steps)
