@@ -316,3 +316,60 @@ fn oversized_prt_and_bad_rates_are_errors_naming_the_flag() {
         assert!(stderr(&out).contains(needle), "{extra:?}: {}", stderr(&out));
     }
 }
+
+/// The test metrics of `metrics.csv`: (test_loss, test_acc) per evaluation.
+fn test_metrics(dir: &Path) -> Vec<(f64, f64)> {
+    let csv = std::fs::read_to_string(dir.join("metrics.csv")).expect("metrics.csv");
+    csv.lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[3].parse().expect("test_loss"),
+                f[4].parse().expect("test_acc"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn test_subset_evaluates_on_the_first_test_samples_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, all) = (tmp.path().join("one"), tmp.path().join("all"));
+    let out = train_into(&one, &["--test-subset", "1"]);
+    assert_eq!(
+        code(&out),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = train_into(&all, &[]);
+    assert_eq!(
+        code(&out),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (one, all) = (test_metrics(&one), test_metrics(&all));
+    assert_eq!(one.len(), all.len());
+    // One test image is right or wrong; its loss is not the whole set's mean.
+    assert!(
+        one.iter().all(|&(_, acc)| acc == 0.0 || acc == 1.0),
+        "{one:?}"
+    );
+    assert!(
+        one.iter().zip(&all).any(|(a, b)| a.0 != b.0),
+        "{one:?} {all:?}"
+    );
+    let out = run(&[
+        "train",
+        "--model",
+        "zoo:lenet5",
+        "--data",
+        "synthetic",
+        "--test-subset",
+        "0",
+    ]);
+    assert_eq!(code(&out), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--test-subset"));
+}

@@ -87,6 +87,8 @@ pub struct TrainPlan {
     pub classes: Option<usize>,
     pub reinit_head: bool,
     pub subset: Option<usize>,
+    /// Evaluate on the first N test samples only.
+    pub test_subset: Option<usize>,
     pub val_split: f64,
     pub eval_every: u64,
     pub no_augment: bool,
@@ -166,6 +168,7 @@ impl Default for TrainPlan {
             classes: None,
             reinit_head: false,
             subset: None,
+            test_subset: None,
             val_split: 0.0,
             eval_every: DEFAULT_ITERATIONS,
             no_augment: false,

@@ -220,6 +220,9 @@ impl TrainPlan {
         })?;
         check(self.subset != Some(0), "subset", || {
             "--subset: needs at least 1 image".into()
+        })?;
+        check(self.test_subset != Some(0), "test_subset", || {
+            "--test-subset: needs at least 1 sample".into()
         })
     }
 
@@ -470,6 +473,11 @@ mod tests {
                 "--max-loss",
             ),
             (Box::new(|p| p.classes = Some(0)), "classes", "--classes 0"),
+            (
+                Box::new(|p| p.test_subset = Some(0)),
+                "test_subset",
+                "--test-subset",
+            ),
             (
                 Box::new(|p| p.clip_grad = Some(0.0)),
                 "clip_grad",

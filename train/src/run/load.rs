@@ -1,7 +1,7 @@
 //! What a run loads before its first iteration: the model (a zoo or ONNX graph, its head fitted
 //! to the data's classes, or a language model over a corpus's vocabulary) and the data
 //! (MNIST/Fashion-MNIST, CIFAR, synthetic images, synthetic token sequences for a sequence
-//! classifier, or a text corpus), with `subset`, `val_split` and `classes` applied. Errors name the key as its flag (`--data mnist:/x: …`).
+//! classifier, or a text corpus), with `subset`, `test_subset`, `val_split` and `classes` applied. Errors name the key as its flag (`--data mnist:/x: …`).
 
 use std::path::{Path, PathBuf};
 
@@ -41,10 +41,14 @@ pub(crate) fn load_corpus(plan: &TrainPlan) -> anyhow::Result<Option<Corpus>> {
         _ => text::load_words(TextKind::WikiText, path),
     }
     .with_context(|| format!("--data {spec}"))?;
-    if plan.subset.is_some() || plan.val_split > 0.0 || plan.classes.is_some() {
+    if plan.subset.is_some()
+        || plan.test_subset.is_some()
+        || plan.val_split > 0.0
+        || plan.classes.is_some()
+    {
         bail!(
-            "--data {spec}: --subset, --val-split and --classes apply to image data (a corpus \
-             brings its own splits and vocabulary)"
+            "--data {spec}: --subset, --test-subset, --val-split and --classes apply to image \
+             data (a corpus brings its own splits and vocabulary)"
         );
     }
     Ok(Some(corpus))
@@ -126,9 +130,15 @@ pub(crate) fn token_data(
     let test = (SYNTHETIC_SEQUENCES_TEST / batch).max(1) * batch;
     let mut train = synthetic_tokens(SYNTHETIC_SEQUENCES + test, seq, vocab, classes, plan.seed)
         .with_context(|| format!("--data synthetic for --model {spec}"))?;
-    let test = train.split_off(SYNTHETIC_SEQUENCES);
+    let mut test = train.split_off(SYNTHETIC_SEQUENCES);
     if let Some(n) = plan.subset {
         train.truncate(n);
+    }
+    if let Some(n) = plan.test_subset {
+        if n < batch {
+            bail!("--test-subset {n}: fewer sequences than one batch of {batch}");
+        }
+        test.truncate(n / batch * batch);
     }
     if train.batches(batch) == 0 {
         bail!(
@@ -145,7 +155,7 @@ pub(crate) fn token_data(
 }
 
 /// Loads the training and test sets `data` names (synthetic ones shaped for the model), then
-/// applies `subset` and `val_split`.
+/// applies `subset`, `test_subset` and `val_split`.
 pub(crate) fn load_data(
     plan: &TrainPlan,
     input: [usize; 3],
@@ -170,7 +180,7 @@ pub(crate) fn load_data(
         let te = f(d, Split::Test).with_context(|| format!("--data {spec}"))?;
         anyhow::Ok((tr, te))
     };
-    let (mut train, test) = match kind {
+    let (mut train, mut test) = match kind {
         "mnist" | "fashion-mnist" => {
             let fashion = kind == "fashion-mnist";
             load(&|d, s| load_mnist(d, s, fashion), &need_dir(&dir)?)?
@@ -202,6 +212,9 @@ pub(crate) fn load_data(
     };
     if let Some(n) = plan.subset {
         train.truncate(n);
+    }
+    if let Some(n) = plan.test_subset {
+        test.truncate(n);
     }
     let (train, val) = if plan.val_split > 0.0 {
         let (t, v) = train

@@ -138,6 +138,10 @@ pub struct TrainArgs {
     /// Train on the first N training images only.
     #[arg(long)]
     pub(crate) subset: Option<usize>,
+    /// Evaluate on the first N test samples only (images or synthetic sequences; a corpus's test
+    /// split is used whole): a quicker evaluation for a large model.
+    #[arg(long, value_name = "N")]
+    pub(crate) test_subset: Option<usize>,
     /// Hold out this fraction of the training set as a validation set (reported per evaluation).
     #[arg(long, default_value_t = d().val_split)]
     pub(crate) val_split: f64,
@@ -327,6 +331,7 @@ impl TrainArgs {
             classes: self.classes,
             reinit_head: self.reinit_head,
             subset: self.subset,
+            test_subset: self.test_subset,
             val_split: self.val_split,
             eval_every: self.eval_every,
             no_augment: self.no_augment,
