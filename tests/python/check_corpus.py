@@ -14,7 +14,8 @@ Columns (each failing cell carries the first line of cptsim's error):
   (synthetic images or token sequences with `--subset` = the batch; a language model on a
   periodic text whose every window is the same), `--lr 0.1 --clip-grad 2` (the word-language-model
   rows: the example's `--lr 20 --clip-grad 0.25 --momentum 0`), loss of iteration 10 ≤ 0.7 × that
-  of iteration 1; the evaluation after the last iteration runs on the first 8 test samples
+  of iteration 1 and below 0.9 × chance, ln(outputs) (a net that starts far above chance and
+  falls to it has not learned the batch); the evaluation after the last iteration runs on the first 8 test samples
   (`--test-subset 8`: at another batch than training's, the rebinding is exercised, without the
   cost of the whole synthetic test set on a large model);
 - run: `cptsim run --model F --accel zc706,bitfusion,stripes` (`--seq-len T` as for imports).
@@ -49,6 +50,9 @@ TRAIN_ITERS = 10
 VANISHING = 1e-3
 # Loss of the last iteration at most this fraction of the first one's.
 TRAIN_DROP = 0.7
+# ... and at most this fraction of chance, ln(outputs): a loss that falls from far above chance
+# (an exploding initial output) to it has not learned the batch.
+CHANCE_FRACTION = 0.9
 # The overfit's optimizer: SGD at the default rate 0.1 with the global gradient norm clipped to 2.
 # Unclipped, a batch of 2 diverges on ImageNet-sized models (torchvision ResNet-18: loss 1469 at
 # iteration 5); 0.01 unclipped is too slow for LeNet-5 (2.27 → 2.18); clipped at 2, LeNet-5 goes
@@ -191,7 +195,22 @@ class FileCheck:
         msg = f"loss {first:.4g} → {last:.4g}"
         if not (np.isfinite(last) and last <= TRAIN_DROP * first):
             return (False, msg + f" (falls less than {100 * (1 - TRAIN_DROP):.0f} %)"), err
+        chance = self.chance_loss()
+        if chance is not None and last > CHANCE_FRACTION * chance:
+            return (False, msg + f" (not below {CHANCE_FRACTION} · chance, "
+                                 f"{CHANCE_FRACTION} · ln {self.outputs()} = "
+                                 f"{CHANCE_FRACTION * chance:.4g})"), err
         return (True, msg), err
+
+    def outputs(self):
+        """The size of the output's last axis (classes, or an LM's vocabulary), if fixed."""
+        dims = self.model.graph.output[0].type.tensor_type.shape.dim
+        return dims[-1].dim_value if dims and dims[-1].dim_value > 1 else None
+
+    def chance_loss(self):
+        """Cross-entropy of a uniform guess over the outputs: ln(outputs)."""
+        n = self.outputs()
+        return float(np.log(n)) if n else None
 
     def run(self):
         code, _, err = cptsim(self.bin, ["run", "--model", str(self.path), "--accel", ACCELS,
@@ -387,7 +406,9 @@ def markdown(rows, meta):
         "**MACs** every GEMM layer's MACs and the total at the check input equal a count from "
         "onnxruntime's shapes of that input; **forward** `cptsim forward` equals onnxruntime "
         "(max|diff| ≤ 1e-4·max|y| + 1e-5); **train** 10 iterations of `cptsim train` on one "
-        "fixed batch at SBM 8/8 bring the loss down by at least 30 % (then an evaluation of 8 "
+        "fixed batch at SBM 8/8 bring the loss down by at least 30 % and below 0.9 × chance, "
+        "ln(outputs) "
+        "(then an evaluation of 8 "
         "test samples runs); **run** `cptsim run "
         "--accel zc706,bitfusion,stripes` costs it. A failing cell holds the first line of the "
         "error. Regenerate with `tests/python/run_corpus.sh all DIR` and copy "

@@ -96,6 +96,24 @@ def test_a_wrong_layer_count_in_cptsim_is_flagged(tmp_path):
     assert "conv1: cptsim 1,769,472 vs 884,736" in c["msg"], c["msg"]
 
 
+def test_a_loss_that_falls_only_to_chance_fails_the_overfit(tmp_path):
+    cptsim = binary()
+    manifest = zoo_corpus(tmp_path, cptsim)
+    # A train whose loss falls from far above chance to chance (0.9 · ln 100 = 4.145 for resnet20).
+    fake = tmp_path / "falls-to-chance"
+    fake.write_text(f"""#!{sys.executable}
+import sys
+sys.stderr.write("iter 1/10  loss 9.000\\niter 10/10  loss 4.300\\n")
+""")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    fc = check_corpus.FileCheck(args_for(fake, tmp_path), manifest["resnet20"], tmp_path)
+    (ok, msg), _ = fc.train_once(["train"])
+    assert not ok and "not below 0.9 · chance, 0.9 · ln 100 = 4.145" in msg, msg
+    fake.write_text(fake.read_text().replace("4.300", "4.000"))
+    (ok, msg), _ = fc.train_once(["train"])
+    assert ok, msg
+
+
 def test_compare_macs_flags_per_layer_and_total_differences():
     ref = [("a", 10), ("b", 20), ("c", 30)]
     assert check_corpus.compare_macs(ref, ref)["ok"]
