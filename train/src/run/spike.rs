@@ -40,7 +40,8 @@ impl LossRise {
         self.warned = true;
         Some(format!(
             "the training loss rose to {loss:.4} at iteration {}, {:.0}x its {first:.4} at the \
-             start: at --lr {} the steps overshoot on this network; try --lr {:.3e}",
+             start: at --lr {} the steps overshoot on this network; try --lr {:.3e} (or higher \
+             --bits, if the precision is near its limit)",
             t + 1,
             loss / first,
             self.lr,
