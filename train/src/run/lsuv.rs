@@ -1,6 +1,7 @@
 //! `--init lsuv`: the seeded weights, then every conv and linear layer scaled in graph order so
 //! that its output on the first training samples has unit standard deviation, a residual
-//! branch's last layer a tenth of its skip's ([`cptsim_nn::net::lsuv`]).
+//! branch's last layer a tenth of its skip's ([`cptsim_nn::net::lsuv`]); and the check of
+//! seeded weights that advises it.
 
 use anyhow::Context;
 use cptsim_models::{LayerKind, ModelSummary};
@@ -20,7 +21,8 @@ const CHECK_SAMPLES: usize = 8;
 const SIGNAL: std::ops::RangeInclusive<f64> = 1e-2..=1e3;
 /// Conv and linear layers from which a network without normalization layers is flagged whatever
 /// its output's size: at SGD's lr 0.1 AlexNet (8) oscillates and EfficientNetV2-S diverges from
-/// seeded weights and both train from LSUV's; LeNet-5 (5) trains at lr 0.05 from either.
+/// seeded weights and both train from LSUV's; LeNet-5 (5) trains from seeded weights at lr 0.05
+/// (`tests/tests/train_recipe.rs`).
 const DEEP: usize = 8;
 
 /// Scales `net`'s conv and linear layers; notes what it did.
