@@ -60,6 +60,8 @@ CHANCE_FRACTION = 0.9
 TRAIN_OPT = ["--lr", "0.1", "--clip-grad", "2"]
 # The start of the advice train prints when the initial network's output vanishes or explodes.
 LSUV_ADVICE = "--init lsuv scales each conv and linear layer"
+# The advice train prints when the training loss climbs far above its start (its lr overshoots).
+LR_ADVICE = re.compile(r"the steps overshoot on this network; try --lr (\S+)")
 # The word-language-model rows train with the example's own recipe (its main.py defaults: plain
 # SGD at rate 20, gradient norm clipped to 0.25): at 0.1 an LSTM LM over 1000 words moves from
 # 6.92 to 6.77 in 10 iterations, at 20 to 2.93.
@@ -173,13 +175,23 @@ class FileCheck:
             flags += ["--data", "synthetic", "--subset", str(self.batch), *TEST_SUBSET,
                       *self.seq_flags()]
         result, err = self.train_once(flags)
+        tried = []
         if not result[0] and LSUV_ADVICE in err:
             # What the user does next: train warned that the initial network's signal
-            # vanishes or explodes (no normalization layer) and named --init lsuv.
-            again, _ = self.train_once([*flags, "--init", "lsuv"])
-            return cell(again[0], f"{again[1]} (with --init lsuv, as train's warning advises; "
-                                  f"without: {result[1]})")
-        return cell(*result)
+            # vanishes or explodes, or that it is deep without normalization layers, and
+            # named --init lsuv.
+            tried.append(f"with --init lsuv, as train's warning advises; without: {result[1]}")
+            flags = [*flags, "--init", "lsuv"]
+            result, err = self.train_once(flags)
+        advice = LR_ADVICE.search(err)
+        if not result[0] and advice:
+            # train warned that the loss climbed far above its start and named a lower --lr.
+            lr = advice[1]
+            tried.append(f"at --lr {lr}, as train's warning advises; at {flag(flags, '--lr')}: "
+                         f"{result[1]}")
+            flags = with_flag(flags, "--lr", lr)
+            result, _ = self.train_once(flags)
+        return cell(result[0], result[1] + "".join(f" ({t})" for t in reversed(tried)))
 
     def train_once(self, flags):
         """(passed, message) of one train run, and its stderr."""
@@ -216,6 +228,17 @@ class FileCheck:
         code, _, err = cptsim(self.bin, ["run", "--model", str(self.path), "--accel", ACCELS,
                                          *self.seq_flags()], self.timeout)
         return cell(True) if code == 0 else failed(code, err)
+
+
+def flag(flags, name):
+    """The value of `name` in a command line."""
+    return flags[flags.index(name) + 1]
+
+
+def with_flag(flags, name, value):
+    """The command line with `name`'s value replaced."""
+    i = flags.index(name)
+    return [*flags[:i + 1], value, *flags[i + 2:]]
 
 
 def compare_macs(ours, ref):

@@ -196,3 +196,43 @@ def test_regressions_name_only_cells_that_passed_before():
     before = [row("a", train=bad), row("b")]
     after = [row("a"), row("b", forward=bad), row("c", imports=bad)]
     assert check_corpus.regressions(before, after) == ["b forward: error: x"]
+
+
+def advising_cptsim(tmp):
+    """A `train` that needs both pieces of its advice: from seeded weights it warns of the
+    missing normalization and stays at 6.9; with --init lsuv at lr 0.1 its loss climbs and it
+    names a lower lr; with both it learns. Each call's flags go to `calls.txt`."""
+    script = tmp / "advising-cptsim"
+    script.write_text(f"""#!{sys.executable}
+import sys
+args = sys.argv[1:]
+open({str(tmp / "calls.txt")!r}, "a").write(" ".join(args) + "\\n")
+lr = args[args.index("--lr") + 1]
+if "lsuv" not in args:
+    sys.stderr.write("warning: ... --init lsuv scales each conv and linear layer to unit\\n")
+    first, last = 6.9, 6.9
+elif lr == "0.1":
+    sys.stderr.write("warning: the training loss rose to 400 at iteration 6, 57x its 7 at the "
+                     "start: at --lr 0.1 the steps overshoot on this network; try --lr 3.333e-2\\n")
+    first, last = 7.0, 400.0
+else:
+    first, last = 7.0, 0.01
+sys.stderr.write(f"iter 1/10  loss {{first}}  train acc 0.0%\\niter 10/10  loss {{last}}  x\\n")
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def test_train_follows_the_init_and_then_the_lr_advice(tmp_path):
+    cptsim = binary()
+    manifest = zoo_corpus(tmp_path, cptsim)
+    fake = advising_cptsim(tmp_path)
+    fc = check_corpus.FileCheck(args_for(fake, tmp_path), manifest["resnet20"], tmp_path)
+    c = fc.train()
+    assert c["ok"], c["msg"]
+    assert c["msg"].startswith("loss 7 → 0.01 (at --lr 3.333e-2, as train's warning advises; "
+                               "at 0.1: loss 7 → 400"), c["msg"]
+    assert "(with --init lsuv, as train's warning advises; without: loss 6.9 → 6.9" in c["msg"]
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert len(calls) == 3
+    assert calls[2].endswith("--lr 3.333e-2 --clip-grad 2 --data synthetic --subset 2 --init lsuv")

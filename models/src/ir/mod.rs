@@ -114,6 +114,14 @@ impl Graph {
         }
     }
 
+    /// True when some node normalizes its input by its statistics (batch, layer, group or
+    /// instance norm).
+    pub fn has_normalization(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| matches!(n.op, Op::BatchNorm(_) | Op::LayerNorm(_) | Op::GroupNorm(_)))
+    }
+
     /// Outputs of the head: the last axis of the graph output (a classifier's classes, a
     /// language model's vocabulary).
     pub fn head_outputs(&self) -> usize {
@@ -296,5 +304,19 @@ mod tests {
         let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["a", "m"]);
         assert_eq!(g.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_layer_norm_anywhere_is_normalization() {
+        let mut g = graph();
+        assert!(!g.has_normalization());
+        let ln = LayerNorm {
+            scale: ndarray::ArrayD::ones(ndarray::IxDyn(&[4])),
+            bias: ndarray::ArrayD::zeros(ndarray::IxDyn(&[4])),
+            epsilon: 1e-5,
+        };
+        g.push("ln", Op::LayerNorm(ln), vec![g.output], "ln")
+            .unwrap();
+        assert!(g.has_normalization());
     }
 }

@@ -16,6 +16,7 @@ use cptsim_traces::Bits;
 use super::error::{ErrorKind, RunError};
 use super::observer::{Checkpointed, Clock, Notice, Observer, Outputs, Start};
 use super::outputs::{self, Summary, CHECKPOINT};
+use super::spike::LossRise;
 use super::{saved, Inputs, Out, Run, RunResult};
 use crate::checkpoint::{self, Checkpoint};
 use crate::plan::TrainPlan;
@@ -33,6 +34,8 @@ struct Driver<'a> {
     collapse: CollapseDetector,
     /// Whether the run collapsed at some evaluation (warned once; summary `collapsed`).
     collapsed: bool,
+    /// Watches the training loss for a climb far above its start.
+    rise: LossRise,
     seconds_before: f64,
     iterations: u64,
     baseline: (BitRange, BitRange),
@@ -78,6 +81,7 @@ impl Run {
             clock: Clock::new(0),
             collapse,
             collapsed: false,
+            rise: LossRise::new(plan.lr),
             seconds_before,
             iterations,
             baseline,
@@ -135,6 +139,9 @@ impl Driver<'_> {
             let report = self.step()?;
             for note in &report.notes {
                 self.obs.notice(&Notice::Warning(note.clone()));
+            }
+            if let Some(w) = self.rise.observe(report.iteration, report.loss) {
+                self.obs.notice(&Notice::Warning(w));
             }
             let progress = self.clock.step(&report, self.iterations);
             self.obs.iteration(&report, &progress);

@@ -14,6 +14,7 @@ mod observer;
 mod outputs;
 mod policies;
 mod saved;
+mod spike;
 
 use std::path::{Path, PathBuf};
 
@@ -228,7 +229,14 @@ impl Run {
         if resume.is_none() {
             match plan.init {
                 InitKind::Lsuv => lsuv::apply(&model, &mut net, &inputs, plan.batch, &mut notices),
-                InitKind::Seed => lsuv::check_signal(&mut net, &inputs, plan.batch, &mut notices),
+                InitKind::Seed => lsuv::check_signal(
+                    &model,
+                    graph.has_normalization(),
+                    &mut net,
+                    &inputs,
+                    plan.batch,
+                    &mut notices,
+                ),
                 InitKind::Model => Ok(()),
             }
             .with_context(model_spec)?;
