@@ -235,4 +235,5 @@ def test_train_follows_the_init_and_then_the_lr_advice(tmp_path):
     assert "(with --init lsuv, as train's warning advises; without: loss 6.9 → 6.9" in c["msg"]
     calls = (tmp_path / "calls.txt").read_text().splitlines()
     assert len(calls) == 3
-    assert calls[2].endswith("--lr 3.333e-2 --clip-grad 2 --data synthetic --subset 2 --init lsuv")
+    assert calls[2].endswith("--lr 3.333e-2 --clip-grad 2 --data synthetic --subset 2 "
+                             "--test-subset 8 --init lsuv")
