@@ -263,6 +263,46 @@ fn nan_guards_after_a_softmax_import_as_the_softmax() {
     assert!(e.contains("node nan (IsNaN)"), "{e}");
 }
 
+/// Stochastic depth as both exporters write it in training mode (`bernoulli_(t) / d` times
+/// the branch), with survival rate `t` and divisor `d`.
+fn stochastic_depth(t: f32, d: f32) -> ModelBuilder {
+    let scalar = |name: &str, v: f32| {
+        let mut c = floats(name, &[]);
+        c.float_data = vec![v];
+        c
+    };
+    ModelBuilder::new(17, &[None, Some(4), Some(3), Some(3)])
+        .init(scalar("t", t))
+        .init(scalar("d", d))
+        .node("Relu", "relu", &["x"], &["r"], vec![])
+        .node(
+            "RandomUniformLike",
+            "draw",
+            &["r"],
+            &["u"],
+            vec![("high", A::F(1.0))],
+        )
+        .node("Less", "lt", &["u", "t"], &["keep"], vec![])
+        .node("Cast", "cast", &["keep"], &["mask"], vec![("to", A::I(1))])
+        .node("Div", "scale", &["mask", "d"], &["noise"], vec![])
+        .node("Mul", "sd", &["r", "noise"], &["y"], vec![])
+        .output("y", &[None, Some(4), Some(3), Some(3)])
+}
+
+#[test]
+fn stochastic_depth_of_a_training_mode_export_imports_as_its_expectation() {
+    let g = import(&stochastic_depth(0.8, 0.8), 2).unwrap();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(names, ["Relu"]);
+    assert_eq!(g.shape(g.output), [2, 4, 3, 3]);
+    // A mask whose expectation is not 1 is no stochastic depth: the draw is refused by name.
+    let e = err(&stochastic_depth(0.8, 0.5));
+    assert!(
+        e.contains("node draw") && e.contains("RandomUniformLike"),
+        "{e}"
+    );
+}
+
 /// The dynamo exporter's `AdaptiveAvgPool2d((2, 2))` of a `[N, 2, 4, 4]` map: the map
 /// transposed to `[H, W, N, C]`, `GatherND` at constant `[2, 2, 2, 2, 2]` index tuples (window
 /// `(i, j)`, element `(a, b)` reads `(2i + a, 2j + b)`), transposed back to
