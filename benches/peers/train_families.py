@@ -67,7 +67,7 @@ def _bert():
 MODELS = {
     "mobilenet_v2": ("MobileNetV2, 32×32 images, 10 classes",
                      lambda: _torchvision("mobilenet_v2", 32)),
-    # Stochastic depth off: its training-mode export draws with RandomUniformLike.
+    # Stochastic depth off: cptsim imports a training-mode export's as the identity.
     "efficientnet_b0": ("EfficientNet-B0 (no stochastic depth), 32×32 images, 10 classes",
                         lambda: _torchvision("efficientnet_b0", 32, stochastic_depth_prob=0.0)),
     "vit": ("ViT (2 layers, hidden 128, patch 4), 32×32 images", _vit),

@@ -18,7 +18,7 @@ mod summary;
 
 pub use op::{
     AvgPool, BatchNorm, Binary, BinaryKind, CellKind, ConstOperand, Conv, Embedding, Gather,
-    GroupNorm, LayerNorm, Linear, Op, Pool, Recurrent, SliceAxis, Unary, MAX_VOCAB,
+    GroupNorm, LayerNorm, Linear, Op, Pool, Recurrent, SliceAxis, Unary, Where, MAX_VOCAB,
 };
 
 /// Index of a tensor in [`Graph::values`].

@@ -219,6 +219,22 @@ pub enum Op {
     /// the dynamo exporter's adaptive average pool over a small map); see [`Gather`]. Data
     /// movement, no MACs.
     Gather(Gather),
+    /// Element-wise choice at a condition known at import (ONNX `Where` on a run-time tensor:
+    /// the dynamo exporter's adaptive average pool over overlapping windows, `masked_fill` at a
+    /// constant mask); see [`Where`]. Data movement, no MACs.
+    Where(Where),
+}
+
+/// `keep ? a : b` element by element, `keep`, `a` and `b` broadcast against each other as NumPy
+/// (and ONNX `Where`) broadcast. `a` is the first tensor input; `b` is the constant `fill`, or
+/// the second tensor input when `fill` is `None`. The gradient reaches each tensor input where
+/// it was chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Where {
+    /// Where the first input is chosen.
+    pub keep: ArrayD<bool>,
+    /// The value chosen elsewhere when it is a constant.
+    pub fill: Option<ArrayD<f32>>,
 }
 
 /// `out[pre…, g…, post…] = x[pre…, b…, post…]` where `b…` is the block position of grid cell
@@ -663,6 +679,7 @@ impl Op {
             Op::CumSum { .. } => "CumSum",
             Op::GatherElements { .. } => "GatherElements",
             Op::Gather(_) => "Gather",
+            Op::Where(_) => "Where",
         }
     }
 

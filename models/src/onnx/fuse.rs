@@ -15,6 +15,10 @@
 //!   attention zeroes NaN probabilities after its softmax) becomes `Identity(p)`: the IR's
 //!   softmax makes no NaN (its causal masks keep every row's diagonal), and a NaN anywhere else
 //!   is an error of its own.
+//! - Stochastic depth as a training-mode export draws it (torchvision's `StochasticDepth`,
+//!   `bernoulli_(p) / p`): `RandomUniformLike → Less(·, t) → Cast → Div(·, d) → Mul(x, ·)` whose
+//!   mask has expectation 1 (`P(u < t) = d`) becomes `Identity(x)`, the layer's expectation and
+//!   its evaluation-mode value: cptsim trains such a network without stochastic depth.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -33,12 +37,9 @@ pub fn fuse<'a>(
     initializers: &'a [TensorProto],
     outputs: &'a [ValueInfoProto],
 ) -> Vec<Cow<'a, NodeProto>> {
-    // Every fused chain starts at an `Erf`, a `Tanh`, an `IsNaN` or a `ReduceMean`: without
-    // one, nothing to index.
-    if !nodes
-        .iter()
-        .any(|n| matches!(n.op_type.as_str(), "Erf" | "Tanh" | "IsNaN" | "ReduceMean"))
-    {
+    // Every fused chain starts at one of these: without one, nothing to index.
+    let starts = ["Erf", "Tanh", "IsNaN", "ReduceMean", "RandomUniformLike"];
+    if !nodes.iter().any(|n| starts.contains(&n.op_type.as_str())) {
         return nodes.iter().map(Cow::Borrowed).collect();
     }
     let g = Chains::new(nodes, initializers, outputs);
@@ -50,6 +51,7 @@ pub fn fuse<'a>(
             "Tanh" => g.gelu_tanh(i),
             "IsNaN" => g.nan_to_constant(i),
             "ReduceMean" => g.layer_norm(i),
+            "RandomUniformLike" => g.stochastic_depth(i),
             _ => None,
         };
         let Some((remove, last, mut fused)) = found else {
@@ -278,6 +280,40 @@ impl<'a> Chains<'a> {
             vec![],
         );
         Some((vec![i], w, fused))
+    }
+
+    /// Stochastic depth `x · (Cast(Less(RandomUniformLike(·), t)) / d)` from its
+    /// `RandomUniformLike` node `r`, when the mask's expectation `P(u < t) / d` is 1.
+    fn stochastic_depth(&self, r: usize) -> Option<Found> {
+        let rn = &self.nodes[r];
+        let low = read_attr::<f32>(rn, "low").ok()?.unwrap_or(0.0);
+        let high = read_attr::<f32>(rn, "high").ok()?.unwrap_or(1.0);
+        let less = self.only_consumer(r, "Less")?;
+        let t = match self.nodes[less].input.as_slice() {
+            [u, t] if u == self.out(r) => self.scalar(t)?,
+            _ => return None,
+        };
+        let cast = self.only_consumer(less, "Cast")?;
+        let div = self.only_consumer(cast, "Div")?;
+        let d = match self.nodes[div].input.as_slice() {
+            [m, d] if m == self.out(cast) => self.scalar(d)?,
+            _ => return None,
+        };
+        let mul = self.only_consumer(div, "Mul")?;
+        let x = self.other(mul, self.out(div))?;
+        let kept = ((t - low) / (high - low)).clamp(0.0, 1.0);
+        if !(high > low && d > 0.0 && (kept / d - 1.0).abs() <= 1e-6) {
+            return None;
+        }
+        let mn = &self.nodes[mul];
+        let fused = node(
+            "Identity",
+            &mn.name,
+            vec![x.to_string()],
+            mn.output.clone(),
+            vec![],
+        );
+        Some((vec![r, less, cast, div], mul, fused))
     }
 
     /// The input of binary node `i` beside a one-element constant within `tol` of `want`.

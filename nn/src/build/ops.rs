@@ -11,6 +11,7 @@ use crate::layers::from_ir::{unsupported, Ctx, Val};
 use crate::layers::index_ops::{CumSum, Gather, GatherElements};
 use crate::layers::lastaxis::{Gelu, LayerNorm, Softmax};
 use crate::layers::reduce::{Reduce, ReduceKind};
+use crate::layers::select::Where;
 use crate::layers::{
     pointwise, Activation, ActivationKind, BatchNorm, CausalMask, ClassToken, Concat, Conv2d,
     Dropout, Elementwise, GlobalAvgPool, GroupNorm, Gru, Linear, Lstm, MatMul, PRelu, Pad, Pool2d,
@@ -83,6 +84,7 @@ pub(super) fn node<R: Rng>(
         } => CumSum::build(ctx, node, ins, *axis, *exclusive, *reverse),
         Op::GatherElements { data, axis } => GatherElements::build(ctx, node, ins, data, *axis),
         Op::Gather(g) => Gather::build(ctx, node, ins, g),
+        Op::Where(w) => Where::build(ctx, node, ins, w),
         Op::ReduceL2 { axes, keepdims } => {
             Reduce::build(ctx, node, ins, ReduceKind::L2, axes, *keepdims)
         }

@@ -139,7 +139,7 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 }
 
 /// Sums `g` (of the broadcast shape) down to `shape` (same rank or lower, right-aligned).
-fn reduce_to(g: Tensor, shape: &[usize]) -> Tensor {
+pub(crate) fn reduce_to(g: Tensor, shape: &[usize]) -> Tensor {
     let mut g = g;
     while g.ndim() > shape.len() {
         g = g.sum_axis(Axis(0));

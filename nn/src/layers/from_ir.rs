@@ -136,6 +136,17 @@ impl<R: Rng> Ctx<'_, R> {
         Ok(out)
     }
 
+    /// Every input of `node` in `layout`, each rank-4 one held in the other layout through a
+    /// permuting layer as in [`Ctx::one_as`].
+    pub(crate) fn all_as(&mut self, node: &Node, ins: &[Val], layout: Layout) -> Result<Vec<Val>> {
+        let mut out = Vec::with_capacity(ins.len());
+        for (i, (v, &id)) in ins.iter().zip(&node.inputs).enumerate() {
+            let rank = Some(self.shape(id).len());
+            out.push(self.convert(node, *v, rank, layout, &i.to_string())?);
+        }
+        Ok(out)
+    }
+
     /// `v` (of IR rank `rank`) in `layout`, through a permuting layer when it is held in the
     /// other one; `tag` tells apart the layers of one node.
     fn convert(

@@ -30,6 +30,7 @@ pub mod pool;
 pub mod prelu;
 mod qgemm;
 pub mod reduce;
+pub mod select;
 pub mod shape_ops;
 pub mod tensor_ops;
 pub mod tokens;

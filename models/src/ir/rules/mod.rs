@@ -42,6 +42,7 @@ impl Op {
     fn tensor_inputs(&self) -> Option<usize> {
         match self {
             Op::Binary(b) if b.constant.is_none() => Some(2),
+            Op::Where(w) if w.fill.is_none() => Some(2),
             Op::MatMul => Some(2),
             Op::Concat { .. } => None,
             _ => Some(1),
@@ -94,6 +95,7 @@ impl Op {
             Op::CumSum { axis, .. } => layout::cumsum(*axis, x)?,
             Op::GatherElements { data, axis } => layout::gather_elements(data.shape(), *axis, x)?,
             Op::Gather(g) => g.output_shape(x)?,
+            Op::Where(w) => w.output_shape(inputs)?,
         };
         if out.contains(&0) {
             return Err(format!("output shape {out:?} has a zero-size dimension"));

@@ -1,8 +1,8 @@
-//! Elementwise ops with parameters: `BatchNorm`, `LayerNorm`, `GroupNorm`, `PRelu`, `Binary`
-//! (broadcasting) and `Dropout`. None is a GEMM; all keep the input's shape but `Binary`, which
-//! broadcasts.
+//! Elementwise ops with parameters: `BatchNorm`, `LayerNorm`, `GroupNorm`, `PRelu`, `Binary` and
+//! `Where` (broadcasting) and `Dropout`. None is a GEMM; all keep the input's shape but `Binary`
+//! and `Where`, which broadcast.
 
-use crate::ir::op::{BatchNorm, Binary, GroupNorm, LayerNorm};
+use crate::ir::op::{BatchNorm, Binary, GroupNorm, LayerNorm, Where};
 use crate::ir::shape::broadcast;
 
 impl BatchNorm {
@@ -91,6 +91,24 @@ impl Binary {
                 inputs.len()
             )),
         }
+    }
+}
+
+impl Where {
+    /// The broadcast of the condition, the tensor input(s) and the fill.
+    pub fn output_shape(&self, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
+        let other = match (&self.fill, inputs) {
+            (None, [_, b]) => b.to_vec(),
+            (Some(f), [_]) => f.shape().to_vec(),
+            _ => {
+                return Err(format!(
+                    "expected {} tensor input(s), got {}",
+                    if self.fill.is_none() { 2 } else { 1 },
+                    inputs.len()
+                ))
+            }
+        };
+        broadcast(&broadcast(inputs[0], self.keep.shape())?, &other)
     }
 }
 

@@ -1,6 +1,7 @@
-//! Attention masks and broadcasting: an additive causal mask (`Add` of a constant with 0 on and
+//! Masks, choices and broadcasting: an additive causal mask (`Add` of a constant with 0 on and
 //! below the diagonal and a large negative value or `-inf` above it), `Where(cond, x, −inf)` of a
-//! constant causal condition, both become the IR [`Op::CausalMask`]; `Expand` of a run-time tensor
+//! constant causal condition, both become the IR [`Op::CausalMask`]; any other `Where` at a
+//! condition known at import becomes the IR [`Op::Where`]; `Expand` of a run-time tensor
 //! is an identity on a run-time tensor it does not enlarge, and otherwise a broadcasting `Mul` by
 //! ones (`x.expand_as(y)` of a squeeze-and-excitation gate).
 
@@ -12,7 +13,7 @@ use super::super::registry::Registry;
 use super::super::value::{Const, Val};
 use crate::error::ModelError;
 use crate::ir::shape::broadcast;
-use crate::ir::{Binary, BinaryKind, ConstOperand, Op};
+use crate::ir::{Binary, BinaryKind, ConstOperand, Op, ValueId, Where};
 
 /// Registers `Where` and `Expand`.
 pub fn register(reg: &mut Registry) {
@@ -51,7 +52,7 @@ pub fn is_additive_causal(c: &ArrayD<f32>) -> bool {
 fn push_mask(
     imp: &mut Importer,
     node: &NodeView,
-    x: crate::ir::ValueId,
+    x: ValueId,
     mask: &[usize],
 ) -> Result<Val, ModelError> {
     let xs = imp.shape(x);
@@ -67,49 +68,67 @@ fn push_mask(
 pub fn additive(
     imp: &mut Importer,
     node: &NodeView,
-    x: crate::ir::ValueId,
+    x: ValueId,
     mask: &Const,
 ) -> Result<Val, ModelError> {
     push_mask(imp, node, x, mask.shape())
 }
 
-/// `Where(cond, X, Y)` (on constants it folds in [`crate::onnx::fold`]): a constant causal `cond` choosing a run-time tensor
-/// where it holds and a constant ≤ −1e4 elsewhere (or the reverse with the negated condition)
-/// is a `CausalMask`. Other run-time selections are not supported.
+/// `Where(cond, X, Y)` (on constants it folds in [`crate::onnx::fold`]) with a condition known
+/// at import: a causal `cond` choosing a run-time tensor where it holds and a constant ≤ −1e4
+/// elsewhere (or the reverse with the negated condition) is a `CausalMask`, which follows the
+/// bound sequence length; any other choice is an IR [`Where`] (the first input chosen where the
+/// condition holds, the other a constant or a second run-time tensor), or the run-time tensor
+/// itself when the condition chooses it everywhere without broadcasting it.
 fn where_(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
-    let cond = imp.input(node, 0)?;
-    let (a, b) = (imp.input(node, 1)?, imp.input(node, 2)?);
-    let Val::Const(cond) = cond else {
-        return Err(node.err("a run-time condition is not supported (only constant masks)"));
+    let Val::Const(cond) = imp.input(node, 0)? else {
+        return Err(node.err(
+            "a run-time condition is not supported (only one known at import: a constant or \
+             computed from shapes and constants)",
+        ));
     };
-    let c = cond.to_i64();
-    match (a, b) {
+    let cond = cond.to_i64().mapv(|v| v != 0);
+    match (imp.input(node, 1)?, imp.input(node, 2)?) {
         (Val::Const(_), Val::Const(_)) => {
             Err(node.err("internal: constant inputs reached the run-time handler"))
         }
-        (Val::Tensor(x), Val::Const(fill)) | (Val::Const(fill), Val::Tensor(x)) => {
-            let keep_when = matches!(imp.input(node, 1)?, Val::Tensor(_));
-            let fill = fill.floats();
-            if fill.is_empty() || fill.iter().any(|&v| v > MASKED) {
-                return Err(node.err(
-                    "selects between a run-time tensor and a constant that is not a mask value (≤ −1e4 or −inf)",
-                ));
-            }
-            let flat: Vec<i64> = c.iter().copied().collect();
-            if !is_causal(c.shape(), |k| {
-                flat.get(k).is_some_and(|&v| (v != 0) == keep_when)
-            }) {
-                return Err(node.err(format!(
-                    "condition {:?} is not a causal mask; only causal attention masks are supported",
-                    c.shape()
-                )));
-            }
-            push_mask(imp, node, x, c.shape())
+        (Val::Tensor(x), Val::Const(fill)) => select_or_mask(imp, node, x, cond, fill),
+        (Val::Const(fill), Val::Tensor(x)) => select_or_mask(imp, node, x, cond.mapv(|c| !c), fill),
+        (Val::Tensor(a), Val::Tensor(b)) => {
+            let op = Op::Where(Where {
+                keep: cond,
+                fill: None,
+            });
+            imp.push(node, op, vec![a, b])
         }
-        (Val::Tensor(_), Val::Tensor(_)) => Err(node.err(
-            "selecting between two run-time tensors is not supported (only constant causal masks)",
-        )),
     }
+}
+
+/// `keep ? x : fill` of a run-time `x`: a `CausalMask` when `keep` is causal and `fill` a mask
+/// value, `x` when `keep` holds everywhere and broadcasts nothing, else an IR [`Where`].
+fn select_or_mask(
+    imp: &mut Importer,
+    node: &NodeView,
+    x: ValueId,
+    keep: ArrayD<bool>,
+    fill: Const,
+) -> Result<Val, ModelError> {
+    let fill = fill.into_f32();
+    let flat: Vec<bool> = keep.iter().copied().collect();
+    let masks = !fill.is_empty() && fill.iter().all(|&v| v <= MASKED);
+    if masks && is_causal(keep.shape(), |k| flat.get(k).copied().unwrap_or(false)) {
+        return push_mask(imp, node, x, keep.shape());
+    }
+    let xs = imp.shape(x);
+    let grows = |s: &[usize]| broadcast(&xs, s).ok().as_deref() != Some(&xs[..]);
+    if flat.iter().all(|&k| k) && !grows(keep.shape()) && !grows(fill.shape()) {
+        return Ok(Val::Tensor(x));
+    }
+    let op = Op::Where(Where {
+        keep,
+        fill: Some(fill),
+    });
+    imp.push(node, op, vec![x])
 }
 
 /// `Expand(X, shape)` of a run-time tensor (a constant folds in [`crate::onnx::fold`]): the

@@ -263,6 +263,46 @@ fn nan_guards_after_a_softmax_import_as_the_softmax() {
     assert!(e.contains("node nan (IsNaN)"), "{e}");
 }
 
+/// Stochastic depth as both exporters write it in training mode (`bernoulli_(t) / d` times
+/// the branch), with survival rate `t` and divisor `d`.
+fn stochastic_depth(t: f32, d: f32) -> ModelBuilder {
+    let scalar = |name: &str, v: f32| {
+        let mut c = floats(name, &[]);
+        c.float_data = vec![v];
+        c
+    };
+    ModelBuilder::new(17, &[None, Some(4), Some(3), Some(3)])
+        .init(scalar("t", t))
+        .init(scalar("d", d))
+        .node("Relu", "relu", &["x"], &["r"], vec![])
+        .node(
+            "RandomUniformLike",
+            "draw",
+            &["r"],
+            &["u"],
+            vec![("high", A::F(1.0))],
+        )
+        .node("Less", "lt", &["u", "t"], &["keep"], vec![])
+        .node("Cast", "cast", &["keep"], &["mask"], vec![("to", A::I(1))])
+        .node("Div", "scale", &["mask", "d"], &["noise"], vec![])
+        .node("Mul", "sd", &["r", "noise"], &["y"], vec![])
+        .output("y", &[None, Some(4), Some(3), Some(3)])
+}
+
+#[test]
+fn stochastic_depth_of_a_training_mode_export_imports_as_its_expectation() {
+    let g = import(&stochastic_depth(0.8, 0.8), 2).unwrap();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(names, ["Relu"]);
+    assert_eq!(g.shape(g.output), [2, 4, 3, 3]);
+    // A mask whose expectation is not 1 is no stochastic depth: the draw is refused by name.
+    let e = err(&stochastic_depth(0.8, 0.5));
+    assert!(
+        e.contains("node draw") && e.contains("RandomUniformLike"),
+        "{e}"
+    );
+}
+
 /// The dynamo exporter's `AdaptiveAvgPool2d((2, 2))` of a `[N, 2, 4, 4]` map: the map
 /// transposed to `[H, W, N, C]`, `GatherND` at constant `[2, 2, 2, 2, 2]` index tuples (window
 /// `(i, j)`, element `(a, b)` reads `(2i + a, 2j + b)`), transposed back to
@@ -430,4 +470,96 @@ fn gathers_and_slices_of_a_whole_axis_select_nothing() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+/// A boolean tensor.
+fn bools(name: &str, dims: &[i64], values: &[bool]) -> onnx_protobuf::TensorProto {
+    let mut t = ints(name, &values.iter().map(|&b| b as i64).collect::<Vec<_>>());
+    t.dims = dims.to_vec();
+    t.data_type = 9;
+    t.int32_data = t.int64_data.iter().map(|&v| v as i32).collect();
+    t.int64_data.clear();
+    t
+}
+
+/// `Where(cond, …)` on `[N, 4, 3, 3]` with `cond = Less(rows, 2)` of rows `[3, 1]` = 0, 1, 2,
+/// folded at import: keeps rows 0 and 1 of each map.
+fn where_of(branches: [&str; 2], zero_scalar: bool) -> ModelBuilder {
+    let mut rows = ints("rows", &[0, 1, 2]);
+    rows.dims = vec![3, 1];
+    let dims: &[i64] = if zero_scalar { &[] } else { &[3, 3] };
+    let mut zero = floats("zero", dims);
+    zero.float_data.iter_mut().for_each(|v| *v = -*v);
+    ModelBuilder::new(18, &[None, Some(4), Some(3), Some(3)])
+        .init(rows)
+        .init(ints("two", &[2]))
+        .init(zero)
+        .node("Less", "lt", &["rows", "two"], &["cond"], vec![])
+        .node("Relu", "relu", &["x"], &["r"], vec![])
+        .node(
+            "Where",
+            "masked_fill",
+            &["cond", branches[0], branches[1]],
+            &["y"],
+            vec![],
+        )
+        .output("y", &[None, Some(4), Some(3), Some(3)])
+}
+
+#[test]
+fn where_at_a_condition_known_at_import_chooses_per_element_with_no_macs() {
+    let rows_kept = |keep: bool| {
+        ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[3, 1]), |i| (i[0] < 2) == keep)
+    };
+    // The constant on the chosen side: the condition is negated so the tensor comes first.
+    let g = import(&where_of(["zero", "r"], true), 2).unwrap();
+    let want = crate::ir::Where {
+        keep: rows_kept(false),
+        fill: Some(ndarray::ArrayD::zeros(ndarray::IxDyn(&[]))),
+    };
+    assert_eq!(g.nodes[1].op, Op::Where(want));
+    assert_eq!(g.shape(g.output), [2, 4, 3, 3]);
+    assert_eq!(g.summary().total_macs(), 0);
+    // A fill of its own shape, on the other side.
+    let g = import(&where_of(["r", "zero"], false), 2).unwrap();
+    let Op::Where(w) = &g.nodes[1].op else {
+        panic!("{:?}", g.nodes[1].op)
+    };
+    assert_eq!(w.keep, rows_kept(true));
+    assert_eq!(
+        w.fill.as_ref().map(|f| f.shape().to_vec()),
+        Some(vec![3, 3])
+    );
+    // Two run-time branches.
+    let g = import(&where_of(["r", "x"], true), 2).unwrap();
+    assert_eq!(g.nodes[1].inputs, [g.nodes[0].output, g.input]);
+    assert_eq!(
+        g.nodes[1].op,
+        Op::Where(crate::ir::Where {
+            keep: rows_kept(true),
+            fill: None
+        })
+    );
+}
+
+#[test]
+fn where_that_chooses_the_tensor_everywhere_is_no_node_and_a_run_time_condition_is_an_error() {
+    let all = ModelBuilder::new(18, &[None, Some(4), Some(3), Some(3)])
+        .init(bools("cond", &[3, 1], &[true, true, true]))
+        .init(floats("zero", &[]))
+        .node("Relu", "relu", &["x"], &["r"], vec![])
+        .node("Where", "w", &["cond", "r", "zero"], &["y"], vec![])
+        .output("y", &[None, Some(4), Some(3), Some(3)]);
+    let g = import(&all, 2).unwrap();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(names, ["Relu"]);
+    let run_time = ModelBuilder::new(18, &[None, Some(4), Some(3), Some(3)])
+        .init(floats("zero", &[]))
+        .node("Where", "w", &["x", "x", "zero"], &["y"], vec![])
+        .output("y", &[None, Some(4), Some(3), Some(3)]);
+    let e = err(&run_time);
+    assert!(
+        e.contains("node w") && e.contains("run-time condition"),
+        "{e}"
+    );
 }

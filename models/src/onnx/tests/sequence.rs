@@ -367,8 +367,8 @@ fn causal_masks_fold_into_one_op() {
         .init(tensor("ninf", &[], vec![f32::NEG_INFINITY]))
         .node("Where", "w", &["cond", "ninf", "x"], &["y"], vec![])
         .output("y", &[None, Some(3), Some(3)]);
-    let e = err(&b, None);
-    assert!(e.contains("not a causal mask"), "{e}");
+    // -inf on and below the diagonal is no causal mask: a general choice.
+    assert_eq!(ops(&import(&b, 2, None).unwrap()), ["Where"]);
 }
 
 /// torchvision's ViT: the class token expanded over the batch, concatenated before the patches,

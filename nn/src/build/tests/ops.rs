@@ -460,3 +460,64 @@ fn a_gathered_window_grid_averages_like_a_pool_at_any_batch() {
         }
     }
 }
+
+/// `Where` at a constant condition on an image tensor `[N, C, H, W]` (held channels-last by
+/// the layer before it): a fill where the condition fails, at the built batch and another, and
+/// a choice between two tensors whose gradient reaches each where it was chosen.
+#[test]
+fn a_where_at_a_constant_condition_chooses_per_element_at_any_batch() {
+    let x = rand_tensor(&[2, 2, 3, 3], 1.0, 17);
+    // keep [C, 1, W]: channel 0 keeps column 0 and 2, channel 1 keeps column 1.
+    let keep =
+        ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[2, 1, 3]), |i| (i[0] + i[2]) % 2 == 0);
+    let fill = ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), -5.0f32);
+    let mut g = ir::Graph::new("m", "test", 2, "x", x.shape().to_vec());
+    let r = g.push("relu", Op::Relu, vec![g.input], "r").unwrap();
+    let op = Op::Where(ir::Where {
+        keep: keep.clone(),
+        fill: Some(fill),
+    });
+    let w = g.push("where", op, vec![r], "w").unwrap();
+    let both = Op::Where(ir::Where {
+        keep: keep.clone(),
+        fill: None,
+    });
+    let b = g.push("both", both, vec![w, g.input], "b").unwrap();
+    g.output = g
+        .push("flat", Op::Flatten { axis: 1 }, vec![b], "f")
+        .unwrap();
+    assert_eq!(g.summary().total_macs(), 0);
+    let mut net = build_network(&g, &BuildOptions::default()).unwrap();
+    let out = net
+        .forward(net.input_from_ir(&x).unwrap(), Mode::Train)
+        .unwrap();
+    let grad = net.backward(Tensor::ones(out.raw_dim())).unwrap();
+    // held channels-last, as the network holds its image input
+    assert_eq!(grad.shape(), [2, 3, 3, 2]);
+    let grad = grad.permuted_axes(vec![0, 3, 1, 2]);
+    for batch in [2, 1] {
+        let xb = x.slice_axis(ndarray::Axis(0), (0..batch).into()).to_owned();
+        let y = net
+            .forward(net.input_from_ir(&xb).unwrap(), Mode::Eval)
+            .unwrap();
+        assert_eq!(y.shape(), [batch, 18]);
+        for n in 0..batch {
+            for c in 0..2 {
+                for h in 0..3 {
+                    for wi in 0..3 {
+                        let v = x[[n, c, h, wi]];
+                        // kept twice over: relu(x) (the first where), else x itself
+                        let want = if keep[[c, 0, wi]] { v.max(0.0) } else { v };
+                        assert_eq!(y[[n, c * 9 + h * 3 + wi]], want);
+                    }
+                }
+            }
+        }
+    }
+    // The gradient of x: through the relu where kept, directly where not.
+    for (idx, &d) in grad.indexed_iter() {
+        let kept = keep[[idx[1], 0, idx[3]]];
+        let want = if !kept || x[&idx] > 0.0 { 1.0 } else { 0.0 };
+        assert_eq!(d, want, "{idx:?}");
+    }
+}
