@@ -54,9 +54,9 @@ fn binary(imp: &mut Importer, node: &NodeView, kind: BinaryKind) -> Result<Val, 
 }
 
 /// Constant operand `c` of run-time `x` (NumPy-aligned on the right) with the axis that meets
-/// `x`'s batch axis ([`crate::ir::batch_axes`]) cut to size 1 where `c` repeats along it: a mask the exporter
-/// expanded to the batch from the input's shape (`[N, 1, T, T]` of zeros) then broadcasts at any
-/// batch instead of holding the one the file was imported at.
+/// `x`'s batch axis ([`crate::ir::batch_axes`]) cut to size 1 where `c` repeats along it: a mask
+/// the exporter expanded to the batch from the input's shape (`[N, 1, T, T]` of zeros) then
+/// broadcasts at any batch instead of holding the one the file was imported at.
 fn unbatched(imp: &mut Importer, x: ValueId, c: ArrayD<f32>) -> ArrayD<f32> {
     let xs = imp.shape(x);
     let batch = imp.graph.batch;
@@ -65,7 +65,7 @@ fn unbatched(imp: &mut Importer, x: ValueId, c: ArrayD<f32>) -> ArrayD<f32> {
     };
     // an axis of the batch's length (times a factor) in both: the only place the batch can be
     let meets = |j: usize| c.shape()[j] > 1 && c.shape()[j] == xs[j + lead];
-    if batch < 2 || !(0..c.ndim()).any(|j| meets(j) && xs[j + lead] % batch == 0) {
+    if batch < 2 || !(0..c.ndim()).any(|j| meets(j) && xs[j + lead].is_multiple_of(batch)) {
         return c;
     }
     match imp.batch_at(x).and_then(|b| b.axis.checked_sub(lead)) {

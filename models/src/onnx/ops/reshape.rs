@@ -72,9 +72,9 @@ fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 /// holding `fb` instead), then rebound to the bound batch by element-count arithmetic
 /// ([`crate::ir::rebatch`]), which finds the target axis that carries the batch even where it is
 /// merged with another (the `[T, N·heads, d]` of attention, Swin's `[N·windows, …]`). Where the
-/// batch is, `at`, comes from following it through the graph ([`crate::ir::batch_axes`]); when that is not
-/// known, an axis of the bound batch, else one of the batch times a factor. `None` unless
-/// exactly one result comes out.
+/// batch is, `at`, comes from following it through the graph ([`crate::ir::batch_axes`]); when
+/// that is not known, an axis of the bound batch, else one of the batch times a factor. `None`
+/// unless exactly one result comes out.
 fn rebound_target(
     dims: &[usize],
     target: &[i64],
