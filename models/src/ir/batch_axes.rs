@@ -9,7 +9,7 @@
 //! other ops keep it where it was.
 
 use super::rebatch::covering_axes;
-use super::{Graph, Op};
+use super::{Graph, Node, Op, ValueId};
 
 /// The batch in a tensor: axis `axis`, of size `outer · batch · inner` (`inner` > 1 where the
 /// batch is merged with a factor below it, as Swin's `[N·nW]`: inner = nW).
@@ -49,7 +49,48 @@ impl BatchAt {
 /// known: the input has no single axis of the batch's size (besides an image's axis 0), or an op
 /// on the way changed the batch axis's size or split it).
 pub fn batch_axes(graph: &Graph) -> Vec<Option<BatchAt>> {
-    let mut at = vec![None; graph.values.len()];
+    let mut t = BatchTracker::default();
+    t.follow(graph);
+    t.at
+}
+
+/// [`batch_axes`] of a graph that only grows (an import in progress): each query follows the
+/// nodes added since the last one, so every node is visited once however often it is asked.
+#[derive(Debug, Default)]
+pub struct BatchTracker {
+    at: Vec<Option<BatchAt>>,
+    /// The nodes followed so far.
+    seen: usize,
+}
+
+impl BatchTracker {
+    /// Where the batch sits in value `v` of `graph` (the graph the earlier queries saw, grown).
+    pub fn at(&mut self, graph: &Graph, v: ValueId) -> Option<BatchAt> {
+        self.follow(graph);
+        self.at.get(v.0).copied().flatten()
+    }
+
+    /// Follows the nodes of `graph` not seen yet.
+    fn follow(&mut self, graph: &Graph) {
+        if self.seen == 0 {
+            self.at = vec![None; graph.values.len()];
+            if let Some(slot) = self.at.get_mut(graph.input.0) {
+                *slot = input_batch(graph);
+            }
+        }
+        self.at.resize(graph.values.len(), None);
+        for node in graph.nodes.get(self.seen..).unwrap_or_default() {
+            let next = step(graph, node, &self.at);
+            if let Some(slot) = self.at.get_mut(node.output.0) {
+                *slot = next;
+            }
+        }
+        self.seen = graph.nodes.len();
+    }
+}
+
+/// The batch in the graph's input: its one axis of the batch's size (an image's axis 0).
+fn input_batch(graph: &Graph) -> Option<BatchAt> {
     let input = graph.shape(graph.input);
     let of_batch: Vec<usize> = (0..input.len())
         .filter(|&i| input[i] == graph.batch)
@@ -58,33 +99,30 @@ pub fn batch_axes(graph: &Graph) -> Vec<Option<BatchAt>> {
         _ if input.len() == 4 && input.first() == Some(&graph.batch) => Some(0),
         [a] => Some(a),
         _ => None,
-    };
-    if let Some(slot) = at.get_mut(graph.input.0) {
-        *slot = axis.map(|axis| BatchAt { axis, inner: 1 });
-    }
-    for node in &graph.nodes {
-        let known = node
-            .inputs
-            .iter()
-            .find_map(|&v| Some((at.get(v.0).copied().flatten()?, graph.shape(v))));
-        let out = graph.shape(node.output);
-        let next = known.and_then(|(b, from)| match &node.op {
-            Op::Reshape { .. } | Op::Flatten { .. } => b.reshaped(from, out, graph.batch),
-            Op::Transpose { perm } => perm.iter().position(|&p| p == b.axis).map(|axis| BatchAt {
-                axis,
-                inner: b.inner,
-            }),
-            // Same rank: the batch axis keeps its size; another rank (an embedding's extra
-            // axis, a reduction's lost one): the axes up to the batch's are unchanged.
-            _ if out.len() == from.len() => (out.get(b.axis) == from.get(b.axis)).then_some(b),
-            _ => (out.get(..=b.axis).is_some() && out.get(..=b.axis) == from.get(..=b.axis))
-                .then_some(b),
-        });
-        if let Some(slot) = at.get_mut(node.output.0) {
-            *slot = next;
+    }?;
+    Some(BatchAt { axis, inner: 1 })
+}
+
+/// The batch in `node`'s output, from the first of its inputs whose batch `at` knows.
+fn step(graph: &Graph, node: &Node, at: &[Option<BatchAt>]) -> Option<BatchAt> {
+    let (b, from) = node
+        .inputs
+        .iter()
+        .find_map(|&v| Some((at.get(v.0).copied().flatten()?, graph.shape(v))))?;
+    let out = graph.shape(node.output);
+    match &node.op {
+        Op::Reshape { .. } | Op::Flatten { .. } => b.reshaped(from, out, graph.batch),
+        Op::Transpose { perm } => perm.iter().position(|&p| p == b.axis).map(|axis| BatchAt {
+            axis,
+            inner: b.inner,
+        }),
+        // Same rank: the batch axis keeps its size; another rank (an embedding's extra
+        // axis, a reduction's lost one): the axes up to the batch's are unchanged.
+        _ if out.len() == from.len() => (out.get(b.axis) == from.get(b.axis)).then_some(b),
+        _ => {
+            (out.get(..=b.axis).is_some() && out.get(..=b.axis) == from.get(..=b.axis)).then_some(b)
         }
     }
-    at
 }
 
 #[cfg(test)]
@@ -127,6 +165,21 @@ mod tests {
         // axis 0, not on axis 2 of the same size
         assert_eq!(seen, [b(0, 1), b(0, 1), b(0, 1), b(0, 4), b(0, 4), b(0, 1)]);
         assert_eq!(at[ids[3].0].unwrap().stride(&[8, 4, 3]), Some(48));
+    }
+
+    #[test]
+    fn a_tracker_asked_as_the_graph_grows_agrees_with_the_whole_pass() {
+        let (full, ids) = windows();
+        let want = batch_axes(&full);
+        let mut g = Graph::new("w", "test", 2, "x", vec![2, 4, 4, 3]);
+        let mut t = BatchTracker::default();
+        assert_eq!(t.at(&g, g.input), want[ids[0].0]);
+        for (node, &id) in full.nodes.iter().zip(&ids[1..]) {
+            let v = g
+                .push(&node.name, node.op.clone(), node.inputs.clone(), "v")
+                .unwrap();
+            assert_eq!((v, t.at(&g, v)), (id, want[id.0]), "{}", node.name);
+        }
     }
 
     /// `[2, 6]` reshaped to `shape`, then a ReLU: where the batch is in each.

@@ -8,6 +8,7 @@ use onnx_protobuf::{NodeProto, ValueInfoProto};
 use super::node::NodeView;
 use super::value::{Const, Val};
 use crate::error::ModelError;
+use crate::ir::batch_axes::{BatchAt, BatchTracker};
 use crate::ir::{Graph, Op, ValueId};
 
 /// Import state shared by all op handlers.
@@ -23,6 +24,8 @@ pub struct Importer {
     /// ONNX tensor name → how many node inputs not yet imported read it: a constant's last
     /// reader takes it without a copy ([`Importer::take_f32`]).
     pub readers: HashMap<String, usize>,
+    /// Where the batch sits in the graph's tensors, followed as the graph grows.
+    batch: BatchTracker,
 }
 
 impl Importer {
@@ -49,7 +52,14 @@ impl Importer {
             vals,
             file_batch,
             readers,
+            batch: BatchTracker::default(),
         }
+    }
+
+    /// Where the batch sits in run-time tensor `x` ([`crate::ir::batch_axes`]), when the graph
+    /// so far tells it.
+    pub fn batch_at(&mut self, x: ValueId) -> Option<BatchAt> {
+        self.batch.at(&self.graph, x)
     }
 
     /// Input `i` of `node`, `None` when the optional input is absent.

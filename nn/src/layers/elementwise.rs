@@ -116,6 +116,9 @@ pub struct Elementwise {
     name: String,
     kind: ElementwiseKind,
     constant: Option<Constant>,
+    /// The engine axis holding the batch and the length the constant has there, when that is
+    /// more than 1: values that differ per sample, which only fit an input of that many.
+    pinned: Option<(usize, usize)>,
     /// The operands `(a, b)` of the last training forward pass.
     cache: Option<(Tensor, Tensor, Vec<usize>)>,
 }
@@ -159,6 +162,7 @@ impl Elementwise {
             name: name.to_string(),
             kind,
             constant: None,
+            pinned: None,
             cache: None,
         }
     }
@@ -168,6 +172,35 @@ impl Elementwise {
         Self {
             constant: Some(constant),
             ..Self::new(name, kind)
+        }
+    }
+
+    /// The same layer told that its constant holds `n` samples along engine axis `axis` of the
+    /// input (the batch axis): an input of another batch is refused, naming the layer, instead
+    /// of being broadcast against per-sample values of the wrong samples.
+    pub fn with_pinned_batch(mut self, axis: usize, n: usize) -> Self {
+        self.pinned = Some((axis, n));
+        self
+    }
+
+    /// An error when the input's batch differs from the one the constant was exported at.
+    fn check_batch(&self, inputs: &[&Tensor]) -> Result<()> {
+        let (Some((axis, n)), Some(c), [x]) = (self.pinned, &self.constant, inputs) else {
+            return Ok(());
+        };
+        match x.shape().get(axis) {
+            Some(&m) if m != n => Err(SimError::shape(
+                &self.name,
+                format!(
+                    "the input {:?} holds a batch of {m} in axis {axis}, but the constant \
+                     operand {:?} holds {n} different values there (one per sample of the batch \
+                     it was exported at); the export pins its batch in this constant, so \
+                     re-export the model with a dynamic batch axis",
+                    x.shape(),
+                    c.value.shape()
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -206,6 +239,7 @@ impl Layer for Elementwise {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
+        self.check_batch(inputs)?;
         let (a, b) = self.operands(inputs)?;
         let shape = broadcast_shape(a.shape(), b.shape()).ok_or_else(|| {
             SimError::shape(
@@ -285,11 +319,16 @@ impl Elementwise {
             ([x], Some(c)) => {
                 let rank = ctx.shape(node.inputs[0]).len();
                 let value = engine_constant(node, &c.value, x.layout, rank)?;
+                let pinned = pinned_batch(ctx, node, &c.value, x.layout);
                 let constant = Constant {
                     value,
                     on_left: c.on_left,
                 };
-                ctx.same_layout(Elementwise::with_constant(name, kind, constant), *x)
+                let mut layer = Elementwise::with_constant(name, kind, constant);
+                if let Some((axis, n)) = pinned {
+                    layer = layer.with_pinned_batch(axis, n);
+                }
+                ctx.same_layout(layer, *x)
             }
             ([_, _], None) => {
                 let [a, c] = ctx.shared_layout(node, ins)?[..] else {
@@ -306,6 +345,22 @@ impl Elementwise {
             _ => Err(unsupported(node, format!("{} tensor inputs", ins.len()))),
         }
     }
+}
+
+/// The engine axis of `node`'s input that holds the batch and the length of constant `value`
+/// (IR layout, right-aligned) there, when that is more than 1 (the importer keeps a constant
+/// that repeats along the batch at 1 there, so this one differs per sample).
+fn pinned_batch<R: Rng>(
+    ctx: &Ctx<'_, R>,
+    node: &Node,
+    value: &ndarray::ArrayD<f32>,
+    layout: Layout,
+) -> Option<(usize, usize)> {
+    let x = *node.inputs.first()?;
+    let axis = ctx.batch_axes.get(x.0).copied().flatten()?.axis;
+    let lead = ctx.shape(x).len().checked_sub(value.ndim())?;
+    let n = *value.shape().get(axis.checked_sub(lead)?)?;
+    (n > 1).then(|| (layout.engine_axis(axis), n))
 }
 
 /// An IR constant operand (NumPy-broadcast against a tensor of `layout` and IR rank `rank`) in

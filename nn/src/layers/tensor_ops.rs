@@ -112,6 +112,8 @@ impl Layer for Pad {
 pub struct SliceLayer {
     name: String,
     axes: Vec<(usize, usize, usize, i64)>,
+    /// A sliced axis that holds the batch, and its length at the built batch.
+    batch_axis: Option<(usize, usize)>,
     in_shape: Option<Vec<usize>>,
 }
 
@@ -121,8 +123,16 @@ impl SliceLayer {
         Self {
             name: name.to_string(),
             axes,
+            batch_axis: None,
             in_shape: None,
         }
+    }
+
+    /// The same layer told that its sliced axis `axis` holds the batch and was `len` long when
+    /// built: bounds that no longer fit an input of another batch are then refused saying so.
+    pub fn with_batch_axis(mut self, axis: usize, len: usize) -> Self {
+        self.batch_axis = Some((axis, len));
+        self
     }
 
     /// Per input axis, the ndarray slice selecting the output (checked against `shape`).
@@ -137,9 +147,20 @@ impl SliceLayer {
                 (start.saturating_sub(span), start + 1)
             };
             if step == 0 || len == 0 || hi > d || (step < 0 && span > start) {
+                let why = match self.batch_axis {
+                    Some((a, n)) if a == axis && n != d => format!(
+                        ": axis {axis} holds the batch ({n} long when built, {d} now) and the \
+                         export pins the slice's bounds at its batch, so re-export the model \
+                         with a dynamic batch axis"
+                    ),
+                    _ => String::new(),
+                };
                 return Err(SimError::shape(
                     &self.name,
-                    format!("slice start {start} len {len} step {step} outside axis {axis} of {shape:?}"),
+                    format!(
+                        "slice start {start} len {len} step {step} outside axis {axis} of \
+                         {shape:?}{why}"
+                    ),
                 ));
             }
             let s = step.unsigned_abs() as isize;
@@ -312,7 +333,16 @@ impl SliceLayer {
             .iter()
             .map(|s| (x.layout.engine_axis(s.axis), s.start, s.len, s.step))
             .collect();
-        ctx.same_layout(SliceLayer::new(&node.name, engine), x)
+        let mut layer = SliceLayer::new(&node.name, engine);
+        let input = node.inputs.first().copied();
+        let batch = input.and_then(|v| ctx.batch_axes.get(v.0).copied().flatten());
+        if let (Some(b), Some(v)) = (batch, input) {
+            if axes.iter().any(|s| s.axis == b.axis) {
+                let len = ctx.shape(v).get(b.axis).copied().unwrap_or(0);
+                layer = layer.with_batch_axis(x.layout.engine_axis(b.axis), len);
+            }
+        }
+        ctx.same_layout(layer, x)
     }
 }
 
@@ -374,6 +404,16 @@ mod tests {
         assert!(SliceLayer::new("s", vec![(1, 5, 2, 1)])
             .forward(&[&x], Mode::Eval)
             .is_err());
+        // the batch's axis flattened with 3 values per sample, sliced at batch 2 as [0, 6):
+        // an input of batch 1 says the export pinned its batch there
+        let mut s = SliceLayer::new("pin", vec![(1, 0, 6, 1)]).with_batch_axis(1, 6);
+        assert_eq!(s.forward(&[&x], Mode::Eval).unwrap().shape(), &[1, 6]);
+        let short = Tensor::zeros(vec![1, 3]);
+        let e = s.forward(&[&short], Mode::Eval).unwrap_err().to_string();
+        assert!(
+            e.contains("pin") && e.contains("axis 1 holds the batch (6 long when built, 3 now)"),
+            "{e}"
+        );
         let mut s = SliceLayer::new("s", vec![(1, 1, 2, 1), (3, 3, 2, -2)]);
         check_layer(
             &mut s,

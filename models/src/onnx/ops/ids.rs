@@ -8,7 +8,7 @@ use super::super::context::Importer;
 use super::super::node::NodeView;
 use super::super::registry::Registry;
 use super::super::value::Val;
-use super::mask::single_row;
+use super::mask::collapsed;
 use crate::error::ModelError;
 use crate::ir::{Op, Unary};
 
@@ -70,24 +70,14 @@ fn gather_elements(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelErro
     let idx = imp.tensor(node, 1)?;
     let mut data = imp.constant(node, 0)?.into_f32();
     let axis = node.axis_attr("axis", Some(0), data.ndim())?;
-    let rank = data.ndim();
-    for a in (0..rank).filter(|&a| a != axis) {
+    for a in (0..data.ndim()).filter(|&a| a != axis) {
         if data.shape()[a] < 2 {
             continue;
         }
-        let mut moved = data.view().permuted_axes(swap(rank, a)).to_owned();
-        if let Some(row) = single_row(&moved) {
-            moved = row.insert_axis(ndarray::Axis(0));
-            data = moved.permuted_axes(swap(rank, a));
+        if let Some(slice) = collapsed(&data, a) {
+            data = slice;
         }
     }
     let data = data.as_standard_layout().into_owned();
     imp.push(node, Op::GatherElements { data, axis }, vec![idx])
-}
-
-/// The permutation of `0..rank` that swaps axes 0 and `a`.
-fn swap(rank: usize, a: usize) -> Vec<usize> {
-    let mut p: Vec<usize> = (0..rank).collect();
-    p.swap(0, a);
-    p
 }

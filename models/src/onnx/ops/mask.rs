@@ -170,11 +170,14 @@ fn expand(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     imp.push(node, op, vec![x])
 }
 
-/// The leading row of a constant along axis 0 when all rows are equal (a class token expanded
-/// over the batch), else `None`.
-pub fn single_row(c: &ArrayD<f32>) -> Option<ArrayD<f32>> {
-    let first = c.index_axis(Axis(0), 0).to_owned();
-    c.axis_iter(Axis(0)).all(|r| r == first).then_some(first)
+/// `c` with axis `axis` cut to size 1 when every slice along it is the same (a class token or
+/// a mask expanded over the batch), else `None`.
+pub fn collapsed(c: &ArrayD<f32>, axis: usize) -> Option<ArrayD<f32>> {
+    let axis = Axis(axis);
+    let first = (axis.0 < c.ndim() && c.len_of(axis) > 0).then(|| c.index_axis(axis, 0))?;
+    c.axis_iter(axis)
+        .all(|r| r == first)
+        .then(|| first.to_owned().insert_axis(axis))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use super::super::node::NodeView;
 use super::super::registry::Registry;
 use super::super::value::Val;
 use crate::error::ModelError;
-use crate::ir::batch_axes::{batch_axes, BatchAt};
+use crate::ir::batch_axes::BatchAt;
 use crate::ir::rebatch::rebatch;
 use crate::ir::{Op, ValueId};
 
@@ -57,13 +57,12 @@ fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
     let allowzero = node.attr_or("allowzero", false)?;
     let shape = match resolve_reshape(&dims, &target, allowzero) {
         Ok(shape) => shape,
-        Err(m) => imp
-            .file_batch
-            .and_then(|fb| {
-                let at = batch_axes(&imp.graph).get(x.0).copied().flatten();
-                rebound_target(&dims, &target, allowzero, at, fb, imp.graph.batch)
-            })
-            .ok_or_else(|| node.err(m))?,
+        Err(m) => {
+            let fb = imp.file_batch;
+            let at = fb.and_then(|_| imp.batch_at(x));
+            fb.and_then(|fb| rebound_target(&dims, &target, allowzero, at, fb, imp.graph.batch))
+                .ok_or_else(|| node.err(m))?
+        }
     };
     reshape_to(imp, node, x, shape)
 }
@@ -73,9 +72,9 @@ fn reshape(imp: &mut Importer, node: &NodeView) -> Result<Val, ModelError> {
 /// holding `fb` instead), then rebound to the bound batch by element-count arithmetic
 /// ([`crate::ir::rebatch`]), which finds the target axis that carries the batch even where it is
 /// merged with another (the `[T, N·heads, d]` of attention, Swin's `[N·windows, …]`). Where the
-/// batch is, `at`, comes from following it through the graph ([`batch_axes`]); when that is not
-/// known, an axis of the bound batch, else one of the batch times a factor. `None` unless
-/// exactly one result comes out.
+/// batch is, `at`, comes from following it through the graph ([`crate::ir::batch_axes`]); when
+/// that is not known, an axis of the bound batch, else one of the batch times a factor. `None`
+/// unless exactly one result comes out.
 fn rebound_target(
     dims: &[usize],
     target: &[i64],

@@ -68,7 +68,7 @@ fn class_token(
     let c = c.to_f32();
     let token = match c.shape() {
         [_, 1, d] => {
-            super::mask::single_row(&c).and_then(|r| r.into_shape_with_order(vec![*d]).ok())
+            super::mask::collapsed(&c, 0).and_then(|r| r.into_shape_with_order(vec![*d]).ok())
         }
         _ => None,
     }

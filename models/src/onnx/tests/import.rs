@@ -485,6 +485,83 @@ fn a_node_that_pins_the_fixed_batch_is_named() {
     assert_eq!(g.shape(g.output), &[6, 8]);
 }
 
+/// The constant operands of `g`'s binary nodes, by node name.
+fn binary_constants(g: &Graph) -> Vec<(&str, Vec<usize>)> {
+    g.nodes
+        .iter()
+        .filter_map(|n| match &n.op {
+            Op::Binary(b) => Some((n.name.as_str(), b.constant.as_ref()?.value.shape().to_vec())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The dynamo exporter's attention mask on scores `[N, 2, 4, 4]`: a constant `[1, 1, 4, 1]`
+/// expanded to `[N, 1, 4, 4]` from the input's shape and added; then a product by a constant
+/// that repeats along the heads axis (of the batch's size at batch 2, but not the batch's),
+/// and, with `per_sample`, one by a constant `[2, 1, 1, 1]` that differs per sample.
+fn expanded_mask(per_sample: bool) -> ModelBuilder {
+    let mut samples = floats("per_sample", &[2, 1, 1, 1]);
+    samples.float_data = vec![1.0, 2.0];
+    let mut heads = floats("per_head", &[1, 2, 1, 1]);
+    heads.float_data = vec![0.5, 0.5];
+    let b = ModelBuilder::new(15, &[None, Some(2), Some(4), Some(4)])
+        .init(floats("rows", &[1, 1, 4, 1]))
+        .init(ints("rest", &[1, 4, 4]))
+        .init(heads)
+        .init(samples)
+        .node(
+            "Shape",
+            "shape",
+            &["x"],
+            &["s"],
+            vec![("start", A::I(0)), ("end", A::I(1))],
+        )
+        .node(
+            "Concat",
+            "dims",
+            &["s", "rest"],
+            &["d"],
+            vec![("axis", A::I(0))],
+        )
+        .node("Expand", "expand", &["rows", "d"], &["mask"], vec![])
+        .node("Add", "masked", &["x", "mask"], &["m"], vec![])
+        .node("Mul", "heads", &["m", "per_head"], &["h"], vec![]);
+    if per_sample {
+        b.node("Mul", "samples", &["h", "per_sample"], &["y"], vec![])
+            .output("y", &[None, Some(2), Some(4), Some(4)])
+    } else {
+        b.output("h", &[None, Some(2), Some(4), Some(4)])
+    }
+}
+
+#[test]
+fn a_mask_expanded_over_the_batch_is_kept_at_one_sample() {
+    let g = import(&expanded_mask(true), 2).unwrap();
+    assert_eq!(
+        binary_constants(&g),
+        [
+            ("masked", vec![1, 1, 4, 4]),
+            ("heads", vec![1, 2, 1, 1]),
+            ("samples", vec![2, 1, 1, 1])
+        ]
+    );
+    let Op::Binary(b) = &g.nodes[0].op else {
+        panic!("{:?}", g.nodes[0].op)
+    };
+    let mask = b.constant.as_ref().map(|c| c.value.clone()).unwrap();
+    let rows: Vec<f32> = mask.iter().step_by(4).copied().collect();
+    assert_eq!(rows, [0.0, 0.01, 0.02, 0.03]);
+    assert!(mask
+        .rows()
+        .into_iter()
+        .all(|r| r.iter().all(|&v| v == r[0])));
+    // at batch 3 the mask is the same one sample, and broadcasts
+    let g = import(&expanded_mask(false), 3).unwrap();
+    assert_eq!(binary_constants(&g)[0], ("masked", vec![1, 1, 4, 4]));
+    assert_eq!(g.shape(g.output), &[3, 2, 4, 4]);
+}
+
 // ---- bad input ----
 
 #[test]

@@ -383,6 +383,101 @@ fn a_window_partition_built_at_one_batch_runs_at_others() {
     }
 }
 
+/// The dynamo exporter's scaled-dot-product attention at batch `n` with 2 heads of 4 over 3
+/// tokens, the input standing for q, k and v: `[n, 3, 8]` → heads `[n, 2, 3, 4]`; k flattened to
+/// `[n·2, 3, 4]`, transposed and split back to `[n, 2, 4, 3]` (at batch 2 the batch and the heads
+/// are both 2); scores plus a constant `mask` (`[1, 1, 3, 3]`, or per sample `[2, 1, 1, 1]`),
+/// softmax, times v, heads merged to `[n, 24]`.
+fn attention(n: usize, mask: ndarray::ArrayD<f32>) -> ir::Graph {
+    let mut g = ir::Graph::new("a", "test", n, "x", vec![n, 3, 8]);
+    let reshape = |shape: Vec<usize>| Op::Reshape { shape };
+    let transpose = |perm: Vec<usize>| Op::Transpose { perm };
+    let heads = g
+        .push("heads", reshape(vec![n, 3, 2, 4]), vec![g.input], "h")
+        .unwrap();
+    let q = g
+        .push("q", transpose(vec![0, 2, 1, 3]), vec![heads], "q")
+        .unwrap();
+    let mut k = q;
+    for (name, op) in [
+        ("flat", reshape(vec![n * 2, 3, 4])),
+        ("kt", transpose(vec![0, 2, 1])),
+        ("split", reshape(vec![n, 2, 4, 3])),
+    ] {
+        k = g.push(name, op, vec![k], name).unwrap();
+    }
+    let s = g.push("scores", Op::MatMul, vec![q, k], "s").unwrap();
+    let masked = Op::Binary(ir::Binary {
+        kind: ir::BinaryKind::Add,
+        constant: Some(ir::ConstOperand {
+            value: mask,
+            on_left: false,
+        }),
+    });
+    let s = g.push("mask", masked, vec![s], "m").unwrap();
+    let soft = Op::Softmax {
+        axis: 3,
+        log: false,
+    };
+    let p = g.push("softmax", soft, vec![s], "p").unwrap();
+    let mut v = g.push("mix", Op::MatMul, vec![p, q], "o").unwrap();
+    for (name, op) in [
+        ("merge", transpose(vec![0, 2, 1, 3])),
+        ("out", reshape(vec![n, 24])),
+    ] {
+        v = g.push(name, op, vec![v], name).unwrap();
+    }
+    g.output = v;
+    g
+}
+
+#[test]
+fn attention_with_flattened_heads_built_at_one_batch_runs_at_others() {
+    let mask = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[1, 1, 3, 3]), |i| {
+        0.1 * (i[2] + 2 * i[3]) as f32
+    });
+    let mut built = build_network(&attention(2, mask.clone()), &BuildOptions::default()).unwrap();
+    for n in [1, 3] {
+        let x = rand_tensor(&[n, 3, 8], 1.0, 40 + n as u64);
+        let opts = BuildOptions::default();
+        let mut own = build_network(&attention(n, mask.clone()), &opts).unwrap();
+        for mode in [Mode::Train, Mode::Eval] {
+            let want = own.forward(own.input_from_ir(&x).unwrap(), mode).unwrap();
+            let got = built.forward(built.input_from_ir(&x).unwrap(), mode);
+            assert_eq!(got.unwrap(), want, "batch {n}, {mode:?}");
+        }
+        let g = rand_tensor(&[n, 24], 1.0, 50 + n as u64);
+        own.forward(own.input_from_ir(&x).unwrap(), Mode::Train)
+            .unwrap();
+        built
+            .forward(built.input_from_ir(&x).unwrap(), Mode::Train)
+            .unwrap();
+        let want = own.backward(g.clone()).unwrap();
+        assert_eq!(built.backward(g).unwrap(), want, "batch {n}");
+    }
+    // a constant that differs per sample holds the batch it was built at
+    let per_sample =
+        ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[2, 1, 1, 1]), vec![0.0, 1.0]).unwrap();
+    let mut pinned = build_network(&attention(2, per_sample), &BuildOptions::default()).unwrap();
+    let x = rand_tensor(&[2, 3, 8], 1.0, 60);
+    assert!(pinned
+        .forward(pinned.input_from_ir(&x).unwrap(), Mode::Eval)
+        .is_ok());
+    for n in [1, 3] {
+        let x = rand_tensor(&[n, 3, 8], 1.0, 60 + n as u64);
+        let e = pinned
+            .forward(pinned.input_from_ir(&x).unwrap(), Mode::Eval)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mask")
+                && e.contains(&format!("holds a batch of {n} in axis 0"))
+                && e.contains("[2, 1, 1, 1] holds 2 different values"),
+            "batch {n}: {e}"
+        );
+    }
+}
+
 /// The dynamo exporter's `AdaptiveAvgPool2d((2, 2))` of a 4×4 map: transposed to
 /// `[H, W, N, C]`, gathered at constant window positions, transposed back and averaged over
 /// the window axes. It equals a 2×2 average pool at the built batch and at another, and each
