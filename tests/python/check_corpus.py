@@ -93,7 +93,14 @@ def cptsim(bin_, args, timeout):
 
 
 def failed(code, err):
-    return cell(False, first_line(err) if code is not None else err)
+    """The cell of a cptsim command that exited with `code` (None: timed out, `err` says so; a
+    negative code: killed by that signal, the out-of-memory killer's being SIGKILL)."""
+    if code is None:
+        return cell(False, err)
+    if code < 0:
+        cause = " (SIGKILL: the out-of-memory killer, or a user)" if code == -9 else ""
+        return cell(False, f"killed by signal {-code}{cause}")
+    return cell(False, first_line(err))
 
 
 class FileCheck:

@@ -114,6 +114,13 @@ sys.stderr.write("iter 1/10  loss 9.000\\niter 10/10  loss 4.300\\n")
     assert ok, msg
 
 
+def test_a_killed_command_says_so_instead_of_quoting_a_note():
+    c = check_corpus.failed(-9, "note: no BatchNormalization in the graph\n")
+    assert not c["ok"] and c["msg"].startswith("killed by signal 9 (SIGKILL"), c["msg"]
+    assert check_corpus.failed(2, "note: x\nerror: y\n")["msg"] == "error: y"
+    assert check_corpus.failed(None, "timed out after 5 s")["msg"] == "timed out after 5 s"
+
+
 def test_compare_macs_flags_per_layer_and_total_differences():
     ref = [("a", 10), ("b", 20), ("c", 30)]
     assert check_corpus.compare_macs(ref, ref)["ok"]
