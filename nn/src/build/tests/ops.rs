@@ -1,7 +1,7 @@
 //! Networks built from single IR ops that only the engine layers of [`super::ops`] run: each
 //! evaluates to a direct NCHW computation and trains a step.
 
-use crate::build::{build_network, BuildOptions};
+use crate::build::{build_network, BuildOptions, Network};
 use crate::layers::gradcheck::rand_tensor;
 use crate::layers::{Mode, Tensor};
 use cptsim_models::ir::{self, Op};
@@ -17,6 +17,24 @@ fn trained_and_evaluated(g: &ir::Graph, x: &Tensor) -> Tensor {
     assert!(grad.iter().all(|v| v.is_finite()));
     net.forward(net.input_from_ir(x).unwrap(), Mode::Eval)
         .unwrap()
+}
+
+/// `built` (a network built at another batch) computes what `own`, built at `x`'s batch, does:
+/// training and evaluation outputs on `x`, and the input gradient of `g`.
+fn runs_as_built_at_its_batch(built: &mut Network, own: &mut Network, x: &Tensor, g: Tensor) {
+    let n = x.shape()[0];
+    for mode in [Mode::Train, Mode::Eval] {
+        let want = own.forward(own.input_from_ir(x).unwrap(), mode).unwrap();
+        let got = built.forward(built.input_from_ir(x).unwrap(), mode);
+        assert_eq!(got.unwrap(), want, "batch {n}, {mode:?}");
+    }
+    own.forward(own.input_from_ir(x).unwrap(), Mode::Train)
+        .unwrap();
+    built
+        .forward(built.input_from_ir(x).unwrap(), Mode::Train)
+        .unwrap();
+    let want = own.backward(g.clone()).unwrap();
+    assert_eq!(built.backward(g).unwrap(), want, "batch {n}");
 }
 
 /// `x → op → flatten`.
@@ -367,19 +385,8 @@ fn a_window_partition_built_at_one_batch_runs_at_others() {
     for n in [1, 3, 5] {
         let x = rand_tensor(&[n, 4, 4, 3], 1.0, 20 + n as u64);
         let mut own = build_network(&windows(n), &BuildOptions::default()).unwrap();
-        for mode in [Mode::Train, Mode::Eval] {
-            let want = own.forward(own.input_from_ir(&x).unwrap(), mode).unwrap();
-            let got = built.forward(built.input_from_ir(&x).unwrap(), mode);
-            assert_eq!(got.unwrap(), want, "batch {n}, {mode:?}");
-        }
         let g = rand_tensor(&[n, 48], 1.0, 30 + n as u64);
-        own.forward(own.input_from_ir(&x).unwrap(), Mode::Train)
-            .unwrap();
-        built
-            .forward(built.input_from_ir(&x).unwrap(), Mode::Train)
-            .unwrap();
-        let want = own.backward(g.clone()).unwrap();
-        assert_eq!(built.backward(g).unwrap(), want, "batch {n}");
+        runs_as_built_at_its_batch(&mut built, &mut own, &x, g);
     }
 }
 
@@ -441,19 +448,8 @@ fn attention_with_flattened_heads_built_at_one_batch_runs_at_others() {
         let x = rand_tensor(&[n, 3, 8], 1.0, 40 + n as u64);
         let opts = BuildOptions::default();
         let mut own = build_network(&attention(n, mask.clone()), &opts).unwrap();
-        for mode in [Mode::Train, Mode::Eval] {
-            let want = own.forward(own.input_from_ir(&x).unwrap(), mode).unwrap();
-            let got = built.forward(built.input_from_ir(&x).unwrap(), mode);
-            assert_eq!(got.unwrap(), want, "batch {n}, {mode:?}");
-        }
         let g = rand_tensor(&[n, 24], 1.0, 50 + n as u64);
-        own.forward(own.input_from_ir(&x).unwrap(), Mode::Train)
-            .unwrap();
-        built
-            .forward(built.input_from_ir(&x).unwrap(), Mode::Train)
-            .unwrap();
-        let want = own.backward(g.clone()).unwrap();
-        assert_eq!(built.backward(g).unwrap(), want, "batch {n}");
+        runs_as_built_at_its_batch(&mut built, &mut own, &x, g);
     }
     // a constant that differs per sample holds the batch it was built at
     let per_sample =
