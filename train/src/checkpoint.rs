@@ -57,13 +57,23 @@ pub struct SavedPolicy {
     pub state: serde_json::Value,
 }
 
-fn put<W: std::io::Write>(out: &mut frame::Sealer<W>, values: &[f32]) -> std::io::Result<()> {
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    out.write_all(&bytes)
-}
+/// Bytes of little-endian f32 converted and written at a time.
+const CHUNK: usize = 64 * 1024;
 
-fn tensor_values(t: &Tensor) -> Vec<f32> {
-    t.iter().copied().collect()
+/// Writes `values` as little-endian f32, a chunk at a time (no copy of the whole tensor).
+fn put<W: std::io::Write>(
+    out: &mut frame::Sealer<W>,
+    values: impl IntoIterator<Item = f32>,
+) -> std::io::Result<()> {
+    let mut chunk = Vec::with_capacity(CHUNK);
+    for v in values {
+        chunk.extend_from_slice(&v.to_le_bytes());
+        if chunk.len() >= CHUNK {
+            out.write_all(&chunk)?;
+            chunk.clear();
+        }
+    }
+    out.write_all(&chunk)
 }
 
 /// The shape of every parameter, in order.
@@ -74,10 +84,14 @@ fn param_shapes(tr: &mut Trainer<'_>) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// Writes the trainer's complete state with the caller's `settings` to `path` (atomically).
+/// Writes the trainer's complete state with the caller's `settings` to `path` (atomically),
+/// streaming the tensors to the file rather than building the file in memory first.
 pub fn save(path: &Path, tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<()> {
-    let bytes = encode(tr, settings)?;
-    write(path, &bytes)
+    let json = header_json(tr, settings)?;
+    let write = |out: &mut std::io::BufWriter<std::fs::File>| {
+        encode_to(tr, &json, out).map_err(|e| SimError::output(path, e))
+    };
+    cptsim_models::atomic::write_atomically(path, write, SimError::output)
 }
 
 /// Writes checkpoint bytes ([`encode`]) to `path` (atomically).
@@ -93,6 +107,14 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// The trainer's complete state with the caller's `settings`, as the bytes of a checkpoint file
 /// (kept in memory to go back to, or written with [`write`]), sealed by its trailer.
 pub fn encode(tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<Vec<u8>> {
+    let json = header_json(tr, settings)?;
+    let mut bytes = Vec::new();
+    encode_to(tr, &json, &mut bytes).map_err(|e| SimError::invalid("checkpoint", e.to_string()))?;
+    Ok(bytes)
+}
+
+/// The JSON header describing the trainer's state and the caller's `settings`.
+fn header_json(tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<Vec<u8>> {
     let quant = tr
         .net
         .graph
@@ -100,13 +122,8 @@ pub fn encode(tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<Vec<u
         .into_iter()
         .map(|(_, q)| q.clone())
         .collect();
-    let params: Vec<Vec<f32>> = tr
-        .params_mut()
-        .iter()
-        .map(|p| tensor_values(&p.value))
-        .collect();
     let shapes = param_shapes(tr);
-    let buffers: Vec<Vec<f32>> = tr.net.graph.buffer_values();
+    let buffers = tr.net.graph.buffers_mut().iter().map(|b| b.len()).collect();
     let header = Header {
         version: VERSION,
         settings,
@@ -118,30 +135,29 @@ pub fn encode(tr: &mut Trainer<'_>, settings: serde_json::Value) -> Result<Vec<u
         quant,
         params: shapes,
         velocity: !tr.opt.velocity.is_empty(),
-        buffers: buffers.iter().map(Vec::len).collect(),
+        buffers,
     };
-    let json = serde_json::to_vec(&header)
-        .map_err(|e| SimError::invalid("checkpoint header", e.to_string()))?;
-    let mut bytes = Vec::with_capacity(16 + json.len());
-    let mut sealer = frame::Sealer::new(&mut bytes);
+    serde_json::to_vec(&header).map_err(|e| SimError::invalid("checkpoint header", e.to_string()))
+}
+
+/// Writes the frame (magic, header, every tensor, trailer) to `out`.
+fn encode_to<W: std::io::Write>(tr: &mut Trainer<'_>, json: &[u8], out: W) -> std::io::Result<()> {
+    let mut sealer = frame::Sealer::new(out);
     let out = &mut sealer;
-    let werr = |e: std::io::Error| SimError::invalid("checkpoint", e.to_string());
-    out.write_all(MAGIC).map_err(werr)?;
-    out.write_all(&(json.len() as u64).to_le_bytes())
-        .map_err(werr)?;
-    out.write_all(&json).map_err(werr)?;
-    for p in &params {
-        put(out, p).map_err(werr)?;
+    out.write_all(MAGIC)?;
+    out.write_all(&(json.len() as u64).to_le_bytes())?;
+    out.write_all(json)?;
+    for p in tr.params_mut() {
+        put(out, p.value.iter().copied())?;
     }
     for v in &tr.opt.velocity {
-        put(out, &tensor_values(v)).map_err(werr)?;
+        put(out, v.iter().copied())?;
     }
-    for b in &buffers {
-        put(out, b).map_err(werr)?;
+    for b in tr.net.graph.buffers_mut() {
+        put(out, b.iter().copied())?;
     }
     // Last: bytes cut short have no valid trailer.
-    sealer.finish().map_err(werr)?;
-    Ok(bytes)
+    sealer.finish()
 }
 
 /// A loaded checkpoint.

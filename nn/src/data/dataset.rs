@@ -271,6 +271,28 @@ pub fn synthetic(
     noise: f32,
     seed: u64,
 ) -> Result<Dataset> {
+    let mut parts = synthetic_parts(n, &[0..n], shape, classes, noise, seed)?;
+    Ok(parts.remove(0))
+}
+
+/// The samples of [`synthetic`]`(n, …)` whose indices lie in each of `parts` (ranges within
+/// `0..n`, in order, not overlapping), one dataset per part: every sample is drawn in turn, but
+/// only those in a part are kept, so a run that needs a few of them holds only those.
+pub fn synthetic_parts(
+    n: usize,
+    parts: &[std::ops::Range<usize>],
+    shape: [usize; 3],
+    classes: usize,
+    noise: f32,
+    seed: u64,
+) -> Result<Vec<Dataset>> {
+    let ordered = parts.windows(2).all(|w| w[0].end <= w[1].start);
+    if !ordered || parts.iter().any(|r| r.start > r.end || r.end > n) {
+        return Err(SimError::invalid(
+            "synthetic dataset",
+            format!("parts {parts:?} of {n} samples"),
+        ));
+    }
     if classes == 0 || classes > u16::MAX as usize || shape.contains(&0) {
         return Err(SimError::invalid(
             "synthetic dataset",
@@ -301,26 +323,38 @@ pub fn synthetic(
             img
         })
         .collect();
-    let mut images = Vec::with_capacity(n * c * h * w);
-    let mut labels = Vec::with_capacity(n);
-    for _ in 0..n {
-        let k = rng.random_range(0..classes);
-        labels.push(k as u16);
-        for &p in &protos[k] {
-            let z: f32 = (0..4).map(|_| rng.random::<f32>() - 0.5).sum::<f32>() * 1.7320508;
-            images.push((p + noise * z).clamp(0.0, 255.0).round() as u8);
+    let pixels = c * h * w;
+    let mut out = Vec::with_capacity(parts.len());
+    let mut next = 0;
+    for part in parts {
+        let mut images = Vec::with_capacity(part.len() * pixels);
+        let mut labels = Vec::with_capacity(part.len());
+        for i in next..part.end {
+            let k = rng.random_range(0..classes);
+            let keep = i >= part.start;
+            if keep {
+                labels.push(k as u16);
+            }
+            for &p in &protos[k] {
+                let z: f32 = (0..4).map(|_| rng.random::<f32>() - 0.5).sum::<f32>() * 1.7320508;
+                if keep {
+                    images.push((p + noise * z).clamp(0.0, 255.0).round() as u8);
+                }
+            }
         }
+        next = part.end;
+        out.push(Dataset {
+            name: "synthetic".into(),
+            shape,
+            images,
+            labels,
+            classes,
+            mean: vec![0.5; c],
+            std: vec![0.25; c],
+            augment: false,
+        });
     }
-    Ok(Dataset {
-        name: "synthetic".into(),
-        shape,
-        images,
-        labels,
-        classes,
-        mean: vec![0.5; c],
-        std: vec![0.25; c],
-        augment: false,
-    })
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -329,6 +363,20 @@ pub(crate) mod tests {
     use std::io::Write;
 
     pub(crate) use cptsim_testdata::shared_data;
+
+    #[test]
+    fn synthetic_parts_are_the_slices_of_the_whole_set() {
+        let all = synthetic(40, [2, 5, 3], 4, 30.0, 9).unwrap();
+        let parts = synthetic_parts(40, &[3..10, 10..10, 25..40], [2, 5, 3], 4, 30.0, 9).unwrap();
+        for (part, r) in parts.iter().zip([3..10, 10..10, 25..40]) {
+            let want = all.select(&r.collect::<Vec<_>>());
+            assert_eq!((&part.images, &part.labels), (&want.images, &want.labels));
+        }
+        for bad in [vec![5..3], vec![0..41], vec![4..9, 8..12]] {
+            let e = synthetic_parts(40, &bad, [2, 5, 3], 4, 30.0, 9).unwrap_err();
+            assert!(e.to_string().contains("of 40 samples"), "{e}");
+        }
+    }
 
     #[test]
     fn real_mnist_and_fashion_load_with_published_counts() {

@@ -13,4 +13,4 @@ pub mod tokens;
 
 pub use batch::{eval_batches, Adaptation, Batch, Loader};
 pub use cifar::CifarKind;
-pub use dataset::{load_cifar, load_mnist, synthetic, Dataset, Split};
+pub use dataset::{load_cifar, load_mnist, synthetic, synthetic_parts, Dataset, Split};

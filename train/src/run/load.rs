@@ -11,7 +11,7 @@ use cptsim_models::{Graph, LayerRole, ModelSummary};
 use cptsim_nn::data::file::find_file;
 use cptsim_nn::data::text::{self, Corpus, TextData, TextKind, TokenLayout};
 use cptsim_nn::data::tokens::synthetic_tokens;
-use cptsim_nn::data::{load_cifar, load_mnist, synthetic, CifarKind, Dataset, Split};
+use cptsim_nn::data::{load_cifar, load_mnist, synthetic_parts, CifarKind, Dataset, Split};
 use cptsim_traces::Bits;
 
 use super::observer::Notice;
@@ -197,15 +197,18 @@ pub(crate) fn load_data(
             if dir.is_some() {
                 bail!("--data synthetic takes no directory");
             }
-            let all = synthetic(
-                SYNTHETIC_TRAIN + SYNTHETIC_TEST,
-                input,
-                classes,
-                60.0,
-                plan.seed,
-            )?;
-            let test = all.select(&(SYNTHETIC_TRAIN..all.len()).collect::<Vec<_>>());
-            let train = all.select(&(0..SYNTHETIC_TRAIN).collect::<Vec<_>>());
+            // Only the images the run uses are kept: at 224 × 224 the whole set is 770 MB.
+            let n_train = plan
+                .subset
+                .map_or(SYNTHETIC_TRAIN, |n| n.min(SYNTHETIC_TRAIN));
+            let n_test = plan
+                .test_subset
+                .map_or(SYNTHETIC_TEST, |n| n.min(SYNTHETIC_TEST));
+            let parts = [0..n_train, SYNTHETIC_TRAIN..SYNTHETIC_TRAIN + n_test];
+            let total = SYNTHETIC_TRAIN + SYNTHETIC_TEST;
+            let mut sets = synthetic_parts(total, &parts, input, classes, 60.0, plan.seed)?;
+            let test = sets.pop().context("synthetic test set")?;
+            let train = sets.pop().context("synthetic training set")?;
             (train, test)
         }
         _ => bail!("--data {spec}: unknown dataset kind `{kind}` (expected {DATA_KINDS})"),
