@@ -14,6 +14,7 @@ pub mod error;
 pub mod fastexp;
 pub mod gemm;
 pub mod int;
+pub mod lastaxis;
 pub mod reduce;
 pub mod simd;
 

@@ -75,9 +75,16 @@ crate::simd::multiversion! {
     }
 }
 
-/// Plain per-channel sums of `[rows, c]` data.
+crate::simd::multiversion! {
+    /// Adds each row of `x` (`[rows, c]`, `c = acc.len()`) into `acc`, row by row.
+    pub fn add_rows(x: &[f32], acc: &mut [f64]) {
+        for row in x.chunks_exact(acc.len().max(1)) {
+            acc.iter_mut().zip(row).for_each(|(a, &v)| *a += v as f64);
+        }
+    }
+}
+
+/// Plain per-channel sums of `[rows, c]` data (a bias gradient), each in row order.
 pub fn sum_channels(data: &[f32], c: usize) -> Vec<f64> {
-    channel_sums(data, c, 1, |_, row, acc| {
-        acc.iter_mut().zip(row).for_each(|(a, &v)| *a += v as f64)
-    })
+    chunk_sums(data, c, 1, |_, rows, acc| add_rows(rows, acc))
 }

@@ -413,12 +413,7 @@ pub fn matmul_rows_par(
     accumulate: bool,
 ) -> Result<()> {
     check(&c, &a, &b)?;
-    let threads = rayon::current_num_threads();
-    let tile = if threads > 1 {
-        ROW_TILE.min(a.nrows().div_ceil(2 * threads).next_multiple_of(24))
-    } else {
-        ROW_TILE
-    };
+    let tile = row_tile(a.nrows());
     if a.nrows() <= tile {
         return matmul_into(c, a, b, accumulate);
     }
@@ -429,6 +424,41 @@ pub fn matmul_rows_par(
     tiles
         .into_par_iter()
         .try_for_each(|(ct, at)| matmul_into(ct, at, b, accumulate))
+}
+
+/// Rows per task of [`matmul_rows_par`] for `rows` rows of output (its doc).
+fn row_tile(rows: usize) -> usize {
+    let threads = rayon::current_num_threads();
+    if threads > 1 {
+        ROW_TILE.min(rows.div_ceil(2 * threads).next_multiple_of(24))
+    } else {
+        ROW_TILE
+    }
+}
+
+/// [`matmul_rows_par`] without `accumulate`, into the uninitialised row-major `c` (`A`'s rows ×
+/// `B`'s columns values), as [`matmul_uninit`] does single-threaded; returns `c`, now
+/// initialised. The same tiles, so the same numbers for any thread count.
+pub fn matmul_rows_par_uninit<'c>(
+    c: &'c mut [MaybeUninit<f32>],
+    a: ArrayView2<f32>,
+    b: ArrayView2<f32>,
+) -> Result<&'c mut [f32]> {
+    let (m, n) = (a.nrows(), b.ncols());
+    let tile = row_tile(m);
+    if m <= tile || n == 0 || Some(c.len()) != m.checked_mul(n) {
+        return matmul_uninit(c, a, b);
+    }
+    let tiles: Vec<_> = c
+        .chunks_mut(tile * n)
+        .zip(a.axis_chunks_iter(Axis(0), tile))
+        .collect();
+    tiles
+        .into_par_iter()
+        .try_for_each(|(ct, at)| matmul_uninit(ct, at, b).map(drop))?;
+    // SAFETY: every tile was written by its product (each initialises all of its output or
+    // errors, and an error returned above); `MaybeUninit<f32>` has the layout of `f32`.
+    Ok(unsafe { &mut *(std::ptr::from_mut(c) as *mut [f32]) })
 }
 
 /// `C = Aᵀ·B` (or `C += Aᵀ·B`) where `A` is `[k, m]` and `B` is `[k, n]` with a long `k`

@@ -111,6 +111,15 @@ pub struct Constant {
     pub on_left: bool,
 }
 
+/// What a training pass keeps for backward.
+enum Pass {
+    /// The operands `(a, b)` and the output shape.
+    Operands(Tensor, Tensor, Vec<usize>),
+    /// Against a one-value constant: the input's shape, and the input itself when its partial
+    /// derivative reads it (`c / x`).
+    Scalar(Vec<usize>, Option<Tensor>),
+}
+
 /// `y = a ∘ b` with broadcasting; one input tensor with a [`Constant`], or two input tensors.
 pub struct Elementwise {
     name: String,
@@ -119,8 +128,8 @@ pub struct Elementwise {
     /// The engine axis holding the batch and the length the constant has there, when that is
     /// more than 1: values that differ per sample, which only fit an input of that many.
     pinned: Option<(usize, usize)>,
-    /// The operands `(a, b)` of the last training forward pass.
-    cache: Option<(Tensor, Tensor, Vec<usize>)>,
+    /// What the last training forward pass keeps for backward.
+    cache: Option<Pass>,
 }
 
 /// The NumPy broadcast of two shapes, or `None` when they do not broadcast.
@@ -216,6 +225,55 @@ impl Elementwise {
         self.cache = None;
     }
 
+    /// The constant's one value and side, when it has a single value, the output is the input's
+    /// `shape` and the input is contiguous: then `y = x ∘ c` is one loop over the input, without
+    /// broadcasting the constant.
+    fn scalar_against(&self, inputs: &[&Tensor], shape: &[usize]) -> Option<(f32, bool)> {
+        let c = self.constant.as_ref()?;
+        let [x] = inputs else { return None };
+        let v = match c.value.as_slice()? {
+            [v] => *v,
+            _ => return None,
+        };
+        (x.shape() == shape && x.is_standard_layout()).then_some((v, c.on_left))
+    }
+
+    /// Backward against a one-value constant: `dx = g · ∂y/∂x` element by element, the same
+    /// products as the broadcast path.
+    fn scalar_backward(&self, grad_out: Tensor, x: Option<&Tensor>) -> Result<Vec<Tensor>> {
+        let c = self
+            .constant
+            .as_ref()
+            .and_then(|c| c.value.first().map(|&v| (v, c.on_left)));
+        let Some((v, on_left)) = c else {
+            return Err(SimError::shape(&self.name, "no one-value constant"));
+        };
+        let kind = self.kind;
+        let mut g = super::standard(grad_out);
+        let gs = g
+            .as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "gradient not contiguous"))?;
+        match (on_left, x.and_then(|x| x.as_slice())) {
+            (true, Some(xs)) if xs.len() == gs.len() => gs
+                .iter_mut()
+                .zip(xs)
+                .for_each(|(g, &x)| *g *= kind.partials(v, x).1),
+            (true, _) if kind == ElementwiseKind::Div => {
+                return Err(SimError::shape(&self.name, "input of `c / x` not kept"));
+            }
+            // The other partial derivatives do not read `x`.
+            (true, _) => {
+                let p = kind.partials(v, 0.0).1;
+                gs.iter_mut().for_each(|g| *g *= p);
+            }
+            (false, _) => {
+                let p = kind.partials(0.0, v).0;
+                gs.iter_mut().for_each(|g| *g *= p);
+            }
+        }
+        Ok(vec![g])
+    }
+
     fn operands<'a>(&'a self, inputs: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Tensor)> {
         match (inputs, &self.constant) {
             ([x], Some(c)) if c.on_left => Ok((&c.value, x)),
@@ -252,6 +310,22 @@ impl Layer for Elementwise {
             )
         })?;
         let kind = self.kind;
+        if let Some((v, on_left)) = self.scalar_against(inputs, &shape) {
+            let x = inputs[0];
+            let xs = x
+                .as_slice()
+                .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
+            let mut y = crate::arena::take(xs.len());
+            match on_left {
+                true => y.extend(xs.iter().map(|&x| kind.apply(v, x))),
+                false => y.extend(xs.iter().map(|&x| kind.apply(x, v))),
+            }
+            let keep_x = on_left && kind == ElementwiseKind::Div;
+            self.cache = (mode == Mode::Train)
+                .then(|| Pass::Scalar(shape.clone(), keep_x.then(|| x.clone())));
+            return Tensor::from_shape_vec(shape, y)
+                .map_err(|e| SimError::shape(&self.name, e.to_string()));
+        }
         let out = match by_rows(kind, a, b, &shape) {
             Some(out) => out,
             None => {
@@ -267,12 +341,18 @@ impl Layer for Elementwise {
                 out
             }
         };
-        self.cache = (mode == Mode::Train).then(|| (a.clone(), b.clone(), shape));
+        self.cache = (mode == Mode::Train).then(|| Pass::Operands(a.clone(), b.clone(), shape));
         Ok(out)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
-        let (a, b, shape) = cached(&self.name, &self.cache)?;
+        let (a, b, shape) = match cached(&self.name, &self.cache)? {
+            Pass::Operands(a, b, shape) => (a, b, shape),
+            Pass::Scalar(shape, x) => {
+                check_grad(&self.name, &grad_out, shape)?;
+                return self.scalar_backward(grad_out, x.as_ref());
+            }
+        };
         check_grad(&self.name, &grad_out, shape)?;
         let (Some(av), Some(bv)) = (a.broadcast(IxDyn(shape)), b.broadcast(IxDyn(shape))) else {
             return Err(SimError::shape(&self.name, "broadcast failed"));

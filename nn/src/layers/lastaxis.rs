@@ -6,13 +6,18 @@ use super::from_ir::{one_any, unsupported, Ctx, Init, Layout, Val};
 use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Param, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_kernels::fastexp;
+use cptsim_kernels::lastaxis::{self, LayerNormGrads, LayerNormOut};
 use cptsim_kernels::simd::multiversion;
 use cptsim_models::ir::{self, Node};
+use ndarray::{CowArray, IxDyn};
 use rand::Rng;
 use rayon::prelude::*;
 
 /// The input as contiguous rows of its last axis: (data, row length).
-fn rows<'a>(name: &str, x: &'a Tensor) -> Result<(&'a [f32], usize)> {
+fn rows<'a, S: ndarray::Data<Elem = f32>>(
+    name: &str,
+    x: &'a ndarray::ArrayBase<S, ndarray::IxDyn>,
+) -> Result<(&'a [f32], usize)> {
     let d = x.shape().last().copied().unwrap_or(0);
     let data = x
         .as_slice()
@@ -66,7 +71,8 @@ impl Layer for LayerNorm {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].view());
+        // Borrowed when already in standard layout (the usual case), copied otherwise.
+        let x = expect_inputs(&self.name, inputs, 1)?[0].as_standard_layout();
         let (data, d) = rows(&self.name, &x)?;
         if d != self.gamma.value.len() {
             return Err(SimError::shape(
@@ -77,22 +83,14 @@ impl Layer for LayerNorm {
         let (g, b) = (self.gamma.value.iter(), self.beta.value.iter());
         let (g, b): (Vec<f32>, Vec<f32>) = (g.copied().collect(), b.copied().collect());
         let mut xhat = vec![0.0; data.len()];
-        let mut inv = Vec::with_capacity(data.len() / d);
+        let mut inv = vec![0.0; data.len() / d];
         let mut y = vec![0.0; data.len()];
-        for ((row, xh), yr) in data.chunks(d).zip(xhat.chunks_mut(d)).zip(y.chunks_mut(d)) {
-            let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / d as f64;
-            let var = row
-                .iter()
-                .map(|&v| (f64::from(v) - mean).powi(2))
-                .sum::<f64>()
-                / d as f64;
-            let s = (1.0 / (var + f64::from(self.eps)).sqrt()) as f32;
-            for k in 0..d {
-                xh[k] = (row[k] - mean as f32) * s;
-                yr[k] = g[k] * xh[k] + b[k];
-            }
-            inv.push(s);
-        }
+        let out = LayerNormOut {
+            xhat: &mut xhat,
+            y: &mut y,
+            inv: &mut inv,
+        };
+        lastaxis::layer_norm_rows(data, &g, &b, self.eps, out);
         self.cache = (mode == Mode::Train).then(|| (x.shape().to_vec(), xhat, inv));
         tensor(&self.name, x.shape(), y)
     }
@@ -106,27 +104,12 @@ impl Layer for LayerNorm {
         let mut dg = vec![0.0f32; d];
         let mut db = vec![0.0f32; d];
         let mut dx = vec![0.0; gy.len()];
-        for (((gr, xh), dxr), &s) in gy
-            .chunks(d)
-            .zip(xhat.chunks(d))
-            .zip(dx.chunks_mut(d))
-            .zip(inv)
-        {
-            // dx = s/d · (d·ĝ − Σĝ − x̂·Σ(ĝ·x̂)) with ĝ = γ·gy
-            let (mut sum, mut dot) = (0.0f64, 0.0f64);
-            for k in 0..d {
-                let gh = f64::from(g[k] * gr[k]);
-                sum += gh;
-                dot += gh * f64::from(xh[k]);
-                dg[k] += gr[k] * xh[k];
-                db[k] += gr[k];
-            }
-            for k in 0..d {
-                let gh = f64::from(g[k] * gr[k]);
-                dxr[k] = (f64::from(s) / d as f64 * (d as f64 * gh - sum - f64::from(xh[k]) * dot))
-                    as f32;
-            }
-        }
+        let grads = LayerNormGrads {
+            dx: &mut dx,
+            dgamma: &mut dg,
+            dbeta: &mut db,
+        };
+        lastaxis::layer_norm_backward_rows(gy, xhat, inv, &g, grads);
         self.gamma.grad = tensor(&self.name, &[d], dg)?;
         self.beta.grad = tensor(&self.name, &[d], db)?;
         Ok(vec![tensor(&self.name, shape, dx)?])
@@ -171,10 +154,16 @@ impl Layer for Softmax {
     }
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
-        let x = standard(expect_inputs(&self.name, inputs, 1)?[0].view());
+        // Borrowed when already in standard layout (the usual case), copied otherwise.
+        let x = expect_inputs(&self.name, inputs, 1)?[0].as_standard_layout();
         let (data, d) = rows(&self.name, &x)?;
         let mut y = vec![0.0; data.len()];
-        for (row, yr) in data.chunks(d).zip(y.chunks_mut(d)) {
+        if !self.log && !lastaxis::softmax_rows(data, &mut y, d) {
+            return Err(SimError::shape(&self.name, "a row without a finite entry"));
+        }
+        // The logarithm: `x − max − ln Σ exp(x − max)`.
+        let log_rows = data.chunks(d).zip(y.chunks_mut(d)).take_while(|_| self.log);
+        for (row, yr) in log_rows {
             // −∞ entries (masked positions) get probability 0; a row of only −∞ is an error
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             if !max.is_finite() {
@@ -185,14 +174,9 @@ impl Layer for Softmax {
                 *o = (v - max).exp();
                 sum += f64::from(*o);
             }
-            if self.log {
-                let shift = f64::from(max) + sum.ln();
-                for (o, &v) in yr.iter_mut().zip(row) {
-                    *o = (f64::from(v) - shift) as f32;
-                }
-            } else {
-                yr.iter_mut()
-                    .for_each(|o| *o = (f64::from(*o) / sum) as f32);
+            let shift = f64::from(max) + sum.ln();
+            for (o, &v) in yr.iter_mut().zip(row) {
+                *o = (f64::from(v) - shift) as f32;
             }
         }
         let y = tensor(&self.name, x.shape(), y)?;
@@ -207,19 +191,15 @@ impl Layer for Softmax {
         let (gy, d) = rows(&self.name, &gy)?;
         let (yv, _) = rows(&self.name, y)?;
         let mut dx = vec![0.0; gy.len()];
-        for ((gr, yr), dxr) in gy.chunks(d).zip(yv.chunks(d)).zip(dx.chunks_mut(d)) {
-            if self.log {
-                // dx = g − softmax(x) · Σ g, softmax(x) = exp(y)
-                let total: f64 = gr.iter().map(|&g| f64::from(g)).sum();
-                for k in 0..d {
-                    dxr[k] = gr[k] - (f64::from(yr[k]).exp() * total) as f32;
-                }
-                continue;
-            }
-            // dx = y ⊙ (g − Σ g·y)
-            let dot: f64 = gr.iter().zip(yr).map(|(&g, &y)| f64::from(g * y)).sum();
+        if !self.log {
+            lastaxis::softmax_backward_rows(gy, yv, &mut dx, d);
+        }
+        let log_rows = gy.chunks(d).zip(yv.chunks(d)).zip(dx.chunks_mut(d));
+        for ((gr, yr), dxr) in log_rows.take_while(|_| self.log) {
+            // dx = g − softmax(x) · Σ g, softmax(x) = exp(y)
+            let total: f64 = gr.iter().map(|&g| f64::from(g)).sum();
             for k in 0..d {
-                dxr[k] = yr[k] * (gr[k] - dot as f32);
+                dxr[k] = gr[k] - (f64::from(yr[k]).exp() * total) as f32;
             }
         }
         Ok(vec![tensor(&self.name, y.shape(), dx)?])
@@ -279,6 +259,15 @@ multiversion! {
 }
 
 multiversion! {
+    /// Exact GELU in place, `x ← x·Φ(x)` (an evaluation pass, which keeps nothing).
+    fn gelu_exact_in_place(xs: &mut [f32]) {
+        for x in xs.iter_mut() {
+            *x *= normal_cdf(*x);
+        }
+    }
+}
+
+multiversion! {
     /// Its backward: `g ← g·(Φ(x) + x·φ(x))`.
     fn gelu_exact_backward(xs: &[f32], cdfs: &[f32], gs: &mut [f32]) {
         for ((g, &x), &c) in gs.iter_mut().zip(xs).zip(cdfs) {
@@ -313,6 +302,38 @@ impl Gelu {
         }
     }
 
+    /// The forward pass on a standard-layout input: an owned one is kept for backward without a
+    /// copy, or (evaluating the exact form) overwritten by the output.
+    fn run(&mut self, x: CowArray<'_, f32, IxDyn>, mode: Mode) -> Result<Tensor> {
+        let train = mode == Mode::Train;
+        if !self.tanh_approx && !train && !x.is_view() {
+            let mut y = x.into_owned();
+            let ys = y
+                .as_slice_mut()
+                .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
+            ys.par_chunks_mut(GELU_CHUNK).for_each(gelu_exact_in_place);
+            return Ok(y);
+        }
+        let xs = x
+            .as_slice()
+            .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
+        let (y, kept) = if self.tanh_approx {
+            let (y, th): (Vec<f32>, Vec<f64>) = xs.iter().map(|&v| Self::tanh_value(v)).unzip();
+            (y, Kept::Tanh(th))
+        } else {
+            let (mut y, mut cdf) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
+            xs.par_chunks(GELU_CHUNK)
+                .zip(y.par_chunks_mut(GELU_CHUNK))
+                .zip(cdf.par_chunks_mut(GELU_CHUNK))
+                .for_each(|((x, y), c)| gelu_exact_forward(x, y, c));
+            (y, Kept::Cdf(cdf))
+        };
+        let y = Tensor::from_shape_vec(x.shape(), y)
+            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
+        self.cache = train.then(|| (x.into_owned(), kept));
+        Ok(y)
+    }
+
     /// `c = √(2/π)` and `u = c·(x + 0.044715·x³)` of the tanh form.
     fn tanh_arg(x: f64) -> (f64, f64) {
         let c = (2.0 / std::f64::consts::PI).sqrt();
@@ -342,24 +363,11 @@ impl Layer for Gelu {
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         // Borrowed when already in standard layout: only a training pass keeps (copies) it.
         let x = expect_inputs(&self.name, inputs, 1)?[0].as_standard_layout();
-        let xs = x
-            .as_slice()
-            .ok_or_else(|| SimError::shape(&self.name, "input not contiguous"))?;
-        let (y, kept) = if self.tanh_approx {
-            let (y, th): (Vec<f32>, Vec<f64>) = xs.iter().map(|&v| Self::tanh_value(v)).unzip();
-            (y, Kept::Tanh(th))
-        } else {
-            let (mut y, mut cdf) = (vec![0.0; xs.len()], vec![0.0; xs.len()]);
-            xs.par_chunks(GELU_CHUNK)
-                .zip(y.par_chunks_mut(GELU_CHUNK))
-                .zip(cdf.par_chunks_mut(GELU_CHUNK))
-                .for_each(|((x, y), c)| gelu_exact_forward(x, y, c));
-            (y, Kept::Cdf(cdf))
-        };
-        let y = Tensor::from_shape_vec(x.shape(), y)
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        self.cache = (mode == Mode::Train).then(|| (x.into_owned(), kept));
-        Ok(y)
+        self.run(x, mode)
+    }
+
+    fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
+        self.run(CowArray::from(standard(x)), mode)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {

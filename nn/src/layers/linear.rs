@@ -7,7 +7,7 @@
 //! the batch for `[N, O]` and batch-first `[B, T, O]`, the time step for sequence-first
 //! `[T, B, O]`. (SBM and WAGEUBN quantize the whole tensor with one range either way.)
 
-use ndarray::{Array2, CowArray, Ix2};
+use ndarray::{Array2, CowArray, Ix2, IxDyn};
 
 use super::from_ir::{owned, Ctx, Init, Layout, Val};
 use super::intgemm;
@@ -20,7 +20,7 @@ use super::{as2, cached, check_grad, expect_inputs, weight_and_bias, Layer, Mode
 use crate::error::{Result, SimError};
 use crate::init::linear;
 use crate::quant::LayerQuant;
-use cptsim_kernels::gemm::{matmul_rows_par, matmul_tn_reduce_par};
+use cptsim_kernels::gemm::{matmul_rows_par_uninit, matmul_tn_reduce_par};
 use cptsim_models::ir::{self, Node};
 use cptsim_models::zoo::init::LinearInit;
 use rand::Rng;
@@ -63,10 +63,17 @@ impl Linear {
         matmul_tn_reduce_par(dw.view_mut(), g2, xq, false)?;
         let want_dx = want_dx || input_grad_read(&self.quant, ops);
         let dx_rows = if want_dx { xq.nrows() } else { 0 };
-        let mut dx = Array2::<f32>::zeros((dx_rows, xq.ncols()));
-        if want_dx {
-            matmul_rows_par(dx.view_mut(), g2, ops.w.view(), false)?;
-        }
+        let len = dx_rows * xq.ncols();
+        let mut dx = Vec::with_capacity(len);
+        matmul_rows_par_uninit(
+            &mut dx.spare_capacity_mut()[..len],
+            g2.slice(ndarray::s![..dx_rows, ..]),
+            ops.w.view(),
+        )?;
+        // SAFETY: the product wrote all `len` values (or returned its error above).
+        unsafe { dx.set_len(len) };
+        let dx =
+            Array2::from_shape_vec((dx_rows, xq.ncols()), dx).map_err(shape_err(&self.name))?;
         if let (Some(d), Ok(w)) = (
             dx.as_slice(),
             self.weight.value.view().into_dimensionality(),
@@ -90,6 +97,76 @@ impl Linear {
             .map_err(shape_err(&self.name))?;
         mask_input_grad(&mut dx, ops.x_mask.as_ref());
         Ok(Some(dx))
+    }
+
+    /// The forward pass: the input as `[rows, F]` without a copy when it is in standard layout
+    /// (an owned one is then kept for backward as it is), the GEMM writing its output whole.
+    fn run(&mut self, x: CowArray<'_, f32, IxDyn>, mode: Mode) -> Result<Tensor> {
+        let in_shape = x.shape().to_vec();
+        let [lead @ .., f] = &in_shape[..] else {
+            return Err(self.rank_error(&in_shape));
+        };
+        if lead.is_empty() {
+            return Err(self.rank_error(&in_shape));
+        }
+        let flat = [lead.iter().product(), *f];
+        let x = if x.is_standard_layout() {
+            x
+        } else {
+            CowArray::from(x.as_standard_layout().into_owned())
+        };
+        let x = x
+            .into_shape_with_order(IxDyn(&flat))
+            .map_err(shape_err(&self.name))?;
+        let w = self
+            .weight
+            .value
+            .view()
+            .into_dimensionality::<Ix2>()
+            .map_err(shape_err(&self.name))?;
+        if *f != w.ncols() {
+            return Err(SimError::shape(
+                &self.name,
+                format!("input has {f} features, layer expects {}", w.ncols()),
+            ));
+        }
+        let ops = quantize_operands(&mut self.quant, x, w, mode, mode == Mode::Train, true);
+        let xq = as2(&self.name, &ops.x)?;
+        let (rows, o) = (xq.nrows(), ops.w.nrows());
+        let mut y = crate::arena::take(rows * o);
+        match &ops.int {
+            Some(int) => {
+                y.resize(rows * o, 0.0);
+                intgemm::linear(&self.name, rows, int, &mut y)?;
+            }
+            None => {
+                matmul_rows_par_uninit(&mut y.spare_capacity_mut()[..rows * o], xq, ops.w.t())?;
+                // SAFETY: the product wrote all `rows·o` values (or returned its error above).
+                unsafe { y.set_len(rows * o) };
+            }
+        }
+        if let Some(b) = &self.bias {
+            let bv = b
+                .value
+                .as_slice()
+                .ok_or_else(|| SimError::shape(&self.name, "bias not contiguous"))?;
+            y.chunks_exact_mut(o.max(1))
+                .for_each(|r| r.iter_mut().zip(bv).for_each(|(v, &b)| *v += b));
+        }
+        let mut out_shape = in_shape.clone();
+        if let Some(last) = out_shape.last_mut() {
+            *last = o;
+        }
+        self.cache = (mode == Mode::Train).then(|| (ops.into_owned(), in_shape));
+        Tensor::from_shape_vec(out_shape, y).map_err(shape_err(&self.name))
+    }
+
+    /// The error for an input of rank below 2.
+    fn rank_error(&self, shape: &[usize]) -> SimError {
+        SimError::shape(
+            &self.name,
+            format!("expects [..., F] of rank ≥ 2, got {shape:?}"),
+        )
     }
 
     /// A linear layer from weights `[O, F]` and an optional bias `[O]`.
@@ -131,71 +208,11 @@ impl Layer for Linear {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let flat;
-        let x = match x.shape() {
-            [] | [_] => {
-                return Err(SimError::shape(
-                    &self.name,
-                    format!("expects [..., F] of rank ≥ 2, got {:?}", x.shape()),
-                ))
-            }
-            [_, _] => x,
-            [lead @ .., f] => {
-                let shape = vec![lead.iter().product(), *f];
-                flat = x
-                    .as_standard_layout()
-                    .into_owned()
-                    .into_shape_with_order(shape)
-                    .map_err(shape_err(&self.name))?;
-                &flat
-            }
-        };
-        let in_shape = inputs[0].shape().to_vec();
-        let x2 = as2(&self.name, x)?;
-        let w = self
-            .weight
-            .value
-            .view()
-            .into_dimensionality::<Ix2>()
-            .map_err(shape_err(&self.name))?;
-        if x2.ncols() != w.ncols() {
-            return Err(SimError::shape(
-                &self.name,
-                format!(
-                    "input has {} features, layer expects {}",
-                    x2.ncols(),
-                    w.ncols()
-                ),
-            ));
-        }
-        let ops = quantize_operands(
-            &mut self.quant,
-            CowArray::from(x.view()),
-            w,
-            mode,
-            mode == Mode::Train,
-            true,
-        );
-        let xq = as2(&self.name, &ops.x)?;
-        let mut y = Array2::<f32>::zeros((xq.nrows(), ops.w.nrows()));
-        match (&ops.int, y.as_slice_mut()) {
-            (Some(int), Some(out)) => {
-                intgemm::linear(&self.name, xq.nrows(), int, out)?;
-            }
-            _ => matmul_rows_par(y.view_mut(), xq, ops.w.t(), false)?,
-        }
-        if let Some(b) = &self.bias {
-            let bv = b.value.view();
-            y.rows_mut().into_iter().for_each(|mut r| r += &bv);
-        }
-        let mut out_shape = in_shape.clone();
-        if let Some(last) = out_shape.last_mut() {
-            *last = ops.w.nrows();
-        }
-        self.cache = (mode == Mode::Train).then(|| (ops.into_owned(), in_shape));
-        y.into_dyn()
-            .into_shape_with_order(out_shape)
-            .map_err(shape_err(&self.name))
+        self.run(CowArray::from(x.view()), mode)
+    }
+
+    fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
+        self.run(CowArray::from(x), mode)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {

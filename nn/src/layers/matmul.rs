@@ -8,8 +8,8 @@
 //! weight × activation GEMM, with the second activation in place of the weights. Per-sample
 //! precision policies are rejected (their bits address the samples of one activation).
 
-use ndarray::linalg::general_mat_mul;
-use ndarray::{Array3, ArrayView3};
+use cptsim_kernels::gemm::matmul_uninit;
+use ndarray::ArrayView3;
 use rayon::prelude::*;
 
 use super::from_ir::{unsupported, Ctx, Layout, Val};
@@ -74,19 +74,35 @@ fn view3<'a>(name: &str, t: &'a Tensor, dims: [usize; 3]) -> Result<ArrayView3<'
         .map_err(|e| SimError::shape(name, e.to_string()))
 }
 
-/// `out[i] = op_a(a[i]) · op_b(b[i])` for every batch slice, with `op` a transpose when asked;
-/// the slices (a batch's heads) in parallel, each computed as on one thread.
-fn batched(a: ArrayView3<f32>, b: ArrayView3<f32>, (ta, tb): (bool, bool), out: &mut Array3<f32>) {
-    let slices: Vec<_> = a
-        .outer_iter()
-        .zip(b.outer_iter())
-        .zip(out.outer_iter_mut())
-        .collect();
-    slices.into_par_iter().for_each(|((ai, bi), mut oi)| {
-        let ai = if ta { ai.reversed_axes() } else { ai };
-        let bi = if tb { bi.reversed_axes() } else { bi };
-        general_mat_mul(1.0, &ai, &bi, 0.0, &mut oi);
-    });
+/// `op_a(a[i]) · op_b(b[i])` for every batch slice `i`, with `op` a transpose when asked, as
+/// `[batch, rows, cols]` values in row-major order: the slices (a batch's heads) in parallel, each
+/// one product of the project's GEMM ([`matmul_uninit`]: every element one chain of fused
+/// multiply-adds in reduction order, whatever the vector path or thread count), written into
+/// fresh storage without zeroing it first.
+fn batched(
+    a: ArrayView3<f32>,
+    b: ArrayView3<f32>,
+    (ta, tb): (bool, bool),
+    [batch, rows, cols]: [usize; 3],
+) -> Result<Vec<f32>> {
+    let per = rows * cols;
+    let mut out = crate::arena::take(batch * per);
+    if per > 0 {
+        let slices: Vec<_> = a
+            .outer_iter()
+            .zip(b.outer_iter())
+            .zip(out.spare_capacity_mut()[..batch * per].chunks_mut(per))
+            .collect();
+        slices.into_par_iter().try_for_each(|((ai, bi), oi)| {
+            let ai = if ta { ai.reversed_axes() } else { ai };
+            let bi = if tb { bi.reversed_axes() } else { bi };
+            matmul_uninit(oi, ai, bi).map(drop)
+        })?;
+    }
+    // SAFETY: each of the `batch` chunks of `per` values was written by its product above
+    // (`matmul_uninit` initialises all of its output or errors, and an error returned early).
+    unsafe { out.set_len(batch * per) };
+    Ok(out)
 }
 
 /// A standard-layout copy of `t`, quantized in place by `q`; returns the gradient mask.
@@ -111,15 +127,13 @@ impl Layer for MatMul {
         let train = mode == Mode::Train;
         let (a, a_mask) = quantized(ins[0], |s| self.quant.activations(s, train));
         let (b, b_mask) = quantized(ins[1], |s| self.quant.activations_second(s, train));
-        let mut y = Array3::<f32>::zeros((batch, m, n));
-        batched(
+        let y = batched(
             view3(&self.name, &a, [batch, m, k])?,
             view3(&self.name, &b, [batch, k, n])?,
             (false, false),
-            &mut y,
-        );
-        let y = y
-            .into_shape_with_order(out_shape.clone())
+            [batch, m, n],
+        )?;
+        let y = Tensor::from_shape_vec(out_shape.clone(), y)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
         self.cache = train.then_some(Cache {
             a,
@@ -141,12 +155,10 @@ impl Layer for MatMul {
         let g = view3(&self.name, &gq, [batch, m, n])?;
         let a = view3(&self.name, &c.a, [batch, m, k])?;
         let b = view3(&self.name, &c.b, [batch, k, n])?;
-        let mut da = Array3::<f32>::zeros((batch, m, k));
-        batched(g, b, (false, true), &mut da);
-        let mut db = Array3::<f32>::zeros((batch, k, n));
-        batched(a, g, (true, false), &mut db);
-        let shaped = |t: Array3<f32>, like: &Tensor| {
-            t.into_shape_with_order(like.shape().to_vec())
+        let da = batched(g, b, (false, true), [batch, m, k])?;
+        let db = batched(a, g, (true, false), [batch, k, n])?;
+        let shaped = |t: Vec<f32>, like: &Tensor| {
+            Tensor::from_shape_vec(like.shape(), t)
                 .map_err(|e| SimError::shape(&self.name, e.to_string()))
         };
         let (mut da, mut db) = (shaped(da, &c.a)?, shaped(db, &c.b)?);

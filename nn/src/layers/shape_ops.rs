@@ -9,8 +9,14 @@ use cptsim_models::ir::rebatch::rebatch;
 use cptsim_models::ir::Node;
 use rand::Rng;
 
-/// `t`'s elements in row-major order, as `shape`, or an error naming the layer and both shapes.
-fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+/// `t`'s elements in row-major order, as `shape`, or an error naming the layer and both shapes:
+/// an owned tensor in standard layout keeps its storage (moved, not copied), a borrowed one is
+/// copied.
+fn reshaped<S: ndarray::Data<Elem = f32>>(
+    name: &str,
+    t: ndarray::ArrayBase<S, ndarray::IxDyn>,
+    shape: &[usize],
+) -> Result<Tensor> {
     let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     if count != Some(t.len()) {
         let count = count.map_or("too many".to_string(), |c| c.to_string());
@@ -23,7 +29,7 @@ fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
             ),
         ));
     }
-    standard(t.view())
+    standard(t)
         .into_shape_with_order(shape.to_vec())
         .map_err(|e| SimError::shape(name, e.to_string()))
 }
@@ -95,15 +101,21 @@ impl Layer for Reshape {
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
         let shape = self.target(x.shape())?;
-        let y = reshaped(&self.name, x, &shape)?;
+        let y = reshaped(&self.name, x.view(), &shape)?;
         self.pass = (mode == Mode::Train).then(|| (x.shape().to_vec(), shape));
         Ok(y)
+    }
+
+    fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
+        let shape = self.target(x.shape())?;
+        self.pass = (mode == Mode::Train).then(|| (x.shape().to_vec(), shape.clone()));
+        reshaped(&self.name, x, &shape)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let (in_shape, out_shape) = cached(&self.name, &self.pass)?;
         check_grad(&self.name, &grad_out, out_shape)?;
-        Ok(vec![reshaped(&self.name, &grad_out, in_shape)?])
+        Ok(vec![reshaped(&self.name, grad_out, in_shape)?])
     }
 }
 
@@ -180,16 +192,24 @@ fn permute_rows(t: &Tensor, perm: &[usize]) -> Option<Tensor> {
         .iter()
         .map(|&p| t.strides()[p] as usize)
         .collect();
-    let mut out = Vec::with_capacity(t.len());
+    let mut out = crate::arena::take(t.len());
     let mut at = vec![0usize; r - 1];
-    for _ in 0..t.len().checked_div(row).unwrap_or(0) {
-        let off: usize = at.iter().zip(&steps).map(|(i, s)| i * s).sum();
-        out.extend_from_slice(src.get(off..off + row)?);
-        for a in (0..r - 1).rev() {
+    // The source offset of the current output row, kept up to date as the index advances.
+    let mut off = 0usize;
+    let (inner, inner_step) = (out_shape[r - 2], steps[r - 2]);
+    for _ in 0..t.len().checked_div(row * inner).unwrap_or(0) {
+        // The innermost leading axis: `inner` rows `inner_step` apart.
+        for i in 0..inner {
+            let from = off + i * inner_step;
+            out.extend_from_slice(src.get(from..from + row)?);
+        }
+        for a in (0..r - 2).rev() {
             at[a] += 1;
+            off += steps[a];
             if at[a] < out_shape[a] {
                 break;
             }
+            off -= steps[a] * out_shape[a];
             at[a] = 0;
         }
     }
