@@ -9,7 +9,7 @@ use super::im2col::Im2col;
 /// Channels the forward loop keeps in registers at once (eight AVX2 vectors).
 const WIDE: usize = 64;
 
-/// Channels of one AVX2 vector: the forward loop's step after the [`WIDE`] runs.
+/// Channels of one AVX2 vector: the forward loop's smallest vector step after the [`WIDE`] runs.
 const LANES: usize = 8;
 
 impl Im2col<'_> {
@@ -96,7 +96,17 @@ crate::simd::multiversion! {
                 channels::<WIDE>(&taps, xs, w, bias, ch, out);
                 ch += WIDE;
             }
-            while ch + LANES <= c {
+            // The rest in one run of 32, 16 and 8 channels at most each (independent sums, not
+            // one vector's chain after another: 96, 144 or 240 channels leave 32, 16 or 48).
+            if ch + 4 * LANES <= c {
+                channels::<{ 4 * LANES }>(&taps, xs, w, bias, ch, out);
+                ch += 4 * LANES;
+            }
+            if ch + 2 * LANES <= c {
+                channels::<{ 2 * LANES }>(&taps, xs, w, bias, ch, out);
+                ch += 2 * LANES;
+            }
+            if ch + LANES <= c {
                 channels::<LANES>(&taps, xs, w, bias, ch, out);
                 ch += LANES;
             }

@@ -134,9 +134,14 @@ impl Epilogue {
     /// Checks the whole output `y` against the steps: a residual add's other operand must have
     /// its shape (the blocks have read only as much of it as they cover).
     pub fn check_output(&self, y: &Tensor) -> Result<()> {
+        self.check_shape(y.shape())
+    }
+
+    /// [`Epilogue::check_output`] of an output of shape `shape`, which need not be stored whole.
+    pub fn check_shape(&self, shape: &[usize]) -> Result<()> {
         for step in &self.0 {
             if let EpilogueStep::Add { layer, other } = step {
-                if other.shape() != y.shape() {
+                if other.shape() != shape {
                     return Err(operands_differ(layer));
                 }
             }

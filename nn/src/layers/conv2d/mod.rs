@@ -26,6 +26,7 @@ use cptsim_kernels::gemm::{
 };
 use cptsim_kernels::reduce::{add_in_order, sums_and_squares};
 
+mod fused;
 mod plan;
 
 use super::from_ir::{owned, Ctx, Layout, Val};
@@ -158,6 +159,16 @@ impl Conv2d {
     /// The layer's geometry.
     pub fn spec(&self) -> &Conv2dSpec {
         &self.spec
+    }
+
+    /// What the weights are quantized as now ([`Prepared`]'s key).
+    fn prepared_key(&self) -> PreparedKey {
+        (
+            self.weight.value.as_ptr() as usize,
+            self.weight.value.len(),
+            self.quant.method,
+            self.quant.bits_fw,
+        )
     }
 
     fn weight_matrix(&self) -> Result<ArrayView2<'_, f32>> {
@@ -547,12 +558,7 @@ impl Conv2d {
         // convs, the weights as the GEMMs read them (a pack of the
         // transposed weights also reads them in runs, where a product's own cuts gather).
         // Both are kept for the next evaluation pass.
-        let key = (
-            self.weight.value.as_ptr() as usize,
-            self.weight.value.len(),
-            self.quant.method,
-            self.quant.bits_fw,
-        );
+        let key = self.prepared_key();
         let mut prep = prepared
             .filter(|p| mode == Mode::Eval && p.key == key)
             .unwrap_or(Prepared {

@@ -8,13 +8,16 @@
 //! - `bn_relu` (training): a batch norm applies the ReLU (or ReLU6) after it, and masks its
 //!   gradient in backward;
 //! - `eval_epilogue` (evaluation): the batch norms, ReLUs and residual adds after a layer run
-//!   as its epilogue, on each block of its output while the block is in cache.
+//!   as its epilogue, on each block of its output while the block is in cache;
+//! - `depthwise_pointwise` (evaluation): a depthwise conv and the 1×1 conv after it, each with
+//!   its epilogue, run part by part, so the depthwise output is never stored whole.
 //!
 //! The pass recognises the layers it fuses by their type, so [`Layer`] carries no fusion hooks;
 //! a fused layer calls the layers' own fused passes, which call `cptsim_kernels`.
 
 mod bn_relu;
 mod conv_bn_relu;
+mod depthwise_pointwise;
 mod eval_epilogue;
 
 use std::any::Any;
@@ -101,6 +104,13 @@ pub(super) enum Fusion {
     None,
     /// Evaluation: per-channel steps applied to the node's output ([`Epilogue`]).
     Epilogue(Epilogue),
+    /// Evaluation: a depthwise conv with its epilogue, then the 1×1 conv `at` nodes after it
+    /// with its own.
+    DepthwisePointwise {
+        first: Epilogue,
+        at: usize,
+        second: Epilogue,
+    },
     /// Training: a batch norm, then a clamp activation with this upper bound.
     BnRelu(f32),
     /// Training: a conv, then a batch norm given the sums of its output, then the clamp after
@@ -121,8 +131,13 @@ impl Fusion {
         values: &mut [Option<Tensor>],
     ) -> Result<(Fusion, usize)> {
         if mode == Mode::Eval {
-            let (epilogue, last) = eval_epilogue::find(nodes, i, scope, values)?;
-            return Ok((Fusion::Epilogue(epilogue), last));
+            let (first, last) = eval_epilogue::find(nodes, i, scope, values)?;
+            if let Some(k) = depthwise_pointwise::pointwise_after(nodes, i, last, scope) {
+                let (second, last) = eval_epilogue::find(nodes, k, scope, values)?;
+                let at = k - i;
+                return Ok((Fusion::DepthwisePointwise { first, at, second }, last));
+            }
+            return Ok((Fusion::Epilogue(first), last));
         }
         Ok(match conv_bn_relu::find(nodes, i, scope) {
             Some(Some(hi)) => (Fusion::ConvBnRelu(Some(hi)), i + 2),
@@ -137,11 +152,14 @@ impl Fusion {
     /// Hands the residual operands its epilogue holds to the evaluation free list
     /// ([`crate::arena`]).
     pub(super) fn recycle(self) {
-        if let Fusion::Epilogue(e) = self {
-            for step in e.0 {
-                if let EpilogueStep::Add { other, .. } = step {
-                    crate::arena::give(other);
-                }
+        let epilogues = match self {
+            Fusion::Epilogue(e) => vec![e],
+            Fusion::DepthwisePointwise { first, second, .. } => vec![first, second],
+            _ => Vec::new(),
+        };
+        for step in epilogues.into_iter().flat_map(|e| e.0) {
+            if let EpilogueStep::Add { other, .. } = step {
+                crate::arena::give(other);
             }
         }
     }
@@ -166,6 +184,9 @@ impl Fusion {
         match self {
             Fusion::ConvBnRelu(hi) => conv_bn_relu::ConvBnRelu::of(nodes, *hi)?.forward(input),
             Fusion::BnRelu(hi) => bn_relu::BnRelu::of(nodes, *hi)?.forward(input),
+            Fusion::DepthwisePointwise { first, at, second } => {
+                depthwise_pointwise::forward(nodes, input, first, *at, second)
+            }
             Fusion::Epilogue(e) if !e.is_empty() => {
                 let first = nodes
                     .first_mut()
