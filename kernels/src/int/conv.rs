@@ -65,29 +65,14 @@ pub fn conv_dequant_uninit<'o>(
     let taps: Vec<usize> = (0..kh * kw)
         .map(|t| ((t / kw) * sp.dilation[0] * wp + (t % kw) * sp.dilation[1]) * c)
         .collect();
-    let rows = samples * oh * ow;
-    let mut starts = Vec::with_capacity(rows);
-    for s in 0..samples {
-        for oy in 0..oh {
-            for ox in 0..ow {
-                starts.push((s * pixels + oy * sp.stride[0] * wp + ox * sp.stride[1]) * c);
-            }
-        }
-    }
+    let tap_pixels: Vec<usize> = taps.iter().map(|t| t / c).collect();
+    let first_pixels = first_pixels(geo, samples, pixels);
+    let starts: Vec<usize> = first_pixels.iter().map(|&p| p * c).collect();
     super::with_byte_scratch(padded_len, |padded| {
         let mut pixel_sums = vec![0u32; samples * pixels];
         pad_codes(geo, x, padded, &mut pixel_sums);
-        let tap_pixels: Vec<usize> = taps.iter().map(|t| t / c).collect();
-        let sums: Vec<i64> = starts
-            .iter()
-            .map(|&st| {
-                let p0 = st / c;
-                tap_pixels
-                    .iter()
-                    .map(|&t| i64::from(pixel_sums[p0 + t]))
-                    .sum()
-            })
-            .collect();
+        let mut sums = vec![0i64; first_pixels.len()];
+        tap_sums(&pixel_sums, &first_pixels, &tap_pixels, &mut sums);
         let left = Left::Patches {
             data: padded,
             starts: &starts,
@@ -98,35 +83,93 @@ pub fn conv_dequant_uninit<'o>(
     })
 }
 
+/// Per output pixel of `samples` samples (of `pixels` padded pixels each), the padded pixel its
+/// first tap reads.
+fn first_pixels(geo: &Im2col<'_>, samples: usize, pixels: usize) -> Vec<usize> {
+    let (sp, (oh, ow), wp) = (geo.spec, geo.out_hw, geo.padded_hw().1);
+    let mut out = Vec::with_capacity(samples * oh * ow);
+    for s in 0..samples {
+        for oy in 0..oh {
+            let row = s * pixels + oy * sp.stride[0] * wp;
+            out.extend((0..ow).map(|ox| row + ox * sp.stride[1]));
+        }
+    }
+    out
+}
+
+crate::simd::multiversion! {
+    /// `sums[i] = Σ_t pixel_sums[first[i] + taps[t]]`: each row's sum of codes.
+    fn tap_sums(pixel_sums: &[u32], first: &[usize], taps: &[usize], sums: &mut [i64]) {
+        let span = taps.iter().copied().max().unwrap_or(0) + 1;
+        for (s, &p) in sums.iter_mut().zip(first) {
+            let window = &pixel_sums[p..p + span];
+            *s = taps.iter().map(|&t| i64::from(window[t])).sum();
+        }
+    }
+}
+
 /// Writes the samples of `x` with `geo`'s zero padding into `padded` (every byte, `pixels`
 /// padded pixels per sample) and each padded pixel's sum of codes into `pixel_sums` (0 in the
 /// padding).
 fn pad_codes(geo: &Im2col<'_>, x: &[u8], padded: &mut [u8], pixel_sums: &mut [u32]) {
     let sp = geo.spec;
     let c = sp.in_channels;
-    let (w, wp) = (geo.in_hw.1, geo.padded_hw().1);
-    let pixels = geo.padded_hw().0 * wp;
-    let first = sp.pads[0] * wp + sp.pads[1];
-    padded.fill(0);
-    pixel_sums.fill(0);
+    let (h, w) = geo.in_hw;
+    let wp = geo.padded_hw().1;
+    let (top, left) = (sp.pads[0], sp.pads[1]);
     for ((ps, ss), xs) in padded
-        .chunks_exact_mut(pixels * c)
-        .zip(pixel_sums.chunks_exact_mut(pixels))
+        .chunks_exact_mut(geo.padded_hw().0 * wp * c)
+        .zip(pixel_sums.chunks_exact_mut(geo.padded_hw().0 * wp))
         .zip(x.chunks_exact(geo.in_per_sample()))
     {
-        for (iy, src) in xs.chunks_exact(w * c).enumerate() {
-            let at = first + iy * wp;
-            ps[at * c..(at + w) * c].copy_from_slice(src);
-            channel_sums(src, c, &mut ss[at..at + w]);
+        for (py, (row, srow)) in ps
+            .chunks_exact_mut(wp * c)
+            .zip(ss.chunks_exact_mut(wp))
+            .enumerate()
+        {
+            match py.checked_sub(top).filter(|&iy| iy < h) {
+                Some(iy) => {
+                    let src = &xs[iy * w * c..(iy + 1) * w * c];
+                    row[..left * c].fill(0);
+                    row[left * c..(left + w) * c].copy_from_slice(src);
+                    row[(left + w) * c..].fill(0);
+                    srow[..left].fill(0);
+                    channel_sums(src, c, &mut srow[left..left + w]);
+                    srow[left + w..].fill(0);
+                }
+                None => {
+                    row.fill(0);
+                    srow.fill(0);
+                }
+            }
         }
     }
 }
 
 crate::simd::multiversion! {
-    /// `sums[p] = Σ` of pixel `p`'s `c` byte codes in `x`.
+    /// `sums[p] = Σ` of pixel `p`'s `c` byte codes in `x` (the usual channel counts unrolled).
     fn channel_sums(x: &[u8], c: usize, sums: &mut [u32]) {
-        for (s, px) in sums.iter_mut().zip(x.chunks_exact(c)) {
-            *s = px.iter().map(|&v| u32::from(v)).sum();
+        match c {
+            16 => pixel_sums::<16>(x, sums),
+            32 => pixel_sums::<32>(x, sums),
+            64 => pixel_sums::<64>(x, sums),
+            _ => {
+                for (s, px) in sums.iter_mut().zip(x.chunks_exact(c.max(1))) {
+                    *s = px.iter().map(|&v| u32::from(v)).sum();
+                }
+            }
         }
+    }
+}
+
+/// [`channel_sums`] of `C` channels.
+#[inline(always)]
+fn pixel_sums<const C: usize>(x: &[u8], sums: &mut [u32]) {
+    for (s, px) in sums.iter_mut().zip(x.chunks_exact(C)) {
+        let mut t = 0u32;
+        for &v in px {
+            t += u32::from(v);
+        }
+        *s = t;
     }
 }
