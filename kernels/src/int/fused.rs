@@ -19,7 +19,7 @@ use ndarray::ArrayView2;
 use rayon::prelude::*;
 
 use super::pack::{self, Code, Form, Shift, PANEL, ROW_PAD, STEP_BYTES};
-use super::tile::{Kernel, TileSums, TILE_COLS, TILE_ROWS};
+use super::tile::{Kernel, TileRows, TileSums, TILE_COLS, TILE_ROWS};
 use super::{Accumulator, IntPath, Overflow};
 use crate::error::{KernelError, Result};
 
@@ -96,6 +96,22 @@ impl PackedB {
             one_signed: rb.0 >= 0 || rb.1 <= 0,
             col_sums,
         })
+    }
+
+    /// Steps per kernel call of a product with byte codes `A`: each call's exact sum fits in
+    /// 32 bits.
+    fn run(&self) -> usize {
+        ((i64::from(i32::MAX) / (self.form.terms() as i64 * A_PEAK * self.shifted_peak)) as usize)
+            .max(1)
+    }
+
+    /// Whether a conv's patches of `c`-channel byte codes can be read in place: the byte form,
+    /// whole steps per pixel, and one kernel call per tile.
+    pub(super) fn reads_pixels_of(&self, c: usize) -> bool {
+        self.form == Form::Byte
+            && c > 0
+            && c.is_multiple_of(STEP_BYTES)
+            && pack::steps(self.k, self.form) <= self.run()
     }
 
     /// `k` (the reduction) and `n` (the outputs per row).
@@ -220,14 +236,34 @@ pub fn matmul_dequant_uninit<'o>(
     dq: Dequant<'_>,
     out: &'o mut [MaybeUninit<f32>],
 ) -> Result<&'o mut [f32]> {
-    let (k, n, m) = (b.k, b.n, a.sums.len());
-    let bad = |msg: String| Err(KernelError::shape("integer gemm", msg));
+    let (k, m) = (b.k, a.sums.len());
     if a.data.len() < rows_len(m, k)? {
-        return bad(format!(
-            "{} bytes hold fewer than {m} padded rows of {k}",
-            a.data.len()
+        return Err(KernelError::shape(
+            "integer gemm",
+            format!(
+                "{} bytes hold fewer than {m} padded rows of {k}",
+                a.data.len()
+            ),
         ));
     }
+    let left = Left::Rows {
+        data: a.data,
+        lda: row_stride(k),
+    };
+    dequantized_product(left, a.sums, b, acc, dq, out)
+}
+
+/// Checks what a fused product writes and needs, then computes it into `out` (written whole).
+pub(super) fn dequantized_product<'o>(
+    left: Left<'_>,
+    sums: &[i64],
+    b: &PackedB,
+    acc: Accumulator,
+    dq: Dequant<'_>,
+    out: &'o mut [MaybeUninit<f32>],
+) -> Result<&'o mut [f32]> {
+    let (n, m) = (b.n, sums.len());
+    let bad = |msg: String| Err(KernelError::shape("integer gemm", msg));
     if out.len() != m.saturating_mul(n) {
         return bad(format!("an output of {} for {m} × {n}", out.len()));
     }
@@ -244,50 +280,64 @@ pub fn matmul_dequant_uninit<'o>(
         });
     }
     if m > 0 && n > 0 {
-        product(a, b, acc, dq, out);
+        product(left, sums, b, acc, dq, out);
     }
     // SAFETY: every element was written ([`task`] writes every column of its rows).
     Ok(unsafe { &mut *(std::ptr::from_mut(out) as *mut [f32]) })
 }
 
-/// The body of [`matmul_dequant_uninit`] (sizes checked).
+/// The left operand of a fused product as its tiles read it.
+#[derive(Clone, Copy)]
+pub(super) enum Left<'a> {
+    /// Rows of byte codes `lda` bytes apart, padded to [`ROW_PAD`] rows (see [`Rows`]).
+    Rows { data: &'a [u8], lda: usize },
+    /// A conv's patches read in place (byte form only, one kernel call per tile): row `i`
+    /// starts at `data[starts[i]]`, and its taps are runs of `tap_steps` steps at the `taps`
+    /// offsets from there, every byte of which `data` holds.
+    Patches {
+        data: &'a [u8],
+        starts: &'a [usize],
+        taps: &'a [usize],
+        tap_steps: usize,
+    },
+}
+
+/// The body of [`dequantized_product`] (sizes checked).
 fn product(
-    a: Rows<'_>,
+    left: Left<'_>,
+    sums: &[i64],
     b: &PackedB,
     acc: Accumulator,
     dq: Dequant<'_>,
     out: &mut [MaybeUninit<f32>],
 ) {
-    let (k, n, m) = (b.k, b.n, a.sums.len());
-    let stride = row_stride(k);
+    let (k, n, m) = (b.k, b.n, sums.len());
     let words;
-    let (rows, lda) = match b.form {
-        Form::Byte => (a.data, stride),
-        Form::Word => {
-            words = widen(a.data, m.div_ceil(ROW_PAD) * ROW_PAD, k, stride);
-            (&words[..], k.div_ceil(2) * STEP_BYTES)
+    let left = match (left, b.form) {
+        (Left::Rows { data, lda }, Form::Word) => {
+            words = widen(data, m.div_ceil(ROW_PAD) * ROW_PAD, k, lda);
+            Left::Rows {
+                data: &words[..],
+                lda: k.div_ceil(2) * STEP_BYTES,
+            }
         }
+        (left, _) => left,
     };
-    let steps = pack::steps(k, b.form);
-    let run =
-        ((i64::from(i32::MAX) / (b.form.terms() as i64 * A_PEAK * b.shifted_peak)) as usize).max(1);
     let g = Geometry {
         kernel: b.path.kernel(b.form),
-        lda,
-        steps,
-        run,
+        steps: pack::steps(k, b.form),
+        run: b.run(),
         pixels: dq.offset.len() / n,
         acc,
     };
     out.par_chunks_mut(TASK_ROWS * n)
         .enumerate()
-        .for_each(|(t, o)| task(&g, rows, b, a.sums, dq, t * TASK_ROWS, o));
+        .for_each(|(t, o)| task(&g, left, b, sums, dq, t * TASK_ROWS, o));
 }
 
 /// What every task of one [`matmul_dequant`] shares.
 struct Geometry {
     kernel: Kernel,
-    lda: usize,
     steps: usize,
     /// Steps per kernel call (each call's exact sum fits in 32 bits).
     run: usize,
@@ -295,10 +345,12 @@ struct Geometry {
     acc: Accumulator,
 }
 
-/// The rows of `Y` from `i0` (`out`, whole rows).
+crate::simd::multiversion! {
+/// The rows of `Y` from `i0` (`out`, whole rows); compiled for the vector paths so that the
+/// dequantization of each tile is vectorised in place.
 fn task(
     g: &Geometry,
-    a: &[u8],
+    left: Left<'_>,
     b: &PackedB,
     sums: &[i64],
     dq: Dequant<'_>,
@@ -323,13 +375,32 @@ fn task(
             let mut s0 = 0;
             while s0 < g.steps {
                 let ns = g.run.min(g.steps - s0);
-                let pa = a[i * g.lda + s0 * STEP_BYTES..].as_ptr();
+                let pa = match left {
+                    Left::Rows { data, lda } => {
+                        TileRows::strided(data[i * lda + s0 * STEP_BYTES..].as_ptr(), lda, ns)
+                    }
+                    Left::Patches {
+                        data,
+                        starts,
+                        taps,
+                        tap_steps,
+                    } => TileRows {
+                        // Rows past the last repeat it (their sums are not used).
+                        rows: std::array::from_fn(|r| {
+                            data.as_ptr()
+                                .wrapping_add(starts[(i + r).min(sums.len() - 1)])
+                        }),
+                        taps,
+                        steps: tap_steps,
+                    },
+                };
                 let pb = b.data[jt / PANEL * panel + s0 * PANEL * STEP_BYTES..].as_ptr();
-                // SAFETY: `a` holds rows padded to 8 (checked by the caller), `b` columns padded
-                // to two panels, each `steps` steps long, so the tile's rows and panels exist
-                // from step `s0` for `ns` steps; the kernel's path runs here (checked when `b`
-                // was packed).
-                unsafe { f(pa, g.lda, pb, panel, ns, &mut tile) };
+                // SAFETY: `Rows` holds rows padded to 8 (checked by the caller) and `Patches`
+                // every run of every row (checked by its maker, which also keeps its steps
+                // within one call), `b` columns padded to two panels, each `steps` steps long,
+                // so the tile's rows and panels exist from step `s0` for `ns` steps; the
+                // kernel's path runs here (checked when `b` was packed).
+                unsafe { f(&pa, pb, panel, &mut tile) };
                 if s0 == 0 && ns == g.steps {
                     break;
                 }
@@ -359,38 +430,47 @@ fn task(
                             let s = if single { i64::from(tile[j]) } else { wide[j] };
                             *v = g.acc.settle(s + corr);
                         }
-                        dequant_wide(y, &c[..cols], 0.0, ra as f64, scale, rw, off);
+                        dequant_row(y, &c[..cols], |v| v as f64, 0.0, ra as f64, scale, rw, off);
                     }
                     _ if single => {
-                        dequant_tile(y, &tile[span], corr as f64, ra as f64, scale, rw, off)
+                        let t = &tile[span];
+                        dequant_row(y, t, f64::from, corr as f64, ra as f64, scale, rw, off)
                     }
-                    _ => dequant_wide(y, &wide[span], corr as f64, ra as f64, scale, rw, off),
+                    _ => {
+                        let t = &wide[span];
+                        dequant_row(y, t, |v| v as f64, corr as f64, ra as f64, scale, rw, off)
+                    }
                 }
             }
         }
     }
 }
-
-crate::simd::multiversion! {
-    /// `y[j] = scale[j]·(t[j] + corr) + row[j]·r + off[j]` in f64 (`t[j] + corr` is the exact
-    /// integer sum: both are integers below 2⁵³), rounded to f32 once.
-    fn dequant_tile(y: &mut [MaybeUninit<f32>], t: &[i32], corr: f64, r: f64, scale: &[f64], row: &[f64], off: &[f64]) {
-        let n = y.len().min(t.len()).min(scale.len()).min(row.len()).min(off.len());
-        for j in 0..n {
-            let c = f64::from(t[j]) + corr;
-            y[j] = MaybeUninit::new((scale[j] * c + row[j] * r + off[j]) as f32);
-        }
-    }
 }
 
-crate::simd::multiversion! {
-    /// [`dequant_tile`] of 64-bit sums.
-    fn dequant_wide(y: &mut [MaybeUninit<f32>], t: &[i64], corr: f64, r: f64, scale: &[f64], row: &[f64], off: &[f64]) {
-        let n = y.len().min(t.len()).min(scale.len()).min(row.len()).min(off.len());
-        for j in 0..n {
-            let c = t[j] as f64 + corr;
-            y[j] = MaybeUninit::new((scale[j] * c + row[j] * r + off[j]) as f32);
-        }
+/// `y[j] = scale[j]·(t[j] + corr) + row[j]·r + off[j]` in f64 (`t[j] + corr` is the exact
+/// integer sum: both are integers below 2⁵³), rounded to f32 once; inlined into [`task`]'s
+/// vector paths.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn dequant_row<T: Copy>(
+    y: &mut [MaybeUninit<f32>],
+    t: &[T],
+    exact: impl Fn(T) -> f64,
+    corr: f64,
+    r: f64,
+    scale: &[f64],
+    row: &[f64],
+    off: &[f64],
+) {
+    let n = y
+        .len()
+        .min(t.len())
+        .min(scale.len())
+        .min(row.len())
+        .min(off.len());
+    for j in 0..n {
+        let c = exact(t[j]) + corr;
+        y[j] = MaybeUninit::new((scale[j] * c + row[j] * r + off[j]) as f32);
     }
 }
 

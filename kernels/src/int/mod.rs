@@ -31,6 +31,7 @@
 //! AVX-VNNI (256-bit), AVX2 (words only) and portable scalar code.
 
 mod accumulator;
+mod conv;
 mod fused;
 mod gather;
 mod pack;
@@ -42,13 +43,14 @@ use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
 pub use accumulator::{Accumulator, Overflow};
+pub use conv::{conv_dequant_uninit, reads_codes_in_place};
 pub use fused::{
     matmul_dequant, matmul_dequant_uninit, row_stride, rows_len, Dequant, PackedB, PackedRows, Rows,
 };
 pub use gather::{gather_codes, with_byte_scratch};
 pub use pack::Code;
 use pack::{Form, Shift, PANEL, STEP_BYTES};
-use tile::{Kernel, TileSums, TILE_COLS, TILE_ROWS};
+use tile::{Kernel, TileRows, TileSums, TILE_COLS, TILE_ROWS};
 
 use crate::error::{KernelError, Result};
 use crate::VectorPath;
@@ -338,11 +340,12 @@ fn task(kernel: Kernel, pa: &[u8], pb: &[u8], g: Geometry, i0: usize, j0: usize)
                 _ => kernel.tile,
             };
             for it in (0..rows).step_by(kernel.rows) {
-                let a = pa[(i0 + it) * lda + s0 * STEP_BYTES..].as_ptr();
+                let a =
+                    TileRows::strided(pa[(i0 + it) * lda + s0 * STEP_BYTES..].as_ptr(), lda, ns);
                 // SAFETY: `A` is packed with rows padded to 8 and `B` with columns padded to
                 // two panels, each `steps` steps long, so the tile's rows and panels exist from
                 // step `s0` for `ns` steps; `kernel` runs on this CPU (its path was checked).
-                unsafe { tile(a, lda, b, panel, ns, &mut sums) };
+                unsafe { tile(&a, b, panel, &mut sums) };
                 for r in 0..kernel.rows.min(rows - it) {
                     let dst = &mut block[(it + r) * cols + jt..];
                     let src = &sums[r * TILE_COLS..];

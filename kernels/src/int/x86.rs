@@ -10,7 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::pack::{Form, PANEL, STEP_BYTES};
-use super::tile::{Kernel, TileSums, TILE_COLS};
+use super::tile::{Kernel, TileRows, TileSums, TILE_COLS};
 
 /// AVX-512 VNNI on `form`.
 pub(super) fn avx512_vnni(form: Form) -> Kernel {
@@ -64,36 +64,30 @@ macro_rules! kernel {
                     stringify!($regs), " × ", stringify!($lanes), " columns."
                 )]
         #[target_feature(enable = $features)]
-        unsafe fn $name(
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            next: usize,
-            steps: usize,
-            out: &mut TileSums,
-        ) {
+        unsafe fn $name(a: &TileRows<'_>, b: *const u8, next: usize, out: &mut TileSums) {
             #[allow(clippy::redundant_closure_call)]
             let offset = |q: usize| -> usize { ($offset)(q, next) };
             let mut acc = [[$zero(); $regs]; $rows];
-            for s in 0..steps {
-                // SAFETY: the caller guarantees `steps` steps of the rows and of the panels the
-                // registers read.
-                unsafe {
-                    let p = b.add(s * PANEL * STEP_BYTES);
-                    let mut y = [$zero(); $regs];
-                    for (q, y) in y.iter_mut().enumerate() {
-                        *y = $load(p.add(offset(q)).cast());
-                    }
-                    for (r, acc) in acc.iter_mut().enumerate() {
-                        let x = a
-                            .add(r * lda + s * STEP_BYTES)
-                            .cast::<i32>()
-                            .read_unaligned();
-                        let x = $set1(x);
-                        for (acc, &y) in acc.iter_mut().zip(&y) {
-                            *acc = $op(*acc, x, y);
+            let mut p = b;
+            for &t in a.taps {
+                let rows: [*const u8; $rows] = std::array::from_fn(|r| a.rows[r].wrapping_add(t));
+                for s in 0..a.steps {
+                    // SAFETY: the caller guarantees the runs of the rows and the steps of the
+                    // panels the registers read.
+                    unsafe {
+                        let mut y = [$zero(); $regs];
+                        for (q, y) in y.iter_mut().enumerate() {
+                            *y = $load(p.add(offset(q)).cast());
+                        }
+                        for (acc, &row) in acc.iter_mut().zip(&rows) {
+                            let x = row.add(s * STEP_BYTES).cast::<i32>().read_unaligned();
+                            let x = $set1(x);
+                            for (acc, &y) in acc.iter_mut().zip(&y) {
+                                *acc = $op(*acc, x, y);
+                            }
                         }
                     }
+                    p = p.wrapping_add(PANEL * STEP_BYTES);
                 }
             }
             for (r, acc) in acc.iter().enumerate() {

@@ -277,7 +277,9 @@ pub(crate) fn conv_taps(layer: &str, geo: &Im2col<'_>, ops: &IntOperands) -> Res
 }
 
 /// One block of a one-group conv's output (`out`, `[rows, O]`, written whole) from the codes
-/// of its samples `xc`: their patches gathered, then [`forward`] or [`forward_bytes`].
+/// of its samples `xc`: byte codes with their patches read in place by
+/// [`int::conv_dequant_uninit`] when it can, else the patches gathered, then [`forward`] or
+/// [`forward_bytes`].
 pub(crate) fn conv_block<'o>(
     layer: &str,
     geo: &Im2col<'_>,
@@ -289,15 +291,12 @@ pub(crate) fn conv_block<'o>(
     let k = geo.spec.k_per_group();
     let rows = out.len() / ops.w_grids.len().max(1);
     match xc {
-        Block::Bytes(xc) => int::with_byte_scratch(int::rows_len(rows, k)?, |col| {
-            let mut sums = vec![0i64; rows];
-            int::gather_codes(geo, xc, col, &mut sums)?;
-            let a = int::Rows {
-                data: col,
-                sums: &sums,
-            };
-            forward_bytes(layer, a, ops, taps, out)
-        }),
+        Block::Bytes(xc) => match &ops.packed {
+            Some(b) if b.fuses(ops.acc) && int::reads_codes_in_place(geo, b) => Ok(
+                int::conv_dequant_uninit(geo, xc, b, ops.acc, taps.dequant(), out)?,
+            ),
+            _ => gathered(layer, geo, xc, ops, taps, out),
+        },
         Block::Floats(xc) => with_scratch(rows * k, 0, |col, _| {
             geo.gather(xc, 0, col);
             let col = ArrayView2::from_shape((rows, k), &*col)
@@ -307,6 +306,28 @@ pub(crate) fn conv_block<'o>(
             Ok(out)
         }),
     }
+}
+
+/// [`conv_block`] of byte codes whose patches are gathered first.
+fn gathered<'o>(
+    layer: &str,
+    geo: &Im2col<'_>,
+    xc: &[u8],
+    ops: &IntOperands,
+    taps: &ValidTaps,
+    out: &'o mut [MaybeUninit<f32>],
+) -> Result<&'o mut [f32]> {
+    let k = geo.spec.k_per_group();
+    let rows = out.len() / ops.w_grids.len().max(1);
+    int::with_byte_scratch(int::rows_len(rows, k)?, |col| {
+        let mut sums = vec![0i64; rows];
+        int::gather_codes(geo, xc, col, &mut sums)?;
+        let a = int::Rows {
+            data: col,
+            sums: &sums,
+        };
+        forward_bytes(layer, a, ops, taps, out)
+    })
 }
 
 /// The input codes of one block of samples.

@@ -273,4 +273,5 @@ fn f32_codes_give_the_i32_sums_and_fractions_are_errors() {
     assert!(matmul(half.view(), bf.view(), Accumulator::Exact).is_err());
 }
 
+mod conv;
 mod fused;
