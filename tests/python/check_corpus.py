@@ -426,7 +426,8 @@ def markdown(rows, meta):
         "# cptsim on users' PyTorch exports",
         "",
         f"Generated {meta['date']} by `tests/python/check_corpus.py` on the corpus that "
-        "`tests/python/make_corpus.py` exports (random init, no downloads; every torchvision "
+        "`tests/python/make_corpus.py` exports (random init, no downloads, weights the init "
+        "leaves all zero drawn at random; every torchvision "
         "classification model, Hugging Face BERT, DistilBERT, RoBERTa, GPT-2 and ViT, PyTorch's "
         "word-language-model LSTM, GRU and Transformer, bidirectional LSTM/GRU classifiers; each "
         "with the legacy and the dynamo exporter). Versions: "

@@ -68,13 +68,28 @@ def _tv_case(label, builder, kwargs, note=""):
 
     def build():
         torch.manual_seed(0)
-        return torchvision.models.get_model(builder, weights=None, **kwargs).eval()
+        model = torchvision.models.get_model(builder, weights=None, **kwargs).eval()
+        return draw_zero_weights(model)
 
     def inputs(model, above=0):
         size = _smallest_image(model, above)
         return (torch.randn(BATCH, 3, size, size),)
 
     return Case(label, "torchvision", build, inputs, "image", [], note=note)
+
+
+def draw_zero_weights(model):
+    """`model` with every Linear or convolution weight that its init left all zero (torchvision's
+    ViT head) drawn from N(0, 0.02²): with a zero head every output is 0 whatever the network
+    before it computes, and comparing outputs would check nothing. A trained model has no such
+    weight either."""
+    gen = torch.Generator().manual_seed(1)
+    kinds = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, kinds) and not m.weight.any():
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * 0.02)
+    return model
 
 
 def _smallest_image(model, above=0):

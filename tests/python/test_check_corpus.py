@@ -244,3 +244,16 @@ def test_train_follows_the_init_and_then_the_lr_advice(tmp_path):
     assert len(calls) == 3
     assert calls[2].endswith("--lr 3.333e-2 --clip-grad 2 --data synthetic --subset 2 "
                              "--test-subset 8 --init lsuv")
+
+
+def test_weights_left_all_zero_are_drawn_and_others_kept():
+    torch = pytest.importorskip("torch")
+    import corpus_models
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    torch.nn.init.zeros_(model[1].weight)
+    kept = model[0].weight.detach().clone()
+    corpus_models.draw_zero_weights(model)
+    assert torch.equal(model[0].weight, kept)
+    assert model[1].weight.abs().min() > 0
+    assert model(torch.ones(1, 4)).abs().max() > 0
