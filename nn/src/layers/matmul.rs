@@ -68,7 +68,11 @@ impl MatMul {
 }
 
 /// `t` (standard layout, `batch·rows·cols` elements) as a `[batch, rows, cols]` view.
-fn view3<'a>(name: &str, t: &'a Tensor, dims: [usize; 3]) -> Result<ArrayView3<'a, f32>> {
+fn view3<'a, S: ndarray::Data<Elem = f32>>(
+    name: &str,
+    t: &'a ndarray::ArrayBase<S, ndarray::IxDyn>,
+    dims: [usize; 3],
+) -> Result<ArrayView3<'a, f32>> {
     t.view()
         .into_shape_with_order(dims)
         .map_err(|e| SimError::shape(name, e.to_string()))
@@ -125,6 +129,19 @@ impl Layer for MatMul {
         let (out_shape, [batch, m, k, n]) = self.dims(ins[0].shape(), ins[1].shape())?;
         reject_per_sample(&self.name, &self.quant, "act × act GEMMs")?;
         let train = mode == Mode::Train;
+        if !train && self.quant.bits_fw == 0 {
+            // Nothing to quantize or keep: the operands are read where they are.
+            self.cache = None;
+            let (a, b) = (ins[0].as_standard_layout(), ins[1].as_standard_layout());
+            let y = batched(
+                view3(&self.name, &a, [batch, m, k])?,
+                view3(&self.name, &b, [batch, k, n])?,
+                (false, false),
+                [batch, m, n],
+            )?;
+            return Tensor::from_shape_vec(out_shape, y)
+                .map_err(|e| SimError::shape(&self.name, e.to_string()));
+        }
         let (a, a_mask) = quantized(ins[0], |s| self.quant.activations(s, train));
         let (b, b_mask) = quantized(ins[1], |s| self.quant.activations_second(s, train));
         let y = batched(
