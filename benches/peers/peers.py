@@ -337,6 +337,9 @@ def main():
                     help="comma-separated training rows (or `all`: "
                     + ",".join(train_families.MODELS) + "), fp32 and 8/8 against PyTorch")
     ap.add_argument("--train-batch", type=int, default=32, help="their batch")
+    ap.add_argument("--eval-families", default="",
+                    help="comma-separated training rows (or `all`) also compared in evaluation "
+                    "against onnxruntime, exported in eval mode at --family-batch")
     ap.add_argument("--only-families", action="store_true",
                     help="skip the CIFAR ResNet rows (the families' and --*-batch rows only)")
     a = ap.parse_args()
@@ -372,6 +375,12 @@ def main():
             xf = np.random.default_rng(2).random((a.family_batch, 3, a.family_size,
                                                   a.family_size), dtype=np.float32)
             imagenet.append((name, a.family_batch, path, xf))
+    evals = {}  # name → label of the training rows also compared in evaluation
+    for name in (train_families.MODELS if a.eval_families == "all"
+                 else [f for f in a.eval_families.split(",") if f]):
+        label, path, xe = train_families.export_eval(name, a.family_batch, tmp)
+        evals[name] = label
+        imagenet.append((name, a.family_batch, path, xe))
     # Language models: (key, batch, PyTorch class, its ids' shape, cptsim's model, table label).
     lms = []
     if a.lstm_batch:
@@ -436,8 +445,9 @@ def main():
     for name, batch, _, _ in imagenet:
         c, p = med[f"cptsim_eval_{name}"], med[f"ort_eval_{name}"]
         size = a.family_size if name in names else 224
-        print(f"| ImageNet {name} eval (batch {batch}, {size}×{size}) vs onnxruntime (same ONNX "
-              f"file) | {c:.1f} | {p:.1f} | {c / p:.2f} |")
+        label = (f"{evals[name]} eval (batch {batch})" if name in evals
+                 else f"ImageNet {name} eval (batch {batch}, {size}×{size})")
+        print(f"| {label} vs onnxruntime (same ONNX file) | {c:.1f} | {p:.1f} | {c / p:.2f} |")
     for name, why in broken:
         print(f"| ImageNet {name} eval | — | — | does not run: {why} |")
     for key, _, _, _, _, label in lms:

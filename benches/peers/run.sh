@@ -11,8 +11,9 @@
 # skips one) the language models' training ones. FAMILIES (default none; `all` for every one
 # peers.py lists) adds eval comparisons of torchvision models at batch 16 on FAMILY_SIZE images
 # (default 224); TRAIN_FAMILIES (default none; `all`) adds fp32 and 8/8 training comparisons of
-# other architectures (peers.py --help lists them) at TRAIN_BATCH (default 32); ONLY_FAMILIES=1
-# leaves out the CIFAR ResNet rows.
+# other architectures (peers.py --help lists them) at TRAIN_BATCH (default 32); EVAL_FAMILIES
+# (default none; `all`) adds eval comparisons of those models against onnxruntime at batch 16;
+# ONLY_FAMILIES=1 leaves out the CIFAR ResNet rows.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 script=peers
@@ -51,4 +52,5 @@ exec "$py" "$root/benches/peers/peers.py" --cptsim "$root/target/release/cptsim"
     --lstm-batch "${LSTM_BATCH:-20}" --transformer-batch "${TRANSFORMER_BATCH:-20}" \
     --gru-batch "${GRU_BATCH:-20}" --families "${FAMILIES:-}" --family-size "${FAMILY_SIZE:-224}" \
     --train-families "${TRAIN_FAMILIES:-}" --train-batch "${TRAIN_BATCH:-32}" \
+    --eval-families "${EVAL_FAMILIES:-}" \
     ${ONLY_FAMILIES:+--only-families}

@@ -96,6 +96,21 @@ def fake_quant(net, bits, quant_ste, grad_sr):
     return net
 
 
+def export_eval(name, batch, tmp):
+    """`name` in eval mode exported at `batch` (the file onnxruntime and `cptsim bench eval`
+    both run): its label, the file's path and an input of that batch as a NumPy array."""
+    label, make = MODELS[name]
+    build, make_input, _ = make()
+    path = os.path.join(tmp, f"eval-{name}.onnx")
+    torch.manual_seed(0)
+    net = build().eval()
+    x = make_input(batch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (x,), path, input_names=["x"], dynamo=False)
+    return label, path, x.numpy()
+
+
 class Row:
     """One model of the table: its export for cptsim and its PyTorch training rate."""
 

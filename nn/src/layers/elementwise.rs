@@ -274,6 +274,23 @@ impl Elementwise {
         Ok(vec![g])
     }
 
+    /// Backward of `a ± b`: the partial derivatives are ±1, so each wanted operand's gradient
+    /// is the incoming one (negated for `b` of a difference) summed down to its shape — the
+    /// values the general path's products by ±1 give, without computing them, nor the
+    /// constant's gradient.
+    fn sum_backward(&self, grad_out: Tensor, a: &[usize], b: &[usize]) -> Vec<Tensor> {
+        let g = super::standard(grad_out);
+        let gb = |g: Tensor| match self.kind {
+            ElementwiseKind::Sub => reduce_to(g.mapv_into(|v| -v), b),
+            _ => reduce_to(g, b),
+        };
+        match &self.constant {
+            Some(c) if c.on_left => vec![gb(g)],
+            Some(_) => vec![reduce_to(g, a)],
+            None => vec![reduce_to(g.clone(), a), gb(g)],
+        }
+    }
+
     fn operands<'a>(&'a self, inputs: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Tensor)> {
         match (inputs, &self.constant) {
             ([x], Some(c)) if c.on_left => Ok((&c.value, x)),
@@ -358,6 +375,9 @@ impl Layer for Elementwise {
             return Err(SimError::shape(&self.name, "broadcast failed"));
         };
         let kind = self.kind;
+        if matches!(kind, ElementwiseKind::Add | ElementwiseKind::Sub) {
+            return Ok(self.sum_backward(grad_out, a.shape(), b.shape()));
+        }
         let mut ga = Tensor::zeros(IxDyn(shape));
         let mut gb = Tensor::zeros(IxDyn(shape));
         Zip::from(&mut ga)

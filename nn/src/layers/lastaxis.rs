@@ -307,6 +307,7 @@ impl Gelu {
     fn run(&mut self, x: CowArray<'_, f32, IxDyn>, mode: Mode) -> Result<Tensor> {
         let train = mode == Mode::Train;
         if !self.tanh_approx && !train && !x.is_view() {
+            self.cache = None;
             let mut y = x.into_owned();
             let ys = y
                 .as_slice_mut()

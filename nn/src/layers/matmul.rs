@@ -9,7 +9,7 @@
 //! precision policies are rejected (their bits address the samples of one activation).
 
 use cptsim_kernels::gemm::matmul_uninit;
-use ndarray::ArrayView3;
+use ndarray::{ArrayView3, CowArray, IxDyn};
 use rayon::prelude::*;
 
 use super::from_ir::{unsupported, Ctx, Layout, Val};
@@ -68,7 +68,11 @@ impl MatMul {
 }
 
 /// `t` (standard layout, `batch·rows·cols` elements) as a `[batch, rows, cols]` view.
-fn view3<'a>(name: &str, t: &'a Tensor, dims: [usize; 3]) -> Result<ArrayView3<'a, f32>> {
+fn view3<'a, S: ndarray::Data<Elem = f32>>(
+    name: &str,
+    t: &'a ndarray::ArrayBase<S, ndarray::IxDyn>,
+    dims: [usize; 3],
+) -> Result<ArrayView3<'a, f32>> {
     t.view()
         .into_shape_with_order(dims)
         .map_err(|e| SimError::shape(name, e.to_string()))
@@ -105,14 +109,19 @@ fn batched(
     Ok(out)
 }
 
-/// A standard-layout copy of `t`, quantized in place by `q`; returns the gradient mask.
-fn quantized(
-    t: &Tensor,
+/// `t` in standard layout and its gradient mask: when `copy`, a copy quantized in place by `q`
+/// (which returns the mask); else `t` itself where it is (copied only if not in standard layout).
+fn quantized<'t>(
+    t: &'t Tensor,
+    copy: bool,
     q: impl FnOnce(&mut [f32]) -> Option<Vec<f32>>,
-) -> (Tensor, Option<Vec<f32>>) {
+) -> (CowArray<'t, f32, IxDyn>, Option<Vec<f32>>) {
+    if !copy {
+        return (t.as_standard_layout(), None);
+    }
     let mut c = t.as_standard_layout().into_owned();
     let mask = c.as_slice_mut().and_then(q);
-    (c, mask)
+    (CowArray::from(c), mask)
 }
 
 impl Layer for MatMul {
@@ -125,8 +134,10 @@ impl Layer for MatMul {
         let (out_shape, [batch, m, k, n]) = self.dims(ins[0].shape(), ins[1].shape())?;
         reject_per_sample(&self.name, &self.quant, "act × act GEMMs")?;
         let train = mode == Mode::Train;
-        let (a, a_mask) = quantized(ins[0], |s| self.quant.activations(s, train));
-        let (b, b_mask) = quantized(ins[1], |s| self.quant.activations_second(s, train));
+        // Evaluating at fp32 there is nothing to quantize or keep: the operands are read in place.
+        let copy = train || self.quant.bits_fw > 0;
+        let (a, a_mask) = quantized(ins[0], copy, |s| self.quant.activations(s, train));
+        let (b, b_mask) = quantized(ins[1], copy, |s| self.quant.activations_second(s, train));
         let y = batched(
             view3(&self.name, &a, [batch, m, k])?,
             view3(&self.name, &b, [batch, k, n])?,
@@ -135,9 +146,9 @@ impl Layer for MatMul {
         )?;
         let y = Tensor::from_shape_vec(out_shape.clone(), y)
             .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        self.cache = train.then_some(Cache {
-            a,
-            b,
+        self.cache = train.then(|| Cache {
+            a: a.into_owned(),
+            b: b.into_owned(),
             a_mask,
             b_mask,
             out_shape,
