@@ -27,6 +27,8 @@ impl Graph {
         };
         match Fusion::find(&mut self.nodes, i, &scope, Mode::Eval, values)? {
             (Fusion::Epilogue(e), last) => Ok((e, last)),
+            // A depthwise conv's own epilogue ends before the 1×1 conv run with it.
+            (Fusion::DepthwisePointwise { first, at, .. }, _) => Ok((first, i + at - 1)),
             _ => panic!("evaluation finds an epilogue"),
         }
     }
