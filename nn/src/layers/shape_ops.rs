@@ -10,7 +10,7 @@ use cptsim_models::ir::Node;
 use rand::Rng;
 
 /// `t`'s elements in row-major order, as `shape`, or an error naming the layer and both shapes.
-fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+fn reshaped(name: &str, t: Tensor, shape: &[usize]) -> Result<Tensor> {
     let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     if count != Some(t.len()) {
         let count = count.map_or("too many".to_string(), |c| c.to_string());
@@ -23,7 +23,7 @@ fn reshaped(name: &str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
             ),
         ));
     }
-    standard(t.view())
+    standard(t)
         .into_shape_with_order(shape.to_vec())
         .map_err(|e| SimError::shape(name, e.to_string()))
 }
@@ -94,16 +94,20 @@ impl Layer for Reshape {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
+        self.forward_owned(x.clone(), mode)
+    }
+
+    fn forward_owned(&mut self, x: Tensor, mode: Mode) -> Result<Tensor> {
+        // A standard-layout input handed over is relabelled, not copied.
         let shape = self.target(x.shape())?;
-        let y = reshaped(&self.name, x, &shape)?;
-        self.pass = (mode == Mode::Train).then(|| (x.shape().to_vec(), shape));
-        Ok(y)
+        self.pass = (mode == Mode::Train).then(|| (x.shape().to_vec(), shape.clone()));
+        reshaped(&self.name, x, &shape)
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let (in_shape, out_shape) = cached(&self.name, &self.pass)?;
         check_grad(&self.name, &grad_out, out_shape)?;
-        Ok(vec![reshaped(&self.name, &grad_out, in_shape)?])
+        Ok(vec![reshaped(&self.name, grad_out, in_shape)?])
     }
 }
 
@@ -164,8 +168,9 @@ impl Transpose {
 }
 
 /// `t` (standard layout) with its axes permuted by `perm` when the last axis stays last (the
-/// heads of attention, `[B, T, H, d] ↔ [B, H, T, d]`): whole rows of the last axis copied at
-/// once. A dynamic-rank permuted copy moves value by value (4 % of a Transformer LM step).
+/// heads of attention, `[B, T, H, d] ↔ [B, H, T, d]`; a channel shuffle, `[N, 2, C/2, H, W] →
+/// [N, C/2, 2, H, W]`): whole runs of the trailing axes that stay in place copied at once. A
+/// dynamic-rank permuted copy moves value by value (4 % of a Transformer LM step).
 fn permute_rows(t: &Tensor, perm: &[usize]) -> Option<Tensor> {
     let r = perm.len();
     if r < 2 || perm[r - 1] != r - 1 || !t.is_standard_layout() {
@@ -173,19 +178,27 @@ fn permute_rows(t: &Tensor, perm: &[usize]) -> Option<Tensor> {
     }
     let (src, shape) = (t.as_slice()?, t.shape());
     let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
-    let row = shape[r - 1];
+    // The trailing axes left in place form one contiguous run per step of the others.
+    let kept = perm
+        .iter()
+        .rev()
+        .enumerate()
+        .take_while(|&(i, &p)| p == r - 1 - i)
+        .count();
+    let lead = r - kept;
+    let row: usize = shape[lead..].iter().product();
     // Where one step along each leading output axis moves in the source (standard layout:
     // non-negative strides).
-    let steps: Vec<usize> = perm[..r - 1]
+    let steps: Vec<usize> = perm[..lead]
         .iter()
         .map(|&p| t.strides()[p] as usize)
         .collect();
     let mut out = Vec::with_capacity(t.len());
-    let mut at = vec![0usize; r - 1];
+    let mut at = vec![0usize; lead];
     for _ in 0..t.len().checked_div(row).unwrap_or(0) {
         let off: usize = at.iter().zip(&steps).map(|(i, s)| i * s).sum();
         out.extend_from_slice(src.get(off..off + row)?);
-        for a in (0..r - 1).rev() {
+        for a in (0..lead).rev() {
             at[a] += 1;
             if at[a] < out_shape[a] {
                 break;
