@@ -77,20 +77,45 @@ crate::simd::multiversion! {
         let [kh, kw] = geo.spec.kernel;
         let (ow, in_w) = (geo.out_hw.1, geo.in_hw.1);
         let (per_sample, per_in) = (geo.rows_per_sample().max(1), geo.in_per_sample());
-        // (weight offset, input offset) of each valid tap of the current pixel.
-        let mut taps = Vec::with_capacity(kh * kw);
+        let (sp, in_h) = (geo.spec, geo.in_hw.0);
+        // The taps of a pixel whose window lies inside the input, every one valid, as
+        // (weight offset, input offset from the window's first pixel): the same taps in the
+        // same order as the border pixels' own lists, without working them out per pixel.
+        let mut inner = Vec::with_capacity(kh * kw);
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let at = ky * sp.dilation[0] * in_w + kx * sp.dilation[1];
+                inner.push(((ky * kw + kx) * c, at * c));
+            }
+        }
+        let span_y = kh.saturating_sub(1) * sp.dilation[0];
+        let span_x = kw.saturating_sub(1) * sp.dilation[1];
+        // (weight offset, input offset) of each valid tap of a border pixel.
+        let mut border = Vec::with_capacity(kh * kw);
         for (row, out) in rows.zip(y.chunks_exact_mut(c.max(1))) {
             let (s, pixel) = (row / per_sample, row % per_sample);
             let xs = &x[s * per_in..(s + 1) * per_in];
             let (oy, ox) = (pixel / ow, pixel % ow);
-            taps.clear();
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    if let Some((iy, ix)) = geo.source(oy, ox, ky, kx) {
-                        taps.push(((ky * kw + kx) * c, (iy * in_w + ix) * c));
-                    }
+            let first = (oy * sp.stride[0]).checked_sub(sp.pads[0]).zip(
+                (ox * sp.stride[1]).checked_sub(sp.pads[1]),
+            );
+            let (taps, base) = match first {
+                Some((iy, ix)) if iy + span_y < in_h && ix + span_x < in_w => {
+                    (inner.as_slice(), (iy * in_w + ix) * c)
                 }
-            }
+                _ => {
+                    border.clear();
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            if let Some((iy, ix)) = geo.source(oy, ox, ky, kx) {
+                                border.push(((ky * kw + kx) * c, (iy * in_w + ix) * c));
+                            }
+                        }
+                    }
+                    (border.as_slice(), 0)
+                }
+            };
+            let xs = &xs[base..];
             let mut ch = 0;
             while ch + WIDE <= c {
                 channels::<WIDE>(&taps, xs, w, bias, ch, out);
