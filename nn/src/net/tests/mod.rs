@@ -27,8 +27,24 @@ impl Graph {
         };
         match Fusion::find(&mut self.nodes, i, &scope, Mode::Eval, values)? {
             (Fusion::Epilogue(e), last) => Ok((e, last)),
-            // A depthwise conv's own epilogue ends before the 1×1 conv run with it.
-            (Fusion::DepthwisePointwise { first, at, .. }, _) => Ok((first, i + at - 1)),
+            // A conv's own epilogue ends before the next conv of the block run with it.
+            (
+                Fusion::DepthwiseBlock {
+                    expand: Some(e),
+                    dw_at,
+                    ..
+                },
+                _,
+            ) => Ok((e, i + dw_at - 1)),
+            (
+                Fusion::DepthwiseBlock {
+                    expand: None,
+                    first,
+                    pointwise: Some((at, _)),
+                    ..
+                },
+                _,
+            ) => Ok((first, i + at - 1)),
             _ => panic!("evaluation finds an epilogue"),
         }
     }
