@@ -138,25 +138,25 @@ crate::simd::multiversion! {
             let xs = &xs[base..];
             let mut ch = 0;
             while ch + WIDE <= c {
-                channels::<WIDE>(&taps, xs, w, bias, ch, out);
+                channels::<WIDE>(taps, xs, w, bias, ch, out);
                 ch += WIDE;
             }
             // The rest in one run of 32, 16 and 8 channels at most each (independent sums, not
             // one vector's chain after another: 96, 144 or 240 channels leave 32, 16 or 48).
             if ch + 4 * LANES <= c {
-                channels::<{ 4 * LANES }>(&taps, xs, w, bias, ch, out);
+                channels::<{ 4 * LANES }>(taps, xs, w, bias, ch, out);
                 ch += 4 * LANES;
             }
             if ch + 2 * LANES <= c {
-                channels::<{ 2 * LANES }>(&taps, xs, w, bias, ch, out);
+                channels::<{ 2 * LANES }>(taps, xs, w, bias, ch, out);
                 ch += 2 * LANES;
             }
             if ch + LANES <= c {
-                channels::<LANES>(&taps, xs, w, bias, ch, out);
+                channels::<LANES>(taps, xs, w, bias, ch, out);
                 ch += LANES;
             }
             while ch < c {
-                channels::<1>(&taps, xs, w, bias, ch, out);
+                channels::<1>(taps, xs, w, bias, ch, out);
                 ch += 1;
             }
         }
