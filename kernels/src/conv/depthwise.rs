@@ -39,9 +39,27 @@ impl Im2col<'_> {
         rows: Range<usize>,
         y: &'y mut [MaybeUninit<f32>],
     ) -> &'y mut [f32] {
+        self.depthwise_forward_window(x, 0, w, bias, rows, y)
+    }
+
+    /// [`Im2col::depthwise_forward_rows`] of one sample whose input `x` holds its rows from
+    /// `first_row` on: output pixels `rows` of that sample, whose taps read none of the rows
+    /// before (a window of an input computed a few rows at a time). With `first_row` 0, `x` may
+    /// hold several samples, as for [`Im2col::depthwise_forward_rows`]. The same operations on
+    /// each value whatever the window.
+    pub fn depthwise_forward_window<'y>(
+        &self,
+        x: &[f32],
+        first_row: usize,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: Range<usize>,
+        y: &'y mut [MaybeUninit<f32>],
+    ) -> &'y mut [f32] {
         let c = self.spec.in_channels;
         let y = &mut y[..rows.len() * c];
-        forward_kernel(self, x, w, bias, rows, y);
+        let skip = first_row * self.in_hw.1 * c;
+        forward_kernel(self, x, skip, w, bias, rows, y);
         // SAFETY: `forward_kernel` wrote every value of `y` (`MaybeUninit<f32>` has the layout
         // of `f32`).
         unsafe { &mut *(std::ptr::from_mut(y) as *mut [f32]) }
@@ -68,50 +86,77 @@ crate::simd::multiversion! {
     fn forward_kernel(
         geo: &Im2col<'_>,
         x: &[f32],
+        skip: usize,
         w: &[f32],
         bias: Option<&[f32]>,
         rows: Range<usize>,
         y: &mut [MaybeUninit<f32>],
     ) {
+        // `x` starts `skip` values into its (first) sample.
         let c = geo.spec.in_channels;
         let [kh, kw] = geo.spec.kernel;
         let (ow, in_w) = (geo.out_hw.1, geo.in_hw.1);
         let (per_sample, per_in) = (geo.rows_per_sample().max(1), geo.in_per_sample());
-        // (weight offset, input offset) of each valid tap of the current pixel.
-        let mut taps = Vec::with_capacity(kh * kw);
+        let (sp, in_h) = (geo.spec, geo.in_hw.0);
+        // The taps of a pixel whose window lies inside the input, every one valid, as
+        // (weight offset, input offset from the window's first pixel): the same taps in the
+        // same order as the border pixels' own lists, without working them out per pixel.
+        let mut inner = Vec::with_capacity(kh * kw);
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let at = ky * sp.dilation[0] * in_w + kx * sp.dilation[1];
+                inner.push(((ky * kw + kx) * c, at * c));
+            }
+        }
+        let span_y = kh.saturating_sub(1) * sp.dilation[0];
+        let span_x = kw.saturating_sub(1) * sp.dilation[1];
+        // (weight offset, input offset) of each valid tap of a border pixel.
+        let mut border = Vec::with_capacity(kh * kw);
         for (row, out) in rows.zip(y.chunks_exact_mut(c.max(1))) {
             let (s, pixel) = (row / per_sample, row % per_sample);
-            let xs = &x[s * per_in..(s + 1) * per_in];
+            let xs = &x[(s * per_in).min(x.len())..];
             let (oy, ox) = (pixel / ow, pixel % ow);
-            taps.clear();
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    if let Some((iy, ix)) = geo.source(oy, ox, ky, kx) {
-                        taps.push(((ky * kw + kx) * c, (iy * in_w + ix) * c));
-                    }
+            let first = (oy * sp.stride[0]).checked_sub(sp.pads[0]).zip(
+                (ox * sp.stride[1]).checked_sub(sp.pads[1]),
+            );
+            let (taps, base) = match first {
+                Some((iy, ix)) if iy + span_y < in_h && ix + span_x < in_w => {
+                    (inner.as_slice(), (iy * in_w + ix) * c - skip)
                 }
-            }
+                _ => {
+                    border.clear();
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            if let Some((iy, ix)) = geo.source(oy, ox, ky, kx) {
+                                border.push(((ky * kw + kx) * c, (iy * in_w + ix) * c - skip));
+                            }
+                        }
+                    }
+                    (border.as_slice(), 0)
+                }
+            };
+            let xs = &xs[base..];
             let mut ch = 0;
             while ch + WIDE <= c {
-                channels::<WIDE>(&taps, xs, w, bias, ch, out);
+                channels::<WIDE>(taps, xs, w, bias, ch, out);
                 ch += WIDE;
             }
             // The rest in one run of 32, 16 and 8 channels at most each (independent sums, not
             // one vector's chain after another: 96, 144 or 240 channels leave 32, 16 or 48).
             if ch + 4 * LANES <= c {
-                channels::<{ 4 * LANES }>(&taps, xs, w, bias, ch, out);
+                channels::<{ 4 * LANES }>(taps, xs, w, bias, ch, out);
                 ch += 4 * LANES;
             }
             if ch + 2 * LANES <= c {
-                channels::<{ 2 * LANES }>(&taps, xs, w, bias, ch, out);
+                channels::<{ 2 * LANES }>(taps, xs, w, bias, ch, out);
                 ch += 2 * LANES;
             }
             if ch + LANES <= c {
-                channels::<LANES>(&taps, xs, w, bias, ch, out);
+                channels::<LANES>(taps, xs, w, bias, ch, out);
                 ch += LANES;
             }
             while ch < c {
-                channels::<1>(&taps, xs, w, bias, ch, out);
+                channels::<1>(taps, xs, w, bias, ch, out);
                 ch += 1;
             }
         }

@@ -88,7 +88,7 @@ impl Epilogue {
                             Step::Add(o) => add_in_place(part, &o[at..at + n]),
                             Step::Sigmoid => sigmoid_in_place(part),
                             Step::Silu => silu_in_place(part),
-                            Step::Unary(layer, f) => apply_unary(layer, *f, part)?,
+                            Step::Unary(layer, f) => unary::map_checked(layer, *f, part)?,
                         }
                     }
                 }
@@ -184,21 +184,6 @@ enum Step<'a> {
     Silu,
     /// The layer's name and its function.
     Unary(&'a str, Unary),
-}
-
-/// `x ← f(x)` element-wise ([`unary::value`]), or an error naming `layer` at the first NaN.
-fn apply_unary(layer: &str, f: Unary, x: &mut [f32]) -> Result<()> {
-    for v in x.iter_mut() {
-        let y = unary::value(f, *v);
-        if y.is_nan() {
-            return Err(SimError::shape(
-                layer,
-                format!("{} of {} is not a number", f.name(), *v),
-            ));
-        }
-        *v = y;
-    }
-    Ok(())
 }
 
 /// The error of a residual add whose operands' shapes differ.

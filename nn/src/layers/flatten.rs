@@ -4,10 +4,55 @@
 //! squeeze-and-excitation gate; with a flatten before it, any reshape of an image that keeps the
 //! batch).
 
-use ndarray::Ix4;
-
-use super::{as4, cached, check_grad, expect_inputs, Layer, Mode, Tensor};
+use super::{cached, check_grad, expect_inputs, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
+
+/// Side of the tiles [`transposed`] moves (16 × 16 values: a tile's rows and columns in L1).
+const TILE: usize = 16;
+
+/// `t`, each of its `[rows, cols]` samples (row-major, in order) transposed to `[cols, rows]`,
+/// as `shape`: between an image's channels-last order (`rows` pixels of `cols` channels) and
+/// its channel-major one. Tile by tile, so both sides are read and written in runs.
+fn transposed(
+    layer: &str,
+    t: &Tensor,
+    rows: usize,
+    cols: usize,
+    shape: &[usize],
+) -> Result<Tensor> {
+    let t = standard(t.view());
+    let src = t
+        .as_slice()
+        .ok_or_else(|| SimError::shape(layer, "tensor is not contiguous"))?;
+    let per = rows * cols;
+    let mut out = vec![0.0f32; src.len()];
+    if per > 0 {
+        for (s, d) in src.chunks_exact(per).zip(out.chunks_exact_mut(per)) {
+            for r0 in (0..rows).step_by(TILE) {
+                for c0 in (0..cols).step_by(TILE) {
+                    for r in r0..(r0 + TILE).min(rows) {
+                        let row = &s[r * cols..(r + 1) * cols];
+                        for c in c0..(c0 + TILE).min(cols) {
+                            d[c * rows + r] = row[c];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Tensor::from_shape_vec(shape.to_vec(), out).map_err(|e| SimError::shape(layer, e.to_string()))
+}
+
+/// `[N, H, W, C]` → its `N` samples' pixels and channels.
+fn image_dims(layer: &str, shape: &[usize]) -> Result<[usize; 4]> {
+    match *shape {
+        [n, h, w, c] => Ok([n, h, w, c]),
+        _ => Err(SimError::shape(
+            layer,
+            format!("expected [N, H, W, C], got {shape:?}"),
+        )),
+    }
+}
 
 /// The flatten layer.
 pub struct Flatten {
@@ -36,11 +81,8 @@ impl Layer for Flatten {
         if x.ndim() == 2 {
             return Ok(x.clone());
         }
-        let x4 = as4(&self.name, x)?;
-        let (n, h, w, c) = x4.dim();
-        let nchw = x4.permuted_axes([0, 3, 1, 2]);
-        Tensor::from_shape_vec(vec![n, c * h * w], nchw.iter().copied().collect())
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))
+        let [n, h, w, c] = image_dims(&self.name, x.shape())?;
+        transposed(&self.name, x, h * w, c, &[n, c * h * w])
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
@@ -51,18 +93,13 @@ impl Layer for Flatten {
         }
         let (n, h, w, c) = (shape[0], shape[1], shape[2], shape[3]);
         check_grad(&self.name, &grad_out, &[n, c * h * w])?;
-        let g = grad_out
-            .view()
-            .into_shape_with_order((n, c, h, w))
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        let nhwc = g
-            .permuted_axes([0, 2, 3, 1])
-            .as_standard_layout()
-            .into_owned();
-        Ok(vec![nhwc
-            .into_dimensionality::<Ix4>()
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?
-            .into_dyn()])
+        Ok(vec![transposed(
+            &self.name,
+            &grad_out,
+            c,
+            h * w,
+            &[n, h, w, c],
+        )?])
     }
 }
 
@@ -105,25 +142,20 @@ impl Layer for Unflatten {
             ));
         }
         self.batch = (mode == Mode::Train).then_some(n);
-        let nchw = x
-            .view()
-            .into_shape_with_order((n, c, h, w))
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))?;
-        Ok(nchw
-            .permuted_axes([0, 2, 3, 1])
-            .as_standard_layout()
-            .into_owned()
-            .into_dyn())
+        transposed(&self.name, x, c, h * w, &[n, h, w, c])
     }
 
     fn backward(&mut self, grad_out: Tensor) -> Result<Vec<Tensor>> {
         let n = *cached(&self.name, &self.batch)?;
         let [c, h, w] = self.chw;
         check_grad(&self.name, &grad_out, &[n, h, w, c])?;
-        let g = as4(&self.name, &grad_out)?.permuted_axes([0, 3, 1, 2]);
-        Tensor::from_shape_vec(vec![n, c * h * w], g.iter().copied().collect())
-            .map(|t| vec![t])
-            .map_err(|e| SimError::shape(&self.name, e.to_string()))
+        Ok(vec![transposed(
+            &self.name,
+            &grad_out,
+            h * w,
+            c,
+            &[n, c * h * w],
+        )?])
     }
 }
 

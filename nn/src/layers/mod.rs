@@ -219,10 +219,23 @@ pub(crate) fn block_of(s: &[f32], size: usize, i: usize) -> &[f32] {
 /// `t` in standard layout: moved when it already is (and owned), copied otherwise.
 pub fn standard<S: ndarray::Data<Elem = f32>>(t: ndarray::ArrayBase<S, ndarray::IxDyn>) -> Tensor {
     if t.is_standard_layout() {
-        t.into_owned()
-    } else {
-        t.as_standard_layout().into_owned()
+        return t.into_owned();
     }
+    // A view whose last axis is contiguous (a slice of an image's channels, a split's part):
+    // its rows copied whole, not value by value.
+    if t.ndim() >= 2 && t.strides().last() == Some(&1) {
+        let mut out = Vec::with_capacity(t.len());
+        for row in t.rows() {
+            match row.as_slice() {
+                Some(r) => out.extend_from_slice(r),
+                None => out.extend(row.iter()),
+            }
+        }
+        if let Ok(y) = Tensor::from_shape_vec(t.shape(), out) {
+            return y;
+        }
+    }
+    t.as_standard_layout().into_owned()
 }
 
 /// Elements per task of [`owned`]'s parallel copy.

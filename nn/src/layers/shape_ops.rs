@@ -176,8 +176,9 @@ impl Transpose {
 }
 
 /// `t` (standard layout) with its axes permuted by `perm` when the last axis stays last (the
-/// heads of attention, `[B, T, H, d] ↔ [B, H, T, d]`): whole rows of the last axis copied at
-/// once. A dynamic-rank permuted copy moves value by value (4 % of a Transformer LM step).
+/// heads of attention, `[B, T, H, d] ↔ [B, H, T, d]`; a channel shuffle, `[N, 2, C/2, H, W] →
+/// [N, C/2, 2, H, W]`): whole runs of the trailing axes that stay in place copied at once. A
+/// dynamic-rank permuted copy moves value by value (4 % of a Transformer LM step).
 fn permute_rows(t: &Tensor, perm: &[usize]) -> Option<Tensor> {
     let r = perm.len();
     if r < 2 || perm[r - 1] != r - 1 || !t.is_standard_layout() {
@@ -185,25 +186,36 @@ fn permute_rows(t: &Tensor, perm: &[usize]) -> Option<Tensor> {
     }
     let (src, shape) = (t.as_slice()?, t.shape());
     let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
-    let row = shape[r - 1];
+    // The trailing axes left in place form one contiguous run per step of the others.
+    let kept = perm
+        .iter()
+        .rev()
+        .enumerate()
+        .take_while(|&(i, &p)| p == r - 1 - i)
+        .count();
+    if kept == r {
+        return Some(t.clone());
+    }
+    let lead = r - kept;
+    let row: usize = shape[lead..].iter().product();
     // Where one step along each leading output axis moves in the source (standard layout:
     // non-negative strides).
-    let steps: Vec<usize> = perm[..r - 1]
+    let steps: Vec<usize> = perm[..lead]
         .iter()
         .map(|&p| t.strides()[p] as usize)
         .collect();
     let mut out = crate::arena::take(t.len());
-    let mut at = vec![0usize; r - 1];
-    // The source offset of the current output row, kept up to date as the index advances.
+    let mut at = vec![0usize; lead - 1];
+    // The source offset of the current output run, kept up to date as the index advances.
     let mut off = 0usize;
-    let (inner, inner_step) = (out_shape[r - 2], steps[r - 2]);
+    let (inner, inner_step) = (out_shape[lead - 1], steps[lead - 1]);
     for _ in 0..t.len().checked_div(row * inner).unwrap_or(0) {
-        // The innermost leading axis: `inner` rows `inner_step` apart.
+        // The innermost leading axis: `inner` runs `inner_step` apart.
         for i in 0..inner {
             let from = off + i * inner_step;
             out.extend_from_slice(src.get(from..from + row)?);
         }
-        for a in (0..r - 2).rev() {
+        for a in (0..lead - 1).rev() {
             at[a] += 1;
             off += steps[a];
             if at[a] < out_shape[a] {
@@ -421,6 +433,16 @@ mod tests {
             assert_eq!(fast, general, "{perm:?}");
         }
         assert!(permute_rows(&x, &[0, 1, 3, 2]).is_none());
+        // A channel shuffle keeps two trailing axes in place: runs of H·W values.
+        let x = rand_tensor(&[2, 2, 3, 4, 5], 1.0, 4);
+        for perm in [vec![0, 2, 1, 3, 4], vec![1, 0, 2, 3, 4], vec![2, 1, 0, 3, 4]] {
+            let general = x
+                .view()
+                .permuted_axes(perm.as_slice())
+                .as_standard_layout()
+                .into_owned();
+            assert_eq!(permute_rows(&x, &perm).unwrap(), general, "{perm:?}");
+        }
         let empty = Tensor::zeros(vec![2, 0, 3]);
         assert_eq!(permute_rows(&empty, &[1, 0, 2]).unwrap().shape(), [0, 2, 3]);
     }

@@ -4,7 +4,7 @@
 use ndarray::{Axis, Slice};
 
 use super::from_ir::{one_any, unsupported, Ctx, Val};
-use super::{cached, check_grad, Layer, Mode, Tensor};
+use super::{cached, check_grad, standard, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_models::ir::{self, Node};
 use rand::Rng;
@@ -181,9 +181,7 @@ impl Layer for SliceLayer {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = one(&self.name, inputs)?;
-        let y = view_of(x, &self.slices(x.shape())?)
-            .as_standard_layout()
-            .into_owned();
+        let y = standard(view_of(x, &self.slices(x.shape())?));
         self.in_shape = (mode == Mode::Train).then(|| x.shape().to_vec());
         Ok(y)
     }

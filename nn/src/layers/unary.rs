@@ -4,7 +4,7 @@
 
 use super::from_ir::{one_any, Ctx, Val};
 use super::lastaxis::erfc_nonnegative;
-use super::{cached, check_grad, expect_inputs, EpilogueStep, Layer, Mode, Tensor};
+use super::{cached, check_grad, expect_inputs, standard, EpilogueStep, Layer, Mode, Tensor};
 use crate::error::{Result, SimError};
 use cptsim_models::ir::{Node, Unary};
 use rand::Rng;
@@ -65,6 +65,51 @@ pub(crate) fn value(u: Unary, x: f32) -> f32 {
         Unary::Not => f32::from(u8::from(x == 0.0)),
         Unary::Trunc => x.trunc(),
     }
+}
+
+cptsim_kernels::simd::multiversion! {
+    /// [`value`] of HardSwish for each of `x`, in place: the same operations, vectorised.
+    fn hard_swish_in_place(x: &mut [f32]) {
+        for v in x.iter_mut() {
+            let t = *v;
+            *v = t * cptsim_kernels::simd::clamp(t / 6.0 + 0.5, 0.0, 1.0);
+        }
+    }
+}
+
+cptsim_kernels::simd::multiversion! {
+    /// [`value`] of HardSigmoid for each of `x`, in place: the same operations, vectorised.
+    fn hard_sigmoid_in_place(x: &mut [f32], alpha: f32, beta: f32) {
+        for v in x.iter_mut() {
+            *v = cptsim_kernels::simd::clamp(alpha * *v + beta, 0.0, 1.0);
+        }
+    }
+}
+
+/// Values per slice [`map_checked`] maps at once (16 KiB: in L1 with its copy).
+const CHECK_SLICE: usize = 4096;
+
+/// `x[i] = value(u, x[i])` for every value, or an error naming `layer` and the first value
+/// whose result is not a number (`x` then partly mapped). HardSwish and HardSigmoid run
+/// vectorised, the other functions value by value; each value gets [`value`]'s operations.
+pub(crate) fn map_checked(layer: &str, u: Unary, x: &mut [f32]) -> Result<()> {
+    let mut before = [0.0f32; CHECK_SLICE];
+    for part in x.chunks_mut(CHECK_SLICE) {
+        let before = &mut before[..part.len()];
+        before.copy_from_slice(part);
+        match u {
+            Unary::HardSwish => hard_swish_in_place(part),
+            Unary::HardSigmoid { alpha, beta } => hard_sigmoid_in_place(part, alpha, beta),
+            _ => part.iter_mut().for_each(|v| *v = value(u, *v)),
+        }
+        if let Some(i) = part.iter().position(|v| v.is_nan()) {
+            return Err(SimError::shape(
+                layer,
+                format!("{} of {} is not a number", u.name(), before[i]),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `f′(x)` for the function `u` (one-sided where `f` has a kink: the side PyTorch takes).
@@ -174,15 +219,11 @@ impl Layer for UnaryLayer {
 
     fn forward(&mut self, inputs: &[&Tensor], mode: Mode) -> Result<Tensor> {
         let x = expect_inputs(&self.name, inputs, 1)?[0];
-        let f = self.f;
-        let y = x.mapv(|v| value(f, v));
-        if let Some(i) = y.iter().position(|v| v.is_nan()) {
-            let at = x.iter().nth(i).copied().unwrap_or(f32::NAN);
-            return Err(SimError::shape(
-                &self.name,
-                format!("{} of {at} is not a number", f.name()),
-            ));
-        }
+        let mut y = standard(x.view());
+        let ys = y
+            .as_slice_mut()
+            .ok_or_else(|| SimError::shape(&self.name, "output not contiguous"))?;
+        map_checked(&self.name, self.f, ys)?;
         self.input = (mode == Mode::Train).then(|| x.to_owned());
         Ok(y)
     }

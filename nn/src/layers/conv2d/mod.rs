@@ -34,6 +34,7 @@ use crate::init::{conv_bias, conv_weight};
 pub use cptsim_kernels::conv::Conv2dSpec;
 use cptsim_kernels::conv::{winograd, with_scratch, zeroed, Im2col};
 use cptsim_models::ir::{self, Node};
+pub(crate) use fused::{forward_depthwise_block, Stage};
 pub use plan::{batch_gemms, block_gemms, output_hw, BlockGemms, Gemms};
 use plan::{geometry, transposed_spec};
 use rand::Rng;

@@ -10,15 +10,16 @@ use crate::layers::{
     Sigmoid, Tensor, UnaryLayer,
 };
 
-/// The epilogue of node `i`: the nodes after it, inside the run, that each read the value
-/// before them, which nothing else reads, and map it by a per-channel rule (or, as SiLU, a
-/// sigmoid and the product of its input and output, which nothing else reads), or add to it a value
-/// computed before node `i` that nothing reads afterwards (a residual add: that value is taken
-/// out of `values`, indexed from `scope.start`). Returns it with the last node it covers (`i`
-/// when none).
+/// The epilogue of node `i`, in a fused chain starting at node `head` (`i` itself when alone):
+/// the nodes after it, inside the run, that each read the value before them, which nothing else
+/// reads, and map it by a per-channel rule (or, as SiLU, a sigmoid and the product of its input
+/// and output, which nothing else reads), or add to it a value computed before the chain, not
+/// read by node `head`, that nothing reads afterwards (a residual add: that value is taken out
+/// of `values`, indexed from `scope.start`). Returns it with the last node it covers (`i` when
+/// none).
 pub(super) fn find(
     nodes: &mut [Node],
-    i: usize,
+    (head, i): (usize, usize),
     scope: &Scope<'_>,
     values: &mut [Option<Tensor>],
 ) -> Result<(Epilogue, usize)> {
@@ -39,10 +40,10 @@ pub(super) fn find(
             [a, b] if (a == j) != (b == j) => {
                 let s = if a == j { b } else { a };
                 // Computed already, not read by node `i`, read by nothing after node `j`.
-                let at = s.checked_sub(start).filter(|_| s <= i);
+                let at = s.checked_sub(start).filter(|_| s <= head);
                 let movable = at.is_some_and(|at| {
                     last_use.get(at) == Some(&j)
-                        && !nodes[i].inputs.contains(&s)
+                        && !nodes[head].inputs.contains(&s)
                         && values.get(at).is_some_and(Option::is_some)
                 });
                 let add = movable.then(|| layer_as::<Add>(nodes, j)).flatten();

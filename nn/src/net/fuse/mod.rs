@@ -9,15 +9,16 @@
 //!   gradient in backward;
 //! - `eval_epilogue` (evaluation): the batch norms, ReLUs and residual adds after a layer run
 //!   as its epilogue, on each block of its output while the block is in cache;
-//! - `depthwise_pointwise` (evaluation): a depthwise conv and the 1×1 conv after it, each with
-//!   its epilogue, run part by part, so the depthwise output is never stored whole.
+//! - `depthwise_block` (evaluation): the convs of an inverted-residual block (a 1×1 conv
+//!   expanding into a depthwise conv, the depthwise conv, the 1×1 conv after it), each with its
+//!   epilogue, run part by part, so the wide tensors between them are never stored whole.
 //!
 //! The pass recognises the layers it fuses by their type, so [`Layer`] carries no fusion hooks;
 //! a fused layer calls the layers' own fused passes, which call `cptsim_kernels`.
 
 mod bn_relu;
 mod conv_bn_relu;
-mod depthwise_pointwise;
+mod depthwise_block;
 mod eval_epilogue;
 
 use std::any::Any;
@@ -104,12 +105,14 @@ pub(super) enum Fusion {
     None,
     /// Evaluation: per-channel steps applied to the node's output ([`Epilogue`]).
     Epilogue(Epilogue),
-    /// Evaluation: a depthwise conv with its epilogue, then the 1×1 conv `at` nodes after it
-    /// with its own.
-    DepthwisePointwise {
+    /// Evaluation: the expanding 1×1 conv at the first node with its epilogue, if `expand`
+    /// holds one, the depthwise conv `dw_at` nodes on with epilogue `first`, and the 1×1 conv
+    /// `pointwise.0` nodes from the first, if any, with epilogue `pointwise.1`.
+    DepthwiseBlock {
+        expand: Option<Epilogue>,
+        dw_at: usize,
         first: Epilogue,
-        at: usize,
-        second: Epilogue,
+        pointwise: Option<(usize, Epilogue)>,
     },
     /// Training: a batch norm, then a clamp activation with this upper bound.
     BnRelu(f32),
@@ -131,13 +134,8 @@ impl Fusion {
         values: &mut [Option<Tensor>],
     ) -> Result<(Fusion, usize)> {
         if mode == Mode::Eval {
-            let (first, last) = eval_epilogue::find(nodes, i, scope, values)?;
-            if let Some(k) = depthwise_pointwise::pointwise_after(nodes, i, last, scope) {
-                let (second, last) = eval_epilogue::find(nodes, k, scope, values)?;
-                let at = k - i;
-                return Ok((Fusion::DepthwisePointwise { first, at, second }, last));
-            }
-            return Ok((Fusion::Epilogue(first), last));
+            let first = eval_epilogue::find(nodes, (i, i), scope, values)?;
+            return depthwise_block::find(nodes, i, first, scope, values);
         }
         Ok(match conv_bn_relu::find(nodes, i, scope) {
             Some(Some(hi)) => (Fusion::ConvBnRelu(Some(hi)), i + 2),
@@ -154,7 +152,16 @@ impl Fusion {
     pub(super) fn recycle(self) {
         let epilogues = match self {
             Fusion::Epilogue(e) => vec![e],
-            Fusion::DepthwisePointwise { first, second, .. } => vec![first, second],
+            Fusion::DepthwiseBlock {
+                expand,
+                first,
+                pointwise,
+                ..
+            } => expand
+                .into_iter()
+                .chain([first])
+                .chain(pointwise.map(|(_, e)| e))
+                .collect(),
             _ => Vec::new(),
         };
         for step in epilogues.into_iter().flat_map(|e| e.0) {
@@ -184,9 +191,18 @@ impl Fusion {
         match self {
             Fusion::ConvBnRelu(hi) => conv_bn_relu::ConvBnRelu::of(nodes, *hi)?.forward(input),
             Fusion::BnRelu(hi) => bn_relu::BnRelu::of(nodes, *hi)?.forward(input),
-            Fusion::DepthwisePointwise { first, at, second } => {
-                depthwise_pointwise::forward(nodes, input, first, *at, second)
-            }
+            Fusion::DepthwiseBlock {
+                expand,
+                dw_at,
+                first,
+                pointwise,
+            } => depthwise_block::forward(
+                nodes,
+                input,
+                expand.as_ref(),
+                (*dw_at, first),
+                pointwise.as_ref(),
+            ),
             Fusion::Epilogue(e) if !e.is_empty() => {
                 let first = nodes
                     .first_mut()

@@ -27,6 +27,24 @@ impl Graph {
         };
         match Fusion::find(&mut self.nodes, i, &scope, Mode::Eval, values)? {
             (Fusion::Epilogue(e), last) => Ok((e, last)),
+            // A conv's own epilogue ends before the next conv of the block run with it.
+            (
+                Fusion::DepthwiseBlock {
+                    expand: Some(e),
+                    dw_at,
+                    ..
+                },
+                _,
+            ) => Ok((e, i + dw_at - 1)),
+            (
+                Fusion::DepthwiseBlock {
+                    expand: None,
+                    first,
+                    pointwise: Some((at, _)),
+                    ..
+                },
+                _,
+            ) => Ok((first, i + at - 1)),
             _ => panic!("evaluation finds an epilogue"),
         }
     }
@@ -406,18 +424,28 @@ fn bad_wiring_is_an_error() {
 /// than one part of a block in evaluation: `c1` (1×1, bias) → SiLU (`s1`, `m1`) → `d1`
 /// (depthwise 3×3, bias) → `r1` (ReLU6) → `c2` (1×1, bias) → `h` (HardSwish) → `d2`
 /// (depthwise 3×3, stride 2, bias) → `g` (sigmoid) → pool → flatten.
-fn mobile_chain(seed: u64) -> Graph {
+/// A seeded fp32 conv `name` of `i` → `o` channels, a `k × k` kernel at stride `s` padded by
+/// `k / 2`, in `groups` groups.
+fn seeded_conv(
+    rng: &mut ChaCha8Rng,
+    name: &str,
+    (i, o): (usize, usize),
+    (k, s, groups): (usize, usize, usize),
+) -> Conv2d {
     use crate::init::conv_bias;
+    let mut spec = Conv2dSpec::square(i, o, k, s, k / 2);
+    spec.groups = groups;
+    let w = conv_weight(rng, o, [k, k], i / groups, groups);
+    let b = conv_bias(rng, o, [k, k], i / groups);
+    Conv2d::new(name, spec, w, Some(b), LayerQuant::new(QuantMethod::Sbm, 0)).unwrap()
+}
+
+fn mobile_chain(seed: u64) -> Graph {
     use cptsim_models::ir::Unary;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut g = Graph::new();
     let mut conv = |name: &str, i: usize, o: usize, k: usize, s: usize, groups: usize| {
-        let mut spec = Conv2dSpec::square(i, o, k, s, k / 2);
-        spec.groups = groups;
-        let w = conv_weight(&mut rng, o, [k, k], i / groups, groups);
-        let b = conv_bias(&mut rng, o, [k, k], i / groups);
-        let q = LayerQuant::new(QuantMethod::Sbm, seed);
-        Conv2d::new(name, spec, w, Some(b), q).unwrap()
+        seeded_conv(&mut rng, name, (i, o), (k, s, groups))
     };
     let (c1, d1, c2, d2) = (
         conv("c1", 3, 32, 1, 1, 1),
@@ -482,4 +510,43 @@ fn silu_sigmoid_and_hardswish_run_in_the_evaluation_epilogue_bit_for_bit() {
     assert_eq!(each, fused);
     // Training writes the blocks whole, layer by layer: the same values.
     assert_eq!(g.forward(x, Mode::Train).unwrap(), fused);
+}
+
+#[test]
+fn inverted_residual_blocks_run_fused_with_their_residual_bit_for_bit() {
+    // A stem, a block (expand, ReLU6, depthwise, ReLU6, project) adding the stem's output, which
+    // is also the block's input; a block with a stride-2 depthwise conv and no residual; then a
+    // depthwise conv and a 1×1 conv, which the project conv before them expands into.
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut g = Graph::new();
+    let mut conv = |name: &str, i: usize, o: usize, k: usize, s: usize, groups: usize| {
+        seeded_conv(&mut rng, name, (i, o), (k, s, groups))
+    };
+    let relu6 = |name: &str| Activation::new(name, ActivationKind::Relu6);
+    let stem = g.then(conv("stem", 3, 16, 1, 1, 1)).unwrap();
+    g.then(conv("e1", 16, 96, 1, 1, 1)).unwrap();
+    g.then(relu6("r1")).unwrap();
+    g.then(conv("d1", 96, 96, 3, 1, 96)).unwrap();
+    g.then(relu6("r2")).unwrap();
+    let p1 = g.then(conv("p1", 96, 16, 1, 1, 1)).unwrap();
+    g.push(Add::new("add"), &[p1, stem]).unwrap();
+    g.then(conv("e2", 16, 64, 1, 1, 1)).unwrap();
+    g.then(relu6("r3")).unwrap();
+    g.then(conv("d2", 64, 64, 3, 2, 64)).unwrap();
+    g.then(relu6("r4")).unwrap();
+    g.then(conv("p2", 64, 24, 1, 1, 1)).unwrap();
+    g.then(conv("d3", 24, 24, 5, 1, 24)).unwrap();
+    g.then(conv("p3", 24, 8, 1, 1, 1)).unwrap();
+    let x = Tensor::from_shape_fn(vec![3, 21, 21, 3], |i| {
+        ((i[1] * 5 + i[2] * 3 + i[3] + i[0] * 7) % 13) as f32 / 3.0 - 2.0
+    });
+    let each = g
+        .forward_with(x.clone(), Mode::Eval, &mut |_, _, _| Ok(()))
+        .unwrap();
+    let fused = g.forward(x, Mode::Eval).unwrap();
+    assert_eq!(each.shape(), fused.shape());
+    assert!(each
+        .iter()
+        .zip(fused.iter())
+        .all(|(a, b)| a.is_finite() && a.to_bits() == b.to_bits()));
 }
