@@ -14,11 +14,16 @@ use crate::conv::Im2col;
 use crate::error::{KernelError, Result};
 
 /// Whether [`conv_dequant_uninit`] reads `geo`'s patches in place for weights `b` (else
-/// gather them): one group, whole 4-byte steps per pixel (`C` a multiple of 4), `b` in the
-/// byte form with its reduction `K = KH·KW·C` and short enough for one kernel call per tile.
+/// gather them): one group, a kernel of at least one tap, whole 4-byte steps per pixel (`C` a
+/// multiple of 4), `b` in the byte form with its reduction `K = KH·KW·C` and short enough for
+/// one kernel call per tile.
 pub fn reads_codes_in_place(geo: &Im2col<'_>, b: &PackedB) -> bool {
     let sp = geo.spec;
-    sp.groups == 1 && b.dim().0 == sp.k_per_group() && b.reads_pixels_of(sp.in_channels)
+    sp.groups == 1
+        && sp.kernel[0] > 0
+        && sp.kernel[1] > 0
+        && b.dim().0 == sp.k_per_group()
+        && b.reads_pixels_of(sp.in_channels)
 }
 
 /// `out = dequant(patches(x)·B)` (row-major `[samples·OH·OW, n]`, written whole) for the
@@ -65,14 +70,14 @@ pub fn conv_dequant_uninit<'o>(
     let taps: Vec<usize> = (0..kh * kw)
         .map(|t| ((t / kw) * sp.dilation[0] * wp + (t % kw) * sp.dilation[1]) * c)
         .collect();
-    let tap_pixels: Vec<usize> = taps.iter().map(|t| t / c).collect();
     let first_pixels = first_pixels(geo, samples, pixels);
     let starts: Vec<usize> = first_pixels.iter().map(|&p| p * c).collect();
     super::with_byte_scratch(padded_len, |padded| {
         let mut pixel_sums = vec![0u32; samples * pixels];
         pad_codes(geo, x, padded, &mut pixel_sums);
         let mut sums = vec![0i64; first_pixels.len()];
-        tap_sums(&pixel_sums, &first_pixels, &tap_pixels, &mut sums);
+        let (down, right) = (sp.dilation[0] * wp, sp.dilation[1]);
+        tap_sums(&pixel_sums, &first_pixels, (kh, kw), down, right, &mut sums);
         let left = Left::Patches {
             data: padded,
             starts: &starts,
@@ -98,12 +103,26 @@ fn first_pixels(geo: &Im2col<'_>, samples: usize, pixels: usize) -> Vec<usize> {
 }
 
 crate::simd::multiversion! {
-    /// `sums[i] = Σ_t pixel_sums[first[i] + taps[t]]`: each row's sum of codes.
-    fn tap_sums(pixel_sums: &[u32], first: &[usize], taps: &[usize], sums: &mut [i64]) {
-        let span = taps.iter().copied().max().unwrap_or(0) + 1;
+    /// `sums[i] = Σ_{ky,kx} pixel_sums[first[i] + ky·down + kx·right]` (`taps = (kh, kw)`):
+    /// each row's sum of codes, as a sum along the kernel's rows then along its columns, each
+    /// over every padded pixel at once (windows that cross a sample are never read). The sums
+    /// fit in `u32`: a reduction read in place is at most 65 792 codes of at most 255.
+    fn tap_sums(pixel_sums: &[u32], first: &[usize], taps: (usize, usize), down: usize, right: usize, sums: &mut [i64]) {
+        let (kh, kw) = taps;
+        let across = pixel_sums.len().saturating_sub((kw.max(1) - 1) * right);
+        let mut rows = pixel_sums[..across].to_vec();
+        for kx in 1..kw {
+            let shifted = &pixel_sums[kx * right..kx * right + across];
+            rows.iter_mut().zip(shifted).for_each(|(r, &v)| *r += v);
+        }
+        let whole = across.saturating_sub((kh.max(1) - 1) * down);
+        let mut both = rows[..whole].to_vec();
+        for ky in 1..kh {
+            let shifted = &rows[ky * down..ky * down + whole];
+            both.iter_mut().zip(shifted).for_each(|(b, &v)| *b += v);
+        }
         for (s, &p) in sums.iter_mut().zip(first) {
-            let window = &pixel_sums[p..p + span];
-            *s = taps.iter().map(|&t| i64::from(window[t])).sum();
+            *s = i64::from(both[p]);
         }
     }
 }

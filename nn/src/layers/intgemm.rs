@@ -122,33 +122,36 @@ pub(crate) struct ValidTaps {
 impl ValidTaps {
     /// A layer without padding: every tap is valid for the one "pixel" of a row.
     pub fn all(ops: &IntOperands) -> Self {
-        let (o, k) = ops.w_codes.dim();
-        let w = &ops.w_codes;
-        let sums = Array2::from_shape_fn((1, o), |(_, j)| w.row(j).iter().map(|&q| q as i64).sum());
+        let k = ops.w_codes.ncols();
+        let sums: Vec<i64> = ops
+            .w_codes
+            .rows()
+            .into_iter()
+            .map(|w| w.iter().map(|&q| q as i64).sum())
+            .collect();
         Self::from_sums(ops, &sums, &[k as i64])
     }
 
-    /// From `Σ_valid q_w` (`[P, O]`) and `n_valid` (`[P]`).
-    fn from_sums(ops: &IntOperands, sums: &Array2<i64>, counts: &[i64]) -> Self {
+    /// From `Σ_valid q_w` (`[P, O]` row-major) and `n_valid` (`[P]`).
+    fn from_sums(ops: &IntOperands, sums: &[i64], counts: &[i64]) -> Self {
         let (sx, lx) = (f64::from(ops.x_grid.step), f64::from(ops.x_grid.lo));
-        let grids = || {
-            ops.w_grids
-                .iter()
-                .map(|g| (f64::from(g.step), f64::from(g.lo)))
-        };
-        let offset = sums
-            .rows()
-            .into_iter()
-            .zip(counts)
-            .flat_map(|(row, &n)| {
-                row.into_iter()
-                    .zip(grids())
-                    .map(move |(&sv, (so, lo))| lx * (so * sv as f64 + lo * n as f64))
-            })
+        let grids: Vec<(f64, f64)> = ops
+            .w_grids
+            .iter()
+            .map(|g| (f64::from(g.step), f64::from(g.lo)))
             .collect();
+        let mut offset = Vec::with_capacity(sums.len());
+        for (row, &n) in sums.chunks_exact(grids.len().max(1)).zip(counts) {
+            let n = n as f64;
+            offset.extend(
+                row.iter()
+                    .zip(&grids)
+                    .map(|(&sv, &(so, lo))| lx * (so * sv as f64 + lo * n)),
+            );
+        }
         ValidTaps {
-            scale: grids().map(|(so, _)| sx * so).collect(),
-            row: grids().map(|(_, lo)| sx * lo).collect(),
+            scale: grids.iter().map(|&(so, _)| sx * so).collect(),
+            row: grids.iter().map(|&(_, lo)| sx * lo).collect(),
             offset,
         }
     }
@@ -249,29 +252,38 @@ pub(crate) fn conv_taps(layer: &str, geo: &Im2col<'_>, ops: &IntOperands) -> Res
             "integer conv weights do not match the kernel",
         ));
     }
-    // Per channel and tap, the sum of its input channels' codes.
+    // Per tap and channel (`[taps, O]`), the sum of its input channels' codes.
     let taps = kh * kw;
-    let tap_sums: Vec<i64> = ops
-        .w_codes
-        .rows()
-        .into_iter()
-        .flat_map(|w| {
-            (0..taps).map(move |t| w.iter().skip(t * c).take(c).map(|&q| q as i64).sum::<i64>())
-        })
-        .collect();
+    let mut tap_sums = vec![0i64; taps * o];
+    for (j, w) in ops.w_codes.rows().into_iter().enumerate() {
+        for (t, ch) in w.exact_chunks(c.max(1)).into_iter().take(taps).enumerate() {
+            tap_sums[t * o + j] = ch.iter().map(|&q| q as i64).sum();
+        }
+    }
     let (oh, ow) = geo.out_hw;
-    let mut sums = Array2::<i64>::zeros((oh * ow, o));
+    let mut sums = vec![0i64; oh * ow * o];
     let mut counts = vec![0i64; oh * ow];
-    for (p, (mut row, n)) in sums.rows_mut().into_iter().zip(&mut counts).enumerate() {
+    // A pixel whose taps inside the input are those of the one before it (most of the
+    // interior) copies its sums.
+    let mut previous: Option<Vec<bool>> = None;
+    for p in 0..oh * ow {
         let (oy, ox) = (p / ow, p % ow);
-        for t in 0..taps {
-            if geo.source(oy, ox, t / kw, t % kw).is_some() {
-                *n += c as i64;
+        let valid: Vec<bool> = (0..taps)
+            .map(|t| geo.source(oy, ox, t / kw, t % kw).is_some())
+            .collect();
+        if p > 0 && previous.as_ref() == Some(&valid) {
+            sums.copy_within((p - 1) * o..p * o, p * o);
+            counts[p] = counts[p - 1];
+        } else {
+            let row = &mut sums[p * o..(p + 1) * o];
+            for (t, _) in valid.iter().enumerate().filter(|(_, &v)| v) {
+                counts[p] += c as i64;
                 row.iter_mut()
-                    .zip(tap_sums.iter().skip(t).step_by(taps))
+                    .zip(&tap_sums[t * o..(t + 1) * o])
                     .for_each(|(s, &v)| *s += v);
             }
         }
+        previous = Some(valid);
     }
     Ok(ValidTaps::from_sums(ops, &sums, &counts))
 }

@@ -43,7 +43,7 @@ fn identity(n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
 #[test]
 fn convs_read_in_place_equal_the_reference_sums_on_every_path() {
     // (kernel, stride, pad, dilation, h, w, c, n)
-    let shapes = [
+    let mut shapes = vec![
         (3, 1, 1, 1, 7, 6, 4, 5),
         (3, 2, 1, 1, 9, 9, 16, 33),
         (1, 1, 0, 1, 4, 5, 8, 17),
@@ -52,6 +52,26 @@ fn convs_read_in_place_equal_the_reference_sums_on_every_path() {
         (5, 3, 2, 1, 11, 8, 8, 3),
         (3, 1, 1, 1, 3, 3, 64, 64),
     ];
+    // And random ones (the input at least as large as the dilated kernel).
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    for _ in 0..8 {
+        let (k, s, p, d) = (
+            rng.random_range(1..=4usize),
+            rng.random_range(1..=3usize),
+            rng.random_range(0..=2usize),
+            rng.random_range(1..=2usize),
+        );
+        let span = d * (k - 1) + 1;
+        let (h, w) = (
+            rng.random_range(span..span + 9),
+            rng.random_range(span..span + 9),
+        );
+        let (c, n) = (
+            4 * rng.random_range(1..=10usize),
+            rng.random_range(1..=70usize),
+        );
+        shapes.push((k, s, p, d, h, w, c, n));
+    }
     for path in paths() {
         for (t, &(k, s, p, d, h, w, c, n)) in shapes.iter().enumerate() {
             for bits in 2..=8u32 {
