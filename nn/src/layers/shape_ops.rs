@@ -435,7 +435,11 @@ mod tests {
         assert!(permute_rows(&x, &[0, 1, 3, 2]).is_none());
         // A channel shuffle keeps two trailing axes in place: runs of H·W values.
         let x = rand_tensor(&[2, 2, 3, 4, 5], 1.0, 4);
-        for perm in [vec![0, 2, 1, 3, 4], vec![1, 0, 2, 3, 4], vec![2, 1, 0, 3, 4]] {
+        for perm in [
+            vec![0, 2, 1, 3, 4],
+            vec![1, 0, 2, 3, 4],
+            vec![2, 1, 0, 3, 4],
+        ] {
             let general = x
                 .view()
                 .permuted_axes(perm.as_slice())
