@@ -91,7 +91,8 @@ pub struct GemmShape {
 /// The distinct GEMM shapes of one training step of `summary` at `batch`: per conv layer (not
 /// depthwise, which runs no GEMM) per block of [`block_samples`] samples and per group, as
 /// [`block_gemms`](cptsim_nn::layers::conv2d::block_gemms) gives them; per linear layer per row
-/// tile ([`ROW_TILE`]) and, for the weight gradient, per reduction chunk ([`REDUCE_CHUNK`]). The layer reading the network
+/// tile ([`ROW_TILE`]) and, for the weight gradient, per reduction chunk ([`REDUCE_CHUNK`]); per
+/// matmul (attention) its three products per sample and head. The layer reading the network
 /// input runs no input-gradient GEMM. Shapes repeated across layers are merged, in first-seen
 /// order.
 pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<GemmShape>> {
@@ -157,8 +158,16 @@ pub fn step_gemm_shapes(summary: &ModelSummary, batch: usize) -> Result<Vec<Gemm
                     }
                 }
             }
-            // Attention products run their own small products, not these GEMMs.
-            LayerKind::Matmul => {}
+            // Attention's products, one per sample and head: forward `A·B`, backward `dY·Bᵀ`
+            // and `Aᵀ·dY` (both operands are activations, so both gradients are computed).
+            LayerKind::Matmul => {
+                let (count, m, n, k) = l.gemm_dims(batch as u64);
+                let dims = [count, m, n, k].map(|d| usize::try_from(d).unwrap_or(usize::MAX));
+                let [count, m, n, k] = dims;
+                add(&l.name, (GemmPass::Forward, false, false), (m, k, n), count);
+                add(&l.name, (GemmPass::Error, false, false), (m, n, k), count);
+                add(&l.name, (GemmPass::Weight, false, false), (k, m, n), count);
+            }
             LayerKind::Recurrent => {
                 let Some(h) = l.hidden.filter(|&h| h > 0) else {
                     continue;
