@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use cptsim_train::run::{Notice, Outputs, Progress};
@@ -53,9 +54,11 @@ pub fn train_json(
     let model = run.model().clone();
     let plan = run.plan().clone();
     let stop = AtomicBool::new(false);
+    let gate = Gate::default();
     let mut obs = Hooked {
         hook: hook.as_ref(),
         stop: &stop,
+        gate: &gate,
         error: None,
         notices: Vec::new(),
         evals: Vec::new(),
@@ -74,11 +77,12 @@ pub fn train_json(
                 message: format!("starting the training thread: {e}"),
             })?;
         while !worker.is_finished() {
-            py.detach(|| std::thread::sleep(POLL));
+            py.detach(|| gate.wait_for_call(POLL));
             if let Err(e) = py.check_signals() {
                 interrupt.get_or_insert(e);
                 stop.store(true, Ordering::SeqCst);
             }
+            gate.checked();
         }
         worker.join().map_err(|_| Failure {
             kind: Kind::Runtime,
@@ -162,11 +166,58 @@ fn failure(e: RunError) -> PyErr {
     .into()
 }
 
+/// Where the training thread, after each call of the hook, waits for the calling thread to have
+/// looked for signals: a signal the hook raised (`os.kill`, or Ctrl-C while it ran) stops the run
+/// before its next iteration however fast the iterations are, instead of at the next poll.
+#[derive(Default)]
+struct Gate {
+    /// Hook calls made, and calls after which the signals were looked at.
+    counts: Mutex<(u64, u64)>,
+    changed: Condvar,
+}
+
+impl Gate {
+    /// The calling thread: waits until a hook call is waiting or `timeout` has passed.
+    fn wait_for_call(&self, timeout: Duration) {
+        let Ok(counts) = self.counts.lock() else {
+            return;
+        };
+        if counts.0 == counts.1 {
+            let _ = self.changed.wait_timeout(counts, timeout);
+        }
+    }
+
+    /// The calling thread: the signals were looked at after every hook call so far.
+    fn checked(&self) {
+        if let Ok(mut counts) = self.counts.lock() {
+            counts.1 = counts.0;
+            self.changed.notify_all();
+        }
+    }
+
+    /// The training thread, after a hook call: waits until the signals were looked at.
+    fn called(&self) {
+        let Ok(mut counts) = self.counts.lock() else {
+            return;
+        };
+        counts.0 += 1;
+        let call = counts.0;
+        self.changed.notify_all();
+        while counts.1 < call {
+            match self.changed.wait(counts) {
+                Ok(c) => counts = c,
+                Err(_) => return,
+            }
+        }
+    }
+}
+
 /// The observer: hands each iteration to the hook, keeps the notices and evaluations, and stops
 /// the run when the hook returns `False` or raises, or a signal arrived.
 struct Hooked<'a> {
     hook: Option<&'a Py<PyAny>>,
     stop: &'a AtomicBool,
+    gate: &'a Gate,
     /// What the hook raised.
     error: Option<PyErr>,
     notices: Vec<String>,
@@ -204,6 +255,7 @@ impl Hooked<'_> {
             let answer = answer.bind(py);
             Ok(answer.is_instance_of::<PyBool>() && !answer.extract::<bool>()?)
         });
+        self.gate.called();
         match outcome {
             Ok(false) => {}
             Ok(true) => self.stop.store(true, Ordering::SeqCst),
