@@ -167,8 +167,14 @@ def test_ctrl_c_stops_the_run_keeps_its_checkpoint_and_raises_keyboard_interrupt
             os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C in a terminal or notebook sends
 
     out = tmp_path / "run"
-    with pytest.raises(KeyboardInterrupt, match="checkpoint written") as caught:
-        cptsim.train(tiny(mnist, out=str(out)), progress=progress)
+    # Python's own Ctrl-C handler, also where the suite was started with SIGINT ignored (a
+    # background job of a non-interactive shell), in which case Python installs none.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="checkpoint written") as caught:
+            cptsim.train(tiny(mnist, out=str(out)), progress=progress)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert "interrupted at iteration" in str(caught.value)
     assert (out / "checkpoint.bin").is_file() and not (out / "summary.json").exists()
 
