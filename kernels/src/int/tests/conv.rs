@@ -75,10 +75,7 @@ fn convs_read_in_place_equal_the_reference_sums_on_every_path() {
     for path in paths() {
         for (t, &(k, s, p, d, h, w, c, n)) in shapes.iter().enumerate() {
             for bits in 2..=8u32 {
-                let mut spec = Conv2dSpec::square(c, n, k, s, p);
-                spec.dilation = [d, d];
-                let span = d * (k - 1) + 1;
-                let out_hw = ((h + 2 * p - span) / s + 1, (w + 2 * p - span) / s + 1);
+                let (spec, out_hw) = dilated_conv((c, n), (k, s, p, d), (h, w));
                 let geo = Im2col {
                     spec: &spec,
                     in_hw: (h, w),

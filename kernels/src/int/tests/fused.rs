@@ -2,7 +2,7 @@
 //! the byte im2col against the `f32` one.
 
 use super::*;
-use crate::conv::{Conv2dSpec, Im2col};
+use crate::conv::Im2col;
 
 /// `scale[j]·c + row[j]·r + off[i mod P, j]` in f64, rounded once: the values of `c`.
 fn dequantized(c: &Array2<i64>, r: &[i64], dq: Dequant<'_>) -> Vec<f32> {
@@ -180,10 +180,7 @@ fn byte_patches_equal_the_f32_patches() {
         (3, 1, 2, 2, 6, 7, 2),
         (5, 3, 0, 1, 11, 8, 1),
     ] {
-        let mut spec = Conv2dSpec::square(c, 4, k, s, p);
-        spec.dilation = [d, d];
-        let span = d * (k - 1) + 1;
-        let out_hw = ((h + 2 * p - span) / s + 1, (w + 2 * p - span) / s + 1);
+        let (spec, out_hw) = dilated_conv((c, 4), (k, s, p, d), (h, w));
         let geo = Im2col {
             spec: &spec,
             in_hw: (h, w),

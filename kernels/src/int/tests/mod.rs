@@ -275,3 +275,19 @@ fn f32_codes_give_the_i32_sums_and_fractions_are_errors() {
 
 mod conv;
 mod fused;
+
+/// A square conv of `c` → `n` channels, kernel `k`, stride `s`, padding `p` and dilation `d`, and
+/// its output size on an `h` × `w` input.
+fn dilated_conv(
+    (c, n): (usize, usize),
+    (k, s, p, d): (usize, usize, usize, usize),
+    (h, w): (usize, usize),
+) -> (crate::conv::Conv2dSpec, (usize, usize)) {
+    let mut spec = crate::conv::Conv2dSpec::square(c, n, k, s, p);
+    spec.dilation = [d, d];
+    let span = d * (k - 1) + 1;
+    (
+        spec,
+        ((h + 2 * p - span) / s + 1, (w + 2 * p - span) / s + 1),
+    )
+}
